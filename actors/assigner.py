@@ -1,0 +1,224 @@
+"""The assigner core of one slot: plain Python, no Ray (the actor in ``actor.py`` wraps it).
+
+Per data partition it keeps a :class:`PartitionIndex`, bootstrapped lazily from the
+record-level index through an :class:`IndexSource` on first touch, and evicted by the
+proposal's checkpoint flow. Checkpoint ids are the table's instant ids, as integers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dynbucket.actors.allocator import BucketAllocator
+from dynbucket.actors.keys import slot_of, to_cache_keys
+from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
+from dynbucket.pipeline.errors import AssignerError, AssignerRestartedError
+
+#: Checkpoint id meaning "none yet".
+NO_CHECKPOINT = -1
+
+
+class IndexSource(Protocol):
+    """Reads what the assigner needs from the record-level index and file listing."""
+
+    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
+        """This slot's entries of ``partition`` (hash routes to ``slot``), plus every slot's
+        key count per bucket (and bytes per bucket, when fullness is in bytes)."""
+        ...
+
+    def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
+        """Bytes of each bucket's file group in ``partition`` (latest base + deltas)."""
+        ...
+
+
+@dataclass
+class AssignerStats:
+    """Counters of one slot (``stats()`` of the actor)."""
+
+    slot: int
+    num_slots: int
+    cached_partitions: int = 0
+    cached_keys: int = 0
+    cached_bytes: int = 0
+    bootstraps: int = 0
+    bootstrap_seconds: float = 0.0
+    bootstrap_entries_scanned: int = 0
+    evictions: int = 0
+    buckets_created: int = 0
+    overflow_keys: int = 0
+    keys_assigned: int = 0
+    new_keys: int = 0
+    aborted_keys: int = 0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+class BucketAssigner:
+    """Assigns buckets to the keys routed to one slot.
+
+    Lifecycle per instant (checkpoint) ``c``: ``begin(c, s)``, any number of
+    ``assign(c, ...)``, then ``snapshot(c, s')`` once the instant committed (``s' = c``) or
+    ``abort(c)`` when it will never commit. ``s`` is the latest successful checkpoint.
+    """
+
+    def __init__(
+        self,
+        slot: int,
+        num_slots: int,
+        options: DynamicBucketOptions,
+        source: IndexSource,
+    ) -> None:
+        self.allocator = BucketAllocator(slot, num_slots, options)
+        self.slot = slot
+        self.num_slots = num_slots
+        self.options = options
+        self.source = source
+        self.partitions: dict[str, PartitionIndex] = {}
+        self.checkpoint = NO_CHECKPOINT
+        self._stats = AssignerStats(slot, num_slots)
+
+    # --- checkpoint flow -----------------------------------------------------------------
+
+    def begin(self, checkpoint: int, latest_successful: int) -> None:
+        """Opens ``checkpoint``. Mappings of checkpoints <= ``latest_successful`` move to the
+        committed run (their snapshot may never have come); younger ones stay pending until
+        a snapshot commits them or ``abort`` drops them."""
+        if checkpoint < self.checkpoint:
+            raise AssignerError(
+                f"begin({checkpoint}) after checkpoint {self.checkpoint}: checkpoint ids must "
+                "increase (is a second writer using this table?)"
+            )
+        for index in self.partitions.values():
+            index.commit_through(latest_successful)
+        if self.options.by_bytes:
+            for name, index in self.partitions.items():
+                index.set_listing(self.source.bucket_bytes(name))
+        self.checkpoint = checkpoint
+
+    def assign(
+        self,
+        checkpoint: int,
+        partitions: Sequence[str],
+        partition_index: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        """Buckets for a batch of keys routed to this slot.
+
+        Args:
+            checkpoint: the open checkpoint (from ``begin``).
+            partitions: the distinct partition paths of the batch.
+            partition_index: per row, the position of its partition in ``partitions``.
+            hashes: per row, the 64-bit key hash.
+
+        Returns:
+            Per row, the bucket id and whether the key is new (not committed yet), in input
+            order. A key seen twice (also across retried calls) gets the same bucket.
+
+        Raises:
+            AssignerRestartedError: ``checkpoint`` was not begun here (the actor restarted
+                and lost this instant's mappings); the instant must be retried.
+        """
+        if checkpoint != self.checkpoint:
+            raise AssignerRestartedError(
+                f"slot {self.slot}: assign for checkpoint {checkpoint} but the open checkpoint "
+                f"is {self.checkpoint}; the assigner restarted (or the call is stale), so the "
+                "instant must be aborted and retried"
+            )
+        hashes = np.ascontiguousarray(hashes, dtype=np.int64)
+        misrouted = slot_of(hashes, self.num_slots) != self.slot
+        if misrouted.any():
+            h = int(hashes[np.argmax(misrouted)])
+            raise AssignerError(
+                f"key hash {h} routes to slot {int(slot_of(np.array([h]), self.num_slots)[0])}"
+                f" of {self.num_slots}, not to slot {self.slot}: rows must be routed by "
+                "pmod(hash, slots)"
+            )
+        buckets = np.empty(len(hashes), np.int32)
+        is_new = np.empty(len(hashes), np.bool_)
+        order = np.argsort(partition_index, kind="stable")
+        bounds = np.searchsorted(partition_index[order], np.arange(len(partitions) + 1))
+        for p, name in enumerate(partitions):
+            rows = order[bounds[p] : bounds[p + 1]]
+            if len(rows):
+                buckets[rows], is_new[rows] = self._assign_partition(
+                    checkpoint, name, to_cache_keys(hashes[rows])
+                )
+        self._stats.keys_assigned += len(hashes)
+        return buckets, is_new
+
+    def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
+        """The proposal's snapshot(): commit, update flags, evict. Returns evicted partitions."""
+        evicted = [
+            name
+            for name, index in self.partitions.items()
+            if index.snapshot(checkpoint, latest_successful)
+        ]
+        for name in evicted:
+            self.evict(name)
+        return evicted
+
+    def abort(self, checkpoint: int) -> int:
+        """Drops every mapping ``checkpoint`` created (I8); returns how many."""
+        dropped = sum(index.abort(checkpoint) for index in self.partitions.values())
+        self._stats.aborted_keys += dropped
+        return dropped
+
+    def evict(self, partition: str) -> None:
+        """Drops a partition's cache; its next touch bootstraps it again."""
+        index = self.partitions.pop(partition, None)
+        if index is not None:
+            if index.pending:
+                raise AssignerError(
+                    f"cannot evict partition {partition!r}: it holds uncommitted mappings of "
+                    f"checkpoints {sorted(index.pending)}"
+                )
+            self._stats.evictions += 1
+
+    # --- introspection -------------------------------------------------------------------
+
+    def stats(self) -> AssignerStats:
+        s = self._stats
+        s.cached_partitions = len(self.partitions)
+        s.cached_keys = sum(len(i) for i in self.partitions.values())
+        s.cached_bytes = sum(i.nbytes for i in self.partitions.values())
+        s.buckets_created = self.allocator.buckets_created
+        s.overflow_keys = self.allocator.overflow_keys
+        return s
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _assign_partition(
+        self, checkpoint: int, name: str, keys: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        """1. bootstrap on first touch; 2. look up; 3. allocate the unknown keys once each;
+        4. record them as this checkpoint's mappings."""
+        index = self.partitions.get(name)
+        if index is None:
+            index = self._bootstrap(name)
+        buckets, is_new = index.lookup(keys)
+        missing = buckets < 0
+        if missing.any():
+            fresh, inverse = np.unique(keys[missing], return_inverse=True)
+            chosen = self.allocator.allocate(index, len(fresh))
+            index.add(checkpoint, fresh, chosen)
+            buckets[missing] = chosen[inverse]
+            is_new[missing] = True
+            self._stats.new_keys += len(fresh)
+        return buckets, is_new
+
+    def _bootstrap(self, name: str) -> PartitionIndex:
+        start = time.perf_counter()
+        load = self.source.load(name, self.slot, self.num_slots)
+        index = self.partitions[name] = PartitionIndex(load)
+        self._stats.bootstraps += 1
+        self._stats.bootstrap_seconds += time.perf_counter() - start
+        self._stats.bootstrap_entries_scanned += load.entries_scanned
+        return index

@@ -1,0 +1,137 @@
+"""Compact maps from cache key (uint64) to bucket id (uint16).
+
+Two shapes, one job each:
+
+* :class:`SortedRun`: immutable, sorted keys + buckets + a top-bits directory. 10 bytes per
+  key plus at most one byte of directory; this holds the committed mappings.
+* :class:`PendingTable`: an open-addressing hash table for the mappings one checkpoint
+  creates. O(1) inserts however many batches a checkpoint brings; merged into the run when
+  the checkpoint commits, dropped whole when it aborts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from dynbucket.actors import kernels
+
+U64 = npt.NDArray[np.uint64]
+U16 = npt.NDArray[np.uint16]
+I32 = npt.NDArray[np.int32]
+
+#: Largest bucket id the cache can hold (uint16, with 0xFFFF reserved as "empty").
+MAX_BUCKET_ID = int(kernels.EMPTY) - 1
+#: ``out`` value of a lookup that found nothing.
+MISSING = -1
+#: Target keys per directory segment: one or two cache lines to scan, <= 1 byte/key.
+_KEYS_PER_SEGMENT = 4
+
+
+def _directory_bits(n: int) -> int:
+    # At least 1 bit: a shift by 64 is undefined on x86.
+    return max(1, int(np.log2(max(n, 2) / _KEYS_PER_SEGMENT)))
+
+
+class SortedRun:
+    """An immutable sorted map cache key -> bucket with a directory on the key's top bits."""
+
+    __slots__ = ("keys", "buckets", "_directory", "_shift")
+
+    def __init__(self, keys: U64, buckets: U16) -> None:
+        """Wraps sorted, unique ``keys`` and their ``buckets`` (not copied)."""
+        if keys.dtype != np.uint64 or buckets.dtype != np.uint16 or keys.shape != buckets.shape:
+            raise TypeError("SortedRun needs uint64 keys and uint16 buckets of equal length")
+        self.keys = keys
+        self.buckets = buckets
+        bits = _directory_bits(len(keys))
+        self._shift = np.uint64(64 - bits)
+        self._directory = kernels.build_directory(keys, self._shift, 1 << bits)
+
+    @classmethod
+    def empty(cls) -> SortedRun:
+        return cls(np.empty(0, np.uint64), np.empty(0, np.uint16))
+
+    @classmethod
+    def from_unsorted(cls, keys: U64, buckets: U16) -> SortedRun:
+        order = np.argsort(keys, kind="stable")
+        return cls(keys[order], buckets[order])
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.buckets.nbytes + self._directory.nbytes)
+
+    def lookup(self, queries: U64, out: I32) -> int:
+        """Sets ``out[i]`` to the bucket of ``queries[i]`` where present; returns hits."""
+        if len(self.keys) == 0:
+            return 0
+        return int(
+            kernels.sorted_lookup(
+                self.keys, self.buckets, self._directory, self._shift, queries, out
+            )
+        )
+
+    def merged(self, keys: U64, buckets: U16) -> SortedRun:
+        """A new run holding this run's entries and the sorted ``keys`` (not in this run)."""
+        if len(keys) == 0:
+            return self
+        out_keys = np.empty(len(self.keys) + len(keys), np.uint64)
+        out_buckets = np.empty(len(out_keys), np.uint16)
+        kernels.merge_sorted(self.keys, self.buckets, keys, buckets, out_keys, out_buckets)
+        return SortedRun(out_keys, out_buckets)
+
+
+class PendingTable:
+    """A growable open-addressing hash table cache key -> bucket (load factor <= 1/2)."""
+
+    __slots__ = ("_keys", "_buckets", "_shift", "_size")
+
+    _MIN_BITS = 10
+
+    def __init__(self, expected: int = 0) -> None:
+        bits = max(self._MIN_BITS, int(np.ceil(np.log2(max(2 * expected, 2)))))
+        self._alloc(bits)
+        self._size = 0
+
+    def _alloc(self, bits: int) -> None:
+        self._keys = np.zeros(1 << bits, np.uint64)
+        self._buckets = np.full(1 << bits, kernels.EMPTY, np.uint16)
+        self._shift = np.uint64(64 - bits)
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._keys.nbytes + self._buckets.nbytes)
+
+    def insert(self, keys: U64, buckets: U16) -> int:
+        """Adds the pairs; a key already present keeps its bucket. Returns entries added."""
+        need = self._size + len(keys)
+        if 2 * need > len(self._keys):
+            self._grow(need)
+        added = int(kernels.table_insert(self._keys, self._buckets, self._shift, keys, buckets))
+        self._size += added
+        return added
+
+    def lookup(self, queries: U64, out: I32) -> int:
+        """Sets ``out[i]`` to the bucket of ``queries[i]`` where present; returns hits."""
+        if self._size == 0:
+            return 0
+        return int(kernels.table_lookup(self._keys, self._buckets, self._shift, queries, out))
+
+    def sorted_items(self) -> tuple[U64, U16]:
+        """All entries, sorted by key."""
+        used = self._buckets != kernels.EMPTY
+        keys = self._keys[used]
+        order = np.argsort(keys, kind="stable")
+        return keys[order], self._buckets[used][order]
+
+    def _grow(self, need: int) -> None:
+        used = self._buckets != kernels.EMPTY
+        keys, buckets = self._keys[used], self._buckets[used]
+        self._alloc(int(np.ceil(np.log2(2 * need))) + 1)
+        kernels.table_insert(self._keys, self._buckets, self._shift, keys, buckets)

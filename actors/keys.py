@@ -1,0 +1,30 @@
+"""Key hashes as the assigner sees them: routing to slots, and cache keys.
+
+A record key's 64-bit hash is Spark's ``xxhash64`` of the key fields (a signed long); the
+same value is computed in Python by ``dynbucket.pipeline.keyhash``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+_SIGN = np.uint64(1 << 63)
+
+
+def slot_of(hashes: npt.NDArray[np.int64], num_slots: int) -> npt.NDArray[np.int64]:
+    """The assigner slot of each key hash: ``pmod(hash, num_slots)``, as Spark computes it."""
+    return np.remainder(hashes, np.int64(num_slots))
+
+
+def to_cache_keys(hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """Maps signed hashes to uint64 preserving order (flip the sign bit).
+
+    An RLI column sorted by signed hash is then a sorted cache run with no re-sort.
+    """
+    return np.ascontiguousarray(hashes).view(np.uint64) ^ _SIGN
+
+
+def from_cache_keys(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Inverse of :func:`to_cache_keys`."""
+    return (keys ^ _SIGN).view(np.int64)

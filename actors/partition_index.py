@@ -1,0 +1,165 @@
+"""One data partition's ``key hash -> bucket`` cache in one assigner slot.
+
+Holds the proposal's two eviction flags (``updated``, ``last_updated_checkpoint``), the
+mappings each not-yet-committed checkpoint created (so an abort can take them out, I8), and
+the per-bucket key counts of *every* slot (so capacity holds when the slot count changes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dynbucket.actors.cache import MISSING, PendingTable, SortedRun
+
+I64 = npt.NDArray[np.int64]
+
+#: ``last_updated_checkpoint`` of a partition never updated since it was loaded.
+NEVER = -1
+
+
+@dataclass
+class PartitionLoad:
+    """What a bootstrap reads from the record-level index for one partition and slot."""
+
+    keys: npt.NDArray[np.uint64]
+    """Cache keys of this slot's entries, sorted."""
+    buckets: npt.NDArray[np.uint16]
+    """Bucket of each entry in ``keys``."""
+    bucket_keys: I64
+    """Entries per bucket id, counting every slot's keys."""
+    bucket_bytes: I64 | None = None
+    """Bytes of each bucket's file group (latest base + deltas), when fullness is in bytes."""
+    entries_scanned: int = 0
+    """Index entries read to produce this load (every slot's)."""
+    seconds: float = field(default=0.0, compare=False)
+
+
+class PartitionIndex:
+    """The cache of one partition: a committed sorted run plus one pending table per checkpoint."""
+
+    def __init__(self, load: PartitionLoad) -> None:
+        self.run = SortedRun(load.keys, load.buckets)
+        self.pending: dict[int, PendingTable] = {}
+        self.bucket_keys = np.array(load.bucket_keys, dtype=np.int64)
+        self.updated = False
+        self.last_updated_checkpoint = NEVER
+        self.listed_keys = np.zeros_like(self.bucket_keys)
+        self.listed_bytes = np.zeros_like(self.bucket_keys)
+        self.set_listing(load.bucket_bytes)
+
+    # --- lookups and inserts -------------------------------------------------------------
+
+    def lookup(self, keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        """Bucket of each key (``MISSING`` when unknown), and whether it is still uncommitted."""
+        out = np.full(len(keys), MISSING, dtype=np.int32)
+        self.run.lookup(keys, out)
+        uncommitted = np.zeros(len(keys), dtype=np.bool_)
+        for table in self.pending.values():
+            before = out < 0
+            if not before.any():
+                break
+            table.lookup(keys, out)
+            uncommitted |= before & (out >= 0)
+        return out, uncommitted
+
+    def add(self, checkpoint: int, keys: npt.NDArray[np.uint64], buckets: npt.NDArray[np.uint16]) -> None:
+        """Records new mappings created by ``checkpoint`` (keys must be new to the cache)."""
+        table = self.pending.get(checkpoint)
+        if table is None:
+            table = self.pending[checkpoint] = PendingTable(len(keys))
+        table.insert(keys, buckets)
+        self._count(buckets, +1)
+        self.updated = True
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def commit_through(self, latest_successful: int) -> None:
+        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted run."""
+        for ckpt in sorted(c for c in self.pending if c <= latest_successful):
+            keys, buckets = self.pending.pop(ckpt).sorted_items()
+            self.run = self.run.merged(keys, buckets)
+
+    def abort(self, checkpoint: int) -> int:
+        """Drops the mappings ``checkpoint`` created; returns how many."""
+        table = self.pending.pop(checkpoint, None)
+        if table is None:
+            return 0
+        _, buckets = table.sorted_items()
+        self._count(buckets, -1)
+        if not self.pending:
+            self.updated = False
+        return len(table)
+
+    def snapshot(self, checkpoint: int, latest_successful: int) -> bool:
+        """The proposal's snapshot step for this partition; returns True to evict it.
+
+        1. Mappings of checkpoints <= ``latest_successful`` are in the RLI: commit them.
+        2. Updated in this interval: ``last_updated_checkpoint = checkpoint``, keep.
+        3. Not updated: evict when ``last_updated_checkpoint <= latest_successful`` (all its
+           mappings are committed to the RLI), else keep.
+        4. Reset ``updated``.
+        """
+        self.commit_through(latest_successful)
+        evict = False
+        if self.updated:
+            self.last_updated_checkpoint = checkpoint
+        elif self.last_updated_checkpoint <= latest_successful and not self.pending:
+            evict = True
+        self.updated = False
+        return evict
+
+    # --- capacity ------------------------------------------------------------------------
+
+    def set_listing(self, bucket_bytes: I64 | None) -> None:
+        """Takes a fresh file listing (bytes per bucket id); the key counts of this moment
+        become its base, so later estimates add only keys assigned since."""
+        n = max(len(self.bucket_keys), 0 if bucket_bytes is None else len(bucket_bytes))
+        self._grow(n)
+        self.listed_bytes = np.zeros(n, np.int64)
+        if bucket_bytes is not None:
+            self.listed_bytes[: len(bucket_bytes)] = bucket_bytes
+        self.listed_keys = self.bucket_keys.copy()
+
+    def bytes_per_key(self, default: int) -> float:
+        """Mean file bytes per key in the listing, or ``default`` while there is none."""
+        listed, keys = int(self.listed_bytes.sum()), int(self.listed_keys.sum())
+        return listed / keys if listed and keys else float(default)
+
+    def estimated_bytes(self, bytes_per_key_default: int) -> I64:
+        """Bytes per bucket id: listed bytes plus keys added since the listing, at the
+        partition's mean bytes per key."""
+        per_key = self.bytes_per_key(bytes_per_key_default)
+        added = np.maximum(self.bucket_keys - self.listed_keys, 0)
+        return self.listed_bytes + (added * per_key).astype(np.int64)
+
+    def existing_buckets(self) -> I64:
+        """Ids of the buckets that hold at least one key (committed or pending), ascending."""
+        return np.flatnonzero(self.bucket_keys > 0)
+
+    # --- introspection -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.run) + sum(len(t) for t in self.pending.values())
+
+    @property
+    def nbytes(self) -> int:
+        return self.run.nbytes + sum(t.nbytes for t in self.pending.values())
+
+    def _count(self, buckets: npt.NDArray[np.uint16], sign: int) -> None:
+        if len(buckets) == 0:
+            return
+        counts = np.bincount(buckets, minlength=len(self.bucket_keys))
+        self._grow(len(counts))
+        self.bucket_keys += sign * counts
+
+    def _grow(self, n: int) -> None:
+        """Extends the per-bucket arrays to ``n`` bucket ids."""
+        extra = n - len(self.bucket_keys)
+        if extra <= 0:
+            return
+        self.bucket_keys = np.pad(self.bucket_keys, (0, extra))
+        self.listed_keys = np.pad(self.listed_keys, (0, extra))
+        self.listed_bytes = np.pad(self.listed_bytes, (0, extra))

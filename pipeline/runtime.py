@@ -1,0 +1,337 @@
+"""The runtime: an embedded (or joined) Ray plus a RayDP Spark session on it.
+
+Spark on Ray via RayDP, on OpenJDK 17, works only with a set of JVM options a newcomer would
+not guess (DESIGN.md, "Known facts"). :class:`Runtime` carries them, so that
+``with Runtime() as rt: rt.spark`` is all a user needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+from dynbucket.pipeline.errors import ConfigError, JavaNotFoundError, RuntimeSetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# Packages of java.base that Spark and RayDP reach into reflectively. Without these, RayDP's
+# executor actor dies inside Ray's serializer on JDK 17 (measured; DESIGN.md).
+JDK17_OPEN_PACKAGES: tuple[str, ...] = (
+    "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
+    "java.math", "java.text", "java.time", "java.util", "java.util.concurrent",
+    "java.util.concurrent.atomic", "java.util.regex", "java.util.stream", "jdk.internal.ref",
+    "jdk.internal.misc", "sun.nio.ch", "sun.nio.cs", "sun.security.action", "sun.util.calendar",
+)  # fmt: skip
+
+_JVM_OPTION_KEYS = (
+    "spark.ray.raydp_app_master.extraJavaOptions",
+    "spark.executor.extraJavaOptions",
+    "spark.driver.extraJavaOptions",
+)
+_MEMORY = re.compile(r"^[1-9][0-9]*[kmgt]?$", re.IGNORECASE)
+_INSTALL_JAVA = (
+    "install OpenJDK 17 (Debian/Ubuntu: `sudo apt-get install -y openjdk-17-jre-headless`) "
+    "or set JAVA_HOME to an existing JDK 11 or 17"
+)
+
+# RayDP keeps one global Spark context per process; two Runtimes would fight over it.
+_active_lock = threading.Lock()
+_active: Runtime | None = None
+
+
+def jdk_java_options() -> str:
+    """The JVM options Spark on Ray needs on JDK 17 (harmless on JDK 11)."""
+    opens = [f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in JDK17_OPEN_PACKAGES]
+    return " ".join([*opens, "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED"])
+
+
+def find_java(environ: Mapping[str, str] | None = None) -> tuple[str, int]:
+    """Locates the Java runtime Spark will use and returns (path, major version).
+
+    Looks at ``JAVA_HOME`` first, as Spark's launcher does, then at ``PATH``.
+
+    Raises:
+        JavaNotFoundError: no Java, or one that does not run.
+    """
+    env = os.environ if environ is None else environ
+    java_home = env.get("JAVA_HOME")
+    if java_home:
+        java = os.path.join(java_home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            raise JavaNotFoundError(
+                f"JAVA_HOME={java_home!r} has no executable bin/java; fix JAVA_HOME, or unset "
+                f"it and {_INSTALL_JAVA}"
+            )
+    else:
+        found = shutil.which("java", path=env.get("PATH", ""))
+        if found is None:
+            raise JavaNotFoundError(
+                "Spark needs a Java runtime and none was found: `java` is not on PATH and "
+                f"JAVA_HOME is not set; {_INSTALL_JAVA}"
+            )
+        java = found
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        raise JavaNotFoundError(f"{java} -version failed ({e}); {_INSTALL_JAVA}") from e
+    return java, parse_java_major(out.stderr + out.stdout)
+
+
+def parse_java_major(version_text: str) -> int:
+    """Major version from ``java -version`` output (``1.8.0_x`` -> 8, ``17.0.15`` -> 17)."""
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
+    if m is None:
+        raise JavaNotFoundError(f"cannot read a Java version from: {version_text.strip()!r}")
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How to start (or join) Ray and the Spark session on it.
+
+    Defaults fit one 2-core / 24 GiB machine; on a cluster, raise ``executors`` and memory.
+    """
+
+    address: str | None = None
+    """Ray cluster to join ("auto", "host:port", "ray://..."); None: ``RAY_ADDRESS``, else
+    start an embedded local Ray."""
+    app_name: str = "dynbucket"
+    """Spark application name (also names RayDP's master actor)."""
+    namespace: str = "dynbucket"
+    """Ray namespace for dynbucket's named actors."""
+    num_cpus: int | None = None
+    """Logical CPUs of an embedded Ray; None: the machine's cores. Ignored when joining."""
+    executors: int = 1
+    """Spark executors (each one Ray actor)."""
+    executor_cores: int | None = None
+    """Cores per executor; None: all CPUs of an embedded Ray, 2 when joining a cluster."""
+    executor_memory: str = "4g"
+    """JVM heap per executor."""
+    driver_memory: str = "2g"
+    """JVM heap of the Spark driver (runs in this process's child JVM)."""
+    object_store_memory: int | None = None
+    """Bytes of Ray object store of an embedded Ray; None: Ray's default."""
+    shuffle_partitions: int | None = None
+    """``spark.sql.shuffle.partitions``; None: 2 x total executor cores."""
+    log_level: str = "WARN"
+    """Spark's log level once started."""
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    """Extra Spark settings; they win over dynbucket's."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_cpus", "executors", "executor_cores", "shuffle_partitions"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"RuntimeConfig.{name}={value!r}: must be an integer >= 1")
+        for name in ("executor_memory", "driver_memory"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not _MEMORY.match(value):
+                raise ConfigError(
+                    f"RuntimeConfig.{name}={value!r}: must be a JVM memory size such as "
+                    "'512m' or '4g'"
+                )
+        if self.object_store_memory is not None and self.object_store_memory < 78_643_200:
+            raise ConfigError(
+                f"RuntimeConfig.object_store_memory={self.object_store_memory!r}: Ray needs "
+                "at least 78643200 bytes (75 MiB)"
+            )
+        object.__setattr__(self, "spark_conf", MappingProxyType(dict(self.spark_conf)))
+
+
+class Runtime:
+    """Starts an embedded Ray and a RayDP Spark session on it, or joins a Ray cluster.
+
+    Use it as a context manager; it shuts down what it started, also on error::
+
+        with Runtime() as rt:
+            rt.spark.range(10).show()
+
+    Only one Runtime can be active in a process (RayDP keeps one global Spark context).
+    """
+
+    def __init__(self, config: RuntimeConfig | None = None, **overrides: Any) -> None:
+        base = config or RuntimeConfig()
+        self.config = RuntimeConfig(**{**base.__dict__, **overrides}) if overrides else base
+        self._spark: SparkSession | None = None
+        self._started_ray = False
+        self._ray_address: str | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> Runtime:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> Runtime:
+        """Starts (or joins) Ray, then Spark on it. Idempotent for a started Runtime."""
+        global _active
+        with _active_lock:
+            if _active is self:
+                return self
+            if _active is not None:
+                raise RuntimeSetupError(
+                    "a dynbucket Runtime is already active in this process; use it, or stop "
+                    "it (Runtime.stop()) before starting another"
+                )
+            _active = self
+        try:
+            find_java()
+            # Spark's Python workers must run this interpreter, or they cannot import pyspark.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            self._start_ray()
+            self._start_spark()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stops Spark, then the Ray it started (a joined cluster keeps running)."""
+        global _active
+        import ray
+
+        try:
+            if self._spark is not None:
+                import raydp
+
+                self._spark = None
+                raydp.stop_spark()
+        finally:
+            try:
+                if self._started_ray or ray.is_initialized():
+                    ray.shutdown()
+            finally:
+                self._started_ray = False
+                with _active_lock:
+                    if _active is self:
+                        _active = None
+
+    # --- what a started runtime offers ---------------------------------------------------
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session (RayDP's, on this Ray)."""
+        if self._spark is None:
+            raise RuntimeSetupError("the Runtime is not started; use `with Runtime() as rt:`")
+        return self._spark
+
+    @property
+    def ray_address(self) -> str:
+        """GCS address of the Ray cluster, for processes (Spark's Python workers) to join."""
+        if self._ray_address is None:
+            raise RuntimeSetupError("the Runtime is not started; use `with Runtime() as rt:`")
+        return self._ray_address
+
+    @property
+    def started_embedded(self) -> bool:
+        """Whether this Runtime started its own local Ray (rather than joining one)."""
+        return self._started_ray
+
+    @property
+    def default_parallelism(self) -> int:
+        """Spark's default parallelism: total executor cores."""
+        return int(self.spark.sparkContext.defaultParallelism)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _start_ray(self) -> None:
+        import ray
+
+        cfg = self.config
+        address = cfg.address or os.environ.get("RAY_ADDRESS") or None
+        if ray.is_initialized():
+            raise RuntimeSetupError(
+                "Ray is already initialised in this process; dynbucket starts (or joins) Ray "
+                "itself: call ray.shutdown() first, or pass the cluster address to Runtime"
+            )
+        kwargs: dict[str, Any] = {
+            "namespace": cfg.namespace,
+            "logging_level": logging.WARNING,
+            "configure_logging": True,
+        }
+        if address is None:
+            kwargs.update(
+                address="local",
+                num_cpus=cfg.num_cpus or os.cpu_count() or 2,
+                include_dashboard=False,
+            )
+            if cfg.object_store_memory is not None:
+                kwargs["object_store_memory"] = cfg.object_store_memory
+        else:
+            kwargs["address"] = address
+        try:
+            ctx = ray.init(**kwargs)
+        except Exception as e:
+            where = "an embedded local Ray" if address is None else f"Ray at {address!r}"
+            raise RuntimeSetupError(f"could not start {where}: {e}") from e
+        self._started_ray = address is None
+        self._ray_address = ctx.address_info.get("gcs_address") or ray.get_runtime_context().gcs_address
+
+    def _start_spark(self) -> None:
+        import ray
+        import raydp
+
+        cfg = self.config
+        if self._started_ray:
+            cores = cfg.executor_cores or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        else:
+            cores = cfg.executor_cores or 2
+        java_opts = jdk_java_options()
+        conf: dict[str, str] = {key: java_opts for key in _JVM_OPTION_KEYS}
+        conf.update(
+            {
+                "spark.driver.memory": cfg.driver_memory,
+                "spark.sql.shuffle.partitions": str(
+                    cfg.shuffle_partitions or 2 * cores * cfg.executors
+                ),
+                "spark.sql.execution.arrow.pyspark.enabled": "true",
+                "spark.sql.session.timeZone": "UTC",
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
+            }
+        )
+        conf.update(cfg.spark_conf)
+        try:
+            spark = raydp.init_spark(
+                app_name=cfg.app_name,
+                num_executors=cfg.executors,
+                executor_cores=cores,
+                executor_memory=cfg.executor_memory,
+                # Recoverable Spark->Ray conversion is not used (rows travel by mapInArrow,
+                # docs/data-path.md), and it is not available over Ray client.
+                fault_tolerant_mode=False,
+                configs=conf,
+            )
+        except Exception as e:
+            raise RuntimeSetupError(f"could not start Spark on Ray (RayDP): {e}") from e
+        spark.sparkContext.setLogLevel(cfg.log_level)
+        self._spark = spark
+
+
+def active_runtime() -> Runtime | None:
+    """The Runtime started in this process, if any."""
+    return _active

@@ -1,0 +1,227 @@
+"""Scenario tests of the assigner core with exact bucket ids (invariants I1, I3, I4, I7, I8).
+
+Key hashes are small integers, so slot = hash mod N can be read off the test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dynbucket.actors import BucketAssigner, DynamicBucketOptions
+from dynbucket.pipeline.errors import (
+    AssignerError,
+    AssignerRestartedError,
+    BucketSpaceExhaustedError,
+    ConfigError,
+)
+from tests.unit.actors.memory_source import Driver, MemoryRLI
+
+CAP3 = DynamicBucketOptions(max_keys_per_bucket=3)
+
+
+def test_fill_first_then_new_bucket_only_when_all_full() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    assert d.write("p", [10, 11, 12, 13]) == [0, 0, 0, 1]
+    # Bucket 1 has room for two more: it takes them before any bucket opens.
+    assert d.write("p", [14, 15]) == [1, 1]
+    # Every bucket is full now: only then is bucket 2 created.
+    assert d.write("p", [16]) == [2]
+
+
+def test_known_keys_keep_their_bucket_across_batches() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    first = d.write("p", [1, 2, 3, 4, 5])
+    assert first == [0, 0, 0, 1, 1]
+    # Updates of old keys mixed with new ones: old keys keep their bucket (I1).
+    assert d.write("p", [5, 1, 6, 7, 3]) == [1, 0, 1, 2, 0]
+
+
+def test_partitions_are_independent() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    assert d.write("a", [1, 2, 3, 4]) == [0, 0, 0, 1]
+    assert d.write("b", [1, 2]) == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("num_slots", "expected"),
+    [
+        # Slot i starts with bucket i and opens i + N, i + 2N, ... (capacity 2 here).
+        (1, {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}),
+        (2, {0: 0, 2: 0, 4: 2, 6: 2, 1: 1, 3: 1, 5: 3, 7: 3}),
+        (4, {0: 0, 4: 0, 8: 4, 1: 1, 5: 1, 9: 5, 2: 2, 6: 2, 3: 3, 7: 3}),
+    ],
+)
+def test_initial_buckets_follow_slots(num_slots: int, expected: dict[int, int]) -> None:
+    d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=2))
+    hashes = sorted(expected)
+    assert dict(zip(hashes, d.write("p", hashes), strict=True)) == expected
+
+
+def test_slot_count_change_2_3_2_keeps_buckets_and_ids_never_collide() -> None:
+    rli = MemoryRLI()
+    cap = DynamicBucketOptions(max_keys_per_bucket=2)
+    two = Driver(rli, 2, cap)
+    b1 = dict(zip(range(8), two.write("p", list(range(8))), strict=True))
+    # N=2, capacity 2: slot 0 -> 0, 2; slot 1 -> 1, 3.
+    assert b1 == {0: 0, 2: 0, 4: 2, 6: 2, 1: 1, 3: 1, 5: 3, 7: 3}
+
+    three = Driver(rli, 3, cap)  # fresh actors: they bootstrap from the RLI
+    three.latest = three.checkpoint = two.checkpoint
+    keys2 = list(range(8)) + [8, 9, 10, 11, 12, 13]
+    b2 = dict(zip(keys2, three.write("p", keys2), strict=True))
+    assert {k: b2[k] for k in range(8)} == b1  # I1 across the change
+    # New keys: slot 0 (9, 12) fills class 0 mod 3: 0 and 3 are full -> opens 6.
+    # Slot 1 (10, 13): 1 full, 4 is free in class 1 -> opens 4.
+    # Slot 2 (8, 11): 2 full, 5 free -> opens 5.
+    assert {k: b2[k] for k in (8, 9, 10, 11, 12, 13)} == {
+        9: 6, 12: 6, 10: 4, 13: 4, 8: 5, 11: 5,
+    }  # fmt: skip
+    buckets_per_id: dict[int, int] = {}
+    for b in rli.entries["p"].values():
+        buckets_per_id[b] = buckets_per_id.get(b, 0) + 1
+    assert max(buckets_per_id.values()) <= 2  # capacity held with counts of every slot
+
+    back = Driver(rli, 2, cap)
+    back.latest = back.checkpoint = three.checkpoint
+    keys3 = keys2 + [14, 15]
+    b3 = dict(zip(keys3, back.write("p", keys3), strict=True))
+    assert {k: b3[k] for k in keys2} == b2
+    # Slot 0 of 2 (14): even ids 0, 2, 4, 6 all full -> first free even id is 8.
+    # Slot 1 of 2 (15): odd ids 1, 3, 5 full -> 7.
+    assert (b3[14], b3[15]) == (8, 7)
+
+
+def test_abort_drops_exactly_the_aborted_mappings() -> None:
+    rli = MemoryRLI()
+    d = Driver(rli, 1, CAP3)
+    assert d.write("p", [1, 2]) == [0, 0]
+    # Instant 2 assigns 3 (room in bucket 0) and 4, 5, 6 (open bucket 1), then aborts.
+    assert d.write("p", [3, 4, 5, 6], commit=False) == [0, 1, 1, 1]
+    a = d.slots[0]
+    index = a.partitions["p"]
+    assert len(index) == 2 and list(index.bucket_keys[:2]) == [2, 0]
+    # Bucket 1 is gone with the instant that made it; 1 and 2 are still known.
+    buckets, is_new = d.assign_open(3, "p", [1, 4, 2])
+    assert buckets == [0, 0, 0] and is_new == [False, True, False]
+
+
+def test_a_key_seen_again_in_the_same_checkpoint_is_still_new() -> None:
+    # A retried or speculative Spark task sends its rows twice: same bucket, still new,
+    # so that the RLI entry is written by whichever attempt's output commits.
+    d = Driver(MemoryRLI(), 1, CAP3)
+    first = d.assign_open(1, "p", [1, 2, 3, 4])
+    again = d.slots[0].assign(1, ["p"], np.zeros(4, np.int32), np.array([4, 3, 2, 1]))
+    assert first == ([0, 0, 0, 1], [True] * 4)
+    assert again[0].tolist() == [1, 0, 0, 0] and again[1].all()
+
+
+def test_duplicate_keys_in_one_batch_get_one_bucket() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    assert d.write("p", [7, 7, 8, 7, 9, 10]) == [0, 0, 0, 0, 0, 1]
+
+
+def test_eviction_flow_step_by_step() -> None:
+    rli = MemoryRLI()
+    a = BucketAssigner(0, 1, CAP3, rli)
+    hashes = np.array([1, 2], np.int64)
+    zeros = np.zeros(2, np.int32)
+
+    # Checkpoint 1: new keys -> updated; snapshot once 1 committed: kept, last = 1.
+    a.begin(1, -1)
+    a.assign(1, ["p"], zeros, hashes)
+    assert a.partitions["p"].updated
+    rli.entries["p"] = {1: 0, 2: 0}
+    assert a.snapshot(1, 1) == []
+    assert a.partitions["p"].last_updated_checkpoint == 1
+    assert not a.partitions["p"].updated
+
+    # Checkpoint 2: new key 3, but the snapshot comes before 2 committed (latest = 1):
+    # updated -> last = 2, kept.
+    a.begin(2, 1)
+    a.assign(2, ["p"], np.zeros(1, np.int32), np.array([3], np.int64))
+    assert a.snapshot(2, 1) == []
+    assert a.partitions["p"].last_updated_checkpoint == 2
+
+    # Checkpoint 3 only updates old keys: not updated, but last (2) > latest (1): kept,
+    # since mapping 3 -> 0 is not in the RLI yet.
+    a.begin(3, 1)
+    a.assign(3, ["p"], zeros, hashes)
+    assert not a.partitions["p"].updated
+    assert a.snapshot(3, 1) == []
+    assert "p" in a.partitions
+
+    # Checkpoint 2 committed (the commit of 2 landed): last (2) <= latest (3): evicted.
+    rli.entries["p"][3] = 0
+    assert a.snapshot(3, 3) == ["p"]
+    assert a.stats().evictions == 1 and "p" not in a.partitions
+
+    # The next touch bootstraps again from the RLI, and finds every mapping.
+    loads = rli.loads
+    a.begin(4, 3)
+    buckets, is_new = a.assign(4, ["p"], np.zeros(3, np.int32), np.array([3, 2, 1], np.int64))
+    assert rli.loads == loads + 1
+    assert buckets.tolist() == [0, 0, 0] and not is_new.any()
+
+
+def test_begin_commits_what_the_table_committed_when_no_snapshot_came() -> None:
+    rli = MemoryRLI()
+    a = BucketAssigner(0, 1, CAP3, rli)
+    a.begin(1, -1)
+    a.assign(1, ["p"], np.zeros(2, np.int32), np.array([1, 2], np.int64))
+    rli.entries["p"] = {1: 0, 2: 0}  # instant 1 committed; its snapshot call was lost
+    a.begin(2, 1)
+    index = a.partitions["p"]
+    assert not index.pending and len(index.run) == 2
+    a.assign(2, ["p"], np.zeros(1, np.int32), np.array([3], np.int64))
+    assert a.abort(2) == 1  # instant 2 failed: the driver aborts it explicitly (I8)
+    a.begin(3, 1)
+    buckets, is_new = a.assign(3, ["p"], np.zeros(3, np.int32), np.array([1, 2, 3], np.int64))
+    assert buckets.tolist() == [0, 0, 0] and is_new.tolist() == [False, False, True]
+
+
+def test_assign_without_begin_means_the_actor_restarted() -> None:
+    a = BucketAssigner(0, 1, CAP3, MemoryRLI())
+    with pytest.raises(AssignerRestartedError, match="checkpoint 5"):
+        a.assign(5, ["p"], np.zeros(1, np.int32), np.array([1], np.int64))
+
+
+def test_misrouted_keys_are_refused() -> None:
+    a = BucketAssigner(1, 2, CAP3, MemoryRLI())
+    a.begin(1, -1)
+    with pytest.raises(AssignerError, match="routes to slot 0 of 2, not to slot 1"):
+        a.assign(1, ["p"], np.zeros(2, np.int32), np.array([3, 4], np.int64))
+
+
+def test_max_buckets_reached_overflows_to_least_filled_bucket() -> None:
+    opts = DynamicBucketOptions(max_keys_per_bucket=2, max_buckets=2)
+    d = Driver(MemoryRLI(), 1, opts)
+    assert d.write("p", [1, 2, 3]) == [0, 0, 1]
+    # Ids 0 and 1 are all a partition may have: 4 fills bucket 1, then 5 and 6 go over
+    # capacity into the least-filled bucket.
+    assert d.write("p", [4]) == [1]
+    assert d.write("p", [5, 6]) == [0, 0]
+    assert d.slots[0].stats().overflow_keys == 2
+
+
+def test_more_slots_than_max_buckets_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="dynamic-bucket.max-buckets=2"):
+        BucketAssigner(0, 3, DynamicBucketOptions(max_buckets=2), MemoryRLI())
+
+
+def test_bucket_id_space_exhausted_names_the_option() -> None:
+    d = Driver(MemoryRLI(), 1, DynamicBucketOptions(max_keys_per_bucket=1))
+    with pytest.raises(BucketSpaceExhaustedError, match="max-keys-per-bucket"):
+        d.write("p", list(range(70_000)))
+
+
+def test_fullness_in_bytes_uses_the_file_listing() -> None:
+    rli = MemoryRLI()
+    opts = DynamicBucketOptions(max_bytes_per_bucket=1000)
+    d = Driver(rli, 1, opts)
+    # No files yet: 128 bytes per key estimated -> 7 keys fill a bucket.
+    assert d.write("p", list(range(1, 9))) == [0] * 7 + [1]
+    # The listing says bucket 0 holds 700 bytes and bucket 1 holds 100 bytes: 8 keys, so
+    # 100 bytes per key. Bucket 0 has room for 3 more keys, bucket 1 for 9.
+    rli.file_bytes["p"] = {0: 700, 1: 100}
+    assert d.write("p", list(range(9, 22))) == [0] * 3 + [1] * 9 + [2]

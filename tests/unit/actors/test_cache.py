@@ -1,0 +1,103 @@
+"""The compact maps against a dict reference (fixed seeds), and their size per key (I7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dynbucket.actors.cache import MISSING, PendingTable, SortedRun
+from dynbucket.actors.keys import from_cache_keys, slot_of, to_cache_keys
+
+
+def _random_map(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.unique(rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True))
+    return keys, rng.integers(0, 5000, len(keys), dtype=np.uint16)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 200_000])
+def test_sorted_run_lookup_matches_dict(n: int) -> None:
+    rng = np.random.default_rng(n)
+    keys, buckets = _random_map(rng, n)
+    run = SortedRun(keys, buckets)
+    ref = dict(zip(keys.tolist(), buckets.tolist(), strict=True))
+    absent = rng.integers(0, 2**64 - 1, 500, dtype=np.uint64, endpoint=True)
+    queries = np.concatenate([keys[rng.integers(0, max(n, 1), min(n, 500))], absent])
+    out = np.full(len(queries), MISSING, np.int32)
+    hits = run.lookup(queries, out)
+    expected = [ref.get(q, MISSING) for q in queries.tolist()]
+    assert out.tolist() == expected
+    assert hits == sum(e != MISSING for e in expected)
+
+
+def test_sorted_run_extreme_keys() -> None:
+    keys = np.array([0, 1, 2**63, 2**64 - 2, 2**64 - 1], np.uint64)
+    run = SortedRun(keys, np.arange(5, dtype=np.uint16))
+    out = np.full(6, MISSING, np.int32)
+    run.lookup(np.array([2**64 - 1, 0, 2**63, 3, 1, 2**64 - 2], np.uint64), out)
+    assert out.tolist() == [4, 0, 2, MISSING, 1, 3]
+
+
+def test_merged_run_holds_both_sides() -> None:
+    rng = np.random.default_rng(7)
+    keys, buckets = _random_map(rng, 50_000)
+    left = SortedRun(keys[::2], buckets[::2])
+    both = left.merged(keys[1::2], buckets[1::2])
+    assert np.array_equal(both.keys, keys) and np.array_equal(both.buckets, buckets)
+    assert len(left) == len(keys[::2])  # the old run is unchanged
+
+
+def test_pending_table_grows_and_matches_dict() -> None:
+    rng = np.random.default_rng(3)
+    table = PendingTable()
+    ref: dict[int, int] = {}
+    for _ in range(20):  # many small batches: the table grows several times
+        keys, buckets = _random_map(rng, 3000)
+        added = table.insert(keys, buckets)
+        fresh = sum(k not in ref for k in keys.tolist())
+        for k, b in zip(keys.tolist(), buckets.tolist(), strict=True):
+            ref.setdefault(k, b)
+        assert added == fresh and len(table) == len(ref)
+    all_keys = np.array(list(ref), np.uint64)
+    out = np.full(len(all_keys), MISSING, np.int32)
+    assert table.lookup(all_keys, out) == len(ref)
+    assert out.tolist() == list(ref.values())
+    sk, sb = table.sorted_items()
+    assert sk.tolist() == sorted(ref) and sb.tolist() == [ref[k] for k in sorted(ref)]
+
+
+def test_pending_table_keeps_first_bucket_of_a_key() -> None:
+    table = PendingTable()
+    k = np.array([42], np.uint64)
+    table.insert(k, np.array([3], np.uint16))
+    assert table.insert(k, np.array([9], np.uint16)) == 0
+    out = np.full(1, MISSING, np.int32)
+    table.lookup(k, out)
+    assert out.tolist() == [3]
+
+
+def test_pending_table_with_keys_of_one_residue_class() -> None:
+    # Every key of a slot shares hash mod N; the table must not cluster on low bits.
+    h = np.arange(0, 64 * 20_000, 64, dtype=np.int64)
+    keys = to_cache_keys(h)
+    table = PendingTable()
+    table.insert(keys, np.ones(len(keys), np.uint16))
+    out = np.full(len(keys), MISSING, np.int32)
+    assert table.lookup(keys, out) == len(keys)
+
+
+@pytest.mark.parametrize("n", [100_000, 1_000_000, 3_000_000])
+def test_committed_run_stays_under_12_bytes_per_key(n: int) -> None:
+    rng = np.random.default_rng(n)
+    keys, buckets = _random_map(rng, n)
+    run = SortedRun(keys, buckets)
+    assert run.nbytes / len(run) <= 11.0
+
+
+def test_cache_keys_preserve_signed_order_and_routing() -> None:
+    rng = np.random.default_rng(11)
+    h = np.sort(rng.integers(-(2**63), 2**63 - 1, 10_000, dtype=np.int64, endpoint=True))
+    k = to_cache_keys(h)
+    assert np.all(k[1:] >= k[:-1])
+    assert np.array_equal(from_cache_keys(k), h)
+    # pmod semantics (Spark's): never negative.
+    assert slot_of(np.array([-7, -1, 0, 5], np.int64), 3).tolist() == [2, 2, 0, 2]
