@@ -83,7 +83,9 @@ class BucketAllocator:
             self.overflow_keys += left
         return np.repeat(np.concatenate(ids), np.concatenate(takes)).astype(np.uint16)
 
-    def _room(self, index: PartitionIndex, own: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+    def _room(
+        self, index: PartitionIndex, own: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], int]:
         """Room left in each of ``own`` buckets, and the room of an empty bucket, in keys."""
         opts = self.options
         if not opts.by_bytes:

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors.allocator import BucketAllocator
+from dynbucket.actors.cache import MISSING
 from dynbucket.actors.keys import slot_of, to_cache_keys
 from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
@@ -36,6 +37,16 @@ class IndexSource(Protocol):
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
         """Bytes of each bucket's file group in ``partition`` (latest base + deltas)."""
         ...
+
+
+class EmptySource:
+    """The index of a table with no committed keys yet (every partition starts empty)."""
+
+    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
+        return PartitionLoad.empty()
+
+    def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
+        return np.zeros(0, np.int64)
 
 
 @dataclass
@@ -132,27 +143,29 @@ class BucketAssigner:
                 f"is {self.checkpoint}; the assigner restarted (or the call is stale), so the "
                 "instant must be aborted and retried"
             )
-        hashes = np.ascontiguousarray(hashes, dtype=np.int64)
-        misrouted = slot_of(hashes, self.num_slots) != self.slot
-        if misrouted.any():
-            h = int(hashes[np.argmax(misrouted)])
-            raise AssignerError(
-                f"key hash {h} routes to slot {int(slot_of(np.array([h]), self.num_slots)[0])}"
-                f" of {self.num_slots}, not to slot {self.slot}: rows must be routed by "
-                "pmod(hash, slots)"
-            )
+        hashes = self._routed(hashes)
         buckets = np.empty(len(hashes), np.int32)
         is_new = np.empty(len(hashes), np.bool_)
-        order = np.argsort(partition_index, kind="stable")
-        bounds = np.searchsorted(partition_index[order], np.arange(len(partitions) + 1))
-        for p, name in enumerate(partitions):
-            rows = order[bounds[p] : bounds[p + 1]]
-            if len(rows):
-                buckets[rows], is_new[rows] = self._assign_partition(
-                    checkpoint, name, to_cache_keys(hashes[rows])
-                )
+        for name, rows in _rows_by_partition(partitions, partition_index):
+            buckets[rows], is_new[rows] = self._assign_partition(
+                checkpoint, name, to_cache_keys(hashes[rows])
+            )
         self._stats.keys_assigned += len(hashes)
         return buckets, is_new
+
+    def locate(
+        self,
+        partitions: Sequence[str],
+        partition_index: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int32]:
+        """Bucket of each key, or ``MISSING`` (-1) for keys the table does not know; assigns
+        nothing (deletes use this)."""
+        hashes = self._routed(hashes)
+        buckets = np.full(len(hashes), MISSING, np.int32)
+        for name, rows in _rows_by_partition(partitions, partition_index):
+            buckets[rows] = self._index(name).lookup(to_cache_keys(hashes[rows]))[0]
+        return buckets
 
     def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
         """The proposal's snapshot(): commit, update flags, evict. Returns evicted partitions."""
@@ -200,9 +213,7 @@ class BucketAssigner:
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
         """1. bootstrap on first touch; 2. look up; 3. allocate the unknown keys once each;
         4. record them as this checkpoint's mappings."""
-        index = self.partitions.get(name)
-        if index is None:
-            index = self._bootstrap(name)
+        index = self._index(name)
         buckets, is_new = index.lookup(keys)
         missing = buckets < 0
         if missing.any():
@@ -214,6 +225,23 @@ class BucketAssigner:
             self._stats.new_keys += len(fresh)
         return buckets, is_new
 
+    def _routed(self, hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        hashes = np.ascontiguousarray(hashes, dtype=np.int64)
+        misrouted = slot_of(hashes, self.num_slots) != self.slot
+        if misrouted.any():
+            h = int(hashes[np.argmax(misrouted)])
+            raise AssignerError(
+                f"key hash {h} routes to slot {int(slot_of(np.array([h]), self.num_slots)[0])}"
+                f" of {self.num_slots}, not to slot {self.slot}: rows must be routed by "
+                "pmod(hash, slots)"
+            )
+        return hashes
+
+    def _index(self, name: str) -> PartitionIndex:
+        """The partition's cache, bootstrapped on first touch (an empty cache is falsy)."""
+        index = self.partitions.get(name)
+        return self._bootstrap(name) if index is None else index
+
     def _bootstrap(self, name: str) -> PartitionIndex:
         start = time.perf_counter()
         load = self.source.load(name, self.slot, self.num_slots)
@@ -222,3 +250,16 @@ class BucketAssigner:
         self._stats.bootstrap_seconds += time.perf_counter() - start
         self._stats.bootstrap_entries_scanned += load.entries_scanned
         return index
+
+
+def _rows_by_partition(
+    partitions: Sequence[str], partition_index: npt.NDArray[np.integer]
+) -> list[tuple[str, npt.NDArray[np.intp]]]:
+    """(partition, its row positions) for each partition of a batch that has rows."""
+    order = np.argsort(partition_index, kind="stable")
+    bounds = np.searchsorted(partition_index[order], np.arange(len(partitions) + 1))
+    return [
+        (name, order[bounds[p] : bounds[p + 1]])
+        for p, name in enumerate(partitions)
+        if bounds[p + 1] > bounds[p]
+    ]

@@ -19,7 +19,7 @@ EMPTY = np.uint16(0xFFFF)
 
 
 @njit(cache=True, nogil=True)
-def build_directory(keys, shift, segments):  # type: ignore[no-untyped-def]
+def build_directory(keys, shift, segments):
     """Offsets of the first key of each top-bits segment of sorted ``keys`` (+ end)."""
     directory = np.zeros(segments + 1, dtype=np.int32)
     for k in keys:
@@ -30,7 +30,7 @@ def build_directory(keys, shift, segments):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def sorted_lookup(keys, buckets, directory, shift, queries, out):  # type: ignore[no-untyped-def]
+def sorted_lookup(keys, buckets, directory, shift, queries, out):
     """Writes the bucket of each query found in the sorted run into ``out``; returns hits.
 
     Entries of ``out`` for queries not found are left as they were.
@@ -64,7 +64,7 @@ def sorted_lookup(keys, buckets, directory, shift, queries, out):  # type: ignor
 
 
 @njit(cache=True, nogil=True)
-def merge_sorted(ak, ab, bk, bb, ok, ob):  # type: ignore[no-untyped-def]
+def merge_sorted(ak, ab, bk, bb, ok, ob):
     """Merges two sorted runs (keys, buckets) into preallocated ``ok``/``ob``."""
     i = 0
     j = 0
@@ -94,15 +94,7 @@ def merge_sorted(ak, ab, bk, bb, ok, ob):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def is_sorted(keys):  # type: ignore[no-untyped-def]
-    for i in range(1, keys.shape[0]):
-        if keys[i - 1] > keys[i]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def table_insert(tkeys, tbuckets, shift, keys, buckets):  # type: ignore[no-untyped-def]
+def table_insert(tkeys, tbuckets, shift, keys, buckets):
     """Inserts (key, bucket) pairs into an open-addressing table; returns new entries.
 
     Linear probing from the key's top bits (low bits are not uniform: every key a slot holds
@@ -126,7 +118,7 @@ def table_insert(tkeys, tbuckets, shift, keys, buckets):  # type: ignore[no-unty
 
 
 @njit(cache=True, nogil=True)
-def table_lookup(tkeys, tbuckets, shift, queries, out):  # type: ignore[no-untyped-def]
+def table_lookup(tkeys, tbuckets, shift, queries, out):
     """Writes the bucket of each query found in the table into ``out``; returns hits."""
     mask = tkeys.shape[0] - 1
     hits = 0
@@ -143,7 +135,7 @@ def table_lookup(tkeys, tbuckets, shift, queries, out):  # type: ignore[no-untyp
 
 
 @njit(cache=True, nogil=True)
-def fill_first(capacity, demand):  # type: ignore[no-untyped-def]
+def fill_first(capacity, demand):
     """How many of ``demand`` new keys each bucket takes, in order, up to its capacity."""
     take = np.zeros(capacity.shape[0], dtype=np.int64)
     left = demand

@@ -49,12 +49,14 @@ class DynamicBucketOptions:
             object.__setattr__(self, "max_keys_per_bucket", self.DEFAULT_MAX_KEYS)
         for name in ("max_keys_per_bucket", "max_bytes_per_bucket", "bytes_per_key_estimate"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
                 raise ConfigError(f"{_kebab(name)}={value!r}: must be an integer >= 1")
         mb = self.max_buckets
-        if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int)
-                               or not 1 <= mb <= MAX_BUCKET_ID + 1):
+        if mb is not None and (
+            isinstance(mb, bool) or not isinstance(mb, int) or not 1 <= mb <= MAX_BUCKET_ID + 1
+        ):
             raise ConfigError(
                 f"{_kebab('max_buckets')}={mb!r}: must be an integer in 1..{MAX_BUCKET_ID + 1}, "
                 "or unset for no limit"

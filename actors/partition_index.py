@@ -7,7 +7,7 @@ the per-bucket key counts of *every* slot (so capacity holds when the slot count
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +34,11 @@ class PartitionLoad:
     """Bytes of each bucket's file group (latest base + deltas), when fullness is in bytes."""
     entries_scanned: int = 0
     """Index entries read to produce this load (every slot's)."""
-    seconds: float = field(default=0.0, compare=False)
+
+    @classmethod
+    def empty(cls) -> PartitionLoad:
+        """The load of a partition with no committed keys."""
+        return cls(np.empty(0, np.uint64), np.empty(0, np.uint16), np.zeros(0, np.int64))
 
 
 class PartitionIndex:
@@ -52,7 +56,9 @@ class PartitionIndex:
 
     # --- lookups and inserts -------------------------------------------------------------
 
-    def lookup(self, keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+    def lookup(
+        self, keys: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
         """Bucket of each key (``MISSING`` when unknown), and whether it is still uncommitted."""
         out = np.full(len(keys), MISSING, dtype=np.int32)
         self.run.lookup(keys, out)
@@ -65,7 +71,9 @@ class PartitionIndex:
             uncommitted |= before & (out >= 0)
         return out, uncommitted
 
-    def add(self, checkpoint: int, keys: npt.NDArray[np.uint64], buckets: npt.NDArray[np.uint16]) -> None:
+    def add(
+        self, checkpoint: int, keys: npt.NDArray[np.uint64], buckets: npt.NDArray[np.uint16]
+    ) -> None:
         """Records new mappings created by ``checkpoint`` (keys must be new to the cache)."""
         table = self.pending.get(checkpoint)
         if table is None:

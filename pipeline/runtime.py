@@ -115,11 +115,13 @@ class RuntimeConfig:
     namespace: str = "dynbucket"
     """Ray namespace for dynbucket's named actors."""
     num_cpus: int | None = None
-    """Logical CPUs of an embedded Ray; None: the machine's cores. Ignored when joining."""
+    """Logical CPUs of an embedded Ray; None: twice the machine's cores. Spark's executors
+    reserve the machine's cores; Ray tasks (Ray Data, RayDP's ``from_spark``) need logical
+    CPUs beyond those or they wait forever. Ignored when joining."""
     executors: int = 1
     """Spark executors (each one Ray actor)."""
     executor_cores: int | None = None
-    """Cores per executor; None: all CPUs of an embedded Ray, 2 when joining a cluster."""
+    """Cores per executor; None: the machine's cores (embedded), 2 when joining a cluster."""
     executor_memory: str = "4g"
     """JVM heap per executor."""
     driver_memory: str = "2g"
@@ -218,7 +220,10 @@ class Runtime:
                 import raydp
 
                 self._spark = None
-                raydp.stop_spark()
+                try:
+                    raydp.stop_spark()
+                finally:
+                    _stop_driver_jvm()
         finally:
             try:
                 if self._started_ray or ray.is_initialized():
@@ -275,7 +280,7 @@ class Runtime:
         if address is None:
             kwargs.update(
                 address="local",
-                num_cpus=cfg.num_cpus or os.cpu_count() or 2,
+                num_cpus=cfg.num_cpus or 2 * _machine_cores(),
                 include_dashboard=False,
             )
             if cfg.object_store_memory is not None:
@@ -283,12 +288,19 @@ class Runtime:
         else:
             kwargs["address"] = address
         try:
-            ctx = ray.init(**kwargs)
+            ray.init(**kwargs)
         except Exception as e:
             where = "an embedded local Ray" if address is None else f"Ray at {address!r}"
-            raise RuntimeSetupError(f"could not start {where}: {e}") from e
+            hint = ""
+            if "InvalidAuthToken" in str(e) or "InvalidAuthToken" in str(e.__cause__):
+                hint = (
+                    "; the cluster uses token authentication: set RAY_AUTH_MODE=token and give "
+                    "the cluster's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+                    "~/.ray/auth_token)"
+                )
+            raise RuntimeSetupError(f"could not start {where}: {e}{hint}") from e
         self._started_ray = address is None
-        self._ray_address = ctx.address_info.get("gcs_address") or ray.get_runtime_context().gcs_address
+        self._ray_address = ray.get_runtime_context().gcs_address
 
     def _start_spark(self) -> None:
         import ray
@@ -296,7 +308,8 @@ class Runtime:
 
         cfg = self.config
         if self._started_ray:
-            cores = cfg.executor_cores or max(1, int(ray.cluster_resources().get("CPU", 1)))
+            ray_cpus = int(ray.cluster_resources().get("CPU", 1))
+            cores = cfg.executor_cores or max(1, min(_machine_cores(), ray_cpus) // cfg.executors)
         else:
             cores = cfg.executor_cores or 2
         java_opts = jdk_java_options()
@@ -321,15 +334,49 @@ class Runtime:
                 num_executors=cfg.executors,
                 executor_cores=cores,
                 executor_memory=cfg.executor_memory,
-                # Recoverable Spark->Ray conversion is not used (rows travel by mapInArrow,
-                # docs/data-path.md), and it is not available over Ray client.
-                fault_tolerant_mode=False,
+                # Connects the driver JVM to Ray, which RayDP's from_spark needs; RayDP does
+                # not support it over Ray client (ray://).
+                fault_tolerant_mode=not (cfg.address or "").startswith("ray://"),
                 configs=conf,
             )
         except Exception as e:
             raise RuntimeSetupError(f"could not start Spark on Ray (RayDP): {e}") from e
         spark.sparkContext.setLogLevel(cfg.log_level)
         self._spark = spark
+
+
+def _machine_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+
+
+def _stop_driver_jvm(timeout: float = 60.0) -> None:
+    """Ends the Spark driver JVM and reaps it.
+
+    pyspark leaves its gateway JVM running after the session stops; it exits only when its
+    stdin (a pipe from this process) closes, which otherwise happens at interpreter exit and
+    leaves a zombie behind. Closing it here lets a stopped Runtime leave no process.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    try:
+        gateway.shutdown()
+    except Exception as e:  # the JVM may already be gone; still reap it below
+        log.debug("Spark gateway shutdown: %s", e)
+    if proc is None:
+        return
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def active_runtime() -> Runtime | None:

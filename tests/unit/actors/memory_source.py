@@ -64,7 +64,9 @@ class Driver:
                 a.abort(c)
         return buckets
 
-    def assign_open(self, c: int, partition: str, hashes: list[int]) -> tuple[list[int], list[bool]]:
+    def assign_open(
+        self, c: int, partition: str, hashes: list[int]
+    ) -> tuple[list[int], list[bool]]:
         for a in self.slots:
             a.begin(c, self.latest)
         h = np.array(hashes, dtype=np.int64)

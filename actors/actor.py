@@ -1,0 +1,101 @@
+"""The assigner slot as a Ray actor: a thin shell over :class:`BucketAssigner`.
+
+Concurrency rule: one call at a time. The actor is a synchronous Ray actor with
+``max_concurrency=1``, so calls (from any number of Spark tasks and the driver) run one after
+another in arrival order and the core needs no locks. Ray restarts a crashed actor
+(``max_restarts=-1``); it comes back empty, bootstraps again from the record-level index,
+and refuses ``assign`` for the instant it lost (``AssignerRestartedError``) until the driver
+begins a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dynbucket.actors import columns
+from dynbucket.actors.assigner import BucketAssigner, IndexSource
+from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.pipeline.errors import InvalidInputError
+
+
+class AssignerActor:
+    """One assigner slot. Made remote by :func:`assigner_actor_class`."""
+
+    def __init__(
+        self,
+        slot: int,
+        num_slots: int,
+        options: DynamicBucketOptions,
+        source_factory: Callable[[], IndexSource],
+    ) -> None:
+        self._core = BucketAssigner(slot, num_slots, options, source_factory())
+
+    def begin(self, checkpoint: int, latest_successful: int) -> None:
+        self._core.begin(checkpoint, latest_successful)
+
+    def assign(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+        """The batch's rows with ``_bucket`` (int32) and ``_is_new`` (bool) appended.
+
+        The batch needs ``_partition`` (string or dictionary of strings) and ``_hash``
+        (int64); other columns ride along untouched.
+        """
+        if isinstance(batch, pa.Table):
+            batch = _one_batch(batch)
+        names, codes = _partition_codes(batch)
+        hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
+        buckets, is_new = self._core.assign(checkpoint, names, codes, hashes)
+        return batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
+            columns.IS_NEW, pa.array(is_new, pa.bool_())
+        )
+
+    def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
+        return self._core.snapshot(checkpoint, latest_successful)
+
+    def abort(self, checkpoint: int) -> int:
+        return self._core.abort(checkpoint)
+
+    def stats(self) -> dict[str, Any]:
+        return self._core.stats().as_dict()
+
+    def ping(self) -> int:
+        """The slot number; a cheap liveness check."""
+        return self._core.slot
+
+
+def assigner_actor_class(**options: Any) -> Any:
+    """``ray.remote`` over :class:`AssignerActor` with dynbucket's actor options."""
+    import ray
+
+    return ray.remote(AssignerActor).options(
+        max_restarts=-1, max_task_retries=0, max_concurrency=1, **options
+    )
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        raise InvalidInputError(
+            f"assigner batch has no column {name!r} (columns: {batch.schema.names}); add it "
+            "before calling the assigner"
+        )
+    column = batch.column(index)
+    if column.null_count:
+        raise InvalidInputError(f"assigner batch column {name!r} holds nulls; it must not")
+    return column
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _partition_codes(batch: pa.RecordBatch) -> tuple[list[str], np.ndarray]:
+    column = _column(batch, columns.PARTITION)
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    return column.dictionary.to_pylist(), column.indices.to_numpy(zero_copy_only=False)

@@ -1,0 +1,10 @@
+"""Names of the columns the assigner reads and adds (shared with the Spark stages)."""
+
+PARTITION = "_partition"
+"""Partition path of the row (hive style, ``field=value/...``); "" for unpartitioned."""
+HASH = "_hash"
+"""64-bit hash of the row's record key (Spark's ``xxhash64`` of the key fields)."""
+BUCKET = "_bucket"
+"""Bucket id the assigner chose (int32)."""
+IS_NEW = "_is_new"
+"""Whether the key is not yet committed in the record-level index (bool)."""

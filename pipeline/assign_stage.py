@@ -1,0 +1,87 @@
+"""The Spark stage that tags rows with buckets by calling the assigner actors.
+
+Runs inside ``mapInArrow`` in Spark's Python workers (docs/data-path.md explains why this
+path rather than RayDP's ``from_spark``/``to_spark``). Only the two columns the assigner
+reads travel to the actor; its answer (bucket, new-key flag) is attached to the batch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
+
+from dynbucket.actors import columns
+from dynbucket.actors.keys import slot_of
+from dynbucket.pipeline.raylink import RayLink
+
+ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def tagged_schema(schema: StructType) -> StructType:
+    """A Spark schema plus the two columns the assign stage appends."""
+    return StructType(
+        [
+            *schema.fields,
+            StructField(columns.BUCKET, IntegerType(), nullable=False),
+            StructField(columns.IS_NEW, BooleanType(), nullable=False),
+        ]
+    )
+
+
+def assign_fn(
+    link: RayLink,
+    actor_names: Sequence[str],
+    checkpoint: int,
+    ship_all_columns: bool = False,
+) -> ArrowFn:
+    """A ``mapInArrow`` function tagging each row with ``_bucket`` and ``_is_new``.
+
+    Rows are expected to be routed already (``pmod(_hash, N)`` = the Spark partition's slot),
+    but a batch holding several slots is split and sent to each, so correctness never depends
+    on Spark's partitioning.
+
+    Args:
+        link: where the actors live.
+        actor_names: the slot actors' names, slot ``i`` at position ``i``.
+        checkpoint: the open instant's checkpoint id.
+        ship_all_columns: send whole rows to the actors and take them back (measured in
+            docs/data-path.md; slower), instead of only ``_partition`` and ``_hash``.
+    """
+    names = list(actor_names)
+
+    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import ray
+
+        handles = [link.actor(name) for name in names]
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
+            slots = slot_of(hashes, len(handles))
+            present = np.unique(slots)
+            parts = (
+                [batch]
+                if len(present) == 1
+                else [batch.take(pa.array(np.flatnonzero(slots == s))) for s in present]
+            )
+            sent = (
+                parts
+                if ship_all_columns
+                else [p.select([columns.PARTITION, columns.HASH]) for p in parts]
+            )
+            refs = [
+                handles[int(s)].assign.remote(checkpoint, part)
+                for s, part in zip(present, sent, strict=True)
+            ]
+            for part, answer in zip(parts, ray.get(refs), strict=True):
+                if ship_all_columns:
+                    yield answer
+                else:
+                    yield part.append_column(
+                        columns.BUCKET, answer.column(columns.BUCKET)
+                    ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))
+
+    return tag

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``dynbucket bench ...``: side by side in one run, medians, ratios."""

@@ -1,0 +1,26 @@
+"""One Ray + Spark-on-Ray session shared by every integration test (start-up costs ~20 s)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from dynbucket.pipeline.runtime import Runtime
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def runtime() -> Iterator[Runtime]:
+    with Runtime() as rt:
+        yield rt
+
+
+@pytest.fixture(scope="session")
+def spark(runtime: Runtime):
+    return runtime.spark

@@ -1,0 +1,66 @@
+"""Runtime joins an existing Ray cluster (RAY_ADDRESS) and leaves the cluster running,
+with nothing of its own (driver JVM, Spark executors) left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from tests.integration.processes import marked_env, processes_with_marker, run, wait_until_gone
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_demo_joins_an_existing_cluster_and_leaves_it_running(tmp_path: Path) -> None:
+    ray_exe, dynbucket = shutil.which("ray"), shutil.which("dynbucket")
+    assert ray_exe and dynbucket
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
+    head_env, head_marker = marked_env(token)
+    port = _free_port()
+    log = tmp_path / "head.log"
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            [ray_exe, "start", "--head", f"--port={port}", "--num-cpus=2",
+             "--include-dashboard=false", "--block"],
+            env=head_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_for_text(head, log, "Ray runtime started", timeout=120)
+        driver_env, driver_marker = marked_env({**token, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+        done = run([dynbucket, "demo", "--rows", "10000"], driver_env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "10000 came back tagged" in done.stdout
+        assert wait_until_gone(driver_marker) == []
+        # Spark's executors ran as Java actors of the head's raylet: they must be gone too,
+        # while the cluster itself (raylet, GCS) keeps running.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            left = processes_with_marker(head_marker)
+            if not [p for p in left if " java " in f" {p} "]:
+                break
+            time.sleep(0.5)
+        assert not [p for p in left if " java " in f" {p} "], left
+        assert [p for p in left if "raylet" in p], "the joined cluster must keep running"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+    assert wait_until_gone(head_marker, seconds=60) == []
+
+
+def _wait_for_text(proc: subprocess.Popen[bytes], log: Path, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if text in log.read_text():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} not seen; output:\n{log.read_text()[-2000:]}")
