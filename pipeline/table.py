@@ -1,0 +1,244 @@
+"""A dynbucket table: create, open, read, write, and its services."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.pipeline import maintenance
+from dynbucket.pipeline.errors import NotATableError, TableExistsError
+from dynbucket.pipeline.local_writer import LocalWriter
+from dynbucket.pipeline.merge import read_slice
+from dynbucket.pipeline.reader import SliceRef, Snapshot, decorate
+from dynbucket.pipeline.records import prepare
+from dynbucket.pipeline.results import WriteResult
+from dynbucket.pipeline.rli import RecordLevelIndex
+from dynbucket.pipeline.spec import BUCKET, FILE_ID, HASH, PARTITION, TableOptions, TableSpec
+from dynbucket.pipeline.storage import TableStore
+from dynbucket.pipeline.timeline import META_DIR, Timeline
+from dynbucket.pipeline.transaction import Transaction
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+TABLE_FILE = f"{META_DIR}/table.json"
+
+
+class Table:
+    """A table on any pyarrow filesystem (a local path by default)."""
+
+    def __init__(self, store: TableStore, spec: TableSpec) -> None:
+        self.store = store
+        self.spec = spec
+        self._local: LocalWriter | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema,
+        record_key: str | Sequence[str],
+        partition_by: str | Sequence[str] = (),
+        ordering_field: str | None = None,
+        index: DynamicBucketOptions | None = None,
+        options: TableOptions | None = None,
+        filesystem: pafs.FileSystem | None = None,
+    ) -> Table:
+        """Creates an empty table at ``uri``.
+
+        Raises:
+            TableExistsError: a table (or other files) is already there.
+            ConfigError, SchemaMismatchError: the definition is not valid.
+        """
+        store = TableStore.at(uri, filesystem)
+        spec = TableSpec(
+            schema=schema,
+            record_key=(record_key,) if isinstance(record_key, str) else tuple(record_key),
+            partition_by=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
+            ordering_field=ordering_field,
+            index=index or DynamicBucketOptions(),
+            options=options or TableOptions(),
+            table_id=uuid.uuid4().hex,
+        )
+        if store.exists(store.path(TABLE_FILE)):
+            raise TableExistsError(f"a dynbucket table already exists at {store.uri}; open it")
+        others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
+        if others:
+            raise TableExistsError(
+                f"{store.uri} is not empty ({len(others)} entries, e.g. {others[0]!r}); create "
+                "the table in an empty or new folder"
+            )
+        if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
+            raise TableExistsError(f"another process created a table at {store.uri} just now")
+        return cls(store, spec)
+
+    @classmethod
+    def open(cls, uri: str, filesystem: pafs.FileSystem | None = None) -> Table:
+        """Opens the table at ``uri``, checking its properties.
+
+        Raises:
+            NotATableError: no dynbucket table there.
+            TableCorruptedError: properties this version cannot read.
+        """
+        store = TableStore.at(uri, filesystem)
+        path = store.path(TABLE_FILE)
+        try:
+            data = store.read_bytes(path)
+        except (FileNotFoundError, OSError) as e:
+            raise NotATableError(
+                f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with "
+                "Table.create"
+            ) from e
+        return cls(store, TableSpec.from_json(data, store.uri))
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    @property
+    def timeline(self) -> Timeline:
+        return Timeline(self.store)
+
+    @property
+    def index(self) -> RecordLevelIndex:
+        return RecordLevelIndex(self.store, self.spec)
+
+    def latest_instant(self) -> str | None:
+        completed = self.timeline.completed()
+        return completed[-1].id if completed else None
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def snapshot(self, as_of: str | None = None) -> Snapshot:
+        return Snapshot(self.store, self.spec, as_of)
+
+    def to_arrow(
+        self,
+        as_of: str | None = None,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+    ) -> pa.Table:
+        """The table's live rows as of ``as_of`` (default: latest)."""
+        return self.snapshot(as_of).to_arrow(columns, meta_columns)
+
+    def to_spark(
+        self,
+        spark: SparkSession,
+        as_of: str | None = None,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+    ) -> DataFrame:
+        """The table's live rows as a Spark DataFrame (file slices merged in Spark tasks)."""
+        return self.snapshot(as_of).to_spark(spark, columns, meta_columns)
+
+    def record_index_locations(
+        self, partition: str, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """The partition's record-level index entries (committed), reading only ``columns``."""
+        visible = {i.id for i in self.timeline.completed()}
+        return self.index.record_index_locations(partition, visible, columns)
+
+    def lookup(
+        self, keys: pa.Table, as_of: str | None = None, meta_columns: bool = True
+    ) -> pa.Table:
+        """Live rows of the given keys (key fields, plus partition fields when partitioned).
+
+        Each key is found through the record-level index, and only its file group is opened.
+        """
+        snap = self.snapshot(as_of)
+        spec = self.spec
+        wanted = prepare(spec, keys, deletes=True)
+        names = spec.schema.names
+        out = []
+        for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
+            mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
+            entries = self.index.lookup(partition, mine.column(HASH).to_numpy(), snap.visible)
+            slices = snap.bucket_files(partition)
+            for bucket in np.unique(entries.column(BUCKET).to_numpy()).tolist():
+                fslice = slices.get(bucket)
+                if fslice is None:
+                    continue
+                rows = read_slice(self.store, spec, fslice, spec.data_fields)
+                rows = rows.filter(pc.is_in(rows.column(HASH), value_set=mine.column(HASH)))
+                # Equal hashes are not proof of equal keys: match the key fields exactly.
+                rows = rows.join(
+                    mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
+                )
+                out.append(decorate(spec, SliceRef(partition, fslice), rows, names, meta_columns))
+        if not out:
+            return snap.output_schema(None, meta_columns).empty_table()
+        return pa.concat_tables(out)
+
+    def stats(self, as_of: str | None = None) -> pa.Table:
+        """Per partition and bucket: keys (index entries), live rows and bytes."""
+        snap = self.snapshot(as_of)
+        rows = []
+        for partition in snap.partitions():
+            entries = self.index.record_index_locations(partition, snap.visible, [BUCKET])
+            keys = (
+                np.bincount(entries.column(BUCKET).to_numpy(), minlength=0)
+                if entries.num_rows
+                else np.zeros(0, np.int64)
+            )
+            for bucket, fslice in snap.bucket_files(partition).items():
+                rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
+                             "keys": int(keys[bucket]) if bucket < len(keys) else 0,
+                             "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
+        return (
+            pa.Table.from_pylist(rows)
+            if rows
+            else pa.table(
+                {"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())}
+            )
+        )
+
+    def history(self) -> list[dict[str, Any]]:
+        return maintenance.history(self.store)
+
+    # --- writes in this process ----------------------------------------------------------
+
+    def upsert(self, data: pa.Table) -> WriteResult:
+        """Inserts new keys and updates known ones, as one instant."""
+        return self._writer().write(data, "upsert")
+
+    def insert(self, data: pa.Table) -> WriteResult:
+        """Inserts rows whose keys the table has never had; any known key is an error."""
+        return self._writer().write(data, "insert")
+
+    def delete(self, keys: pa.Table) -> WriteResult:
+        """Deletes the rows of the given keys (key fields, plus partition fields)."""
+        return self._writer().write(keys, "delete")
+
+    def _writer(self) -> LocalWriter:
+        if self._local is None:
+            self._local = LocalWriter(self.store, self.spec)
+        return self._local
+
+    # --- services ------------------------------------------------------------------------
+
+    def compact(self, partitions: Sequence[str] | None = None) -> maintenance.ServiceResult:
+        return maintenance.compact(self.store, self.spec, partitions)
+
+    def compact_index(self, min_files: int | None = None) -> maintenance.ServiceResult:
+        return maintenance.compact_index(self.store, self.spec, min_files)
+
+    def clean(self, retain: int | None = None) -> maintenance.ServiceResult:
+        return maintenance.clean(self.store, self.spec, retain)
+
+    def rollback(self) -> list[str]:
+        """Rolls back every pending instant a crashed writer left; returns their ids."""
+        pending = [i.id for i in self.timeline.pending()]
+        txn = Transaction.begin(
+            self.store, "rollback", "rollback", self.spec.options.lock_lease_seconds
+        )
+        txn.commit({"rolled-back": pending})
+        return pending
