@@ -211,22 +211,24 @@ class BucketAssigner:
     def _assign_partition(
         self, checkpoint: int, name: str, keys: npt.NDArray[np.uint64]
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
-        """1. bootstrap on first touch; 2. look up; 3. allocate the unknown keys once each;
-        4. record them as this checkpoint's mappings."""
+        """1. bootstrap on first touch; 2. look up the committed runs (and older checkpoints);
+        3. the rest: keys this checkpoint mapped keep their bucket, the distinct others get
+        buckets from the allocator, in one pass over this checkpoint's table."""
         index = self._index(name)
-        buckets, is_new = index.lookup(keys)
+        buckets, is_new = index.lookup(keys, skip=checkpoint)
         missing = buckets < 0
         if missing.any():
-            fresh, inverse = np.unique(keys[missing], return_inverse=True)
-            chosen = self.allocator.allocate(index, len(fresh))
-            index.add(checkpoint, fresh, chosen)
-            buckets[missing] = chosen[inverse]
+            buckets[missing], fresh = index.assign_new(
+                checkpoint, keys[missing], lambda n: self.allocator.allocate(index, n)
+            )
             is_new[missing] = True
-            self._stats.new_keys += len(fresh)
+            self._stats.new_keys += fresh
         return buckets, is_new
 
     def _routed(self, hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         hashes = np.ascontiguousarray(hashes, dtype=np.int64)
+        if self.num_slots == 1:
+            return hashes
         misrouted = slot_of(hashes, self.num_slots) != self.slot
         if misrouted.any():
             h = int(hashes[np.argmax(misrouted)])
@@ -256,6 +258,8 @@ def _rows_by_partition(
     partitions: Sequence[str], partition_index: npt.NDArray[np.integer]
 ) -> list[tuple[str, npt.NDArray[np.intp]]]:
     """(partition, its row positions) for each partition of a batch that has rows."""
+    if len(partitions) == 1:
+        return [(partitions[0], np.arange(len(partition_index)))]
     order = np.argsort(partition_index, kind="stable")
     bounds = np.searchsorted(partition_index[order], np.arange(len(partitions) + 1))
     return [

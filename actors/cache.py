@@ -11,6 +11,8 @@ Two shapes, one job each:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -20,17 +22,19 @@ U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]
 I32 = npt.NDArray[np.int32]
 
-#: Largest bucket id the cache can hold (uint16, with 0xFFFF reserved as "empty").
-MAX_BUCKET_ID = int(kernels.EMPTY) - 1
+#: Largest bucket id the cache can hold (uint16; 0xFFFF marks empty and 0xFFFE reserved slots).
+MAX_BUCKET_ID = int(kernels.RESERVED) - 1
 #: ``out`` value of a lookup that found nothing.
 MISSING = -1
-#: Target keys per directory segment: one or two cache lines to scan, <= 1 byte/key.
-_KEYS_PER_SEGMENT = 4
+#: Keys per directory segment, at least: a segment is one cache line to scan, and the
+#: directory costs 1-2 bytes per key (10 for the key and bucket: <= 12 in all).
+_KEYS_PER_SEGMENT = 2
 
 
 def _directory_bits(n: int) -> int:
-    # At least 1 bit: a shift by 64 is undefined on x86.
-    return max(1, int(np.log2(max(n, 2) / _KEYS_PER_SEGMENT)))
+    # The largest power of two strictly below n / 2 segments (with the end entry, the
+    # directory stays <= 2 bytes per key); at least 1 bit: a shift by 64 is undefined.
+    return max(1, int(np.ceil(np.log2(max(n, 4) / _KEYS_PER_SEGMENT))) - 1)
 
 
 class SortedRun:
@@ -54,7 +58,7 @@ class SortedRun:
 
     @classmethod
     def from_unsorted(cls, keys: U64, buckets: U16) -> SortedRun:
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys)
         return cls(keys[order], buckets[order])
 
     def __len__(self) -> int:
@@ -123,12 +127,35 @@ class PendingTable:
             return 0
         return int(kernels.table_lookup(self._keys, self._buckets, self._shift, queries, out))
 
+    def assign(self, keys: U64, choose: Callable[[int], U16]) -> tuple[I32, int]:
+        """Buckets for ``keys``: a key already here keeps its bucket; the distinct new ones
+        get ``choose(count)``, in the order they first appear. One pass over the keys.
+
+        Returns (bucket per key, number of distinct new keys).
+        """
+        if 2 * (self._size + len(keys)) > len(self._keys):
+            self._grow(self._size + len(keys))
+        found = np.empty(len(keys), np.int32)
+        ordinal = np.empty(len(keys), np.int64)
+        slots = np.empty(len(keys), np.int64)
+        fresh = int(kernels.table_reserve(self._keys, self._buckets, self._shift, keys, found,
+                                          ordinal, slots))  # fmt: skip
+        chosen = choose(fresh)
+        kernels.table_fill(self._buckets, slots[:fresh], chosen)
+        self._size += fresh
+        new = ordinal >= 0
+        found[new] = chosen[ordinal[new]]
+        return found, fresh
+
     def sorted_items(self) -> tuple[U64, U16]:
-        """All entries, sorted by key."""
-        used = self._buckets != kernels.EMPTY
-        keys = self._keys[used]
-        order = np.argsort(keys, kind="stable")
-        return keys[order], self._buckets[used][order]
+        """All entries, sorted by key (in O(n): slot order is nearly key order)."""
+        keys = np.empty(self._size, np.uint64)
+        buckets = np.empty(self._size, np.uint16)
+        if kernels.table_sorted(self._keys, self._buckets, self._shift, keys, buckets,
+                                8 * self._size + 64):  # fmt: skip
+            return keys, buckets
+        order = np.argsort(keys)  # far from sorted (not expected of hashed keys)
+        return keys[order], buckets[order]
 
     def _grow(self, need: int) -> None:
         used = self._buckets != kernels.EMPTY

@@ -16,6 +16,8 @@ from numba import njit
 
 #: Bucket value marking an empty slot of a pending table; bucket ids stay below it.
 EMPTY = np.uint16(0xFFFF)
+#: Bucket value of a slot claimed by ``table_reserve`` and not yet filled.
+RESERVED = np.uint16(0xFFFE)
 
 
 @njit(cache=True, nogil=True)
@@ -118,6 +120,91 @@ def table_insert(tkeys, tbuckets, shift, keys, buckets):
 
 
 @njit(cache=True, nogil=True)
+def table_reserve(tkeys, tbuckets, shift, keys, found, ordinal, slots):
+    """One pass over keys unknown elsewhere: a key in the table sets ``found[i]`` to its
+    bucket; an absent key claims a slot (``RESERVED``) and gets ``ordinal[i]``, the index of
+    its distinct new key (a repeated key gets the same one), whose slot goes to ``slots``.
+    Returns the number of distinct new keys."""
+    mask = tkeys.shape[0] - 1
+    fresh = 0
+    # slot -> ordinal, built only when a key repeats within the call (rare: batches are
+    # deduplicated upstream).
+    ordinal_of = np.empty(0, np.int64)
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        p = np.int64(k >> shift)
+        found[i] = -1
+        ordinal[i] = -1
+        while True:
+            b = tbuckets[p]
+            if b == EMPTY:
+                tkeys[p] = k
+                tbuckets[p] = RESERVED
+                slots[fresh] = p
+                if ordinal_of.shape[0]:
+                    ordinal_of[p] = fresh
+                ordinal[i] = fresh
+                fresh += 1
+                break
+            if tkeys[p] == k:
+                if b == RESERVED:
+                    if ordinal_of.shape[0] == 0:
+                        ordinal_of = np.full(tkeys.shape[0], -1, np.int64)
+                        for j in range(fresh):
+                            ordinal_of[slots[j]] = j
+                    ordinal[i] = ordinal_of[p]
+                else:
+                    found[i] = b
+                break
+            p = (p + 1) & mask
+    return fresh
+
+
+@njit(cache=True, nogil=True)
+def table_fill(tbuckets, slots, buckets):
+    """Gives the slots claimed by ``table_reserve`` their buckets."""
+    for j in range(slots.shape[0]):
+        tbuckets[slots[j]] = buckets[j]
+
+
+@njit(cache=True, nogil=True)
+def table_sorted(tkeys, tbuckets, shift, out_keys, out_buckets, max_moves):
+    """Writes a table's entries into ``out_*`` sorted by key; returns False (and leaves the
+    output unsorted) when that took more than ``max_moves`` element moves.
+
+    Slots follow the keys' top bits, so slot order is nearly key order: entries that wrapped
+    past the table's end go last, then an insertion sort fixes the order within clusters.
+    """
+    size = tkeys.shape[0]
+    n = 0
+    for p in range(size):  # entries at or after their home slot, in slot order
+        if tbuckets[p] != EMPTY and np.int64(tkeys[p] >> shift) <= p:
+            out_keys[n] = tkeys[p]
+            out_buckets[n] = tbuckets[p]
+            n += 1
+    for p in range(size):  # wrapped entries: their home is past their slot
+        if tbuckets[p] != EMPTY and np.int64(tkeys[p] >> shift) > p:
+            out_keys[n] = tkeys[p]
+            out_buckets[n] = tbuckets[p]
+            n += 1
+    moves = 0
+    for i in range(1, n):
+        k = out_keys[i]
+        b = out_buckets[i]
+        j = i - 1
+        while j >= 0 and out_keys[j] > k:
+            out_keys[j + 1] = out_keys[j]
+            out_buckets[j + 1] = out_buckets[j]
+            j -= 1
+            moves += 1
+        out_keys[j + 1] = k
+        out_buckets[j + 1] = b
+        if moves > max_moves:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def table_lookup(tkeys, tbuckets, shift, queries, out):
     """Writes the bucket of each query found in the table into ``out``; returns hits."""
     mask = tkeys.shape[0] - 1
@@ -147,3 +234,34 @@ def fill_first(capacity, demand):
             take[i] = t
             left -= t
     return take
+
+
+def warm_up() -> None:
+    """Compiles (or loads from the on-disk cache) every kernel, so that a new process's first
+    real batch does not pay for it."""
+    keys = np.array([1, 5, 9], np.uint64)
+    buckets = np.array([0, 1, 2], np.uint16)
+    directory = build_directory(keys, np.uint64(63), 2)
+    out = np.full(3, -1, np.int32)
+    sorted_lookup(keys, buckets, directory, np.uint64(63), keys, out)
+    merge_sorted(keys, buckets, keys, buckets, np.empty(6, np.uint64), np.empty(6, np.uint16))
+    table_keys = np.zeros(8, np.uint64)
+    table_buckets = np.full(8, EMPTY, np.uint16)
+    table_insert(table_keys, table_buckets, np.uint64(61), keys, buckets)
+    table_lookup(table_keys, table_buckets, np.uint64(61), keys, out)
+    table_sorted(
+        table_keys,
+        table_buckets,
+        np.uint64(61),
+        np.empty(3, np.uint64),
+        np.empty(3, np.uint16),
+        100,
+    )
+    fill_first(np.array([1, 2], np.int64), 2)
+    found = np.empty(3, np.int32)
+    ordinal = np.empty(3, np.int64)
+    slots = np.empty(3, np.int64)
+    table_keys[:] = 0
+    table_buckets[:] = EMPTY
+    n = table_reserve(table_keys, table_buckets, np.uint64(61), keys, found, ordinal, slots)
+    table_fill(table_buckets, slots[:n], buckets[:n])

@@ -7,6 +7,7 @@ the per-bucket key counts of *every* slot (so capacity holds when the slot count
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,10 +43,19 @@ class PartitionLoad:
 
 
 class PartitionIndex:
-    """The cache of one partition: a committed sorted run plus one pending table per checkpoint."""
+    """The cache of one partition: committed sorted runs plus one pending table per checkpoint.
+
+    Committed mappings live in two sorted runs, LSM style: ``run`` (large) and ``recent``
+    (what recent checkpoints committed). A commit merges into ``recent``; ``recent`` merges
+    into ``run`` once it outgrows a quarter of it, so a commit costs O(recent), not O(run).
+    """
+
+    #: ``recent`` merges into ``run`` beyond this share of it.
+    RECENT_SHARE = 0.25
 
     def __init__(self, load: PartitionLoad) -> None:
         self.run = SortedRun(load.keys, load.buckets)
+        self.recent = SortedRun.empty()
         self.pending: dict[int, PendingTable] = {}
         self.bucket_keys = np.array(load.bucket_keys, dtype=np.int64)
         self.updated = False
@@ -57,19 +67,54 @@ class PartitionIndex:
     # --- lookups and inserts -------------------------------------------------------------
 
     def lookup(
-        self, keys: npt.NDArray[np.uint64]
+        self, keys: npt.NDArray[np.uint64], skip: int | None = None
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
-        """Bucket of each key (``MISSING`` when unknown), and whether it is still uncommitted."""
+        """Bucket of each key (``MISSING`` when unknown), and whether it is still uncommitted.
+
+        ``skip``: a checkpoint whose pending mappings to leave out (``assign_new`` covers them).
+        """
         out = np.full(len(keys), MISSING, dtype=np.int32)
         self.run.lookup(keys, out)
         uncommitted = np.zeros(len(keys), dtype=np.bool_)
-        for table in self.pending.values():
-            before = out < 0
-            if not before.any():
+        pending = [t for c, t in self.pending.items() if c != skip]
+        # The other structures are disjoint from ``run``: ask them only about its misses.
+        for structure in [self.recent, *pending]:
+            if len(structure) == 0:
+                continue
+            missing = np.flatnonzero(out < 0)
+            if len(missing) == 0:
                 break
-            table.lookup(keys, out)
-            uncommitted |= before & (out >= 0)
+            found = np.full(len(missing), MISSING, dtype=np.int32)
+            structure.lookup(keys[missing], found)
+            out[missing] = found
+            if structure is not self.recent:
+                uncommitted[missing] |= found >= 0
         return out, uncommitted
+
+    def assign_new(
+        self,
+        checkpoint: int,
+        keys: npt.NDArray[np.uint64],
+        choose: Callable[[int], npt.NDArray[np.uint16]],
+    ) -> tuple[npt.NDArray[np.int32], int]:
+        """Buckets for keys no committed run (nor older checkpoint) holds: those the
+        checkpoint already mapped keep their bucket, the distinct others get ``choose(n)``.
+
+        Returns (bucket per key, number of new mappings).
+        """
+        table = self.pending.get(checkpoint)
+        if table is None:
+            table = self.pending[checkpoint] = PendingTable(len(keys))
+
+        def counted(n: int) -> npt.NDArray[np.uint16]:
+            chosen = choose(n)
+            self._count(chosen, +1)
+            return chosen
+
+        buckets, fresh = table.assign(keys, counted)
+        if fresh:
+            self.updated = True
+        return buckets, fresh
 
     def add(
         self, checkpoint: int, keys: npt.NDArray[np.uint64], buckets: npt.NDArray[np.uint16]
@@ -85,10 +130,19 @@ class PartitionIndex:
     # --- lifecycle -----------------------------------------------------------------------
 
     def commit_through(self, latest_successful: int) -> None:
-        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted run."""
+        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted runs."""
         for ckpt in sorted(c for c in self.pending if c <= latest_successful):
             keys, buckets = self.pending.pop(ckpt).sorted_items()
-            self.run = self.run.merged(keys, buckets)
+            self.recent = (
+                self.recent.merged(keys, buckets) if len(self.recent) else SortedRun(keys, buckets)
+            )
+        if len(self.recent) > self.RECENT_SHARE * len(self.run):
+            self.run = (
+                self.run.merged(self.recent.keys, self.recent.buckets)
+                if len(self.run)
+                else self.recent
+            )
+            self.recent = SortedRun.empty()
 
     def abort(self, checkpoint: int) -> int:
         """Drops the mappings ``checkpoint`` created; returns how many."""
@@ -150,11 +204,11 @@ class PartitionIndex:
     # --- introspection -------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.run) + sum(len(t) for t in self.pending.values())
+        return len(self.run) + len(self.recent) + sum(len(t) for t in self.pending.values())
 
     @property
     def nbytes(self) -> int:
-        return self.run.nbytes + sum(t.nbytes for t in self.pending.values())
+        return self.run.nbytes + self.recent.nbytes + sum(t.nbytes for t in self.pending.values())
 
     def _count(self, buckets: npt.NDArray[np.uint16], sign: int) -> None:
         if len(buckets) == 0:
