@@ -34,6 +34,20 @@ def _bench_datapath(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_read(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.bench import read
+
+    read.run(args.rows, args.runs, args.workdir)
+    return 0
+
+
+def _bench_assigner(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.bench import assigner
+
+    assigner.run(args.keys, args.runs, not args.no_actor, args.workdir)
+    return 0
+
+
 def _sizes(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",")]
 
@@ -59,6 +73,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     dp.add_argument("--runs", type=int, default=3)
     dp.add_argument("--cases", type=lambda t: t.split(","), default=None)
     dp.set_defaults(func=_bench_datapath)
+    rd = bench_sub.add_parser("read", help="snapshot read vs plain Parquet; RLI bulk read")
+    rd.add_argument("--rows", type=lambda t: int(float(t)), default=5_000_000)
+    rd.add_argument("--runs", type=int, default=3)
+    rd.add_argument("--workdir", default=None, help="where to build the tables (temporary)")
+    rd.set_defaults(func=_bench_read)
+    asg = bench_sub.add_parser("assigner", help="the assigner core on one 10M-key partition")
+    asg.add_argument("--keys", type=lambda t: int(float(t)), default=10_000_000)
+    asg.add_argument("--runs", type=int, default=3)
+    asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
+    asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
+    asg.set_defaults(func=_bench_assigner)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -7,6 +7,7 @@ record-level index). Changing the slot count replaces the whole fleet.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,7 @@ class AssignerFleet:
                 Spark task waits on it, so the task's core is the one it uses.
         """
         self.link = link
+        self.restart_timeout = 60.0
         self.num_slots = num_slots
         self.options = options
         fleet_id = uuid.uuid4().hex[:8]
@@ -78,6 +80,22 @@ class AssignerFleet:
         self.handles = []
 
     def _all(self, method: str, *args: Any) -> list[Any]:
+        """Calls ``method`` on every slot. A slot that Ray is restarting answers
+        ``ActorUnavailableError`` for a moment; the call is retried (every fleet method is
+        safe to repeat)."""
         import ray
 
-        return ray.get([getattr(h, method).remote(*args) for h in self.handles])
+        deadline = time.monotonic() + self.restart_timeout
+        results: dict[int, Any] = {}
+        while True:
+            pending = [i for i in range(len(self.handles)) if i not in results]
+            refs = [getattr(self.handles[i], method).remote(*args) for i in pending]
+            for i, ref in zip(pending, refs, strict=True):
+                try:
+                    results[i] = ray.get(ref)
+                except ray.exceptions.ActorUnavailableError:
+                    if time.monotonic() > deadline:
+                        raise
+            if len(results) == len(self.handles):
+                return [results[i] for i in range(len(self.handles))]
+            time.sleep(0.2)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 from dynbucket.pipeline.errors import InstantNotFoundError
 from dynbucket.pipeline.layout import DataFile, FileSlice, file_slices, parse_data_file
@@ -103,15 +105,26 @@ class Snapshot:
         partitions: Sequence[str] | None = None,
         threads: int | None = None,
     ) -> pa.Table:
-        """The snapshot's live rows (all partitions, or ``partitions``)."""
+        """The snapshot's live rows (all partitions, or ``partitions``).
+
+        Slices that are a base file alone are one multi-threaded dataset scan; slices with
+        deltas are merged in a thread pool.
+        """
         refs = self.slices(partitions)
+        schema = self.output_schema(columns, meta_columns)
         if not refs:
-            return self.output_schema(columns, meta_columns).empty_table()
+            return schema.empty_table()
+        plain = [r for r in refs if r.slice.base is not None and not r.slice.deltas]
+        merged = [r for r in refs if r.slice.deltas]
         with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2) as pool:
-            parts = list(
-                pool.map(lambda r: read_ref(self.store, self.spec, r, columns, meta_columns), refs)
-            )
-        return pa.concat_tables(parts)
+            # The scan runs beside the merges (it is itself multi-threaded).
+            scan = pool.submit(scan_bases, self.store, self.spec, plain, columns, meta_columns)
+            parts = list(pool.map(
+                lambda r: read_ref(self.store, self.spec, r, columns, meta_columns), merged
+            ))  # fmt: skip
+            if plain:
+                parts.append(scan.result())
+        return pa.concat_tables([p.cast(schema) for p in parts])
 
     def to_spark(
         self, spark: SparkSession, columns: Sequence[str] | None = None, meta_columns: bool = True
@@ -146,6 +159,41 @@ class Snapshot:
         return pa.schema(fields)
 
 
+def scan_bases(
+    store: TableStore,
+    spec: TableSpec,
+    refs: Sequence[SliceRef],
+    columns: Sequence[str] | None,
+    meta_columns: bool,
+) -> pa.Table:
+    """Rows of slices that are a base file alone, in one dataset scan (no merge needed)."""
+    names = list(columns) if columns is not None else spec.schema.names
+    paths = [r.slice.base.path for r in refs if r.slice.base is not None]
+    partitioning = (
+        pads.partitioning(
+            pa.schema([spec.schema.field(n) for n in spec.partition_by]), flavor="hive"
+        )
+        if spec.partition_by
+        else None
+    )
+    dataset = pads.dataset(
+        paths, format="parquet", filesystem=store.fs, partitioning=partitioning,
+        partition_base_dir=store.root,
+    )  # fmt: skip
+    # Special fields such as __filename work in a list of columns, not in a projection dict.
+    table = dataset.to_table(columns=[*names, INSTANT, "__filename"] if meta_columns else names)
+    if not meta_columns:
+        return table
+    which = pc.index_in(table.column("__filename"), value_set=pa.array(paths))
+    meta = {
+        PARTITION: pa.array([r.partition for r in refs]).take(which),
+        BUCKET: pa.array([r.slice.bucket for r in refs], pa.int32()).take(which),
+        FILE_ID: pa.array([r.slice.file_id for r in refs]).take(which),
+        INSTANT: table.column(INSTANT),
+    }
+    return pa.table({**{n: table.column(n) for n in names}, **meta})
+
+
 def read_ref(
     store: TableStore,
     spec: TableSpec,
@@ -155,7 +203,8 @@ def read_ref(
 ) -> pa.Table:
     """One slice's live rows with partition fields and (optionally) meta columns."""
     names = list(columns) if columns is not None else spec.schema.names
-    rows = read_slice(store, spec, ref.slice, [n for n in names if n not in spec.partition_by])
+    data_cols = [n for n in names if n not in spec.partition_by]
+    rows = read_slice(store, spec, ref.slice, data_cols, with_instant=meta_columns)
     return decorate(spec, ref, rows, names, meta_columns)
 
 

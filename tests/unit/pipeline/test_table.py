@@ -1,0 +1,141 @@
+"""Table create/open and bad input: a specific error each, naming field, value and fix, and
+nothing written (no instant, no file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.pipeline.errors import (
+    ConfigError,
+    InvalidInputError,
+    InvalidPartitionValueError,
+    NotATableError,
+    NullKeyError,
+    SchemaMismatchError,
+    TableExistsError,
+)
+from dynbucket.pipeline.table import Table
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+
+
+def _table(tmp_path: Path) -> Table:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}))
+    return t
+
+
+def _files(t: Table) -> list[str]:
+    return sorted(str(p) for p in Path(t.store.root).rglob("*") if p.is_file())
+
+
+def test_open_of_a_path_that_is_not_a_table(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    with pytest.raises(NotATableError, match="not a dynbucket table"):
+        Table.open(str(tmp_path / "x"))
+
+
+def test_create_refuses_an_existing_table_or_a_non_empty_folder(tmp_path: Path) -> None:
+    _table(tmp_path)
+    with pytest.raises(TableExistsError, match="already exists"):
+        Table.create(str(tmp_path / "t"), SCHEMA, "id")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "data.csv").write_text("x")
+    with pytest.raises(TableExistsError, match="not empty"):
+        Table.create(str(tmp_path / "other"), SCHEMA, "id")
+
+
+def test_open_checks_the_persisted_properties(tmp_path: Path) -> None:
+    t = _table(tmp_path)
+    again = Table.open(t.uri)
+    assert again.spec == t.spec
+    assert again.to_arrow(meta_columns=False).to_pylist() == [{"id": "a", "day": "d1", "v": 1}]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"record_key": "nope"},
+            ConfigError,
+            r"record_key field\(s\) \['nope'\] are not in the schema",
+        ),
+        ({"record_key": "id", "partition_by": "v2"}, ConfigError, "partition_by"),
+        ({"record_key": "id", "ordering_field": "zz"}, ConfigError, "ordering_field='zz'"),
+    ],
+)
+def test_bad_definitions(tmp_path: Path, kwargs: dict[str, str], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        Table.create(str(tmp_path / "t"), SCHEMA, **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+def test_reserved_column_names_are_refused(tmp_path: Path) -> None:
+    schema = SCHEMA.append(pa.field("_bucket", pa.int32()))
+    with pytest.raises(SchemaMismatchError, match="reserves"):
+        Table.create(str(tmp_path / "t"), schema, "id")
+
+
+@pytest.mark.parametrize(
+    ("rows", "error", "message"),
+    [
+        (
+            {"id": ["b"], "day": ["d1"], "v": [1], "extra": [2]},
+            SchemaMismatchError,
+            r"\['extra'\] are not in the table schema",
+        ),
+        (
+            {"id": ["b"], "day": ["d1"]},
+            SchemaMismatchError,
+            r"\['v'\] of the table schema are missing",
+        ),
+        (
+            {"id": ["b"], "day": ["d1"], "v": ["seven"]},
+            SchemaMismatchError,
+            "field 'v' has type string; the table has int64",
+        ),
+        (
+            {"id": ["b", None], "day": ["d1", "d1"], "v": [1, 2]},
+            NullKeyError,
+            "record key field 'id' is null in 1 row",
+        ),
+        ({"id": ["b"], "day": ["x/y"], "v": [1]}, InvalidPartitionValueError, "'x/y'"),
+        ({"id": ["b"], "day": ["../etc"], "v": [1]}, InvalidPartitionValueError, "'../etc'"),
+    ],
+)
+def test_bad_records_write_nothing(tmp_path: Path, rows: dict, error: type, message: str) -> None:
+    t = _table(tmp_path)
+    before = _files(t)
+    with pytest.raises(error, match=message):
+        t.upsert(pa.table(rows))
+    assert _files(t) == before
+    assert len(t.history()) == 1
+
+
+def test_control_character_partition_value(tmp_path: Path) -> None:
+    t = _table(tmp_path)
+    before = _files(t)
+    with pytest.raises(InvalidPartitionValueError, match="control character"):
+        t.upsert(pa.table({"id": ["b"], "day": ["a\nb"], "v": [1]}))
+    with pytest.raises(InvalidPartitionValueError, match="null in 1 row"):
+        t.upsert(pa.table({"id": ["b"], "day": pa.array([None], pa.string()), "v": [1]}))
+    assert _files(t) == before
+
+
+def test_insert_of_a_known_key_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    t = _table(tmp_path)
+    before = _files(t)
+    with pytest.raises(InvalidInputError, match="already exist"):
+        t.insert(pa.table({"id": ["a", "new"], "day": ["d1", "d1"], "v": [1, 2]}))
+    assert _files(t) == before
+    assert t.insert(pa.table({"id": ["new"], "day": ["d1"], "v": [2]})).keys_inserted == 1
+
+
+def test_ordering_field_nulls_are_refused(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", ordering_field="v")
+    with pytest.raises(InvalidInputError, match="ordering field 'v' is null"):
+        t.upsert(pa.table({"id": ["a"], "day": ["d"], "v": pa.array([None], pa.int64())}))
+    assert t.history() == []
