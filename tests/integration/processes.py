@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -11,6 +12,13 @@ from collections.abc import Sequence
 import psutil
 
 WATCHED = ("java", "raylet", "gcs_server", "ray::", "default_worker", "plasma", "dashboard")
+
+
+def tool(name: str) -> str:
+    """A command installed with this interpreter (its venv's bin, which may not be on PATH)."""
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    assert os.access(path, os.X_OK), f"{name} is not installed next to {sys.executable}"
+    return path
 
 
 def marked_env(extra: dict[str, str] | None = None) -> tuple[dict[str, str], str]:

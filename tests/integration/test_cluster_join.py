@@ -4,7 +4,6 @@ with nothing of its own (driver JVM, Spark executors) left behind."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -12,7 +11,13 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.integration.processes import marked_env, processes_with_marker, run, wait_until_gone
+from tests.integration.processes import (
+    marked_env,
+    processes_with_marker,
+    run,
+    tool,
+    wait_until_gone,
+)
 
 
 def _free_port() -> int:
@@ -22,8 +27,7 @@ def _free_port() -> int:
 
 
 def test_demo_joins_an_existing_cluster_and_leaves_it_running(tmp_path: Path) -> None:
-    ray_exe, dynbucket = shutil.which("ray"), shutil.which("dynbucket")
-    assert ray_exe and dynbucket
+    ray_exe, dynbucket = tool("ray"), tool("dynbucket")
     token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
     head_env, head_marker = marked_env(token)
     port = _free_port()
