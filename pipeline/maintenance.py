@@ -99,12 +99,13 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
     """
     keep = retain or spec.options.cleaner_commits_retained
     with Transaction.begin(store, "clean", "clean", spec.options.lock_lease_seconds) as txn:
-        completed = [i.id for i in txn.timeline.completed()]
+        # Retention counts instants that change data; cleans and rollbacks do not.
+        completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
         if len(completed) <= keep:
             txn.abort()
             return ServiceResult("clean", None)
         earliest = completed[-keep]
-        visible = set(completed)
+        visible = {i.id for i in txn.timeline.completed()}
         removed = 0
         for partition in Snapshot(store, spec).partitions():
             removed += _clean_files(store, data_files(store, partition), visible, earliest, True)

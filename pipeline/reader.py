@@ -103,7 +103,6 @@ class Snapshot:
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
         partitions: Sequence[str] | None = None,
-        threads: int | None = None,
     ) -> pa.Table:
         """The snapshot's live rows (all partitions, or ``partitions``).
 
@@ -116,12 +115,15 @@ class Snapshot:
             return schema.empty_table()
         plain = [r for r in refs if r.slice.base is not None and not r.slice.deltas]
         merged = [r for r in refs if r.slice.deltas]
-        with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2) as pool:
-            # The scan runs beside the merges (it is itself multi-threaded).
+        workers = os.cpu_count() or 2
+        with ThreadPoolExecutor(max_workers=workers + 1) as pool:
+            # The base scan (multi-threaded inside pyarrow) runs beside the slice merges.
             scan = pool.submit(scan_bases, self.store, self.spec, plain, columns, meta_columns)
-            parts = list(pool.map(
-                lambda r: read_ref(self.store, self.spec, r, columns, meta_columns), merged
-            ))  # fmt: skip
+            parts = list(
+                pool.map(
+                    lambda r: read_ref(self.store, self.spec, r, columns, meta_columns), merged
+                )
+            )
             if plain:
                 parts.append(scan.result())
         return pa.concat_tables([p.cast(schema) for p in parts])
