@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from dynbucket.actors import columns
@@ -36,12 +37,15 @@ def assign_fn(
     actor_names: Sequence[str],
     checkpoint: int,
     ship_all_columns: bool = False,
+    prepare: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    method: str = "assign",
+    refuse_known: Sequence[str] = (),
 ) -> ArrowFn:
     """A ``mapInArrow`` function tagging each row with ``_bucket`` and ``_is_new``.
 
-    Rows are expected to be routed already (``pmod(_hash, N)`` = the Spark partition's slot),
-    but a batch holding several slots is split and sent to each, so correctness never depends
-    on Spark's partitioning.
+    Rows are expected to be routed already (Spark task ``i`` holds slot ``i``), but a batch
+    holding several slots is split and sent to each, so correctness never depends on Spark's
+    partitioning.
 
     Args:
         link: where the actors live.
@@ -49,6 +53,10 @@ def assign_fn(
         checkpoint: the open instant's checkpoint id.
         ship_all_columns: send whole rows to the actors and take them back (measured in
             docs/data-path.md; slower), instead of only ``_partition`` and ``_hash``.
+        prepare: checks each batch and adds ``_partition`` (raising on bad records).
+        method: ``assign`` (upserts) or ``locate`` (deletes: unknown keys get bucket -1).
+        refuse_known: for inserts, the key fields to name when a key already exists (then
+            the task fails with ``InvalidInputError``).
     """
     names = list(actor_names)
 
@@ -59,6 +67,8 @@ def assign_fn(
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if prepare is not None:
+                batch = prepare(batch)
             hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
             slots = slot_of(hashes, len(handles))
             present = np.unique(slots)
@@ -73,15 +83,28 @@ def assign_fn(
                 else [p.select([columns.PARTITION, columns.HASH]) for p in parts]
             )
             refs = [
-                handles[int(s)].assign.remote(checkpoint, part)
+                getattr(handles[int(s)], method).remote(checkpoint, part)
                 for s, part in zip(present, sent, strict=True)
             ]
             for part, answer in zip(parts, ray.get(refs), strict=True):
-                if ship_all_columns:
-                    yield answer
-                else:
-                    yield part.append_column(
+                tagged = (
+                    answer
+                    if ship_all_columns
+                    else part.append_column(
                         columns.BUCKET, answer.column(columns.BUCKET)
                     ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))
+                )
+                if refuse_known:
+                    _refuse_known(tagged, refuse_known)
+                yield tagged
 
     return tag
+
+
+def _refuse_known(batch: pa.RecordBatch, key_fields: Sequence[str]) -> None:
+    known = pc.invert(batch.column(columns.IS_NEW))
+    if pc.any(known).as_py():
+        from dynbucket.pipeline.records import insert_conflict
+
+        sample = batch.filter(known).select(list(key_fields)).slice(0, 3).to_pylist()
+        raise insert_conflict(int(pc.sum(known).as_py()), sample)

@@ -1,4 +1,4 @@
-"""The ``dynbucket`` command."""
+"""The ``dynbucket`` command: demo, ingest, show, compact, rollback, bench."""
 
 from __future__ import annotations
 
@@ -10,19 +10,86 @@ from types import FrameType
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.demo import run_demo
     from dynbucket.pipeline.runtime import Runtime
-    from dynbucket.pipeline.smoke import run_smoke
 
     with Runtime() as rt:
-        result = run_smoke(rt, rows=args.rows)
+        run = run_demo(rt, args.path, args.batches, args.rows, args.keys_per_bucket,
+                       args.slots, args.png)  # fmt: skip
+        run.table.close()
+    return 0
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.errors import NotATableError
+    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.pipeline.table import Table
+
+    with Runtime() as rt:
+        reader = rt.spark.read.format(args.format)
+        if args.format == "csv":
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        df = reader.load(args.files)
+        try:
+            table = Table.open(args.table, runtime=rt)
+        except NotATableError:
+            if not args.key:
+                raise
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            table = Table.create(args.table, to_arrow_schema(df.schema), args.key,
+                                 args.partition_by or (), args.ordering, runtime=rt)  # fmt: skip
+        with table:
+            result = getattr(table, args.operation)(df)
+        print(result)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.table import Table
+
+    table = Table.open(args.table)
+    spec = table.spec
+    print(f"table      {table.uri}\nid         {spec.table_id}")
     print(
-        f"sent {result.rows_sent} rows through {result.slots} assigner slot actor(s); "
-        f"{result.rows_back} came back tagged in {result.seconds:.1f}s"
+        f"key        {', '.join(spec.record_key)}\npartitions {', '.join(spec.partition_by) or '-'}"
     )
-    print(f"{'partition':<12}{'bucket':>8}{'keys':>10}")
-    for partition, bucket, keys in result.layout:
-        print(f"{partition:<12}{bucket:>8}{keys:>10}")
-    return 0 if result.rows_back == result.rows_sent else 1
+    print(f"ordering   {spec.ordering_field or '-'}\nschema     " + ", ".join(
+        f"{f.name}: {f.type}" for f in spec.schema))  # fmt: skip
+    print("index      " + ", ".join(f"{k}={v}" for k, v in spec.index.to_properties().items()))
+    stats = table.stats().to_pylist()
+    print(f"\n{'partition':<24}{'bucket':>7}{'keys':>12}{'bytes':>14}{'files':>6}")
+    for r in stats:
+        print(
+            f"{r['partition']:<24}{r['bucket']:>7}{r['keys']:>12,}{r['bytes']:>14,}{r['files']:>6}"
+        )
+    print(f"\ntimeline (last {args.last})")
+    for row in table.history()[-args.last :]:
+        print(
+            f"  {row['instant']}  {row['action']:<16} {row['state']:<10} "
+            f"{row.get('operation') or '':<12} files={row.get('files', '-')}"
+        )
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.table import Table
+
+    table = Table.open(args.table)
+    print(table.compact())
+    if args.index:
+        print(table.compact_index())
+    if args.clean:
+        print(table.clean())
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.table import Table
+
+    rolled = Table.open(args.table).rollback()
+    print(f"rolled back {len(rolled)} pending instant(s): {', '.join(rolled) or '-'}")
+    return 0
 
 
 def _bench_datapath(args: argparse.Namespace) -> int:
@@ -48,8 +115,8 @@ def _bench_assigner(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sizes(text: str) -> list[int]:
-    return [int(float(x)) for x in text.split(",")]
+def _count(text: str) -> int:
+    return int(float(text))
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -58,33 +125,71 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     sys.exit(128 + signum)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    parser = argparse.ArgumentParser(prog="dynbucket", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the main job on an embedded Ray + Spark on Ray")
-    demo.add_argument("--rows", type=int, default=200_000)
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dynbucket", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser(
+        "demo", help="stream a synthetic workload into a table (embedded runtime)"
+    )
+    demo.add_argument("--path", help="folder for the workload, table and PNG (default: temporary)")
+    demo.add_argument("--batches", type=int, default=12, help="micro-batches (default 12)")
+    demo.add_argument("--rows", type=_count, default=40_000, help="records per micro-batch")
+    demo.add_argument("--keys-per-bucket", type=_count, default=25_000, help="bucket capacity")
+    demo.add_argument("--slots", type=int, default=None, help="assigner slots (default: cores)")
+    demo.add_argument("--png", default=None, help="where to save the PNG ('' for none)")
     demo.set_defaults(func=_demo)
+
+    ingest = sub.add_parser("ingest", help="write Parquet / CSV / JSON files into a table")
+    ingest.add_argument("table")
+    ingest.add_argument("files", nargs="+")
+    ingest.add_argument("--format", choices=["parquet", "csv", "json"], default="parquet")
+    ingest.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
+    ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")
+    ingest.add_argument("--partition-by", nargs="*")
+    ingest.add_argument("--ordering", help="ordering field (larger wins)")
+    ingest.set_defaults(func=_ingest)
+
+    show = sub.add_parser("show", help="a table: properties, buckets, timeline")
+    show.add_argument("table")
+    show.add_argument("--last", type=int, default=10, help="instants of the timeline to show")
+    show.set_defaults(func=_show)
+
+    compact = sub.add_parser("compact", help="compact file slices (and the index, and clean)")
+    compact.add_argument("table")
+    compact.add_argument("--index", action="store_true", help="also compact the index")
+    compact.add_argument("--clean", action="store_true", help="also clean old file slices")
+    compact.set_defaults(func=_compact)
+
+    rollback = sub.add_parser("rollback", help="roll back instants a dead writer left")
+    rollback.add_argument("table")
+    rollback.set_defaults(func=_rollback)
 
     bench = sub.add_parser("bench", help="benchmarks (side by side in one run, medians)")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     dp = bench_sub.add_parser("datapath", help="Spark -> actors -> Spark: the ways rows travel")
-    dp.add_argument("--sizes", type=_sizes, default=[1_000_000, 5_000_000])
+    dp.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
+                    default=[1_000_000, 5_000_000])  # fmt: skip
     dp.add_argument("--runs", type=int, default=3)
     dp.add_argument("--cases", type=lambda t: t.split(","), default=None)
     dp.set_defaults(func=_bench_datapath)
     rd = bench_sub.add_parser("read", help="snapshot read vs plain Parquet; RLI bulk read")
-    rd.add_argument("--rows", type=lambda t: int(float(t)), default=5_000_000)
+    rd.add_argument("--rows", type=_count, default=5_000_000)
     rd.add_argument("--runs", type=int, default=3)
     rd.add_argument("--workdir", default=None, help="where to build the tables (temporary)")
     rd.set_defaults(func=_bench_read)
     asg = bench_sub.add_parser("assigner", help="the assigner core on one 10M-key partition")
-    asg.add_argument("--keys", type=lambda t: int(float(t)), default=10_000_000)
+    asg.add_argument("--keys", type=_count, default=10_000_000)
     asg.add_argument("--runs", type=int, default=3)
     asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
     asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
     asg.set_defaults(func=_bench_assigner)
-    args = parser.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    args = parser().parse_args(argv)
     return int(args.func(args))
 
 

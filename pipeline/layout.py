@@ -27,7 +27,9 @@ _DATA = re.compile(
     r"^(?P<hidden>\.?)(?P<file_id>(?P<bucket>\d{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
     r"_(?P<instant>\d{17})(?P<delta>\.delta)?\.parquet$"
 )
-_INDEX = re.compile(r"^(?P<instant>\d{17})\.(?P<kind>base|delta)\.parquet$")
+_INDEX = re.compile(r"^(?P<instant>\d{17})\.(?P<kind>base|delta)(\.[0-9a-z-]+)?\.parquet$")
+#: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
+TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
 _NAMESPACE = uuid.UUID("7d3c0a52-9a57-4c1e-9f4e-0b0d1b1e8a11")
 
 
@@ -50,8 +52,10 @@ def delta_name(file_id: str, instant: str) -> str:
     return f".{file_id}_{instant}.delta.parquet"
 
 
-def index_name(instant: str, kind: str) -> str:
-    return f"{instant}.{kind}.parquet"
+def index_name(instant: str, kind: str, part: str | None = None) -> str:
+    """Index file name; ``part`` tells apart files that several writer tasks of one instant
+    write for the same partition."""
+    return f"{instant}.{kind}.{part}.parquet" if part else f"{instant}.{kind}.parquet"
 
 
 @dataclass(frozen=True, order=True)

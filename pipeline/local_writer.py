@@ -8,7 +8,6 @@ as the writer and is dropped when another writer committed in between.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import defaultdict
 
 import numpy as np
@@ -20,8 +19,8 @@ from dynbucket.pipeline.errors import InvalidInputError
 from dynbucket.pipeline.index_source import RLIIndexSource
 from dynbucket.pipeline.layout import file_id_for
 from dynbucket.pipeline.reader import Snapshot
-from dynbucket.pipeline.records import prepare, write_group
-from dynbucket.pipeline.results import WriteResult
+from dynbucket.pipeline.records import insert_conflict, prepare, write_group
+from dynbucket.pipeline.results import Laps, WriteResult
 from dynbucket.pipeline.rli import RecordLevelIndex, entries_for
 from dynbucket.pipeline.spec import BUCKET, HASH, IS_NEW, OP, PARTITION, TableSpec
 from dynbucket.pipeline.storage import TableStore
@@ -46,7 +45,7 @@ class LocalWriter:
         """
         if operation not in OPERATIONS:
             raise InvalidInputError(f"operation={operation!r}: must be one of {OPERATIONS}")
-        clock = _Clock()
+        clock = Laps()
         rows = prepare(self.spec, data, deletes=operation == "delete")
         clock.lap("prepare")
         txn = Transaction.begin(
@@ -99,11 +98,7 @@ class LocalWriter:
             buckets, is_new = assigner.assign(checkpoint, names, codes, hashes)
             if operation == "insert" and not is_new.all():
                 known = rows.filter(pa.array(~is_new)).select(list(self.spec.record_key))
-                raise InvalidInputError(
-                    f"insert: {int((~is_new).sum())} key(s) already exist in the table (e.g. "
-                    f"{known.slice(0, 3).to_pylist()}); use upsert to update them (a deleted "
-                    "key keeps its bucket and counts as existing)"
-                )
+                raise insert_conflict(int((~is_new).sum()), known.slice(0, 3).to_pylist())
         return rows.append_column(BUCKET, pa.array(buckets, pa.int32())).append_column(
             IS_NEW, pa.array(is_new)
         )
@@ -173,15 +168,3 @@ def file_groups(rows: pa.Table) -> list[tuple[str, int, pa.Table]]:
         (names[int(a)].as_py(), int(buckets[a]), rows.slice(int(a), int(b - a)))
         for a, b in zip(starts, ends, strict=True)
     ]
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.start = self.last = time.perf_counter()
-        self.laps: dict[str, float] = {}
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.laps[name] = round(now - self.last, 4)
-        self.laps["total"] = round(now - self.start, 4)
-        self.last = now

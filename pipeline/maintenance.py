@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.compute as pc
 
-from dynbucket.pipeline.layout import base_name, data_files, index_files
+from dynbucket.pipeline.layout import TEMPORARY, base_name, data_files, index_files
 from dynbucket.pipeline.merge import read_slice
 from dynbucket.pipeline.reader import Snapshot
 from dynbucket.pipeline.rli import RecordLevelIndex
@@ -16,6 +17,9 @@ from dynbucket.pipeline.spec import TableSpec
 from dynbucket.pipeline.storage import TableStore
 from dynbucket.pipeline.timeline import Timeline
 from dynbucket.pipeline.transaction import Transaction, WrittenFile
+
+#: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
+_INSTANT_IN_NAME = re.compile(r"(?:^\.?|_)(\d{17})\.")
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
             removed += _clean_files(store, data_files(store, partition), visible, earliest, True)
         for partition in RecordLevelIndex(store, spec).partitions():
             removed += _clean_files(store, index_files(store, partition), visible, earliest, False)
+        removed += _clean_temporary(store, visible)
         txn.commit({"earliest-retained": earliest, "files-removed": removed})
         return ServiceResult("clean", txn.id, 0, removed)
 
@@ -132,6 +137,20 @@ def _clean_files(
             if f.instant < floor:
                 store.delete(f.path)
                 removed += 1
+    return removed
+
+
+def _clean_temporary(store: TableStore, visible: set[str]) -> int:
+    """Temporary files that killed task attempts left behind, for completed instants (a
+    pending instant's are removed by its rollback)."""
+    removed = 0
+    for info in store.walk(store.root):
+        if not TEMPORARY.match(info.base_name):
+            continue
+        instant = _INSTANT_IN_NAME.search(info.base_name)
+        if instant is not None and instant.group(1) in visible:
+            store.delete(info.path)
+            removed += 1
     return removed
 
 

@@ -32,30 +32,46 @@ def prepare(spec: TableSpec, data: pa.Table, *, deletes: bool = False) -> pa.Tab
     """
     required = [*spec.record_key, *spec.partition_by] if deletes else None
     data = conform(data, spec.schema, required=_unique(required) if required else None)
+    return dedupe(spec, annotate(spec, data, deletes=deletes), deletes=deletes)
+
+
+def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool = True) -> pa.Table:
+    """Checks keys (and ordering values) and adds ``_partition``, ``_hash`` (unless the rows
+    carry it, as from Spark) and ``_op``."""
     for name in spec.record_key:
         _no_nulls(data, name, NullKeyError, "record key field", "every record needs a key")
     if spec.ordering_field is not None and not deletes:
-        _no_nulls(
-            data,
-            spec.ordering_field,
-            InvalidInputError,
-            "ordering field",
-            "give every record an ordering value (larger wins on merge)",
-        )
-    paths = partition_paths(data, spec.partition_by)
-    hashes = hash_columns([data.column(k) for k in spec.record_key], spec.record_key)
+        _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
+                  "give every record an ordering value (larger wins on merge)")  # fmt: skip
+    data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
+    if with_hash:
+        hashes = hash_columns([data.column(k) for k in spec.record_key], spec.record_key)
+        data = data.append_column(HASH, pa.array(hashes))
     op = DELETE if deletes else UPSERT
-    data = data.append_column(PARTITION, paths).append_column(HASH, pa.array(hashes))
-    data = data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
+    return data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
+
+
+def dedupe(spec: TableSpec, rows: pa.Table, *, deletes: bool) -> pa.Table:
+    """One record per (partition, key): for upserts the largest ordering value, ties to the
+    last row; for deletes the first."""
     if deletes:
-        return data.take(_first_of_each(data, spec))
-    return dedupe_batch(data, spec, [PARTITION, *spec.record_key])
+        return rows.take(_first_of_each(rows, spec))
+    return dedupe_batch(rows, spec, [PARTITION, *spec.record_key])
+
+
+def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInputError:
+    """The error of an insert that met keys the table already has."""
+    return InvalidInputError(
+        f"insert: {known} key(s) already exist in the table (e.g. {sample}); use upsert to "
+        "update them (a deleted key keeps its bucket and counts as existing)"
+    )
 
 
 def _first_of_each(data: pa.Table, spec: TableSpec) -> pa.Array:
     """Row positions keeping one delete per (partition, key)."""
+    rows = pa.array(range(data.num_rows), pa.int64())
     grouped = (
-        data.append_column("_row", pa.array(range(data.num_rows), pa.int64()))
+        data.append_column("_row", rows)
         .group_by([PARTITION, *spec.record_key], use_threads=False)
         .aggregate([("_row", "min")])
     )

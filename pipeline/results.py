@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 
 
@@ -28,3 +29,17 @@ class WriteResult:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+class Laps:
+    """Wall time per stage of a write: ``lap(name)`` closes the stage that just ran."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self.last, 4)
+        self.laps["total"] = round(now - self.start, 4)
+        self.last = now

@@ -39,12 +39,18 @@ class RecordLevelIndex:
     # --- writing -------------------------------------------------------------------------
 
     def write(
-        self, partition: str, instant: str, entries: pa.Table, kind: str = "delta"
+        self,
+        partition: str,
+        instant: str,
+        entries: pa.Table,
+        kind: str = "delta",
+        part: str | None = None,
     ) -> DataFile:
-        """Writes a partition's new entries of ``instant``, sorted by hash."""
+        """Writes a partition's new entries of ``instant``, sorted by hash (``part``: which
+        writer task, when several write the same partition in one instant)."""
         entries = entries.select(self.schema.names).cast(self.schema)
         entries = entries.take(pc.sort_indices(entries, [(HASH, "ascending")]))
-        path = f"{self.dir(partition)}/{index_name(instant, kind)}"
+        path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
         size = self.store.write_parquet(
             path, entries, row_group_size=ROW_GROUP, write_statistics=[HASH]
         )

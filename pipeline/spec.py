@@ -72,6 +72,41 @@ class TableOptions:
         return cls(**kwargs)
 
 
+@dataclass(frozen=True)
+class DynamicBucketIndex:
+    """A table's dynamic bucket index: when buckets are full, and how many assigner slots
+    (actors; also each partition's initial bucket count) a write uses."""
+
+    assigner_slots: int | None = None
+    """Assigner slots of a write; None: Spark's default parallelism. May change between
+    writes (the actors are replaced; every key keeps its bucket)."""
+    max_keys_per_bucket: int | None = None
+    """See ``DynamicBucketOptions`` (``dynamic-bucket.max-keys-per-bucket``)."""
+    max_bytes_per_bucket: int | None = None
+    """See ``DynamicBucketOptions`` (``dynamic-bucket.max-bytes-per-bucket``)."""
+    max_buckets: int | None = None
+    """See ``DynamicBucketOptions`` (``dynamic-bucket.max-buckets``)."""
+    bytes_per_key_estimate: int = 128
+    """See ``DynamicBucketOptions`` (``dynamic-bucket.bytes-per-key-estimate``)."""
+
+    def __post_init__(self) -> None:
+        slots = self.assigner_slots
+        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int)
+                                  or slots < 1):  # fmt: skip
+            raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
+        self.options  # noqa: B018  (validates the persisted options now)
+
+    @property
+    def options(self) -> DynamicBucketOptions:
+        """The persisted part (``dynamic-bucket.*``)."""
+        return DynamicBucketOptions(
+            max_keys_per_bucket=self.max_keys_per_bucket,
+            max_bytes_per_bucket=self.max_bytes_per_bucket,
+            max_buckets=self.max_buckets,
+            bytes_per_key_estimate=self.bytes_per_key_estimate,
+        )
+
+
 def _option_name(name: str) -> str:
     head, _, rest = name.partition("_")
     return f"{head}.{rest.replace('_', '-')}"

@@ -111,11 +111,26 @@ class TableStore:
             self.fs.delete_file(path)
 
     def write_parquet(self, path: str, table: pa.Table, **options: object) -> int:
-        """Writes ``table`` to ``path`` (a new file name: data files are never overwritten);
-        returns the file's size in bytes."""
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
-        pq.write_table(table, path, filesystem=self.fs, **options)
-        return int(self.fs.get_file_info(path).size)
+        """Publishes ``table`` at ``path`` whole or not at all; returns its size in bytes.
+
+        Two attempts of one Spark task (a retry, a speculative copy) write the same path: on
+        a local filesystem each writes a hidden temporary file and renames it, so the path
+        always holds one attempt's complete file; on object stores a PUT is atomic already.
+        """
+        directory, name = posixpath.split(path)
+        self.fs.create_dir(directory, recursive=True)
+        if not self.is_local:
+            pq.write_table(table, path, filesystem=self.fs, **options)
+            return int(self.fs.get_file_info(path).size)
+        tmp = posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
+        try:
+            pq.write_table(table, tmp, filesystem=self.fs, **options)
+            size = int(self.fs.get_file_info(tmp).size)
+            self.fs.move(tmp, path)
+        finally:
+            if self.exists(tmp):
+                self.fs.delete_file(tmp)
+        return size
 
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         return pq.read_table(path, columns=columns, filesystem=self.fs)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,20 +15,36 @@ import pyarrow.fs as pafs
 
 from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.pipeline import maintenance
-from dynbucket.pipeline.errors import NotATableError, TableExistsError
+from dynbucket.pipeline.errors import (
+    InvalidInputError,
+    NotATableError,
+    RuntimeSetupError,
+    TableExistsError,
+)
 from dynbucket.pipeline.local_writer import LocalWriter
 from dynbucket.pipeline.merge import read_slice
 from dynbucket.pipeline.reader import SliceRef, Snapshot, decorate
 from dynbucket.pipeline.records import prepare
 from dynbucket.pipeline.results import WriteResult
 from dynbucket.pipeline.rli import RecordLevelIndex
-from dynbucket.pipeline.spec import BUCKET, FILE_ID, HASH, PARTITION, TableOptions, TableSpec
+from dynbucket.pipeline.runtime import Runtime, active_runtime
+from dynbucket.pipeline.spark_writer import SparkWriter, StreamBatch
+from dynbucket.pipeline.spec import (
+    BUCKET,
+    FILE_ID,
+    HASH,
+    PARTITION,
+    DynamicBucketIndex,
+    TableOptions,
+    TableSpec,
+)
 from dynbucket.pipeline.storage import TableStore
 from dynbucket.pipeline.timeline import META_DIR, Timeline
 from dynbucket.pipeline.transaction import Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 TABLE_FILE = f"{META_DIR}/table.json"
 
@@ -34,10 +52,26 @@ TABLE_FILE = f"{META_DIR}/table.json"
 class Table:
     """A table on any pyarrow filesystem (a local path by default)."""
 
-    def __init__(self, store: TableStore, spec: TableSpec) -> None:
+    def __init__(self, store: TableStore, spec: TableSpec, runtime: Runtime | None = None,
+                 assigner_slots: int | None = None) -> None:  # fmt: skip
         self.store = store
         self.spec = spec
+        self.runtime = runtime
+        self.assigner_slots = assigner_slots
         self._local: LocalWriter | None = None
+        self._spark: SparkWriter | None = None
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Releases the assigner actors this table started (the table stays on storage)."""
+        if self._spark is not None:
+            self._spark.close()
+            self._spark = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -49,11 +83,24 @@ class Table:
         record_key: str | Sequence[str],
         partition_by: str | Sequence[str] = (),
         ordering_field: str | None = None,
-        index: DynamicBucketOptions | None = None,
+        index: DynamicBucketIndex | DynamicBucketOptions | None = None,
         options: TableOptions | None = None,
         filesystem: pafs.FileSystem | None = None,
+        runtime: Runtime | None = None,
     ) -> Table:
         """Creates an empty table at ``uri``.
+
+        Args:
+            uri: a local path, ``file://``, ``s3://`` ... (any pyarrow filesystem).
+            schema: the records' Arrow schema.
+            record_key: the field(s) identifying a record (unique per partition).
+            partition_by: field(s) naming hive-style partitions.
+            ordering_field: when two records of a key meet, the larger value wins.
+            index: bucket options and assigner slots (``DynamicBucketIndex``).
+            options: table options (cleaning, index compaction, lease).
+            filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
+            runtime: the Spark-on-Ray runtime for Spark writes and reads (default: the
+                active one).
 
         Raises:
             TableExistsError: a table (or other files) is already there.
@@ -65,7 +112,9 @@ class Table:
             record_key=(record_key,) if isinstance(record_key, str) else tuple(record_key),
             partition_by=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
             ordering_field=ordering_field,
-            index=index or DynamicBucketOptions(),
+            index=index.options
+            if isinstance(index, DynamicBucketIndex)
+            else index or DynamicBucketOptions(),
             options=options or TableOptions(),
             table_id=uuid.uuid4().hex,
         )
@@ -79,10 +128,17 @@ class Table:
             )
         if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
             raise TableExistsError(f"another process created a table at {store.uri} just now")
-        return cls(store, spec)
+        slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
+        return cls(store, spec, runtime, slots)
 
     @classmethod
-    def open(cls, uri: str, filesystem: pafs.FileSystem | None = None) -> Table:
+    def open(
+        cls,
+        uri: str,
+        filesystem: pafs.FileSystem | None = None,
+        runtime: Runtime | None = None,
+        assigner_slots: int | None = None,
+    ) -> Table:
         """Opens the table at ``uri``, checking its properties.
 
         Raises:
@@ -98,7 +154,7 @@ class Table:
                 f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with "
                 "Table.create"
             ) from e
-        return cls(store, TableSpec.from_json(data, store.uri))
+        return cls(store, TableSpec.from_json(data, store.uri), runtime, assigner_slots)
 
     @property
     def uri(self) -> str:
@@ -204,24 +260,100 @@ class Table:
     def history(self) -> list[dict[str, Any]]:
         return maintenance.history(self.store)
 
-    # --- writes in this process ----------------------------------------------------------
+    # --- writes ----------------------------------------------------------------------------
 
-    def upsert(self, data: pa.Table) -> WriteResult:
-        """Inserts new keys and updates known ones, as one instant."""
-        return self._writer().write(data, "upsert")
+    def upsert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
+        """Inserts new keys and updates known ones, as one instant.
 
-    def insert(self, data: pa.Table) -> WriteResult:
+        A pyarrow Table is written in this process; a Spark DataFrame by Spark tasks and the
+        assigner actors (``assigner_slots`` of them; default: the table's, else Spark's
+        default parallelism).
+        """
+        return self._write(data, "upsert", assigner_slots)
+
+    def insert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
         """Inserts rows whose keys the table has never had; any known key is an error."""
-        return self._writer().write(data, "insert")
+        return self._write(data, "insert", assigner_slots)
 
-    def delete(self, keys: pa.Table) -> WriteResult:
+    def delete(self, keys: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
         """Deletes the rows of the given keys (key fields, plus partition fields)."""
-        return self._writer().write(keys, "delete")
+        return self._write(keys, "delete", assigner_slots)
+
+    def stream(
+        self,
+        streaming_df: DataFrame,
+        checkpoint_location: str,
+        trigger: dict[str, Any] | None = None,
+        operation: str = "upsert",
+        query_name: str | None = None,
+        on_batch: Callable[[int, WriteResult], None] | None = None,
+    ) -> StreamingQuery:
+        """Writes a streaming DataFrame, each micro-batch one instant, exactly once.
+
+        A micro-batch that Spark runs again after a crash (same batch id) is committed at
+        most once: the commit records (stream, batch id), and a batch already on the
+        timeline is skipped.
+
+        Args:
+            streaming_df: ``spark.readStream...`` DataFrame with the table's fields.
+            checkpoint_location: Spark's checkpoint folder for the query.
+            trigger: ``DataStreamWriter.trigger`` arguments, e.g. ``{"availableNow": True}``
+                or ``{"processingTime": "10 seconds"}``.
+            operation: ``upsert``, ``insert`` or ``delete``.
+            query_name: names the stream in commits (default: from the checkpoint folder).
+            on_batch: called on the driver with (batch id, result) after each micro-batch.
+        """
+        stream_id = query_name or hashlib.sha1(
+            os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]  # fmt: skip
+        writer = self._spark_writer()
+
+        def batch(df: DataFrame, batch_id: int) -> None:
+            result = writer.write(
+                df, operation, self.assigner_slots, StreamBatch(stream_id, batch_id)
+            )
+            if on_batch is not None:
+                on_batch(batch_id, result)
+
+        query = streaming_df.writeStream.foreachBatch(batch).option(
+            "checkpointLocation", checkpoint_location)  # fmt: skip
+        if query_name:
+            query = query.queryName(query_name)
+        if trigger:
+            query = query.trigger(**trigger)
+        return query.start()
+
+    def read(self, as_of: str | None = None, columns: Sequence[str] | None = None,
+             meta_columns: bool = True) -> DataFrame:  # fmt: skip
+        """The table as a Spark DataFrame (file slices merged in Spark tasks)."""
+        return self.to_spark(self._runtime().spark, as_of, columns, meta_columns)
+
+    def _write(self, data: Any, operation: str, slots: int | None) -> WriteResult:
+        if isinstance(data, pa.Table):
+            return self._writer().write(data, operation)
+        if hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
+            return self._spark_writer().write(data, operation, slots or self.assigner_slots)
+        raise InvalidInputError(
+            f"{operation} takes a pyarrow Table or a Spark DataFrame, not {type(data).__name__}"
+        )
 
     def _writer(self) -> LocalWriter:
         if self._local is None:
             self._local = LocalWriter(self.store, self.spec)
         return self._local
+
+    def _spark_writer(self) -> SparkWriter:
+        if self._spark is None:
+            self._spark = SparkWriter(self.store, self.spec, self._runtime())
+        return self._spark
+
+    def _runtime(self) -> Runtime:
+        runtime = self.runtime or active_runtime()
+        if runtime is None:
+            raise RuntimeSetupError(
+                "Spark writes and reads need a running dynbucket Runtime: "
+                "`with Runtime() as rt: Table.open(uri, runtime=rt)`"
+            )
+        return runtime
 
     # --- services ------------------------------------------------------------------------
 

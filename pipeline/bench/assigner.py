@@ -163,7 +163,7 @@ def actor_case(keys: int, calls: int, runs: int) -> Measurement:
         for _ in range(calls)
     ]  # fmt: skip
     m = Measurement("actor round trip (known keys)", calls * BATCH)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
     try:
         source = _Preloaded(hashes, buckets)
         for _ in range(runs):

@@ -30,7 +30,24 @@ from dynbucket.pipeline.bench.report import Measurement, print_report, timed
 from dynbucket.pipeline.fleet import AssignerFleet
 from dynbucket.pipeline.raylink import RayLink
 from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.smoke import synthetic_keys
+
+
+def synthetic_keys(spark, rows: int, partitions: int = 4):
+    """``rows`` rows with string keys, ``partitions`` partition paths and key hashes."""
+    from pyspark.sql import functions as F
+
+    return (
+        spark.range(rows)
+        .select(
+            F.concat(F.lit("user-"), F.col("id").cast("string")).alias("key"),
+            (F.col("id") * 7 % 1000).alias("value"),
+            F.concat(F.lit("day="), (F.col("id") % partitions).cast("string")).alias(
+                columns.PARTITION
+            ),
+        )
+        .withColumn(columns.HASH, F.xxhash64("key"))
+    )
+
 
 CASES = ("spark-only", "python-identity", "mapInArrow", "mapInArrow-rows", "from_spark/to_spark")
 

@@ -32,6 +32,10 @@ def test_demo_joins_an_existing_cluster_and_leaves_it_running(tmp_path: Path) ->
     head_env, head_marker = marked_env(token)
     port = _free_port()
     log = tmp_path / "head.log"
+    # `ray start` records itself as this machine's current cluster; a killed head leaves that
+    # record behind, and a later plain ray.init() would try to join the dead cluster.
+    current = Path("/tmp/ray/ray_current_cluster")
+    previous = current.read_text() if current.exists() else None
     with log.open("w") as out:
         head = subprocess.Popen(
             [ray_exe, "start", "--head", f"--port={port}", "--num-cpus=2",
@@ -41,9 +45,23 @@ def test_demo_joins_an_existing_cluster_and_leaves_it_running(tmp_path: Path) ->
     try:
         _wait_for_text(head, log, "Ray runtime started", timeout=120)
         driver_env, driver_marker = marked_env({**token, "RAY_ADDRESS": f"127.0.0.1:{port}"})
-        done = run([dynbucket, "demo", "--rows", "10000"], driver_env)
+        done = run(
+            [
+                dynbucket,
+                "demo",
+                "--path",
+                str(tmp_path / "demo"),
+                "--batches",
+                "2",
+                "--rows",
+                "2000",
+                "--png",
+                "",
+            ],
+            driver_env,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "10000 came back tagged" in done.stdout
+        assert "final bucket layout" in done.stdout
         assert wait_until_gone(driver_marker) == []
         # Spark's executors ran as Java actors of the head's raylet: they must be gone too,
         # while the cluster itself (raylet, GCS) keeps running.
@@ -58,6 +76,10 @@ def test_demo_joins_an_existing_cluster_and_leaves_it_running(tmp_path: Path) ->
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         head.wait(timeout=60)
+        if previous is None:
+            current.unlink(missing_ok=True)
+        else:
+            current.write_text(previous)
     assert wait_until_gone(head_marker, seconds=60) == []
 
 
