@@ -12,6 +12,10 @@ from typing import Any
 _LAZY = {
     "Runtime": "dynbucket.pipeline.runtime",
     "RuntimeConfig": "dynbucket.pipeline.runtime",
+    "Table": "dynbucket.pipeline.table",
+    "DynamicBucketIndex": "dynbucket.pipeline.spec",
+    "TableOptions": "dynbucket.pipeline.spec",
+    "WriteResult": "dynbucket.pipeline.results",
 }
 
 
