@@ -115,6 +115,16 @@ def _bench_assigner(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_upsert(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.bench import upsert
+    from dynbucket.pipeline.runtime import Runtime
+
+    with Runtime() as rt:
+        upsert.run(rt, args.sizes, args.upsert_rows, args.runs, args.systems, args.workdir,
+                   args.bucket_rows, args.paimon_max)  # fmt: skip
+    return 0
+
+
 def _count(text: str) -> int:
     return int(float(text))
 
@@ -184,6 +194,20 @@ def parser() -> argparse.ArgumentParser:
     asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
     asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
     asg.set_defaults(func=_bench_assigner)
+    up = bench_sub.add_parser("upsert", help="1M-row upserts into 5M/50M-row tables vs peers")
+    up.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
+                    default=[5_000_000, 50_000_000], help="table sizes (rows)")  # fmt: skip
+    up.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
+    up.add_argument("--runs", type=int, default=3, help="steady-state upserts (median)")
+    up.add_argument("--systems", type=lambda t: t.split(","),
+                    default=["dynbucket", "spark", "delta", "paimon"],
+                    help="dynbucket,spark,delta,paimon")  # fmt: skip
+    up.add_argument("--bucket-rows", type=_count, default=1_000_000,
+                    help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
+    up.add_argument("--paimon-max", type=_count, default=5_000_000,
+                    help="largest table pypaimon is run on (it loads ~20k rows/s)")  # fmt: skip
+    up.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
+    up.set_defaults(func=_bench_upsert)
     return p
 
 

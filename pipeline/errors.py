@@ -89,3 +89,8 @@ class BucketSpaceExhaustedError(AssignerError):
 
 class AssignerRestartedError(AssignerError):
     """An assigner actor lost its state in the middle of an instant; the instant must retry."""
+
+
+class SlotLayoutError(AssignerError):
+    """A write planned with one shuffle met a file group whose rows span slots (a bucket
+    created under another slot count); the write is redone with two shuffles."""

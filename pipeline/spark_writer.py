@@ -8,6 +8,11 @@
 4. Spark: hash keys (``xxhash64``) and route each slot's rows to one task; stage A checks the
    rows, computes partition paths and tags buckets through the slot's actor; a shuffle by
    (partition, bucket); stage B writes each file group once and the index entries.
+   When every commit of the table used the current slot count N, bucket ``b`` only holds
+   keys of slot ``b mod N`` (slots create ids in their residue class), so the slot's task
+   already holds all rows of its file groups: stage B runs in the same task, with no second
+   shuffle. Each row is checked (``bucket mod N == hash mod N``); a violation fails the
+   attempt with ``SlotLayoutError`` and the write is redone with two shuffles.
 5. Commit (checking lease and timeline), then the actors' snapshot; on failure, roll back and
    abort the checkpoint in the actors (I8). An actor that restarted mid-instant makes the
    instant retry once with the new fleet.
@@ -19,14 +24,22 @@ import dataclasses
 import functools
 import logging
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from dynbucket.actors.assigner import NO_CHECKPOINT
+from dynbucket.actors.keys import slot_of
 from dynbucket.pipeline import errors
-from dynbucket.pipeline.assign_stage import assign_fn, tagged_schema
-from dynbucket.pipeline.errors import AssignerRestartedError, DynBucketError, SchemaMismatchError
+from dynbucket.pipeline.assign_stage import ArrowFn, assign_fn, tagged_schema
+from dynbucket.pipeline.errors import (
+    AssignerRestartedError,
+    DynBucketError,
+    SchemaMismatchError,
+    SlotLayoutError,
+)
 from dynbucket.pipeline.fleet import AssignerFleet
 from dynbucket.pipeline.index_source import RLIIndexSource
 from dynbucket.pipeline.raylink import RayLink
@@ -67,6 +80,7 @@ class SparkWriter:
         self.link = RayLink(runtime.ray_address, runtime.config.namespace)
         self.fleet: AssignerFleet | None = None
         self._seen: str | None = None
+        self._slots_of: dict[str, int | None] = {}
 
     def close(self) -> None:
         if self.fleet is not None:
@@ -78,11 +92,17 @@ class SparkWriter:
     def write(self, df: DataFrame, operation: str, slots: int | None = None,
               stream: StreamBatch | None = None) -> WriteResult:  # fmt: skip
         """One instant; retried once if an assigner actor restarted in the middle of it."""
-        for attempt in (1, 2):
+        fused = True
+        for attempt in (1, 2, 3):
             try:
-                return self._write(df, operation, slots, stream)
+                return self._write(df, operation, slots, stream, fused)
+            except SlotLayoutError:
+                if not fused:
+                    raise
+                log.warning("a file group spans assigner slots; writing with two shuffles")
+                fused = False
             except AssignerRestartedError:
-                if attempt == 2:
+                if attempt == 3:
                     raise
                 log.warning("an assigner actor restarted during the write; retrying it")
                 self.close()
@@ -91,7 +111,7 @@ class SparkWriter:
     # --- one attempt ---------------------------------------------------------------------
 
     def _write(self, df: DataFrame, operation: str, slots: int | None,
-               stream: StreamBatch | None) -> WriteResult:  # fmt: skip
+               stream: StreamBatch | None, fused: bool) -> WriteResult:  # fmt: skip
         deletes = operation == "delete"
         laps = Laps()
         df = conform_spark(df, self.spec, deletes)
@@ -110,7 +130,8 @@ class SparkWriter:
             before = sum(s["buckets_created"] for s in fleet.stats())
             laps.lap("prepare")
             visible = frozenset(i.id for i in txn.timeline.completed())
-            rows = self._job(df, fleet, txn.id, visible, operation, num_slots).collect()
+            fused = fused and self._one_slot_count(txn.timeline, num_slots)
+            rows = self._job(df, fleet, txn.id, visible, operation, num_slots, fused).collect()
             laps.lap("spark")
             counts = self._record(txn, rows)
             created = sum(s["buckets_created"] for s in fleet.stats()) - before
@@ -120,7 +141,8 @@ class SparkWriter:
                 rows_written=sum(r["rows"] for r in rows if r["kind"] in ("base", "delta")),
                 **counts,
             )  # fmt: skip
-            extra: dict[str, Any] = {"stats": result.as_dict(), "slots": num_slots}
+            extra: dict[str, Any] = {"stats": result.as_dict(), "slots": num_slots,
+                                     "shuffles": 1 if fused else 2}  # fmt: skip
             if stream is not None:
                 extra["stream"] = {"id": stream.stream, "batch": stream.batch_id}
             txn.commit(extra)
@@ -138,7 +160,7 @@ class SparkWriter:
         return dataclasses.replace(result, seconds=laps.laps)
 
     def _job(self, df: DataFrame, fleet: AssignerFleet, instant: str, visible: frozenset[str],
-             operation: str, num_slots: int) -> DataFrame:  # fmt: skip
+             operation: str, num_slots: int, fused: bool) -> DataFrame:  # fmt: skip
         from pyspark.sql import functions as F
 
         spec = self.spec
@@ -152,11 +174,23 @@ class SparkWriter:
             method="locate" if deletes else "assign",
             refuse_known=spec.record_key if operation == "insert" else (),
         )  # fmt: skip
+        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes)
+        if fused:
+            return routed.mapInArrow(_fused(stage_a, stage_b, num_slots), WRITTEN)
         tagged_struct = _with_fields(routed.schema, [(PARTITION, "string"), (OP, "tinyint")])
         tagged = routed.mapInArrow(stage_a, tagged_schema(tagged_struct))
         shuffled = tagged.repartition(PARTITION, BUCKET)
-        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes)
         return shuffled.mapInArrow(stage_b, WRITTEN)
+
+    def _one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
+        """Whether every completed commit of the table was written with ``num_slots`` slots
+        (commits without a slot count, e.g. in-process pyarrow writes, count as other)."""
+        for instant in timeline.completed("commit"):
+            if instant.id not in self._slots_of:
+                self._slots_of[instant.id] = timeline.metadata(instant).get("slots")
+            if self._slots_of[instant.id] != num_slots:
+                return False
+        return True
 
     def _record(self, txn: Transaction, rows: list[Any]) -> dict[str, int]:
         totals = {"keys_inserted": 0, "keys_updated": 0, "keys_deleted": 0, "keys_not_found": 0}
@@ -233,6 +267,26 @@ def _widens(have: pa.DataType, want: pa.DataType) -> bool:
         return want.bit_width >= have.bit_width
     # Timestamps: the same instant in another unit or zone label; Spark casts exactly.
     return pa.types.is_timestamp(have) and pa.types.is_timestamp(want)
+
+
+def _fused(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
+    """Stages A and B in one task, checking that every row's bucket is of its slot."""
+
+    def checked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
+            hashes = batch.column(HASH).to_numpy(zero_copy_only=False)
+            known = buckets >= 0
+            if np.any(buckets[known] % num_slots != slot_of(hashes[known], num_slots)):
+                raise SlotLayoutError(
+                    f"a bucket holds keys of another slot under {num_slots} slots"
+                )
+            yield batch
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from stage_b(checked(stage_a(batches)))
+
+    return run
 
 
 def _prepare(spec: TableSpec, deletes: bool, batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -235,3 +235,30 @@ def test_hashes_route_like_python(spark: Any) -> None:
     python = hash_columns([pa.array(keys)]).tolist()
     assert spark_hashes == python
     assert list(slot_of(pa.array(python).to_numpy(), 3)) == [h % 3 for h in python]
+
+
+def test_one_shuffle_only_while_the_slot_count_holds(
+    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    from dynbucket.pipeline.spark_writer import SparkWriter
+
+    t = _table(tmp_path, runtime, cap=4)
+    shuffles = []
+    for n, keys in ((2, range(0, 40)), (2, range(30, 60)), (3, range(50, 90))):
+        t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, n) for i in keys]), assigner_slots=n)
+        last = t.timeline.completed()[-1]
+        shuffles.append(t.timeline.metadata(last)["shuffles"])
+    assert shuffles == [1, 1, 2]
+    before = _check_index(t)
+    # Told (wrongly) that the layout allows one shuffle, the rows' own check catches buckets
+    # of 2-slot days under 3 slots, and the write is redone with two shuffles.
+    monkeypatch.setattr(SparkWriter, "_one_slot_count", lambda self, timeline, n: True)
+    with caplog.at_level("WARNING", logger="dynbucket.pipeline.spark_writer"):
+        t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]),
+                 assigner_slots=3)  # fmt: skip
+    assert "spans assigner slots" in caplog.text
+    assert t.timeline.metadata(t.timeline.completed()[-1])["shuffles"] == 2
+    after = _check_index(t)
+    assert all(after[k] == b for k, b in before.items())
+    assert max(r["keys"] for r in t.stats().to_pylist()) <= 4

@@ -1,0 +1,247 @@
+"""``dynbucket bench upsert``: a 1M-row upsert into 5M- and 50M-row tables, against peers.
+
+The workload (deterministic, generated as Parquet files before anything is timed):
+
+* a table of S rows (string keys, 8 partitions, an int value, an ordering field, a note),
+  loaded in 5M-row commits;
+* four upsert files of 1M rows each: half updates of distinct existing keys, half new keys.
+  Upsert 0 is the first write after the table is opened (dynbucket's actors bootstrap their
+  caches from the record-level index then) and is reported on its own; upserts 1-3 are the
+  steady state of a stream, and their median is the figure.
+
+Every system applies the same files in the same order; each timing covers reading the input
+Parquet file and the whole write and commit:
+
+* ``dynbucket``: ``Table.upsert(spark.read.parquet(file))``, on this process's runtime;
+* ``spark (same layout)``: plain Spark writing the same rows to one Parquet file per
+  (partition, bucket), with as many buckets per partition as dynbucket has: a write with no
+  index, no merge and no commit protocol (the floor);
+* ``delta-rs MERGE``: delta-rs ``MERGE`` on (partition, key), larger ``ts`` wins;
+* ``pypaimon``: a Paimon primary-key table in dynamic bucket mode (``bucket = -1``), written
+  by pypaimon (pure Python, the default install).
+
+The peers run in a virtual environment of their own, created by the first run (pypaimon
+pins pyarrow < 20), as subprocesses of ``peer_worker.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dynbucket.pipeline.bench.report import Measurement, print_report, timed
+from dynbucket.pipeline.runtime import Runtime
+from dynbucket.pipeline.spec import DynamicBucketIndex
+from dynbucket.pipeline.table import Table
+
+PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
+SYSTEMS = ("dynbucket", "spark", "delta", "paimon")
+LABELS = {"dynbucket": "dynbucket", "spark": "spark (same layout)",
+          "delta": "delta-rs MERGE", "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
+PARTITIONS = 8
+LOAD_CHUNK = 5_000_000
+WORKER = Path(__file__).with_name("peer_worker.py")
+
+
+# --- the workload ----------------------------------------------------------------------------
+
+
+def records(ids: np.ndarray, ts: int) -> pa.Table:
+    """The rows of keys ``ids``: a key's partition and value depend on the key only."""
+    ids_a = pa.array(ids, pa.int64())
+    part = pc.bit_wise_and(pc.multiply(ids_a, 2654435761), PARTITIONS - 1)
+    return pa.table({
+        "key": pc.binary_join_element_wise("key-", pc.cast(ids_a, pa.string()), ""),
+        "part": pc.binary_join_element_wise("p", pc.cast(part, pa.string()), ""),
+        "v": pc.add(pc.multiply(ids_a, 3), ts),
+        "ts": pa.array(np.full(len(ids), ts, np.int64)),
+        "note": pc.binary_join_element_wise("note-", pc.cast(pc.bit_wise_and(ids_a, 1023),
+                                                             pa.string()), ""),
+    })  # fmt: skip
+
+
+def workload(folder: Path, size: int, upsert_rows: int, upserts: int, seed: int = 11) -> None:
+    """Base files (``load-*.parquet``) and upsert files (``upsert-*.parquet``) in ``folder``."""
+    if (folder / "done").exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, start in enumerate(range(0, size, LOAD_CHUNK)):
+        pq.write_table(records(np.arange(start, min(size, start + LOAD_CHUNK)), 0),
+                       folder / f"load-{i:03d}.parquet")  # fmt: skip
+    rng = np.random.default_rng(seed)
+    updates = rng.choice(size, (upserts, upsert_rows // 2), replace=True)
+    for r in range(upserts):
+        old = np.unique(updates[r])
+        new = np.arange(size + r * upsert_rows, size + r * upsert_rows + upsert_rows - len(old))
+        ids = rng.permutation(np.concatenate([old, new]))
+        pq.write_table(records(ids, r + 1), folder / f"upsert-{r}.parquet")
+    (folder / "done").write_text("")
+
+
+def _files(folder: Path, prefix: str) -> list[Path]:
+    return sorted(folder.glob(f"{prefix}-*.parquet"))
+
+
+# --- the systems -----------------------------------------------------------------------------
+
+
+def ours(rt: Runtime, folder: Path, table_dir: Path, bucket_rows: int) -> list[float]:
+    spark = rt.spark
+    schema = pq.read_schema(_files(folder, "load")[0])
+    index = DynamicBucketIndex(max_keys_per_bucket=bucket_rows)
+    table = Table.create(str(table_dir), schema, "key", "part", "ts", index, runtime=rt)
+    for f in _files(folder, "load"):
+        table.upsert(spark.read.parquet(str(f)))
+    table.close()
+    table = Table.open(str(table_dir), runtime=rt)  # cold caches, as a restarted driver has
+    seconds = []
+    try:
+        for f in _files(folder, "upsert"):
+            s, result = timed(lambda f=f: table.upsert(spark.read.parquet(str(f))))
+            print(f"  dynbucket {f.name}: {s:.2f}s {result.keys_updated:,} updated "
+                  f"{result.keys_inserted:,} inserted, stages {result.seconds}",
+                  flush=True)  # fmt: skip
+            seconds.append(s)
+    finally:
+        table.close()
+    return seconds
+
+
+def buckets_per_partition(table_dir: Path) -> int:
+    stats = Table.open(str(table_dir)).stats()
+    counts = pc.value_counts(stats.column("partition")).field("counts")
+    return int(pc.max(counts).as_py())
+
+
+def plain_spark(rt: Runtime, folder: Path, out: Path, buckets: int) -> list[float]:
+    from pyspark.sql import functions as F
+
+    seconds = []
+    for f in _files(folder, "upsert"):
+
+        def write(f: Path = f) -> None:
+            df = rt.spark.read.parquet(str(f))
+            bucketed = df.withColumn("bucket", F.pmod(F.xxhash64("key"), F.lit(buckets)))
+            (bucketed.repartition("part", "bucket").write.mode("append")
+             .partitionBy("part", "bucket").parquet(str(out)))  # fmt: skip
+
+        seconds.append(timed(write)[0])
+    return seconds
+
+
+def peer(python: Path, system: str, folder: Path, table_dir: Path, bucket_rows: int,
+         load: bool = True) -> list[float]:  # fmt: skip
+    env = dict(os.environ, BENCH_BUCKET_ROWS=str(bucket_rows))
+    env.pop("PYTHONPATH", None)
+
+    def call(operation: str, files: Sequence[Path]) -> float:
+        out = subprocess.run(
+            [str(python), str(WORKER), system, str(table_dir), operation, *map(str, files)],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise RuntimeError(f"{system} {operation} failed:\n{out.stderr[-3000:]}")
+        return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+
+    if load:
+        call("load", _files(folder, "load"))
+    seconds = []
+    for f in _files(folder, "upsert"):
+        seconds.append(call("upsert", [f]))
+        print(f"  {system} {f.name}: {seconds[-1]:.2f}s", flush=True)
+    return seconds
+
+
+def peers_python(cache: Path | None = None) -> Path:
+    """The peers' interpreter, in a virtual environment created on first use."""
+    root = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dynbucket"
+    tag = hashlib.sha1(" ".join(PEERS).encode()).hexdigest()[:10]
+    env_dir = root / f"bench-peers-{tag}"
+    python = env_dir / "bin" / "python"
+    if not (env_dir / "ready").exists():
+        shutil.rmtree(env_dir, ignore_errors=True)
+        print(f"creating the peers' environment in {env_dir} ({', '.join(PEERS)}) ...", flush=True)
+        venv.create(env_dir, with_pip=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEERS], check=True)
+        (env_dir / "ready").write_text("")
+    return python
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
+        systems: Sequence[str], workdir: str | None, bucket_rows: int,
+        paimon_max: int) -> dict[str, Any]:  # fmt: skip
+    """Builds the workloads, runs every system on each size, prints the report."""
+    base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="dynbucket-bench-"))
+    python = peers_python() if {"delta", "paimon"} & set(systems) else None
+    rows: list[Measurement] = []
+    medians: dict[tuple[str, int], float] = {}
+    try:
+        for size in sizes:
+            folder = base / f"workload-{size}-{upsert_rows}x{runs + 1}"
+            print(f"workload: {size:,}-row table, {runs + 1} upserts of {upsert_rows:,} rows "
+                  f"(half updates), {PARTITIONS} partitions ...", flush=True)  # fmt: skip
+            workload(folder, size, upsert_rows, runs + 1)
+            tables = base / f"tables-{size}"
+            shutil.rmtree(tables, ignore_errors=True)
+            tables.mkdir(parents=True)
+            for system in systems:
+                if system == "paimon" and size > paimon_max:
+                    print(f"  pypaimon skipped at {size:,} rows (--paimon-max {paimon_max:,})")
+                    continue
+                print(f"{LABELS[system]} at {size:,} rows ...", flush=True)
+                if system == "dynbucket":
+                    seconds = ours(rt, folder, tables / "dynbucket", bucket_rows)
+                elif system == "spark":
+                    buckets = buckets_per_partition(tables / "dynbucket")
+                    seconds = plain_spark(rt, folder, tables / "spark", buckets)
+                else:
+                    assert python is not None
+                    seconds = peer(python, system, folder, tables / system, bucket_rows)
+                m = Measurement(f"{LABELS[system]} @{size // 1_000_000}M", upsert_rows,
+                                seconds[1:], {"system": system, "table_rows": size,
+                                              "first_upsert_s": round(seconds[0], 3)})  # fmt: skip
+                rows.append(m)
+                medians[(system, size)] = m.median
+            shutil.rmtree(tables, ignore_errors=True)
+    finally:
+        if not workdir:
+            shutil.rmtree(base, ignore_errors=True)
+    return print_report("upsert", "rows", rows, **_summary(medians, sizes))
+
+
+def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dict[str, Any]:
+    """Ratios of medians measured in this run (time of the other / time of ours)."""
+    out: dict[str, Any] = {}
+    for size in sizes:
+        ours_s = medians.get(("dynbucket", size))
+        if ours_s is None:
+            continue
+        tag = f"{size // 1_000_000}M"
+        for system in ("paimon", "delta", "spark"):
+            if (system, size) in medians:
+                out[f"speedup_vs_{system}_{tag}"] = round(medians[(system, size)] / ours_s, 3)
+    if len(sizes) >= 2 and all(("dynbucket", s) in medians for s in (sizes[0], sizes[-1])):
+        out["growth_small_to_large"] = round(
+            medians[("dynbucket", sizes[-1])] / medians[("dynbucket", sizes[0])], 3)  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover - use `dynbucket bench upsert`
+    sys.exit("run: dynbucket bench upsert")
