@@ -25,8 +25,8 @@ def main(incoming: str, path: str, rt: Runtime) -> Table:
     try:
         table = Table.open(path, runtime=rt)
     except NotATableError:
-        table = Table.create(path, SCHEMA, "sensor", "site", ordering_field="at",
-                             index=DynamicBucketIndex(max_keys_per_bucket=500), runtime=rt)  # fmt: skip
+        index = DynamicBucketIndex(max_keys_per_bucket=500)
+        table = Table.create(path, SCHEMA, "sensor", "site", "at", index, runtime=rt)
     source = (
         rt.spark.readStream.schema("sensor string, site string, reading double, at long")
         .option("maxFilesPerTrigger", 1)  # one file per micro-batch, one instant each
