@@ -214,7 +214,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    from dynbucket.pipeline.errors import DynBucketError
+
+    try:
+        return int(args.func(args))
+    except DynBucketError as e:
+        # The message names the field, the value and the fix; a traceback adds nothing.
+        print(f"dynbucket {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

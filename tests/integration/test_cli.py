@@ -33,3 +33,42 @@ def test_demo_streams_prints_layout_saves_png_and_leaves_no_process(tmp_path: Pa
     assert len(batch_lines) >= 3
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     assert wait_until_gone(marker) == []
+
+
+def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
+    from dynbucket.pipeline.table import Table
+
+    table = str(tmp_path / "t")
+    day1, day2 = tmp_path / "day1.csv", tmp_path / "day2.csv"
+    day1.write_text("id,day,v,ts\n" + "".join(f"k{i},d{i % 2},{i},1\n" for i in range(40)))
+    day2.write_text("id,day,v,ts\nk1,d1,100,2\nk2,d0,200,0\nk40,d0,40,2\n")
+    env, marker = marked_env()
+    dynbucket = tool("dynbucket")
+
+    # No table there and no --key: a clear error, no traceback, nothing written.
+    refused = run([dynbucket, "ingest", table, str(day1), "--format", "csv"], env)
+    assert refused.returncode == 2
+    assert "NotATableError" in refused.stderr and "Traceback" not in refused.stderr
+    assert not Path(table).exists()
+
+    created = run([dynbucket, "ingest", table, str(day1), "--format", "csv", "--key", "id",
+                   "--partition-by", "day", "--ordering", "ts"], env)  # fmt: skip
+    assert created.returncode == 0, created.stderr[-3000:]
+    assert "keys_inserted=40" in created.stdout
+    updated = run([dynbucket, "ingest", table, str(day2), "--format", "csv"], env)
+    assert updated.returncode == 0, updated.stderr[-3000:]
+    assert "keys_inserted=1" in updated.stdout and "keys_updated=2" in updated.stdout
+    assert wait_until_gone(marker) == []  # each ingest stopped its Ray and Spark
+
+    live = {r["id"]: r["v"] for r in Table.open(table).to_arrow().to_pylist()}
+    assert (len(live), live["k1"], live["k2"], live["k40"]) == (41, 100, 2, 40)  # k2: older ts
+
+    compacted = run([dynbucket, "compact", table, "--index", "--clean"], env)
+    assert compacted.returncode == 0, compacted.stderr[-3000:]
+    shown = run([dynbucket, "show", table], env)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "day=d0" in shown.stdout and "day=d1" in shown.stdout
+    assert "compaction" in shown.stdout and shown.stdout.count(" commit ") == 2
+    rolled = run([dynbucket, "rollback", table], env)
+    assert rolled.returncode == 0 and "rolled back 0 pending instant(s)" in rolled.stdout
+    assert {r["id"]: r["v"] for r in Table.open(table).to_arrow().to_pylist()} == live
