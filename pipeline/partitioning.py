@@ -52,19 +52,27 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
         column = table.column(name)
         check_partition_type(name, column.type)
         text = pc.cast(column, pa.string())
-        _check_values(name, text)
-        parts.append(pc.binary_join_element_wise(f"{name}=", _escape(text), ""))
-    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
-    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+        if isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        _check_nulls(name, text)
+        # A batch holds few distinct partition values: check and escape each once.
+        encoded = pc.dictionary_encode(text)
+        _check_values(name, encoded.dictionary)
+        paths = pc.binary_join_element_wise(f"{name}=", _escape(encoded.dictionary), "")
+        parts.append(pc.take(paths, encoded.indices))
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
 
 
-def _check_values(name: str, text: pa.ChunkedArray | pa.Array) -> None:
+def _check_nulls(name: str, text: pa.Array) -> None:
     nulls = text.null_count
     if nulls:
         raise InvalidPartitionValueError(
             f"partition field {name!r} is null in {nulls} row(s); give every row a value "
             "(e.g. fill nulls with a placeholder such as 'unknown')"
         )
+
+
+def _check_values(name: str, text: pa.ChunkedArray | pa.Array) -> None:
     bad = pc.or_(
         pc.or_(pc.equal(text, ""), pc.match_substring(text, "/")),
         pc.or_(pc.match_substring(text, ".."), pc.match_substring_regex(text, _CONTROL.pattern)),

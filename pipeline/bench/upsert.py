@@ -9,7 +9,8 @@ The workload (deterministic, generated as Parquet files before anything is timed
   caches from the record-level index then) and is reported on its own; upserts 1-3 are the
   steady state of a stream, and their median is the figure.
 
-Every system applies the same files in the same order; each timing covers reading the input
+Every system applies the same files in the same order, the systems taking turns on each file
+(so that none runs on a machine the others warmed up); each timing covers reading the input
 Parquet file and the whole write and commit:
 
 * ``dynbucket``: ``Table.upsert(spark.read.parquet(file))``, on this process's runtime;
@@ -99,71 +100,98 @@ def _files(folder: Path, prefix: str) -> list[Path]:
 # --- the systems -----------------------------------------------------------------------------
 
 
-def ours(rt: Runtime, folder: Path, table_dir: Path, bucket_rows: int) -> list[float]:
-    spark = rt.spark
-    schema = pq.read_schema(_files(folder, "load")[0])
-    index = DynamicBucketIndex(max_keys_per_bucket=bucket_rows)
-    table = Table.create(str(table_dir), schema, "key", "part", "ts", index, runtime=rt)
-    for f in _files(folder, "load"):
-        table.upsert(spark.read.parquet(str(f)))
-    table.close()
-    table = Table.open(str(table_dir), runtime=rt)  # cold caches, as a restarted driver has
-    seconds = []
-    try:
-        for f in _files(folder, "upsert"):
-            s, result = timed(lambda f=f: table.upsert(spark.read.parquet(str(f))))
-            print(f"  dynbucket {f.name}: {s:.2f}s {result.keys_updated:,} updated "
-                  f"{result.keys_inserted:,} inserted, stages {result.seconds}",
-                  flush=True)  # fmt: skip
-            seconds.append(s)
-    finally:
-        table.close()
-    return seconds
+class Ours:
+    """dynbucket: ``Table.upsert`` of a Spark DataFrame read from the file."""
+
+    def __init__(self, rt: Runtime, table_dir: Path, bucket_rows: int) -> None:
+        self.rt, self.dir, self.bucket_rows = rt, table_dir, bucket_rows
+        self.table: Table | None = None
+
+    def load(self, files: Sequence[Path]) -> None:
+        spark = self.rt.spark
+        index = DynamicBucketIndex(max_keys_per_bucket=self.bucket_rows)
+        table = Table.create(str(self.dir), pq.read_schema(files[0]), "key", "part", "ts",
+                             index, runtime=self.rt)  # fmt: skip
+        with table:
+            for f in files:
+                table.upsert(spark.read.parquet(str(f)))
+        self.table = Table.open(str(self.dir), runtime=self.rt)  # cold caches, as a new driver
+
+    def upsert(self, f: Path) -> float:
+        assert self.table is not None
+        table, spark = self.table, self.rt.spark
+        s, result = timed(lambda: table.upsert(spark.read.parquet(str(f))))
+        print(f"  dynbucket {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
+              f"{result.keys_inserted:,} inserted; stages {result.seconds})",
+              flush=True)  # fmt: skip
+        return s
+
+    def buckets_per_partition(self) -> int:
+        assert self.table is not None
+        stats = self.table.stats()
+        return int(pc.max(pc.value_counts(stats.column("partition")).field("counts")).as_py())
+
+    def close(self) -> None:
+        if self.table is not None:
+            self.table.close()
 
 
-def buckets_per_partition(table_dir: Path) -> int:
-    stats = Table.open(str(table_dir)).stats()
-    counts = pc.value_counts(stats.column("partition")).field("counts")
-    return int(pc.max(counts).as_py())
+class PlainSpark:
+    """Spark writing the rows to one Parquet file per (partition, bucket), nothing else."""
 
+    def __init__(self, rt: Runtime, out: Path, ours: Ours | None) -> None:
+        self.rt, self.out, self.ours = rt, out, ours
+        self.buckets = 1
 
-def plain_spark(rt: Runtime, folder: Path, out: Path, buckets: int) -> list[float]:
-    from pyspark.sql import functions as F
+    def load(self, files: Sequence[Path]) -> None:
+        if self.ours is not None:  # as many buckets per partition as dynbucket has
+            self.buckets = self.ours.buckets_per_partition()
 
-    seconds = []
-    for f in _files(folder, "upsert"):
+    def upsert(self, f: Path) -> float:
+        from pyspark.sql import functions as F
 
-        def write(f: Path = f) -> None:
-            df = rt.spark.read.parquet(str(f))
-            bucketed = df.withColumn("bucket", F.pmod(F.xxhash64("key"), F.lit(buckets)))
+        def write() -> None:
+            df = self.rt.spark.read.parquet(str(f))
+            bucketed = df.withColumn("bucket", F.pmod(F.xxhash64("key"), F.lit(self.buckets)))
             (bucketed.repartition("part", "bucket").write.mode("append")
-             .partitionBy("part", "bucket").parquet(str(out)))  # fmt: skip
+             .partitionBy("part", "bucket").parquet(str(self.out)))  # fmt: skip
 
-        seconds.append(timed(write)[0])
-    return seconds
+        s = timed(write)[0]
+        print(f"  spark {f.name}: {s:.2f}s ({self.buckets} buckets per partition)", flush=True)
+        return s
+
+    def close(self) -> None:
+        pass
 
 
-def peer(python: Path, system: str, folder: Path, table_dir: Path, bucket_rows: int,
-         load: bool = True) -> list[float]:  # fmt: skip
-    env = dict(os.environ, BENCH_BUCKET_ROWS=str(bucket_rows))
-    env.pop("PYTHONPATH", None)
+class Peer:
+    """delta-rs or pypaimon, one subprocess of ``peer_worker.py`` per operation."""
 
-    def call(operation: str, files: Sequence[Path]) -> float:
+    def __init__(self, python: Path, system: str, table_dir: Path, bucket_rows: int) -> None:
+        self.python, self.system, self.dir = python, system, table_dir
+        self.env = dict(os.environ, BENCH_BUCKET_ROWS=str(bucket_rows))
+        self.env.pop("PYTHONPATH", None)
+
+    def _call(self, operation: str, files: Sequence[Path]) -> float:
         out = subprocess.run(
-            [str(python), str(WORKER), system, str(table_dir), operation, *map(str, files)],
-            env=env, capture_output=True, text=True, check=False,
+            [str(self.python), str(WORKER), self.system, str(self.dir), operation,
+             *map(str, files)],
+            env=self.env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if out.returncode != 0:
-            raise RuntimeError(f"{system} {operation} failed:\n{out.stderr[-3000:]}")
+            raise RuntimeError(f"{self.system} {operation} failed:\n{out.stderr[-3000:]}")
         return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
 
-    if load:
-        call("load", _files(folder, "load"))
-    seconds = []
-    for f in _files(folder, "upsert"):
-        seconds.append(call("upsert", [f]))
-        print(f"  {system} {f.name}: {seconds[-1]:.2f}s", flush=True)
-    return seconds
+    def load(self, files: Sequence[Path]) -> None:
+        self._call("load", files)
+
+    def upsert(self, f: Path) -> float:
+        s = self._call("upsert", [f])
+        print(f"  {self.system} {f.name}: {s:.2f}s", flush=True)
+        return s
+
+    def close(self) -> None:
+        pass
 
 
 def peers_python(cache: Path | None = None) -> Path:
@@ -201,22 +229,29 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
             tables = base / f"tables-{size}"
             shutil.rmtree(tables, ignore_errors=True)
             tables.mkdir(parents=True)
-            for system in systems:
-                if system == "paimon" and size > paimon_max:
-                    print(f"  pypaimon skipped at {size:,} rows (--paimon-max {paimon_max:,})")
-                    continue
-                print(f"{LABELS[system]} at {size:,} rows ...", flush=True)
-                if system == "dynbucket":
-                    seconds = ours(rt, folder, tables / "dynbucket", bucket_rows)
-                elif system == "spark":
-                    buckets = buckets_per_partition(tables / "dynbucket")
-                    seconds = plain_spark(rt, folder, tables / "spark", buckets)
-                else:
-                    assert python is not None
-                    seconds = peer(python, system, folder, tables / system, bucket_rows)
+            running: dict[str, Ours | PlainSpark | Peer] = {}
+            try:
+                for system in systems:
+                    if system == "paimon" and size > paimon_max:
+                        print(f"  pypaimon skipped at {size:,} rows (--paimon-max {paimon_max:,})")
+                        continue
+                    print(f"loading {LABELS[system]} with {size:,} rows ...", flush=True)
+                    sut = _system(system, rt, tables, bucket_rows, python, running.get("dynbucket"))
+                    sut.load(_files(folder, "load"))
+                    running[system] = sut
+                # The systems take turns on each upsert file: none profits from running after
+                # the others warmed the machine (JIT, page cache, Python workers).
+                seconds: dict[str, list[float]] = {system: [] for system in running}
+                for f in _files(folder, "upsert"):
+                    for system, sut in running.items():
+                        seconds[system].append(sut.upsert(f))
+            finally:
+                for sut in running.values():
+                    sut.close()
+            for system, secs in seconds.items():
                 m = Measurement(f"{LABELS[system]} @{size // 1_000_000}M", upsert_rows,
-                                seconds[1:], {"system": system, "table_rows": size,
-                                              "first_upsert_s": round(seconds[0], 3)})  # fmt: skip
+                                secs[1:], {"system": system, "table_rows": size,
+                                           "first_upsert_s": round(secs[0], 3)})  # fmt: skip
                 rows.append(m)
                 medians[(system, size)] = m.median
             shutil.rmtree(tables, ignore_errors=True)
@@ -224,6 +259,17 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
         if not workdir:
             shutil.rmtree(base, ignore_errors=True)
     return print_report("upsert", "rows", rows, **_summary(medians, sizes))
+
+
+def _system(system: str, rt: Runtime, tables: Path, bucket_rows: int, python: Path | None,
+            ours: Any) -> Ours | PlainSpark | Peer:  # fmt: skip
+    if system == "dynbucket":
+        return Ours(rt, tables / "dynbucket", bucket_rows)
+    if system == "spark":
+        return PlainSpark(rt, tables / "spark", ours)
+    if python is None:
+        raise ValueError(f"system {system!r}: the peers' environment was not created")
+    return Peer(python, system, tables / system, bucket_rows)
 
 
 def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dict[str, Any]:
