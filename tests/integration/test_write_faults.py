@@ -31,6 +31,7 @@ from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.spec import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.table import Table
 from dynbucket.pipeline.timeline import Timeline
+from tests.integration.invariants import checked_live_rows
 from tests.integration.processes import marked_env, wait_until_gone
 
 SCHEMA = pa.schema(
@@ -63,18 +64,7 @@ def _state(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
     the files of completed instants (no file of a dead attempt or instant)."""
     assert t.timeline.pending() == []
     assert _files_on_storage(t) == _files_committed(t)
-    live = {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
-    snapshot = t.snapshot()
-    for partition in snapshot.partitions():
-        buckets = [r.slice.bucket for r in snapshot.slices([partition])]
-        assert len(buckets) == len(set(buckets)), f"two file groups share a bucket: {buckets}"
-        entries = t.record_index_locations(partition, ["id", "_bucket"]).to_pylist()
-        indexed = {e["id"]: e["_bucket"] for e in entries}
-        assert len(indexed) == len(entries)
-        day = partition.split("=")[1]
-        for (d, key), (_, bucket) in live.items():
-            if d == day:
-                assert indexed[key] == bucket, (key, indexed[key], bucket)
+    live = {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in checked_live_rows(t)}
     return live
 
 

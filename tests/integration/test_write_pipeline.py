@@ -21,6 +21,7 @@ from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.spark_writer import StreamBatch
 from dynbucket.pipeline.spec import DynamicBucketIndex
 from dynbucket.pipeline.table import Table
+from tests.integration.invariants import checked_live_rows
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -50,20 +51,8 @@ def _files(t: Table) -> list[str]:
 
 
 def _check_index(t: Table) -> dict[tuple[str, str], int]:
-    """Every live key sits in the bucket its index entry names; one file group per bucket."""
-    live = t.to_arrow()
-    buckets = {(r["day"], r["id"]): r["_bucket"] for r in live.to_pylist()}
-    for partition in t.snapshot().partitions():
-        entries = t.record_index_locations(partition, ["id", "_bucket"]).to_pylist()
-        indexed = {e["id"]: e["_bucket"] for e in entries}
-        assert len(indexed) == len(entries)  # I6: one entry per key
-        day = partition.split("=")[1]
-        for (d, key), bucket in buckets.items():
-            if d == day:
-                assert indexed[key] == bucket
-        ids = [r.slice.bucket for r in t.snapshot().slices([partition])]
-        assert len(ids) == len(set(ids))  # I4
-    return buckets
+    """(day, id) -> bucket of every live key, after checking I4 and I6."""
+    return {(r["day"], r["id"]): r["_bucket"] for r in checked_live_rows(t)}
 
 
 @pytest.mark.parametrize("num_slots", [1, 2, 3, 5])

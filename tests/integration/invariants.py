@@ -1,0 +1,26 @@
+"""Checks of a table's bucket layout shared by the write-path suites (tables keyed by ``id``,
+partitioned by ``day``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynbucket.pipeline.table import Table
+
+
+def checked_live_rows(t: Table) -> list[dict[str, Any]]:
+    """The table's live rows, after checking that no two file groups of a partition share a
+    bucket (I4) and that the index holds one entry per key naming its bucket (I6)."""
+    live = t.to_arrow().to_pylist()
+    snapshot = t.snapshot()
+    for partition in snapshot.partitions():
+        buckets = [r.slice.bucket for r in snapshot.slices([partition])]
+        assert len(buckets) == len(set(buckets)), f"two file groups share a bucket: {buckets}"
+        entries = t.record_index_locations(partition, ["id", "_bucket"]).to_pylist()
+        indexed = {e["id"]: e["_bucket"] for e in entries}
+        assert len(indexed) == len(entries)  # one entry per key
+        day = partition.split("=")[1]
+        for r in live:
+            if r["day"] == day:
+                assert indexed[r["id"]] == r["_bucket"], (r["id"], indexed[r["id"]], r["_bucket"])
+    return live
