@@ -10,7 +10,6 @@ begins a new one.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +19,8 @@ import pyarrow.compute as pc
 
 from dynbucket.actors import columns, kernels
 from dynbucket.actors.assigner import BucketAssigner, IndexSource
+from dynbucket.actors.errors import InvalidInputError
 from dynbucket.actors.options import DynamicBucketOptions
-from dynbucket.pipeline.errors import InvalidInputError
 
 
 class AssignerActor:
@@ -36,7 +35,6 @@ class AssignerActor:
     ) -> None:
         kernels.warm_up()
         self._core = BucketAssigner(slot, num_slots, options, source_factory())
-        self._incarnation = uuid.uuid4().hex
 
     def begin(self, checkpoint: int, latest_successful: int) -> None:
         self._core.begin(checkpoint, latest_successful)
@@ -80,10 +78,6 @@ class AssignerActor:
     def ping(self) -> int:
         """The slot number; a cheap liveness check."""
         return self._core.slot
-
-    def incarnation(self) -> str:
-        """An id of this actor process's life: it changes when Ray restarts the actor."""
-        return self._incarnation
 
 
 def assigner_actor_class(**options: Any) -> Any:

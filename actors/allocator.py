@@ -13,9 +13,9 @@ import numpy.typing as npt
 
 from dynbucket.actors import kernels
 from dynbucket.actors.cache import MAX_BUCKET_ID
+from dynbucket.actors.errors import BucketSpaceExhaustedError, ConfigError
 from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.actors.partition_index import PartitionIndex
-from dynbucket.pipeline.errors import BucketSpaceExhaustedError, ConfigError
 
 
 class BucketAllocator:

@@ -17,10 +17,10 @@ import numpy.typing as npt
 
 from dynbucket.actors.allocator import BucketAllocator
 from dynbucket.actors.cache import MISSING
+from dynbucket.actors.errors import AssignerError, AssignerRestartedError
 from dynbucket.actors.keys import slot_of, to_cache_keys
 from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
-from dynbucket.pipeline.errors import AssignerError, AssignerRestartedError
 
 #: Checkpoint id meaning "none yet".
 NO_CHECKPOINT = -1
@@ -118,7 +118,7 @@ class BucketAssigner:
         self,
         checkpoint: int,
         partitions: Sequence[str],
-        partition_index: npt.NDArray[np.integer],
+        partition_codes: npt.NDArray[np.integer],
         hashes: npt.NDArray[np.int64],
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
         """Buckets for a batch of keys routed to this slot.
@@ -126,7 +126,7 @@ class BucketAssigner:
         Args:
             checkpoint: the open checkpoint (from ``begin``).
             partitions: the distinct partition paths of the batch.
-            partition_index: per row, the position of its partition in ``partitions``.
+            partition_codes: per row, the position of its partition in ``partitions``.
             hashes: per row, the 64-bit key hash.
 
         Returns:
@@ -146,7 +146,7 @@ class BucketAssigner:
         hashes = self._routed(hashes)
         buckets = np.empty(len(hashes), np.int32)
         is_new = np.empty(len(hashes), np.bool_)
-        for name, rows in _rows_by_partition(partitions, partition_index):
+        for name, rows in _rows_by_partition(partitions, partition_codes):
             buckets[rows], is_new[rows] = self._assign_partition(
                 checkpoint, name, to_cache_keys(hashes[rows])
             )
@@ -156,14 +156,14 @@ class BucketAssigner:
     def locate(
         self,
         partitions: Sequence[str],
-        partition_index: npt.NDArray[np.integer],
+        partition_codes: npt.NDArray[np.integer],
         hashes: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int32]:
         """Bucket of each key, or ``MISSING`` (-1) for keys the table does not know; assigns
         nothing (deletes use this)."""
         hashes = self._routed(hashes)
         buckets = np.full(len(hashes), MISSING, np.int32)
-        for name, rows in _rows_by_partition(partitions, partition_index):
+        for name, rows in _rows_by_partition(partitions, partition_codes):
             buckets[rows] = self._index(name).lookup(to_cache_keys(hashes[rows]))[0]
         return buckets
 
@@ -196,6 +196,10 @@ class BucketAssigner:
             self._stats.evictions += 1
 
     # --- introspection -------------------------------------------------------------------
+
+    def buckets_created(self) -> int:
+        """Buckets this slot opened since it started."""
+        return self.allocator.buckets_created
 
     def stats(self) -> AssignerStats:
         s = self._stats
@@ -255,13 +259,13 @@ class BucketAssigner:
 
 
 def _rows_by_partition(
-    partitions: Sequence[str], partition_index: npt.NDArray[np.integer]
+    partitions: Sequence[str], partition_codes: npt.NDArray[np.integer]
 ) -> list[tuple[str, npt.NDArray[np.intp]]]:
     """(partition, its row positions) for each partition of a batch that has rows."""
     if len(partitions) == 1:
-        return [(partitions[0], np.arange(len(partition_index)))]
-    order = np.argsort(partition_index, kind="stable")
-    bounds = np.searchsorted(partition_index[order], np.arange(len(partitions) + 1))
+        return [(partitions[0], np.arange(len(partition_codes)))]
+    order = np.argsort(partition_codes, kind="stable")
+    bounds = np.searchsorted(partition_codes[order], np.arange(len(partitions) + 1))
     return [
         (name, order[bounds[p] : bounds[p + 1]])
         for p, name in enumerate(partitions)

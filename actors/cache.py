@@ -56,11 +56,6 @@ class SortedRun:
     def empty(cls) -> SortedRun:
         return cls(np.empty(0, np.uint64), np.empty(0, np.uint16))
 
-    @classmethod
-    def from_unsorted(cls, keys: U64, buckets: U16) -> SortedRun:
-        order = np.argsort(keys)
-        return cls(keys[order], buckets[order])
-
     def __len__(self) -> int:
         return len(self.keys)
 

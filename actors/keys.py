@@ -1,7 +1,7 @@
 """Key hashes as the assigner sees them: routing to slots, and cache keys.
 
 A record key's 64-bit hash is Spark's ``xxhash64`` of the key fields (a signed long); the
-same value is computed in Python by ``dynbucket.pipeline.keyhash``.
+same value is computed in Python by ``dynbucket.pipeline.format.keyhash``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,3 @@ def to_cache_keys(hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
     An RLI column sorted by signed hash is then a sorted cache run with no re-sort.
     """
     return np.ascontiguousarray(hashes).view(np.uint64) ^ _SIGN
-
-
-def from_cache_keys(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Inverse of :func:`to_cache_keys`."""
-    return (keys ^ _SIGN).view(np.int64)

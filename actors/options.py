@@ -1,48 +1,108 @@
-"""Options of the dynamic bucket index, persisted with the table as ``dynamic-bucket.*``."""
+"""Options of the dynamic bucket index, persisted with the table as ``dynamic-bucket.*``.
+
+Also the one way options are persisted (:class:`PersistedOptions`), shared by every options
+class of a table: each field names its key (``option("dynamic-bucket.max-buckets")``), the
+key written is the key documented, and a key that no field names is refused.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, TypeVar
 
 from dynbucket.actors.cache import MAX_BUCKET_ID
-from dynbucket.pipeline.errors import ConfigError
+from dynbucket.actors.errors import ConfigError
 
-_PREFIX = "dynamic-bucket."
+_KEY = "key"
+_O = TypeVar("_O", bound="PersistedOptions")
 
 
-def _kebab(name: str) -> str:
-    return _PREFIX + name.replace("_", "-")
+def option(key: str, default: Any) -> Any:
+    """A dataclass field persisted under ``key``."""
+    return field(default=default, metadata={_KEY: key})
+
+
+def option_key(f: Field[Any]) -> str:
+    return str(f.metadata[_KEY])
+
+
+class PersistedOptions:
+    """Mixin of frozen option dataclasses whose fields are declared with :func:`option`."""
+
+    @classmethod
+    def persisted_fields(cls) -> list[Field[Any]]:
+        return [f for f in fields(cls) if _KEY in f.metadata]  # type: ignore[arg-type]
+
+    @classmethod
+    def key(cls, name: str) -> str:
+        """The persisted key of field ``name`` (for messages)."""
+        return next(option_key(f) for f in cls.persisted_fields() if f.name == name)
+
+    def to_properties(self) -> dict[str, str]:
+        """The options as persisted properties (options left unset are left out)."""
+        return {
+            option_key(f): str(getattr(self, f.name))
+            for f in self.persisted_fields()
+            if getattr(self, f.name) is not None
+        }
+
+    @classmethod
+    def from_properties(cls: type[_O], props: Mapping[str, str]) -> _O:
+        """Reads options written by :meth:`to_properties`.
+
+        Raises:
+            ConfigError: a key no option has, or a value of the wrong kind.
+        """
+        known = {option_key(f): f for f in cls.persisted_fields()}
+        kwargs: dict[str, Any] = {}
+        for key, value in props.items():
+            f = known.get(key)
+            if f is None:
+                raise ConfigError(
+                    f"unknown option {key}={value!r}; known options: {', '.join(sorted(known))}"
+                )
+            kwargs[f.name] = _parse(key, value, str(f.type))
+        return cls(**kwargs)
+
+
+def _parse(key: str, value: str, annotation: str) -> Any:
+    kind = float if "float" in annotation else int if "int" in annotation else str
+    try:
+        return kind(value)
+    except ValueError as e:
+        what = "a number" if kind is float else "an integer"
+        raise ConfigError(f"{key}={value!r}: must be {what}") from e
 
 
 @dataclass(frozen=True)
-class DynamicBucketOptions:
+class DynamicBucketOptions(PersistedOptions):
     """When a bucket is full, and how many buckets a partition may have.
 
     "Full" is measured either in keys (the default) or in bytes of the bucket's file group
     (latest base file plus its deltas); a table chooses one.
     """
 
-    max_keys_per_bucket: int | None = None
-    """Keys a bucket takes before it is full (``dynamic-bucket.max-keys-per-bucket``);
-    default 2,000,000 when ``max_bytes_per_bucket`` is not set."""
-    max_bytes_per_bucket: int | None = None
-    """Bytes of a bucket's file group before it is full (``dynamic-bucket.max-bytes-per-bucket``);
-    excludes ``max_keys_per_bucket``."""
-    max_buckets: int | None = None
-    """Buckets per partition at most (``dynamic-bucket.max-buckets``); None: unlimited. Once
-    reached, new keys of a slot go to its least-filled bucket, over capacity."""
-    bytes_per_key_estimate: int = 128
-    """Bytes one key adds to a file group, until the partition's own files tell
-    (``dynamic-bucket.bytes-per-key-estimate``); only used with ``max_bytes_per_bucket``."""
+    max_keys_per_bucket: int | None = option("dynamic-bucket.max-keys-per-bucket", None)
+    """Keys a bucket takes before it is full; default 2,000,000 when ``max_bytes_per_bucket``
+    is not set."""
+    max_bytes_per_bucket: int | None = option("dynamic-bucket.max-bytes-per-bucket", None)
+    """Bytes of a bucket's file group before it is full; excludes ``max_keys_per_bucket``."""
+    max_buckets: int | None = option("dynamic-bucket.max-buckets", None)
+    """Buckets per partition at most; None: unlimited. Once reached, new keys of a slot go to
+    its least-filled bucket, over capacity."""
+    bytes_per_key_estimate: int = option("dynamic-bucket.bytes-per-key-estimate", 128)
+    """Bytes one key adds to a file group, until the partition's own files tell; only used
+    with ``max_bytes_per_bucket``."""
 
     DEFAULT_MAX_KEYS = 2_000_000
 
     def __post_init__(self) -> None:
+        key = DynamicBucketOptions.key
         if self.max_keys_per_bucket is not None and self.max_bytes_per_bucket is not None:
             raise ConfigError(
-                f"{_kebab('max_keys_per_bucket')}={self.max_keys_per_bucket} and "
-                f"{_kebab('max_bytes_per_bucket')}={self.max_bytes_per_bucket} are both set; "
+                f"{key('max_keys_per_bucket')}={self.max_keys_per_bucket} and "
+                f"{key('max_bytes_per_bucket')}={self.max_bytes_per_bucket} are both set; "
                 "a table measures bucket fullness one way: set only one of them"
             )
         if self.max_keys_per_bucket is None and self.max_bytes_per_bucket is None:
@@ -52,13 +112,13 @@ class DynamicBucketOptions:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
-                raise ConfigError(f"{_kebab(name)}={value!r}: must be an integer >= 1")
+                raise ConfigError(f"{key(name)}={value!r}: must be an integer >= 1")
         mb = self.max_buckets
         if mb is not None and (
             isinstance(mb, bool) or not isinstance(mb, int) or not 1 <= mb <= MAX_BUCKET_ID + 1
         ):
             raise ConfigError(
-                f"{_kebab('max_buckets')}={mb!r}: must be an integer in 1..{MAX_BUCKET_ID + 1}, "
+                f"{key('max_buckets')}={mb!r}: must be an integer in 1..{MAX_BUCKET_ID + 1}, "
                 "or unset for no limit"
             )
 
@@ -67,28 +127,8 @@ class DynamicBucketOptions:
         """Whether fullness is measured in file-group bytes (else in keys)."""
         return self.max_bytes_per_bucket is not None
 
-    def to_properties(self) -> dict[str, str]:
-        """The options as persisted table properties (unset options are left out)."""
-        return {
-            _kebab(f.name): str(getattr(self, f.name))
-            for f in fields(self)
-            if getattr(self, f.name) is not None
-        }
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> DynamicBucketOptions:
-        """Reads the ``dynamic-bucket.*`` entries of table properties."""
-        known = {_kebab(f.name): f.name for f in fields(cls)}
-        kwargs: dict[str, int] = {}
-        for key, value in props.items():
-            if not key.startswith(_PREFIX):
-                continue
-            if key not in known:
-                raise ConfigError(
-                    f"unknown option {key}={value!r}; known: {', '.join(sorted(known))}"
-                )
-            try:
-                kwargs[known[key]] = int(value)
-            except ValueError as e:
-                raise ConfigError(f"{key}={value!r}: must be an integer") from e
-        return cls(**kwargs)
+    def persisted(self) -> DynamicBucketOptions:
+        """These options alone (a subclass adding per-write settings drops them)."""
+        return DynamicBucketOptions(
+            **{f.name: getattr(self, f.name) for f in DynamicBucketOptions.persisted_fields()}
+        )

@@ -116,17 +116,6 @@ class PartitionIndex:
             self.updated = True
         return buckets, fresh
 
-    def add(
-        self, checkpoint: int, keys: npt.NDArray[np.uint64], buckets: npt.NDArray[np.uint16]
-    ) -> None:
-        """Records new mappings created by ``checkpoint`` (keys must be new to the cache)."""
-        table = self.pending.get(checkpoint)
-        if table is None:
-            table = self.pending[checkpoint] = PendingTable(len(keys))
-        table.insert(keys, buckets)
-        self._count(buckets, +1)
-        self.updated = True
-
     # --- lifecycle -----------------------------------------------------------------------
 
     def commit_through(self, latest_successful: int) -> None:

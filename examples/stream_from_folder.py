@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from dynbucket.actors.errors import NotATableError
 from dynbucket.pipeline import DynamicBucketIndex, Runtime, Table
-from dynbucket.pipeline.errors import NotATableError
 
 SCHEMA = pa.schema([("sensor", pa.string()), ("site", pa.string()),
                     ("reading", pa.float64()), ("at", pa.int64())])  # fmt: skip

@@ -1,7 +1,9 @@
-"""dynbucket's pipeline: runtime, table layer, Spark stages, public API and CLI.
+"""dynbucket's public API: tables, their options, the runtime, and the errors.
 
-Heavy modules (Ray, Spark) load on first use, so that ``dynbucket.pipeline.errors`` and the
-plain cores stay cheap to import.
+Rooms below this one (docs/design.md, "Layers"): ``format/`` is the table on storage
+(pyarrow only), ``write/`` runs writes (in process, or Spark -> assigner actors -> Spark),
+and ``dynbucket.actors`` is the assigner. Heavy modules (Ray, Spark) load on first use, so
+that importing this package stays cheap.
 """
 
 from __future__ import annotations
@@ -9,14 +11,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+_ERRORS = "dynbucket.actors.errors"
 _LAZY = {
     "Runtime": "dynbucket.pipeline.runtime",
     "RuntimeConfig": "dynbucket.pipeline.runtime",
     "Table": "dynbucket.pipeline.table",
-    "DynamicBucketIndex": "dynbucket.pipeline.spec",
-    "TableOptions": "dynbucket.pipeline.spec",
-    "WriteResult": "dynbucket.pipeline.results",
-}
+    "DynamicBucketIndex": "dynbucket.pipeline.options",
+    "TableOptions": "dynbucket.pipeline.options",
+    "WriteResult": "dynbucket.pipeline.write.results",
+    **{
+        name: _ERRORS
+        for name in (
+            "DynBucketError", "ConfigError", "InvalidInputError", "SchemaMismatchError",
+            "TableError", "NotATableError", "TableExistsError", "TableCorruptedError",
+            "InstantNotFoundError", "ConcurrentWriteError", "CommitFailedError",
+            "RuntimeSetupError", "AssignerError",
+        )
+    },
+}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

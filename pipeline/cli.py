@@ -21,7 +21,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.errors import NotATableError
+    from dynbucket.actors.errors import NotATableError
     from dynbucket.pipeline.runtime import Runtime
     from dynbucket.pipeline.table import Table
 
@@ -56,7 +56,8 @@ def _show(args: argparse.Namespace) -> int:
     )
     print(f"ordering   {spec.ordering_field or '-'}\nschema     " + ", ".join(
         f"{f.name}: {f.type}" for f in spec.schema))  # fmt: skip
-    print("index      " + ", ".join(f"{k}={v}" for k, v in spec.index.to_properties().items()))
+    options = spec.bucket_options.to_properties()
+    print("index      " + ", ".join(f"{k}={v}" for k, v in options.items()))
     stats = table.stats().to_pylist()
     print(f"\n{'partition':<24}{'bucket':>7}{'keys':>12}{'bytes':>14}{'files':>6}")
     for r in stats:
@@ -214,7 +215,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     args = parser().parse_args(argv)
-    from dynbucket.pipeline.errors import DynBucketError
+    from dynbucket.actors.errors import DynBucketError
 
     try:
         return int(args.func(args))

@@ -1,7 +1,7 @@
 """The runtime: an embedded (or joined) Ray plus a RayDP Spark session on it.
 
 Spark on Ray via RayDP, on OpenJDK 17, works only with a set of JVM options a newcomer would
-not guess (DESIGN.md, "Known facts"). :class:`Runtime` carries them, so that
+not guess (docs/design.md, "Facts about the stack"). :class:`Runtime` carries them, so that
 ``with Runtime() as rt: rt.spark`` is all a user needs.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from dynbucket.pipeline.errors import ConfigError, JavaNotFoundError, RuntimeSetupError
+from dynbucket.actors.errors import ConfigError, JavaNotFoundError, RuntimeSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Packages of java.base that Spark and RayDP reach into reflectively. Without these, RayDP's
-# executor actor dies inside Ray's serializer on JDK 17 (measured; DESIGN.md).
+# executor actor dies inside Ray's serializer on JDK 17 (measured; docs/design.md).
 JDK17_OPEN_PACKAGES: tuple[str, ...] = (
     "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
     "java.math", "java.text", "java.time", "java.util", "java.util.concurrent",

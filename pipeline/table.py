@@ -1,4 +1,9 @@
-"""A dynbucket table: create, open, read, write, and its services."""
+"""A dynbucket table: create, open, read, write, and its services (the public API).
+
+A thin layer: the table on storage is ``format/``'s (definition, snapshots, lookups,
+services), writes run through ``write/`` (in this process for a pyarrow Table, Spark tasks
+and the assigner actors for a Spark DataFrame).
+"""
 
 from __future__ import annotations
 
@@ -8,45 +13,27 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from dynbucket.actors.errors import InvalidInputError, RuntimeSetupError
+from dynbucket.actors.link import RayLink
 from dynbucket.actors.options import DynamicBucketOptions
-from dynbucket.pipeline import maintenance
-from dynbucket.pipeline.errors import (
-    InvalidInputError,
-    NotATableError,
-    RuntimeSetupError,
-    TableExistsError,
-)
-from dynbucket.pipeline.local_writer import LocalWriter
-from dynbucket.pipeline.merge import read_slice
-from dynbucket.pipeline.reader import SliceRef, Snapshot, decorate
-from dynbucket.pipeline.records import prepare
-from dynbucket.pipeline.results import WriteResult
-from dynbucket.pipeline.rli import RecordLevelIndex
+from dynbucket.pipeline.format import services
+from dynbucket.pipeline.format.reader import Snapshot, read_ref
+from dynbucket.pipeline.format.rli import RecordLevelIndex
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec, create_table, load_table
+from dynbucket.pipeline.format.timeline import Timeline
+from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime, active_runtime
-from dynbucket.pipeline.spark_writer import SparkWriter, StreamBatch
-from dynbucket.pipeline.spec import (
-    BUCKET,
-    FILE_ID,
-    HASH,
-    PARTITION,
-    DynamicBucketIndex,
-    TableOptions,
-    TableSpec,
-)
-from dynbucket.pipeline.storage import TableStore
-from dynbucket.pipeline.timeline import META_DIR, Timeline
-from dynbucket.pipeline.transaction import Transaction
+from dynbucket.pipeline.write.local import LocalWriter
+from dynbucket.pipeline.write.results import WriteResult
+from dynbucket.pipeline.write.spark import SparkWriter, StreamBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-TABLE_FILE = f"{META_DIR}/table.json"
 
 
 class Table:
@@ -112,22 +99,11 @@ class Table:
             record_key=(record_key,) if isinstance(record_key, str) else tuple(record_key),
             partition_by=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
             ordering_field=ordering_field,
-            index=index.options
-            if isinstance(index, DynamicBucketIndex)
-            else index or DynamicBucketOptions(),
+            bucket_options=index or DynamicBucketOptions(),
             options=options or TableOptions(),
             table_id=uuid.uuid4().hex,
         )
-        if store.exists(store.path(TABLE_FILE)):
-            raise TableExistsError(f"a dynbucket table already exists at {store.uri}; open it")
-        others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
-        if others:
-            raise TableExistsError(
-                f"{store.uri} is not empty ({len(others)} entries, e.g. {others[0]!r}); create "
-                "the table in an empty or new folder"
-            )
-        if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
-            raise TableExistsError(f"another process created a table at {store.uri} just now")
+        create_table(store, spec)
         slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
         return cls(store, spec, runtime, slots)
 
@@ -146,15 +122,7 @@ class Table:
             TableCorruptedError: properties this version cannot read.
         """
         store = TableStore.at(uri, filesystem)
-        path = store.path(TABLE_FILE)
-        try:
-            data = store.read_bytes(path)
-        except (FileNotFoundError, OSError) as e:
-            raise NotATableError(
-                f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with "
-                "Table.create"
-            ) from e
-        return cls(store, TableSpec.from_json(data, store.uri), runtime, assigner_slots)
+        return cls(store, load_table(store), runtime, assigner_slots)
 
     @property
     def uri(self) -> str:
@@ -165,7 +133,8 @@ class Table:
         return Timeline(self.store)
 
     @property
-    def index(self) -> RecordLevelIndex:
+    def record_index(self) -> RecordLevelIndex:
+        """The table's partitioned record-level index (key -> bucket)."""
         return RecordLevelIndex(self.store, self.spec)
 
     def latest_instant(self) -> str | None:
@@ -194,14 +163,14 @@ class Table:
         meta_columns: bool = True,
     ) -> DataFrame:
         """The table's live rows as a Spark DataFrame (file slices merged in Spark tasks)."""
-        return self.snapshot(as_of).to_spark(spark, columns, meta_columns)
+        return _snapshot_to_spark(self.snapshot(as_of), spark, columns, meta_columns)
 
     def record_index_locations(
         self, partition: str, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """The partition's record-level index entries (committed), reading only ``columns``."""
         visible = {i.id for i in self.timeline.completed()}
-        return self.index.record_index_locations(partition, visible, columns)
+        return self.record_index.record_index_locations(partition, visible, columns)
 
     def lookup(
         self, keys: pa.Table, as_of: str | None = None, meta_columns: bool = True
@@ -210,55 +179,14 @@ class Table:
 
         Each key is found through the record-level index, and only its file group is opened.
         """
-        snap = self.snapshot(as_of)
-        spec = self.spec
-        wanted = prepare(spec, keys, deletes=True)
-        names = spec.schema.names
-        out = []
-        for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
-            mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
-            entries = self.index.lookup(partition, mine.column(HASH).to_numpy(), snap.visible)
-            slices = snap.bucket_files(partition)
-            for bucket in np.unique(entries.column(BUCKET).to_numpy()).tolist():
-                fslice = slices.get(bucket)
-                if fslice is None:
-                    continue
-                rows = read_slice(self.store, spec, fslice, spec.data_fields)
-                rows = rows.filter(pc.is_in(rows.column(HASH), value_set=mine.column(HASH)))
-                # Equal hashes are not proof of equal keys: match the key fields exactly.
-                rows = rows.join(
-                    mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
-                )
-                out.append(decorate(spec, SliceRef(partition, fslice), rows, names, meta_columns))
-        if not out:
-            return snap.output_schema(None, meta_columns).empty_table()
-        return pa.concat_tables(out)
+        return self.snapshot(as_of).lookup(keys, meta_columns)
 
     def stats(self, as_of: str | None = None) -> pa.Table:
         """Per partition and bucket: keys (index entries), live rows and bytes."""
-        snap = self.snapshot(as_of)
-        rows = []
-        for partition in snap.partitions():
-            entries = self.index.record_index_locations(partition, snap.visible, [BUCKET])
-            keys = (
-                np.bincount(entries.column(BUCKET).to_numpy(), minlength=0)
-                if entries.num_rows
-                else np.zeros(0, np.int64)
-            )
-            for bucket, fslice in snap.bucket_files(partition).items():
-                rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
-                             "keys": int(keys[bucket]) if bucket < len(keys) else 0,
-                             "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
-        return (
-            pa.Table.from_pylist(rows)
-            if rows
-            else pa.table(
-                {"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())}
-            )
-        )
+        return self.snapshot(as_of).stats()
 
     def history(self) -> list[dict[str, Any]]:
-        return maintenance.history(self.store)
+        return services.history(self.store)
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -343,7 +271,9 @@ class Table:
 
     def _spark_writer(self) -> SparkWriter:
         if self._spark is None:
-            self._spark = SparkWriter(self.store, self.spec, self._runtime())
+            rt = self._runtime()
+            link = RayLink(rt.ray_address, rt.config.namespace)
+            self._spark = SparkWriter(self.store, self.spec, link, rt.default_parallelism)
         return self._spark
 
     def _runtime(self) -> Runtime:
@@ -357,20 +287,36 @@ class Table:
 
     # --- services ------------------------------------------------------------------------
 
-    def compact(self, partitions: Sequence[str] | None = None) -> maintenance.ServiceResult:
-        return maintenance.compact(self.store, self.spec, partitions)
+    def compact(self, partitions: Sequence[str] | None = None) -> services.ServiceResult:
+        return services.compact(self.store, self.spec, partitions)
 
-    def compact_index(self, min_files: int | None = None) -> maintenance.ServiceResult:
-        return maintenance.compact_index(self.store, self.spec, min_files)
+    def compact_index(self, min_files: int | None = None) -> services.ServiceResult:
+        return services.compact_index(self.store, self.spec, min_files)
 
-    def clean(self, retain: int | None = None) -> maintenance.ServiceResult:
-        return maintenance.clean(self.store, self.spec, retain)
+    def clean(self, retain: int | None = None) -> services.ServiceResult:
+        return services.clean(self.store, self.spec, retain)
 
     def rollback(self) -> list[str]:
         """Rolls back every pending instant a crashed writer left; returns their ids."""
-        pending = [i.id for i in self.timeline.pending()]
-        txn = Transaction.begin(
-            self.store, "rollback", "rollback", self.spec.options.lock_lease_seconds
-        )
-        txn.commit({"rolled-back": pending})
-        return pending
+        return services.rollback(self.store, self.spec)
+
+
+def _snapshot_to_spark(
+    snapshot: Snapshot, spark: SparkSession, columns: Sequence[str] | None, meta_columns: bool
+) -> DataFrame:
+    """A snapshot as a Spark DataFrame: each task merges a share of the file slices."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    refs = snapshot.slices()
+    store, spec = snapshot.store, snapshot.spec
+    schema = snapshot.output_schema(columns, meta_columns)
+    slots = max(1, min(len(refs), spark.sparkContext.defaultParallelism * 4))
+
+    def read(batches: Any) -> Any:
+        for batch in batches:
+            for ref in batch.column(0).to_pylist():
+                table = read_ref(store, spec, refs[ref], columns, meta_columns)
+                yield from table.to_batches(max_chunksize=100_000)
+
+    index = spark.range(len(refs), numPartitions=slots).selectExpr("cast(id as int) as ref")
+    return index.mapInArrow(read, from_arrow_schema(schema))

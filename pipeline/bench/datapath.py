@@ -25,11 +25,12 @@ import pyarrow as pa
 
 from dynbucket.actors import DynamicBucketOptions, columns
 from dynbucket.actors.assigner import EmptySource
-from dynbucket.pipeline.assign_stage import assign_fn, tagged_schema
+from dynbucket.actors.fleet import AssignerFleet
+from dynbucket.actors.keys import slot_of
+from dynbucket.actors.link import RayLink
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.fleet import AssignerFleet
-from dynbucket.pipeline.raylink import RayLink
 from dynbucket.pipeline.runtime import Runtime
+from dynbucket.pipeline.write.assign_stage import assign_fn, tagged_schema
 
 
 def synthetic_keys(spark, rows: int, partitions: int = 4):
@@ -108,12 +109,32 @@ def _python_identity(spark, routed, link, names) -> Callable[[], None]:
 
 def _map_in_arrow(ship_all: bool):
     def case(spark, routed, link, names) -> Callable[[], None]:
-        tagged = routed.mapInArrow(
-            assign_fn(link, names, 1, ship_all_columns=ship_all), tagged_schema(routed.schema)
-        )
+        tag = _whole_rows_fn(link, names) if ship_all else assign_fn(link, names, 1)
+        tagged = routed.mapInArrow(tag, tagged_schema(routed.schema))
         return lambda: tagged.write.format("noop").mode("overwrite").save()
 
     return case
+
+
+def _whole_rows_fn(link: RayLink, names: Sequence[str]) -> Callable[..., Any]:
+    """Like the pipeline's stage A, but whole rows travel to the actors and back."""
+    names = list(names)
+
+    def tag(batches):
+        import numpy as np
+        import ray
+
+        handles = [link.actor(name) for name in names]
+        for batch in batches:
+            slots = slot_of(batch.column(columns.HASH).to_numpy(zero_copy_only=False), len(names))
+            present = np.unique(slots)
+            refs = [
+                handles[int(s)].assign.remote(1, batch.filter(pa.array(slots == s)))
+                for s in present
+            ]
+            yield from ray.get(refs)
+
+    return tag
 
 
 def _from_spark(spark, routed, link, names) -> Callable[[], None]:
@@ -123,7 +144,7 @@ def _from_spark(spark, routed, link, names) -> Callable[[], None]:
     tag = assign_fn(link, names, 1)
 
     def tag_table(table: pa.Table) -> pa.Table:
-        # RayDP's to_spark cannot take chunked columns (DESIGN.md): one chunk per column.
+        # RayDP's to_spark cannot take chunked columns (docs/design.md): one chunk per column.
         return pa.Table.from_batches(list(tag(iter(table.to_batches())))).combine_chunks()
 
     def go() -> None:

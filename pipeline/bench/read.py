@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.spec import BUCKET, HASH
+from dynbucket.pipeline.format.columns import BUCKET, HASH
 from dynbucket.pipeline.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("amount", pa.int64()),

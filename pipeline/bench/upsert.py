@@ -46,8 +46,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
+from dynbucket.pipeline.options import DynamicBucketIndex
 from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.spec import DynamicBucketIndex
 from dynbucket.pipeline.table import Table
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")

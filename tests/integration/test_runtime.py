@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dynbucket.pipeline.errors import RuntimeSetupError
+from dynbucket.actors.errors import RuntimeSetupError
 from dynbucket.pipeline.runtime import Runtime
 
 

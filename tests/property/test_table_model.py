@@ -18,13 +18,14 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.pipeline.errors import CommitFailedError
-from dynbucket.pipeline.local_writer import file_groups
-from dynbucket.pipeline.records import prepare, write_group
-from dynbucket.pipeline.spec import BUCKET, TableOptions
+from dynbucket.actors.errors import CommitFailedError
+from dynbucket.pipeline.format.columns import BUCKET, INSTANT
+from dynbucket.pipeline.format.file_groups import split_groups, write_file
+from dynbucket.pipeline.format.options import TableOptions
+from dynbucket.pipeline.format.records import prepare
+from dynbucket.pipeline.format.timeline import Timeline
+from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.timeline import Timeline
-from dynbucket.pipeline.transaction import Transaction
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()),
                     ("ts", pa.int64())])  # fmt: skip
@@ -83,16 +84,10 @@ def _die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> None:
     prepared = prepared.append_column(
         BUCKET, pa.repeat(pa.scalar(0, pa.int32()), prepared.num_rows)
     )
-    for partition, _, group in file_groups(prepared):
-        write_group(
-            table.store,
-            table.spec,
-            txn.id,
-            partition,
-            "00000000-dead-dead-dead-000000000000",
-            group.drop_columns([BUCKET]),
-            True,
-        )
+    for partition, _, group in split_groups(prepared):
+        stamped = group.append_column(INSTANT, pa.repeat(pa.scalar(txn.id), group.num_rows))
+        dead = "00000000-dead-dead-dead-000000000000"
+        write_file(table.store, table.spec, txn.id, partition, dead, stamped, base=True)
     txn.lock._stop.set()  # the heartbeat dies with the writer
     time.sleep(0.1)  # and its lease runs out
 

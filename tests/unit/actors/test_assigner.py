@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dynbucket.actors import BucketAssigner, DynamicBucketOptions
-from dynbucket.pipeline.errors import (
+from dynbucket.actors.errors import (
     AssignerError,
     AssignerRestartedError,
     BucketSpaceExhaustedError,

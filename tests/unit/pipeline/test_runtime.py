@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dynbucket.pipeline.errors import ConfigError, JavaNotFoundError
+from dynbucket.actors.errors import ConfigError, JavaNotFoundError
 from dynbucket.pipeline.runtime import (
     JDK17_OPEN_PACKAGES,
     RuntimeConfig,

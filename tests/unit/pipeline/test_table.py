@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dynbucket.pipeline.errors import (
+from dynbucket.actors.errors import (
     ConfigError,
     InvalidInputError,
     InvalidPartitionValueError,

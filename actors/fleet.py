@@ -1,0 +1,120 @@
+"""The driver's side of the assigner actors: one named actor per slot, for one table.
+
+Actors are owned by the driver's Ray job (not detached): when the driver exits, they go with
+it, so a restarted driver always starts from caches it can trust (bootstrapped from the
+record-level index). Changing the slot count replaces the whole fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from dynbucket.actors.actor import assigner_actor_class
+from dynbucket.actors.assigner import IndexSource
+from dynbucket.actors.link import RayLink
+from dynbucket.actors.options import DynamicBucketOptions
+
+log = logging.getLogger(__name__)
+
+
+class AssignerFleet:
+    """N assigner actors for one table, named ``dynbucket/<label>/<fleet id>/slot-<i>-of-<N>``."""
+
+    def __init__(
+        self,
+        link: RayLink,
+        label: str,
+        num_slots: int,
+        options: DynamicBucketOptions,
+        source_factory: Callable[[], IndexSource],
+        num_cpus: float = 0,
+    ) -> None:
+        """Starts the actors and waits until each answers.
+
+        Args:
+            link: the Ray cluster and namespace.
+            label: names the fleet in actor names (e.g. the table's id).
+            num_slots: number of slots N.
+            options: the table's dynamic bucket options.
+            source_factory: builds, inside each actor, its reader of the record-level index.
+            num_cpus: CPUs each actor reserves. 0 by default: an actor works only while a
+                Spark task waits on it, so the task's core is the one it uses.
+        """
+        self.link = link
+        self.restart_timeout = 60.0
+        self.num_slots = num_slots
+        self.options = options
+        fleet_id = uuid.uuid4().hex[:8]
+        self.names = [
+            f"dynbucket/{label}/{fleet_id}/slot-{i}-of-{num_slots}" for i in range(num_slots)
+        ]
+        self.handles = [
+            assigner_actor_class(name=name, namespace=link.namespace, num_cpus=num_cpus).remote(
+                i, num_slots, options, source_factory
+            )
+            for i, name in enumerate(self.names)
+        ]
+        import ray
+
+        ray.get([h.ping.remote() for h in self.handles])
+
+    def begin(self, checkpoint: int, latest_successful: int) -> None:
+        self._all("begin", checkpoint, latest_successful)
+
+    def snapshot(self, checkpoint: int, latest_successful: int) -> list[list[str]]:
+        return self._all("snapshot", checkpoint, latest_successful)
+
+    def abort(self, checkpoint: int) -> int:
+        """Drops the checkpoint's mappings in every slot. A slot that cannot be reached lost
+        them with its state; the fleet then closes, and the next write starts a new one."""
+        try:
+            return sum(self._all("abort", checkpoint))
+        except Exception as e:
+            log.warning("could not abort checkpoint %s in the actors (%s); closing them",
+                        checkpoint, e)  # fmt: skip
+            self.close()
+            return 0
+
+    @property
+    def closed(self) -> bool:
+        return not self.handles
+
+    def stats(self) -> list[dict[str, Any]]:
+        return self._all("stats")
+
+    def buckets_created(self) -> int:
+        """Buckets the slots opened since they started."""
+        return sum(int(s["buckets_created"]) for s in self.stats())
+
+    def close(self) -> None:
+        """Kills the actors (their caches are only caches: nothing is lost)."""
+        import ray
+
+        for h in self.handles:
+            ray.kill(h, no_restart=True)
+        self.handles = []
+
+    def _all(self, method: str, *args: Any) -> list[Any]:
+        """Calls ``method`` on every slot. A slot that Ray is restarting answers
+        ``ActorUnavailableError`` for a moment; the call is retried (every fleet method is
+        safe to repeat)."""
+        import ray
+
+        deadline = time.monotonic() + self.restart_timeout
+        results: dict[int, Any] = {}
+        while True:
+            pending = [i for i in range(len(self.handles)) if i not in results]
+            refs = [getattr(self.handles[i], method).remote(*args) for i in pending]
+            for i, ref in zip(pending, refs, strict=True):
+                try:
+                    results[i] = ray.get(ref)
+                except ray.exceptions.ActorUnavailableError:
+                    if time.monotonic() > deadline:
+                        raise
+            if len(results) == len(self.handles):
+                return [results[i] for i in range(len(self.handles))]
+            time.sleep(0.2)

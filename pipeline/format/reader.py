@@ -1,0 +1,259 @@
+"""Snapshot reads: the table as of a completed instant.
+
+A snapshot is fixed at creation: the set of completed instants it sees. It lists the
+partitions' data files once, keeps each group's latest visible slice, merges slices (in
+threads here; an engine such as Spark runs :func:`read_ref` per slice in its tasks) and adds
+the partition fields and the meta columns ``_partition``, ``_bucket``, ``_file_id`` and
+``_instant``. Key lookups go through the record-level index and open only the keys' groups.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from dynbucket.actors.errors import InstantNotFoundError
+from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
+from dynbucket.pipeline.format.layout import DataFile, FileSlice, file_slices, parse_data_file
+from dynbucket.pipeline.format.merge import read_slice
+from dynbucket.pipeline.format.partitioning import partition_columns
+from dynbucket.pipeline.format.records import prepare
+from dynbucket.pipeline.format.rli import RecordLevelIndex
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.pipeline.format.timeline import META_DIR, Timeline
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    """One file group's slice in a partition (picklable: Spark tasks receive these)."""
+
+    partition: str
+    slice: FileSlice
+
+
+class Snapshot:
+    """The table as of one completed instant."""
+
+    def __init__(self, store: TableStore, spec: TableSpec, as_of: str | None = None) -> None:
+        self.store = store
+        self.spec = spec
+        timeline = Timeline(store)
+        completed = timeline.completed()
+        if as_of is not None and as_of not in {i.id for i in completed}:
+            raise InstantNotFoundError(
+                f"no completed instant {as_of} in {store.uri}; completed: "
+                f"{[i.id for i in completed][-5:]} (last five)"
+            )
+        self.instant = as_of or (completed[-1].id if completed else None)
+        cleaned = [timeline.metadata(i).get("earliest-retained") for i in completed
+                   if i.action == "clean"]  # fmt: skip
+        earliest = max((c for c in cleaned if c), default=None)
+        if as_of is not None and earliest is not None and as_of < earliest:
+            raise InstantNotFoundError(
+                f"instant {as_of} was cleaned: the table keeps file slices from {earliest} on "
+                "(cleaner.commits-retained)"
+            )
+        self.visible = frozenset(i.id for i in completed if self.instant and i.id <= self.instant)
+        self._slices: list[SliceRef] | None = None
+
+    # --- file slices ---------------------------------------------------------------------
+
+    def slices(self, partitions: Sequence[str] | None = None) -> list[SliceRef]:
+        """Latest visible slice of every file group (of ``partitions`` when given)."""
+        if self._slices is None:
+            by_partition: dict[str, list[DataFile]] = {}
+            meta = self.store.path(META_DIR)
+            for info in self.store.walk(self.store.root):
+                if info.path.startswith(meta + "/"):
+                    continue
+                parsed = parse_data_file(info.base_name)
+                if parsed is None:
+                    continue
+                file_id, instant, kind = parsed
+                partition = os.path.dirname(info.path)[len(self.store.root) :].strip("/")
+                by_partition.setdefault(partition, []).append(
+                    DataFile(instant, info.path, kind, int(info.size or 0), file_id)
+                )
+            self._slices = [
+                SliceRef(p, s)
+                for p in sorted(by_partition)
+                for s in file_slices(by_partition[p], self.visible)
+            ]
+        wanted = None if partitions is None else set(partitions)
+        return [r for r in self._slices if wanted is None or r.partition in wanted]
+
+    def partitions(self) -> list[str]:
+        return sorted({r.partition for r in self.slices()})
+
+    def bucket_files(self, partition: str) -> dict[int, FileSlice]:
+        """bucket id -> its file group's slice, in one partition."""
+        return {r.slice.bucket: r.slice for r in self.slices([partition])}
+
+    # --- reading -------------------------------------------------------------------------
+
+    def to_arrow(
+        self,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+        partitions: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The snapshot's live rows (all partitions, or ``partitions``).
+
+        Slices that are a base file alone are one multi-threaded dataset scan; slices with
+        deltas are merged in a thread pool.
+        """
+        refs = self.slices(partitions)
+        schema = self.output_schema(columns, meta_columns)
+        if not refs:
+            return schema.empty_table()
+        plain = [r for r in refs if r.slice.base is not None and not r.slice.deltas]
+        merged = [r for r in refs if r.slice.deltas]
+        workers = os.cpu_count() or 2
+        with ThreadPoolExecutor(max_workers=workers + 1) as pool:
+            # The base scan (multi-threaded inside pyarrow) runs beside the slice merges.
+            scan = pool.submit(scan_bases, self.store, self.spec, plain, columns, meta_columns)
+            parts = list(
+                pool.map(
+                    lambda r: read_ref(self.store, self.spec, r, columns, meta_columns), merged
+                )
+            )
+            if plain:
+                parts.append(scan.result())
+        return pa.concat_tables([p.cast(schema) for p in parts])
+
+    def lookup(self, keys: pa.Table, meta_columns: bool = True) -> pa.Table:
+        """Live rows of the given keys (key fields, plus partition fields when partitioned).
+
+        Each key is found through the record-level index, and only its file group is opened.
+        """
+        spec = self.spec
+        wanted = prepare(spec, keys, deletes=True)
+        index = RecordLevelIndex(self.store, spec)
+        out = []
+        for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
+            mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
+            entries = index.lookup(partition, mine.column(HASH).to_numpy(), self.visible)
+            slices = self.bucket_files(partition)
+            for bucket in np.unique(entries.column(BUCKET).to_numpy()).tolist():
+                fslice = slices.get(bucket)
+                if fslice is None:
+                    continue
+                rows = read_slice(self.store, spec, fslice, spec.data_fields)
+                rows = rows.filter(pc.is_in(rows.column(HASH), value_set=mine.column(HASH)))
+                # Equal hashes are not proof of equal keys: match the key fields exactly.
+                rows = rows.join(
+                    mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
+                )
+                ref = SliceRef(partition, fslice)
+                out.append(decorate(spec, ref, rows, spec.schema.names, meta_columns))
+        if not out:
+            return self.output_schema(None, meta_columns).empty_table()
+        return pa.concat_tables(out)
+
+    def stats(self) -> pa.Table:
+        """Per partition and bucket: keys (index entries), bytes and files of its slice."""
+        index = RecordLevelIndex(self.store, self.spec)
+        rows = []
+        for partition in self.partitions():
+            entries = index.record_index_locations(partition, self.visible, [BUCKET])
+            keys = (
+                np.bincount(entries.column(BUCKET).to_numpy())
+                if entries.num_rows
+                else np.zeros(0, np.int64)
+            )
+            for bucket, fslice in self.bucket_files(partition).items():
+                rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
+                             "keys": int(keys[bucket]) if bucket < len(keys) else 0,
+                             "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
+        if rows:
+            return pa.Table.from_pylist(rows)
+        return pa.table(
+            {"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())}
+        )
+
+    def output_schema(self, columns: Sequence[str] | None, meta_columns: bool) -> pa.Schema:
+        names = list(columns) if columns is not None else self.spec.schema.names
+        fields = [self.spec.schema.field(n) for n in names]
+        if meta_columns:
+            fields += [
+                pa.field(PARTITION, pa.string()),
+                pa.field(BUCKET, pa.int32()),
+                pa.field(FILE_ID, pa.string()),
+                pa.field(INSTANT, pa.string()),
+            ]
+        return pa.schema(fields)
+
+
+def scan_bases(
+    store: TableStore,
+    spec: TableSpec,
+    refs: Sequence[SliceRef],
+    columns: Sequence[str] | None,
+    meta_columns: bool,
+) -> pa.Table:
+    """Rows of slices that are a base file alone, in one dataset scan (no merge needed)."""
+    names = list(columns) if columns is not None else spec.schema.names
+    paths = [r.slice.base.path for r in refs if r.slice.base is not None]
+    partitioning = (
+        pads.partitioning(
+            pa.schema([spec.schema.field(n) for n in spec.partition_by]), flavor="hive"
+        )
+        if spec.partition_by
+        else None
+    )
+    dataset = pads.dataset(
+        paths, format="parquet", filesystem=store.fs, partitioning=partitioning,
+        partition_base_dir=store.root,
+    )  # fmt: skip
+    # Special fields such as __filename work in a list of columns, not in a projection dict.
+    table = dataset.to_table(columns=[*names, INSTANT, "__filename"] if meta_columns else names)
+    if not meta_columns:
+        return table
+    which = pc.index_in(table.column("__filename"), value_set=pa.array(paths))
+    meta = {
+        PARTITION: pa.array([r.partition for r in refs]).take(which),
+        BUCKET: pa.array([r.slice.bucket for r in refs], pa.int32()).take(which),
+        FILE_ID: pa.array([r.slice.file_id for r in refs]).take(which),
+        INSTANT: table.column(INSTANT),
+    }
+    return pa.table({**{n: table.column(n) for n in names}, **meta})
+
+
+def read_ref(
+    store: TableStore,
+    spec: TableSpec,
+    ref: SliceRef,
+    columns: Sequence[str] | None,
+    meta_columns: bool,
+) -> pa.Table:
+    """One slice's live rows with partition fields and (optionally) meta columns."""
+    names = list(columns) if columns is not None else spec.schema.names
+    data_cols = [n for n in names if n not in spec.partition_by]
+    rows = read_slice(store, spec, ref.slice, data_cols, with_instant=meta_columns)
+    return decorate(spec, ref, rows, names, meta_columns)
+
+
+def decorate(
+    spec: TableSpec, ref: SliceRef, rows: pa.Table, names: Sequence[str], meta_columns: bool
+) -> pa.Table:
+    """Rows of a slice (data fields, ``_instant``) as the reader returns them: ``names`` in
+    order, partition fields from the path, then the meta columns."""
+    n = rows.num_rows
+    values = dict(zip(spec.partition_by,
+                      partition_columns(ref.partition, spec.schema, spec.partition_by, n),
+                      strict=True))  # fmt: skip
+    out = {name: values[name] if name in values else rows.column(name) for name in names}
+    if meta_columns:
+        out[PARTITION] = pa.repeat(pa.scalar(ref.partition), n)
+        out[BUCKET] = pa.repeat(pa.scalar(ref.slice.bucket, pa.int32()), n)
+        out[FILE_ID] = pa.repeat(pa.scalar(ref.slice.file_id), n)
+        out[INSTANT] = rows.column(INSTANT)
+    return pa.table(out)

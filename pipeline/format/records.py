@@ -1,0 +1,175 @@
+"""Records on their way into a table: fitted to the schema, checked, keyed, de-duplicated.
+
+Shared by the in-process writer and the Spark stages, so that both accept and refuse the same
+input: :func:`fit_types` is the one rule for types (a field's type must be the table's or
+widen to it without loss; nothing is cast by value), and :func:`annotate` the one check of
+keys, ordering values and partition values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dynbucket.actors.errors import InvalidInputError, NullKeyError, SchemaMismatchError
+from dynbucket.pipeline.format.columns import DELETE, HASH, OP, PARTITION, UPSERT
+from dynbucket.pipeline.format.keyhash import hash_columns
+from dynbucket.pipeline.format.merge import dedupe_batch
+from dynbucket.pipeline.format.partitioning import partition_paths
+from dynbucket.pipeline.format.table_spec import TableSpec
+
+
+def widens(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether every value of type ``have`` converts to ``want`` without loss.
+
+    Integers to integers as wide (and signed, unless both are unsigned), floats to floats as
+    wide, timestamps to a unit as fine (any zone label: the instant is the same), strings and
+    binaries to their large or view forms and back, dictionary-encoded values as their value
+    type, and a column of nulls (type null) to any type.
+    """
+    if have == want or pa.types.is_null(have):
+        return True
+    if pa.types.is_dictionary(have):
+        return widens(have.value_type, want)
+    if pa.types.is_integer(have) and pa.types.is_integer(want):
+        return want.bit_width >= have.bit_width and (
+            pa.types.is_signed_integer(want) or not pa.types.is_signed_integer(have)
+        )
+    if pa.types.is_floating(have) and pa.types.is_floating(want):
+        return want.bit_width >= have.bit_width
+    if pa.types.is_timestamp(have) and pa.types.is_timestamp(want):
+        return _UNITS.index(want.unit) >= _UNITS.index(have.unit)
+    return _text_kind(have) is not None and _text_kind(have) == _text_kind(want)
+
+
+_UNITS = ("s", "ms", "us", "ns")
+
+
+def _text_kind(t: pa.DataType) -> str | None:
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    return None
+
+
+def fit_types(
+    have: Mapping[str, pa.DataType], schema: pa.Schema, required: Sequence[str] | None = None
+) -> list[str]:
+    """Checks records' field types against the table's; returns the fields to cast.
+
+    Args:
+        have: the records' fields and their Arrow types (a Spark DataFrame's as Arrow).
+        schema: the table's schema.
+        required: fields that must be present (default: all; the others become nulls).
+
+    Raises:
+        SchemaMismatchError: naming extra fields, missing fields, or a field whose type does
+            not widen to the table's, with the fix.
+    """
+    extra = sorted(set(have) - set(schema.names))
+    if extra:
+        raise SchemaMismatchError(
+            f"field(s) {extra} are not in the table schema ({schema.names}); drop them"
+        )
+    needed = schema.names if required is None else list(dict.fromkeys(required))
+    missing = [n for n in needed if n not in have]
+    if missing:
+        raise SchemaMismatchError(f"field(s) {missing} of the table schema are missing")
+    cast = []
+    for f in schema:
+        if f.name not in have or have[f.name] == f.type:
+            continue
+        if not widens(have[f.name], f.type):
+            raise SchemaMismatchError(
+                f"field {f.name!r} has type {have[f.name]}; the table has {f.type}, and only "
+                "widening conversions are made: cast the field to "
+                f"{f.type} before writing"
+            )
+        cast.append(f.name)
+    return cast
+
+
+def conform(data: pa.Table, schema: pa.Schema, required: Sequence[str] | None = None) -> pa.Table:
+    """``data`` with the table's fields in schema order and types (:func:`fit_types`'s rule;
+    fields left out become nulls)."""
+    have = {name: data.schema.field(name).type for name in data.column_names}
+    fit_types(have, schema, required)
+    columns = [
+        data.column(f.name).cast(f.type) if f.name in have else pa.nulls(data.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def required_fields(spec: TableSpec, deletes: bool) -> list[str] | None:
+    """Fields a write must carry: all for upserts, the key and partition fields for deletes."""
+    return list(dict.fromkeys([*spec.record_key, *spec.partition_by])) if deletes else None
+
+
+def prepare(spec: TableSpec, data: pa.Table, *, deletes: bool = False) -> pa.Table:
+    """Fits records to the schema, checks them and adds ``_partition``, ``_hash`` and ``_op``.
+
+    Upserts need every field of the schema; deletes need the key and partition fields.
+
+    Raises:
+        SchemaMismatchError, NullKeyError, InvalidInputError, InvalidPartitionValueError:
+            nothing is written.
+    """
+    data = conform(data, spec.schema, required_fields(spec, deletes))
+    return annotate(spec, data, deletes=deletes)
+
+
+def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool = True) -> pa.Table:
+    """Checks keys (and ordering values) and adds ``_partition``, ``_hash`` (unless the rows
+    carry it, as from Spark) and ``_op``."""
+    for name in spec.record_key:
+        _no_nulls(data, name, NullKeyError, "record key field", "every record needs a key")
+    if spec.ordering_field is not None and not deletes:
+        _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
+                  "give every record an ordering value (larger wins on merge)")  # fmt: skip
+    data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
+    if with_hash:
+        hashes = hash_columns([data.column(k) for k in spec.record_key], spec.record_key)
+        data = data.append_column(HASH, pa.array(hashes))
+    op = DELETE if deletes else UPSERT
+    return data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
+
+
+def dedupe(spec: TableSpec, rows: pa.Table, *, deletes: bool) -> pa.Table:
+    """One record per (partition, key): for upserts the largest ordering value, ties to the
+    last row; for deletes the first."""
+    if deletes:
+        return rows.take(_first_of_each(rows, spec))
+    return dedupe_batch(rows, spec, [PARTITION, *spec.record_key])
+
+
+def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInputError:
+    """The error of an insert that met keys the table already has."""
+    return InvalidInputError(
+        f"insert: {known} key(s) already exist in the table (e.g. {sample}); use upsert to "
+        "update them (a deleted key keeps its bucket and counts as existing)"
+    )
+
+
+def _first_of_each(data: pa.Table, spec: TableSpec) -> pa.Array:
+    """Row positions keeping one delete per (partition, key)."""
+    rows = pa.array(range(data.num_rows), pa.int64())
+    grouped = (
+        data.append_column("_row", rows)
+        .group_by([PARTITION, *spec.record_key], use_threads=False)
+        .aggregate([("_row", "min")])
+    )
+    return grouped.column("_row_min").combine_chunks().sort()
+
+
+def _no_nulls(data: pa.Table, name: str, error: type[Exception], role: str, fix: str) -> None:
+    column = data.column(name)
+    if column.null_count:
+        first = pc.index(pc.is_null(column), True).as_py()
+        raise error(
+            f"{role} {name!r} is null in {column.null_count} row(s) (first at row {first}); "
+            f"{fix}. Nothing was written."
+        )

@@ -1,0 +1,33 @@
+"""The options a user gives a table: the dynamic bucket index and the table options.
+
+:class:`DynamicBucketIndex` is the persisted :class:`DynamicBucketOptions` plus the one
+setting that is a choice of each write, not of the table: the number of assigner slots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dynbucket.actors.errors import ConfigError
+from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.pipeline.format.options import TableOptions
+
+__all__ = ["DynamicBucketIndex", "DynamicBucketOptions", "TableOptions"]
+
+
+@dataclass(frozen=True)
+class DynamicBucketIndex(DynamicBucketOptions):
+    """A table's dynamic bucket index: when buckets are full (the persisted
+    ``dynamic-bucket.*`` options, see :class:`DynamicBucketOptions`), and how many assigner
+    slots (actors; also each partition's initial bucket count) a write uses."""
+
+    assigner_slots: int | None = None
+    """Assigner slots of a write; None: Spark's default parallelism. May change between
+    writes (the actors are replaced; every key keeps its bucket). Not persisted."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        slots = self.assigner_slots
+        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int)
+                                  or slots < 1):  # fmt: skip
+            raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")

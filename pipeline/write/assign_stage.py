@@ -1,0 +1,99 @@
+"""The Spark stage that tags rows with buckets by calling the assigner actors.
+
+Runs inside ``mapInArrow`` in Spark's Python workers (docs/data-path.md explains why this
+path rather than RayDP's ``from_spark``/``to_spark``). Only the two columns the assigner
+reads travel to the actor; its answer (bucket, new-key flag) is attached to the batch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
+
+from dynbucket.actors import columns
+from dynbucket.actors.keys import slot_of
+from dynbucket.actors.link import RayLink
+from dynbucket.pipeline.format.records import insert_conflict
+
+ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def tagged_schema(schema: StructType) -> StructType:
+    """A Spark schema plus the two columns the assign stage appends."""
+    return StructType(
+        [
+            *schema.fields,
+            StructField(columns.BUCKET, IntegerType(), nullable=False),
+            StructField(columns.IS_NEW, BooleanType(), nullable=False),
+        ]
+    )
+
+
+def assign_fn(
+    link: RayLink,
+    actor_names: Sequence[str],
+    checkpoint: int,
+    prepare: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    method: str = "assign",
+    refuse_known: Sequence[str] = (),
+) -> ArrowFn:
+    """A ``mapInArrow`` function tagging each row with ``_bucket`` and ``_is_new``.
+
+    Rows are expected to be routed already (Spark task ``i`` holds slot ``i``), but a batch
+    holding several slots is split and sent to each, so correctness never depends on Spark's
+    partitioning.
+
+    Args:
+        link: where the actors live.
+        actor_names: the slot actors' names, slot ``i`` at position ``i``.
+        checkpoint: the open instant's checkpoint id.
+        prepare: checks each batch and adds ``_partition`` (raising on bad records).
+        method: ``assign`` (upserts) or ``locate`` (deletes: unknown keys get bucket -1).
+        refuse_known: for inserts, the key fields to name when a key already exists (then
+            the task fails with ``InvalidInputError``).
+    """
+    names = list(actor_names)
+
+    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import ray
+
+        handles = [link.actor(name) for name in names]
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if prepare is not None:
+                batch = prepare(batch)
+            hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
+            slots = slot_of(hashes, len(handles))
+            present = np.unique(slots)
+            parts = (
+                [batch]
+                if len(present) == 1
+                else [batch.take(pa.array(np.flatnonzero(slots == s))) for s in present]
+            )
+            refs = [
+                getattr(handles[int(s)], method).remote(
+                    checkpoint, part.select([columns.PARTITION, columns.HASH])
+                )
+                for s, part in zip(present, parts, strict=True)
+            ]
+            for part, answer in zip(parts, ray.get(refs), strict=True):
+                tagged = part.append_column(
+                    columns.BUCKET, answer.column(columns.BUCKET)
+                ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))
+                if refuse_known:
+                    _refuse_known(tagged, refuse_known)
+                yield tagged
+
+    return tag
+
+
+def _refuse_known(batch: pa.RecordBatch, key_fields: Sequence[str]) -> None:
+    known = pc.invert(batch.column(columns.IS_NEW))
+    if pc.any(known).as_py():
+        sample = batch.filter(known).select(list(key_fields)).slice(0, 3).to_pylist()
+        raise insert_conflict(int(pc.sum(known).as_py()), sample)

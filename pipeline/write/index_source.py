@@ -1,0 +1,87 @@
+"""The assigner's view of the record-level index: bootstrap loads and file-group sizes.
+
+Picklable, so each assigner actor builds its own. Reads only committed files (the instant in
+flight is invisible), only the ``_hash`` and ``_bucket`` columns, and keeps the slot's keys;
+index files are sorted by hash already, so the slot's run is a merge, not a sort.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow.fs as pafs
+
+from dynbucket.actors.cache import SortedRun
+from dynbucket.actors.keys import slot_of, to_cache_keys
+from dynbucket.actors.partition_index import PartitionLoad
+from dynbucket.pipeline.format.columns import BUCKET, HASH
+from dynbucket.pipeline.format.layout import data_files, file_slices
+from dynbucket.pipeline.format.rli import RecordLevelIndex
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.pipeline.format.timeline import Timeline
+
+
+class RLIIndexSource:
+    """``IndexSource`` over a table's partitioned record-level index."""
+
+    def __init__(
+        self, uri: str, spec: TableSpec, filesystem: pafs.FileSystem | None = None
+    ) -> None:
+        self.uri = uri
+        self.spec = spec
+        self.filesystem = filesystem
+        self._store: TableStore | None = None
+
+    @property
+    def store(self) -> TableStore:
+        if self._store is None:
+            self._store = TableStore.at(self.uri, self.filesystem)
+        return self._store
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_store": None}
+
+    def _visible(self) -> frozenset[str]:
+        return frozenset(i.id for i in Timeline(self.store).completed())
+
+    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
+        runs, scanned = RecordLevelIndex(self.store, self.spec).sorted_runs(
+            partition, self._visible(), [HASH, BUCKET]
+        )
+        counts = np.zeros(0, np.int64)
+        merged = SortedRun.empty()
+        for table in runs:
+            hashes = table.column(HASH).to_numpy()
+            buckets = table.column(BUCKET).to_numpy()
+            if len(buckets):
+                counts = _add(counts, np.bincount(buckets))
+            mine = slot_of(hashes, num_slots) == slot
+            keys = to_cache_keys(hashes[mine])
+            merged = (
+                merged.merged(keys, buckets[mine].astype(np.uint16))
+                if len(merged)
+                else SortedRun(keys, buckets[mine].astype(np.uint16))
+            )
+        return PartitionLoad(
+            keys=merged.keys,
+            buckets=merged.buckets,
+            bucket_keys=counts,
+            bucket_bytes=self.bucket_bytes(partition)
+            if self.spec.bucket_options.by_bytes
+            else None,
+            entries_scanned=scanned,
+        )
+
+    def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
+        """Bytes of each bucket's latest slice (base + deltas), by bucket id."""
+        slices = file_slices(data_files(self.store, partition), self._visible())
+        out = np.zeros(max((s.bucket for s in slices), default=-1) + 1, np.int64)
+        for s in slices:
+            out[s.bucket] += s.size
+        return out
+
+
+def _add(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    n = max(len(a), len(b))
+    return np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))

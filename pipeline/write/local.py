@@ -1,0 +1,95 @@
+"""Writes of Arrow data in this process, without Spark or Ray.
+
+The same assigner core the actors run (one slot, here), the same record checks, instant
+skeleton and file-group writer as the Spark path: for small writes, scripts and tests. Its
+cache lives as long as the writer and is dropped when another writer committed in between.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dynbucket.actors.assigner import BucketAssigner
+from dynbucket.actors.errors import InvalidInputError
+from dynbucket.pipeline.format.columns import BUCKET, HASH, IS_NEW, PARTITION
+from dynbucket.pipeline.format.file_groups import GroupWrites, write_file_groups
+from dynbucket.pipeline.format.records import insert_conflict, prepare
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.pipeline.format.transaction import Transaction
+from dynbucket.pipeline.write.index_source import RLIIndexSource
+from dynbucket.pipeline.write.instant import OPERATIONS, Assigners, Job, write_instant
+from dynbucket.pipeline.write.results import Laps, WriteResult
+
+
+class LocalWriter:
+    """In-process writer of one table."""
+
+    def __init__(self, store: TableStore, spec: TableSpec) -> None:
+        self.store = store
+        self.spec = spec
+        self._assigner: BucketAssigner | None = None
+        self._seen: str | None = None  # latest instant the cache is known to match
+
+    def write(self, data: pa.Table, operation: str) -> WriteResult:
+        """One instant: ``upsert`` / ``insert`` rows, or ``delete`` keys.
+
+        Bad input raises before anything is written; a failure later rolls the instant back.
+        """
+        if operation not in OPERATIONS:
+            raise InvalidInputError(f"operation={operation!r}: must be one of {OPERATIONS}")
+        laps = Laps()
+        rows = prepare(self.spec, data, deletes=operation == "delete")
+        laps.lap("prepare")
+        job = Job(operation, self._assigner_for,
+                  functools.partial(self._write_files, rows, operation))  # fmt: skip
+        begin = functools.partial(Transaction.begin, self.store, "commit", operation,
+                                  self.spec.options.lock_lease_seconds)  # fmt: skip
+        result = write_instant(begin, job, laps=laps)
+        self._seen = result.instant
+        return result
+
+    def _assigner_for(self, based_on: str | None) -> BucketAssigner:
+        """The cached assigner, unless another writer committed since our last write."""
+        if self._assigner is None or based_on != self._seen:
+            source = RLIIndexSource(self.store.uri, self.spec, self.store.fs)
+            self._assigner = BucketAssigner(0, 1, self.spec.bucket_options, source)
+        return self._assigner
+
+    def _write_files(
+        self, rows: pa.Table, operation: str, txn: Transaction, assigner: Assigners, laps: Laps
+    ) -> GroupWrites:
+        assert isinstance(assigner, BucketAssigner)
+        rows = _tag(assigner, txn.instant.checkpoint, rows, operation, self.spec.record_key)
+        laps.lap("assign")
+        visible = {i.id for i in txn.timeline.completed()}
+        written = write_file_groups(self.store, self.spec, txn.id, rows, visible,
+                                    deletes=operation == "delete")  # fmt: skip
+        laps.lap("write")
+        return written
+
+
+def _tag(
+    assigner: BucketAssigner, checkpoint: int, rows: pa.Table, operation: str,
+    key_fields: tuple[str, ...],
+) -> pa.Table:  # fmt: skip
+    """The rows with ``_bucket`` and ``_is_new`` from the assigner."""
+    encoded = pc.dictionary_encode(rows.column(PARTITION)).combine_chunks()
+    names = encoded.dictionary.to_pylist()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    hashes = rows.column(HASH).to_numpy()
+    if operation == "delete":
+        buckets = assigner.locate(names, codes, hashes)
+        is_new = np.zeros(len(buckets), np.bool_)
+    else:
+        buckets, is_new = assigner.assign(checkpoint, names, codes, hashes)
+        if operation == "insert" and not is_new.all():
+            known = rows.filter(pa.array(~is_new)).select(list(key_fields))
+            raise insert_conflict(int((~is_new).sum()), known.slice(0, 3).to_pylist())
+    return rows.append_column(BUCKET, pa.array(buckets, pa.int32())).append_column(
+        IS_NEW, pa.array(is_new)
+    )

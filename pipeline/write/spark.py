@@ -1,0 +1,258 @@
+"""Writes of Spark DataFrames: Spark -> slot actors -> Spark, one instant per write.
+
+The instant's skeleton (lease, stream batch already committed, commit, the actors'
+checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
+
+1. Check the DataFrame's schema against the table's (before any instant starts), by the same
+   rule as in-process writes.
+2. The fleet: one actor per slot, kept across writes, replaced when the slot count changes or
+   another writer committed in between (its caches would be stale).
+3. Spark: hash keys (``xxhash64``) and route each slot's rows to one task; stage A checks the
+   rows, computes partition paths and tags buckets through the slot's actor; a shuffle by
+   (partition, bucket); stage B writes each file group once and the index entries.
+   When every commit of the table used the current slot count N, bucket ``b`` only holds
+   keys of slot ``b mod N`` (slots create ids in their residue class), so the slot's task
+   already holds all rows of its file groups: stage B runs in the same task, with no second
+   shuffle. Each row is checked (``bucket mod N == hash mod N``); a violation fails the
+   attempt with ``SlotLayoutError`` and the write is redone with two shuffles.
+4. A dynbucket error raised in a task reaches the driver as itself (``carry_errors``). An
+   actor that restarted mid-instant makes the instant retry once with a new fleet.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from dynbucket.actors.errors import (
+    AssignerRestartedError,
+    DynBucketError,
+    SlotLayoutError,
+    from_wire,
+)
+from dynbucket.actors.fleet import AssignerFleet
+from dynbucket.actors.keys import slot_of
+from dynbucket.actors.link import RayLink
+from dynbucket.pipeline.format.columns import BUCKET, HASH, OP, PARTITION
+from dynbucket.pipeline.format.file_groups import GroupWrites
+from dynbucket.pipeline.format.records import annotate, fit_types, required_fields
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.pipeline.format.timeline import Timeline
+from dynbucket.pipeline.format.transaction import Transaction
+from dynbucket.pipeline.write.assign_stage import ArrowFn, assign_fn, tagged_schema
+from dynbucket.pipeline.write.index_source import RLIIndexSource
+from dynbucket.pipeline.write.instant import Assigners, Job, StreamBatch, write_instant
+from dynbucket.pipeline.write.results import Laps, WriteResult
+from dynbucket.pipeline.write.routing import route_column
+from dynbucket.pipeline.write.write_stage import WRITTEN, carry_errors, from_rows, write_fn
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+_ROUTE = "_route"
+
+__all__ = ["SparkWriter", "StreamBatch", "conform_spark"]
+
+
+class SparkWriter:
+    """Writes Spark DataFrames into one table; owns that table's assigner fleet.
+
+    Args:
+        store, spec: the table.
+        link: the Ray cluster and namespace of the slot actors.
+        default_slots: assigner slots of a write that names none (Spark's parallelism).
+    """
+
+    def __init__(self, store: TableStore, spec: TableSpec, link: RayLink,
+                 default_slots: int) -> None:  # fmt: skip
+        self.store = store
+        self.spec = spec
+        self.link = link
+        self.default_slots = default_slots
+        self.fleet: AssignerFleet | None = None
+        self._seen: str | None = None
+        self._slots_of: dict[str, int | None] = {}
+
+    def close(self) -> None:
+        if self.fleet is not None:
+            try:
+                self.fleet.close()
+            finally:
+                self.fleet = None
+
+    def write(self, df: DataFrame, operation: str, slots: int | None = None,
+              stream: StreamBatch | None = None) -> WriteResult:  # fmt: skip
+        """One instant; retried once if an assigner actor restarted in the middle of it."""
+        fused = True
+        for attempt in (1, 2, 3):
+            try:
+                return self._write(df, operation, slots, stream, fused)
+            except SlotLayoutError:
+                if not fused:
+                    raise
+                log.warning("a file group spans assigner slots; writing with two shuffles")
+                fused = False
+            except AssignerRestartedError:
+                if attempt == 3:
+                    raise
+                log.warning("an assigner actor restarted during the write; retrying it")
+                self.close()
+        raise AssertionError("unreachable")
+
+    # --- one attempt ---------------------------------------------------------------------
+
+    def _write(self, df: DataFrame, operation: str, slots: int | None,
+               stream: StreamBatch | None, fused: bool) -> WriteResult:  # fmt: skip
+        laps = Laps()
+        df = conform_spark(df, self.spec, operation == "delete")
+        num_slots = slots or self.default_slots
+        metadata: dict[str, Any] = {}
+        job = Job(operation, functools.partial(self._fleet_for, num_slots),
+                  functools.partial(self._run, df, operation, num_slots, fused, metadata),
+                  metadata)  # fmt: skip
+        begin = functools.partial(Transaction.begin, self.store, "commit", operation,
+                                  self.spec.options.lock_lease_seconds)  # fmt: skip
+        try:
+            result = write_instant(begin, job, stream, laps)
+        except Exception as e:
+            mapped = _from_spark(e)
+            if mapped is e:
+                raise
+            raise mapped from e
+        self._seen = result.instant or self._seen
+        return result
+
+    def _run(self, df: DataFrame, operation: str, num_slots: int, fused: bool,
+             metadata: dict[str, Any], txn: Transaction, fleet: Assigners,
+             laps: Laps) -> GroupWrites:  # fmt: skip
+        assert isinstance(fleet, AssignerFleet)
+        laps.lap("prepare")
+        visible = frozenset(i.id for i in txn.timeline.completed())
+        fused = fused and self._one_slot_count(txn.timeline, num_slots)
+        rows = self._job(df, fleet, txn.id, visible, operation, num_slots, fused).collect()
+        laps.lap("spark")
+        metadata.update(slots=num_slots, shuffles=1 if fused else 2)
+        return from_rows(rows)
+
+    def _job(self, df: DataFrame, fleet: AssignerFleet, instant: str, visible: frozenset[str],
+             operation: str, num_slots: int, fused: bool) -> DataFrame:  # fmt: skip
+        from pyspark.sql import functions as F
+
+        spec = self.spec
+        deletes = operation == "delete"
+        hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
+        routed = hashed.withColumn(_ROUTE, route_column(HASH, num_slots)).repartition(
+            num_slots, _ROUTE).drop(_ROUTE)  # fmt: skip
+        prepare = functools.partial(_prepare, spec, deletes)
+        stage_a = assign_fn(
+            self.link, fleet.names, int(instant), prepare=prepare,
+            method="locate" if deletes else "assign",
+            refuse_known=spec.record_key if operation == "insert" else (),
+        )  # fmt: skip
+        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes)
+        if fused:
+            return routed.mapInArrow(carry_errors(_fused(stage_a, stage_b, num_slots)), WRITTEN)
+        tagged_struct = _with_fields(routed.schema, [(PARTITION, "string"), (OP, "tinyint")])
+        tagged = routed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
+        shuffled = tagged.repartition(PARTITION, BUCKET)
+        return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN)
+
+    def _one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
+        """Whether every completed commit of the table was written with ``num_slots`` slots
+        (commits without a slot count, e.g. in-process pyarrow writes, count as other)."""
+        for instant in timeline.completed("commit"):
+            if instant.id not in self._slots_of:
+                self._slots_of[instant.id] = timeline.metadata(instant).get("slots")
+            if self._slots_of[instant.id] != num_slots:
+                return False
+        return True
+
+    def _fleet_for(self, num_slots: int, based_on: str | None) -> AssignerFleet:
+        """The fleet, replaced when the slot count changed, another writer committed, or an
+        abort found a slot gone."""
+        fleet = self.fleet
+        if fleet is not None and (fleet.closed or fleet.num_slots != num_slots
+                                  or based_on != self._seen):  # fmt: skip
+            self.close()
+        if self.fleet is None:
+            source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)
+            self.fleet = AssignerFleet(self.link, self.spec.table_id[:8], num_slots,
+                                       self.spec.bucket_options, source)  # fmt: skip
+        return self.fleet
+
+
+def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
+    """The DataFrame with the table's fields, in order, by the rule of
+    :func:`~dynbucket.pipeline.format.records.fit_types` (widening casts only).
+
+    Raises:
+        SchemaMismatchError: extra or missing fields, or a type that does not widen.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+
+    have = {f.name: to_arrow_type(f.dataType) for f in df.schema.fields}
+    cast = set(fit_types(have, spec.schema, required_fields(spec, deletes)))
+    columns = []
+    for f in spec.schema:
+        if f.name not in have:
+            columns.append(F.lit(None).cast(from_arrow_type(f.type)).alias(f.name))
+        elif f.name in cast:
+            columns.append(F.col(f.name).cast(from_arrow_type(f.type)).alias(f.name))
+        else:
+            columns.append(F.col(f.name))
+    return df.select(*columns)
+
+
+def _fused(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
+    """Stages A and B in one task, checking that every row's bucket is of its slot."""
+
+    def checked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
+            hashes = batch.column(HASH).to_numpy(zero_copy_only=False)
+            known = buckets >= 0
+            if np.any(buckets[known] % num_slots != slot_of(hashes[known], num_slots)):
+                raise SlotLayoutError(
+                    f"a bucket holds keys of another slot under {num_slots} slots"
+                )
+            yield batch
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from stage_b(checked(stage_a(batches)))
+
+    return run
+
+
+def _prepare(spec: TableSpec, deletes: bool, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Stage A's check of one batch: keys, ordering values, partition paths, ``_op``."""
+    table = annotate(spec, pa.Table.from_batches([batch]), deletes=deletes, with_hash=False)
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    out = StructType(list(schema.fields))
+    for name, ddl in extra:
+        out = out.add(name, _parse_datatype_string(ddl), nullable=False)
+    return out
+
+
+def _from_spark(e: BaseException) -> BaseException:
+    """A Spark job's failure as the dynbucket error a task raised, when one did. A slot
+    actor that died under a task lost the instant's mappings: that is a restart too."""
+    if isinstance(e, DynBucketError) or not isinstance(e, Exception):
+        return e
+    text = str(e)
+    if "ActorDiedError" in text or "RayActorError" in text or "ActorUnavailableError" in text:
+        return AssignerRestartedError(f"an assigner actor died during the write: {text[:300]}")
+    return from_wire(text) or e

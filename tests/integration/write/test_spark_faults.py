@@ -1,0 +1,349 @@
+"""Faults in the middle of a write, through real Spark tasks and real assigner actors.
+
+Each test breaks one thing at one point of an instant, then checks that the instant was
+aborted or retried and that what is left keeps the invariants: old keys keep their buckets
+(I1), one file group per bucket (I4), the index names every live key's bucket (I6), and no
+trace of an uncommitted instant stays in the caches (I8), on the timeline or on storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dynbucket.actors.errors import CommitFailedError
+from dynbucket.pipeline.format.options import TableOptions
+from dynbucket.pipeline.format.timeline import Timeline
+from dynbucket.pipeline.options import DynamicBucketIndex
+from dynbucket.pipeline.runtime import Runtime
+from dynbucket.pipeline.table import Table
+from dynbucket.pipeline.write import spark as spark_writer
+from tests.integration.invariants import checked_live_rows
+from tests.integration.processes import marked_env, wait_until_gone
+
+SCHEMA = pa.schema(
+    [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+)
+DDL = "id string, day string, v long, ts long"
+
+
+def _rows(keys: range, v: int) -> list[tuple[str, str, int, int]]:
+    return [(f"k{i}", f"d{i % 3}", v, v) for i in keys]
+
+
+def _table(tmp_path: Path, runtime: Runtime, **options: Any) -> Table:
+    return Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+        DynamicBucketIndex(max_keys_per_bucket=50), TableOptions(**options), runtime=runtime,
+    )  # fmt: skip
+
+
+def _files_on_storage(t: Table) -> set[str]:
+    return {str(p) for p in Path(t.store.root).rglob("*.parquet")}
+
+
+def _files_committed(t: Table) -> set[str]:
+    return {f["path"] for i in t.timeline.completed() for f in t.timeline.metadata(i)["files"]}
+
+
+def _state(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
+    """(day, id) -> (value, bucket), after checking I4, I6 and that storage holds exactly
+    the files of completed instants (no file of a dead attempt or instant)."""
+    assert t.timeline.pending() == []
+    assert _files_on_storage(t) == _files_committed(t)
+    live = {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in checked_live_rows(t)}
+    return live
+
+
+def _same_buckets(before: dict[Any, tuple[int, int]], after: dict[Any, tuple[int, int]]) -> None:
+    moved = {k: (before[k][1], after[k][1]) for k in before if after[k][1] != before[k][1]}
+    assert moved == {}, f"keys changed bucket (I1): {moved}"
+
+
+def _once() -> Callable[[Path], bool]:
+    """A function true exactly once per flag file, across processes (Spark tasks run in
+    Python workers). Built in a closure so that Spark pickles it by value."""
+
+    def first_time(flag: Path) -> bool:
+        import os
+
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            return False
+
+    return first_time
+
+
+@pytest.fixture
+def small_arrow_batches(spark: Any) -> Iterator[None]:
+    """Several Arrow batches per task, so a fault can land between two of them."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "400")
+    yield
+    spark.conf.set(key, old)
+
+
+def test_an_actor_dying_mid_batch_retries_the_instant(
+    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    small_arrow_batches: None, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    t = _table(tmp_path, runtime)
+    t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
+    before = _state(t)
+    flag = tmp_path / "killed"
+    original = spark_writer.assign_fn
+    first_time = _once()
+
+    def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
+        tag = original(link, names, checkpoint, **kw)
+
+        def tag_then_kill(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            import ray
+
+            for i, out in enumerate(tag(batches)):
+                yield out
+                # After the write's first answer, slot 0's actor dies (Ray restarts it).
+                if i == 0 and first_time(flag):
+                    ray.kill(link.actor(names[0]), no_restart=False)
+
+        return tag_then_kill
+
+    monkeypatch.setattr(spark_writer, "assign_fn", killing_assign_fn)
+    with caplog.at_level("WARNING", logger="dynbucket.pipeline.write.spark"):
+        result = t.upsert(spark.createDataFrame(_rows(range(1500, 6000), 2), DDL), assigner_slots=2)
+    assert flag.exists()
+    assert "restarted during the write; retrying" in caplog.text
+    assert (result.keys_updated, result.keys_inserted) == (1500, 3000)
+    after = _state(t)
+    _same_buckets(before, after)
+    assert {k for k, (v, _) in after.items() if v == 2} == {
+        (f"d{i % 3}", f"k{i}") for i in range(1500, 6000)
+    }
+    assert len(t.history()) == 2 and t.timeline.pending() == []
+
+
+@pytest.mark.parametrize("stage", ["assign_fn", "write_fn"])
+def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
+    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """Hudi's #11527: a retried task must not give one bucket a second file id."""
+    t = _table(tmp_path, runtime)
+    t.upsert(spark.createDataFrame(_rows(range(0, 400), 1), DDL), assigner_slots=2)
+    before = _state(t)
+    flag = tmp_path / "failed-once"
+    original = getattr(spark_writer, stage)
+    first_time = _once()
+
+    def flaky(*args: Any, **kw: Any) -> Any:
+        fn = original(*args, **kw)
+
+        def run_then_fail(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            out = list(fn(batches))  # the attempt did all its work: files, actor calls
+            if out and first_time(flag):
+                raise RuntimeError("injected: the task's executor was lost")
+            yield from out
+
+        return run_then_fail
+
+    monkeypatch.setattr(spark_writer, stage, flaky)
+    result = t.upsert(spark.createDataFrame(_rows(range(200, 900), 2), DDL), assigner_slots=2)
+    assert flag.exists()
+    assert (result.keys_updated, result.keys_inserted) == (200, 500)
+    after = _state(t)  # one file group per bucket; no file outside the commits
+    _same_buckets(before, after)
+    assert len(after) == 900 and sum(v == 2 for v, _ in after.values()) == 700
+
+
+def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """Speculation: two copies of a stage-B task run side by side; either copy's output
+    is the same set of names with the same rows."""
+    from dynbucket.pipeline.format.keyhash import hash_columns
+    from dynbucket.pipeline.write.write_stage import write_fn
+
+    t = _table(tmp_path, runtime)
+    t.upsert(spark.createDataFrame(_rows(range(0, 300), 1), DDL), assigner_slots=1)
+    old = t.to_arrow()
+    instant = str(int(t.latest_instant() or "0") + 1)
+    visible = frozenset(i.id for i in t.timeline.completed())
+    # What stage A hands stage B: updates of every old key (deltas in existing groups) and
+    # 100 new keys in a new bucket 90 (a new group with an index file).
+    ids = old.column("id").to_pylist() + [f"new{i}" for i in range(100)]
+    tagged = pa.table({
+        "id": ids, "day": old.column("day").to_pylist() + ["d0"] * 100,
+        "v": [2] * len(ids), "ts": [2] * len(ids),
+        "_hash": hash_columns([pa.array(ids)]),
+        "_partition": old.column("_partition").to_pylist() + ["day=d0"] * 100,
+        "_op": pa.array([0] * len(ids), pa.int8()),
+        "_bucket": pa.array(old.column("_bucket").to_pylist() + [90] * 100, pa.int32()),
+        "_is_new": [False] * len(old) + [True] * 100,
+    })  # fmt: skip
+    batches = tagged.to_batches(max_chunksize=100)
+    fn = write_fn(t.store.uri, t.store.fs, t.spec, instant, visible, deletes=False)
+    outputs: list[pa.Table] = []
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            outputs.append(pa.Table.from_batches(list(fn(iter(batches)))))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=attempt) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    first, second = (o.sort_by("path").drop(["bytes"]) for o in outputs)
+    assert first.equals(second)
+    written = set(first.column("path").to_pylist())
+    new_files = _files_on_storage(t) - _files_committed(t)
+    assert new_files == written  # no temporary or second-attempt file left beside them
+    for path in written:
+        assert pq.read_table(path).num_rows > 0
+    assert not any(".tmp-" in p.name for p in Path(t.store.root).rglob("*"))
+
+
+def test_a_failure_after_assignment_and_before_commit_aborts_everywhere(
+    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = _table(tmp_path, runtime)
+    t.upsert(spark.createDataFrame(_rows(range(0, 200), 1), DDL), assigner_slots=2)
+    before = _state(t)
+    files = _files_on_storage(t)
+
+    def fail(self: Timeline, *args: Any, **kw: Any) -> None:
+        raise OSError("injected: the timeline's storage went away")
+
+    monkeypatch.setattr(Timeline, "complete", fail)
+    with pytest.raises(CommitFailedError, match="injected"):
+        t.upsert(spark.createDataFrame(_rows(range(100, 400), 2), DDL), assigner_slots=2)
+    monkeypatch.undo()
+    # Nothing of the instant is visible or left behind.
+    assert _state(t) == before and _files_on_storage(t) == files
+    assert [h["state"] for h in t.history()] == ["completed"]
+    # I8: the actors dropped the aborted instant's mappings, so its 200 keys are new again
+    # (with index entries) and nothing else moved.
+    again = t.upsert(spark.createDataFrame(_rows(range(100, 400), 3), DDL), assigner_slots=2)
+    assert (again.keys_inserted, again.keys_updated) == (200, 100)
+    after = _state(t)
+    _same_buckets(before, after)
+    assert len(after) == 400
+
+
+CHILD = textwrap.dedent(
+    f"""
+    import sys, time
+    from pathlib import Path
+    from dynbucket.pipeline import Runtime, Table
+    from dynbucket.pipeline.format.transaction import Transaction
+
+    table_uri, incoming, checkpoint, stuck = sys.argv[1:]
+    commit = Transaction.commit
+
+    def commit_or_hang(self, metadata=None):
+        if (metadata or {{}}).get("stream", {{}}).get("batch") == 1:
+            Path(stuck).write_text(self.id)  # data and index files are written: hang here
+            time.sleep(3600)
+        return commit(self, metadata)
+
+    Transaction.commit = commit_or_hang
+    with Runtime() as rt:
+        source = rt.spark.readStream.schema("{DDL}").option("maxFilesPerTrigger", 1)
+        table = Table.open(table_uri, runtime=rt)
+        table.stream(source.parquet(incoming), checkpoint, trigger={{"availableNow": True}},
+                     query_name="orders").awaitTermination()
+    """
+)
+
+
+def _kill_everything(child: subprocess.Popen[bytes], marker: str) -> None:
+    """SIGKILL the driver and everything it started (its Ray and Spark processes)."""
+    with contextlib.suppress(ProcessLookupError):  # it may have died already
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DYNBUCKET_TEST_MARKER") == marker:
+                p.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+
+
+def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    for b in range(3):
+        keys = range(b * 100, b * 100 + 150)  # each batch updates 50 keys of the one before
+        rows = pa.table(
+            {"id": [f"k{i}" for i in keys], "day": [f"d{i % 3}" for i in keys],
+             "v": [b] * 150, "ts": [b] * 150},
+            schema=SCHEMA,
+        )  # fmt: skip
+        pq.write_table(rows, incoming / f"b{b}.parquet")
+    t = _table(tmp_path, runtime, lock_lease_seconds=3.0)
+    checkpoint, stuck = tmp_path / "ckpt", tmp_path / "stuck"
+    script = tmp_path / "driver.py"
+    script.write_text(CHILD)
+    env, marker = marked_env()
+    env.pop("RAY_ADDRESS", None)
+    child = subprocess.Popen(
+        [sys.executable, str(script), t.uri, str(incoming), str(checkpoint), str(stuck)],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not stuck.exists():
+            assert child.poll() is None, (
+                child.stderr.read().decode()[-3000:] if child.stderr else ""
+            )
+            assert time.monotonic() < deadline, "the child never reached batch 1's commit"
+            time.sleep(0.5)
+        dead_instant = stuck.read_text()
+    finally:
+        _kill_everything(child, marker)
+    assert wait_until_gone(marker) == []
+    assert [h["state"] for h in t.history()] == ["completed", "inflight"]
+    batch0 = _state_without_pending_check(t)
+    # A restarted driver: the lease of the dead one expires, its instant is rolled back,
+    # Spark runs micro-batch 1 again, and it commits once.
+    time.sleep(3.5)
+    done: list[int] = []
+    source = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(incoming))
+    t.stream(source, str(checkpoint), trigger={"availableNow": True}, query_name="orders",
+             on_batch=lambda i, r: done.append(i)).awaitTermination()  # fmt: skip
+    assert done == [1, 2]
+    history = t.history()
+    assert [h["state"] for h in history] == ["completed"] * 3
+    assert dead_instant not in {h["instant"] for h in history}
+    after = _state(t)
+    _same_buckets(batch0, after)
+    assert {k: v for k, (v, _) in after.items()} == {
+        (f"d{i % 3}", f"k{i}"): min(i // 100, 2) for i in range(350)
+    }
+
+
+def _state_without_pending_check(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
+    """What readers see while a dead writer's instant is still pending."""
+    return {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}

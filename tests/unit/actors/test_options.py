@@ -1,0 +1,54 @@
+"""Persisted options: the key written is the key documented, values round-trip, and every
+options class refuses a key it does not know in the same way."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynbucket.actors.errors import ConfigError
+from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.pipeline.format.options import TableOptions
+from dynbucket.pipeline.options import DynamicBucketIndex
+
+
+def test_keys_are_the_documented_ones() -> None:
+    assert sorted(TableOptions().to_properties()) == [
+        "cleaner.commits-retained", "index.compaction.min-files", "lock.lease-seconds",
+    ]  # fmt: skip
+    assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [
+        "dynamic-bucket.bytes-per-key-estimate", "dynamic-bucket.max-buckets",
+        "dynamic-bucket.max-keys-per-bucket",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        TableOptions(cleaner_commits_retained=3, index_compaction_min_files=2,
+                     lock_lease_seconds=1.5),
+        DynamicBucketOptions(max_bytes_per_bucket=10_000, max_buckets=7),
+    ],
+)  # fmt: skip
+def test_options_round_trip(options: TableOptions | DynamicBucketOptions) -> None:
+    assert type(options).from_properties(options.to_properties()) == options
+
+
+@pytest.mark.parametrize("cls", [TableOptions, DynamicBucketOptions])
+def test_an_unknown_key_is_refused_naming_the_known_ones(cls: type) -> None:
+    with pytest.raises(ConfigError, match=r"unknown option index\.compaction-min-files='8'"):
+        cls.from_properties({"index.compaction-min-files": "8"})
+
+
+def test_a_value_of_the_wrong_kind_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="lock.lease-seconds='soon': must be a number"):
+        TableOptions.from_properties({"lock.lease-seconds": "soon"})
+
+
+def test_the_index_of_a_table_persists_only_the_bucket_options() -> None:
+    index = DynamicBucketIndex(assigner_slots=4, max_keys_per_bucket=10)
+    assert index.to_properties() == DynamicBucketOptions(max_keys_per_bucket=10).to_properties()
+    assert index.persisted() == DynamicBucketOptions(max_keys_per_bucket=10)
+    with pytest.raises(ConfigError, match="assigner_slots=0"):
+        DynamicBucketIndex(assigner_slots=0)
+    with pytest.raises(ConfigError, match="dynamic-bucket.max-buckets=0"):
+        DynamicBucketIndex(max_buckets=0)

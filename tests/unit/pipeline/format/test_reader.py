@@ -1,0 +1,89 @@
+"""Reads: as of an earlier instant, after cleaning, point lookups, any pyarrow filesystem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors.errors import InstantNotFoundError
+from dynbucket.pipeline import merge
+from dynbucket.pipeline.table import Table
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+
+
+def _rows(**cols: list) -> pa.Table:
+    return pa.table(cols, schema=SCHEMA)
+
+
+def _ids(t: pa.Table) -> dict[str, int]:
+    return {r["id"]: r["v"] for r in t.to_pylist()}
+
+
+@pytest.fixture()
+def table(tmp_path: Path) -> Table:
+    return Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
+                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+
+
+def test_read_as_of_an_earlier_instant(table: Table) -> None:
+    first = table.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[1, 2])).instant
+    table.upsert(_rows(id=["a", "c"], day=["d", "d"], v=[10, 3]))
+    table.delete(pa.table({"id": ["b"], "day": ["d"]}))
+    table.compact()
+    assert _ids(table.to_arrow(as_of=first)) == {"a": 1, "b": 2}
+    assert _ids(table.to_arrow()) == {"a": 10, "c": 3}
+    with pytest.raises(InstantNotFoundError, match="no completed instant 19990101000000000"):
+        table.to_arrow(as_of="19990101000000000")
+
+
+def test_clean_keeps_retained_instants_readable_and_refuses_older_ones(table: Table) -> None:
+    instants = [table.upsert(_rows(id=["a"], day=["d"], v=[i])).instant for i in range(4)]
+    # Reading as of the last upsert needs the first base and every delta: nothing may go.
+    assert table.clean(retain=2).files_removed == 0
+    assert _ids(table.to_arrow(as_of=instants[3])) == {"a": 3}
+    compaction = table.compact().instant
+    # Keeping only the compaction: its base alone is needed, the first base and deltas go.
+    assert table.clean(retain=1).files_removed == 4
+    assert _ids(table.to_arrow()) == {"a": 3}
+    assert _ids(table.to_arrow(as_of=compaction)) == {"a": 3}
+    with pytest.raises(InstantNotFoundError, match="was cleaned"):
+        table.to_arrow(as_of=instants[3])
+
+
+def test_lookup_opens_only_the_keys_file_groups(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table.upsert(
+        _rows(id=[f"k{i}" for i in range(10)], day=["d"] * 5 + ["e"] * 5, v=list(range(10)))
+    )
+    opened: list[int] = []
+    real = merge.read_slice
+
+    def counting(store, spec, fslice, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(fslice.bucket)
+        return real(store, spec, fslice, *args, **kwargs)
+
+    monkeypatch.setattr("dynbucket.pipeline.format.reader.read_slice", counting)
+    found = table.lookup(pa.table({"id": ["k3", "k7", "zz"], "day": ["d", "e", "d"]}))
+    assert _ids(found) == {"k3": 3, "k7": 7}
+    assert len(opened) == 2  # one file group per found key, of the 8 the table has
+    assert set(found.column("_bucket").to_pylist()) == set(opened)
+
+
+def test_a_table_on_a_non_local_pyarrow_filesystem(tmp_path: Path) -> None:
+    # SubTreeFileSystem is not LocalFileSystem: writes, exclusive creation and reads take the
+    # object-store paths (no rename, no O_EXCL, no memory map).
+    (tmp_path / "bucket").mkdir()
+    fs = pafs.SubTreeFileSystem(str(tmp_path / "bucket"), pafs.LocalFileSystem())
+    t = Table.create("warehouse/t", SCHEMA, "id", "day", filesystem=fs)
+    assert not t.store.is_local
+    t.upsert(_rows(id=["a", "b"], day=["d", "e"], v=[1, 2]))
+    t.upsert(_rows(id=["a"], day=["d"], v=[5]))
+    again = Table.open("warehouse/t", filesystem=fs)
+    assert _ids(again.to_arrow()) == {"a": 5, "b": 2}
+    assert (tmp_path / "bucket" / "warehouse" / "t" / ".dynbucket" / "table.json").exists()
