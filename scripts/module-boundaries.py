@@ -1,0 +1,90 @@
+"""Counts the module boundaries one Spark upsert crosses (a figure of the layout issue).
+
+Runs an embedded runtime, creates a small table, warms it up with one upsert, then traces a
+second Spark upsert: on the driver with ``sys.setprofile``, and in Spark's Python workers by
+wrapping every ``mapInArrow`` function in the same tracer. A boundary is a distinct pair
+(caller module, callee module) of dynbucket modules with caller != callee; the modules
+touched are counted too. Usage: ``.venv/bin/python scripts/module-boundaries.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import tempfile
+
+import pyarrow as pa
+
+OUT = tempfile.mkdtemp(prefix="boundaries-")
+
+
+def tracer(edges: set[tuple[str, str]]):  # type: ignore[no-untyped-def]
+    def profile(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event != "call":
+            return
+        callee = frame.f_globals.get("__name__", "")
+        back = frame.f_back
+        caller = back.f_globals.get("__name__", "") if back is not None else ""
+        if callee.startswith("dynbucket.") and caller.startswith("dynbucket."):
+            edges.add((caller, callee))
+
+    return profile
+
+
+def traced(fn, out_dir):  # type: ignore[no-untyped-def]
+    def run(batches):  # type: ignore[no-untyped-def]
+        import json as _json
+        import os as _os
+        import sys as _sys
+
+        edges: set[tuple[str, str]] = set()
+        _sys.setprofile(tracer(edges))
+        try:
+            yield from fn(batches)
+        finally:
+            _sys.setprofile(None)
+            with open(_os.path.join(out_dir, f"worker-{_os.getpid()}-{id(edges)}.json"), "w") as f:
+                _json.dump(sorted(edges), f)
+
+    return run
+
+
+def main() -> None:
+    from pyspark.sql import DataFrame
+
+    from dynbucket.pipeline import DynamicBucketIndex, Runtime, Table
+
+    original = DataFrame.mapInArrow
+    DataFrame.mapInArrow = lambda self, fn, schema, *a, **k: original(  # type: ignore[method-assign]
+        self, traced(fn, OUT), schema, *a, **k
+    )
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+    rows = [(f"k{i}", f"d{i % 4}", i) for i in range(2000)]
+    with Runtime() as rt:
+        t = Table.create(os.path.join(OUT, "t"), schema, "id", "day",
+                         index=DynamicBucketIndex(max_keys_per_bucket=100), runtime=rt)  # fmt: skip
+        df = rt.spark.createDataFrame(rows, "id string, day string, v long")
+        t.upsert(df)
+        for f in glob.glob(os.path.join(OUT, "worker-*.json")):
+            os.remove(f)
+        edges: set[tuple[str, str]] = set()
+        sys.setprofile(tracer(edges))
+        try:
+            t.upsert(df)
+        finally:
+            sys.setprofile(None)
+        t.close()
+    for f in glob.glob(os.path.join(OUT, "worker-*.json")):
+        with open(f) as fh:
+            edges |= {tuple(e) for e in json.load(fh)}  # type: ignore[misc]
+    crossing = {(a, b) for a, b in edges if a != b}
+    modules = {m for e in edges for m in e}
+    print(json.dumps({"boundaries": len(crossing), "modules": len(modules)}))
+    for a, b in sorted(crossing):
+        print(f"  {a} -> {b}")
+
+
+if __name__ == "__main__":
+    main()
