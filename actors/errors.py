@@ -17,6 +17,7 @@ import base64
 import binascii
 import pickle
 import re
+import sys
 
 
 class DynBucketError(Exception):
@@ -115,9 +116,27 @@ _WIRE = re.compile(r"<dynbucket-error ([A-Za-z0-9+/=]+)>")
 
 def to_wire(error: DynBucketError) -> str:
     """The error's message followed by its class, arguments and fields (pickled)."""
-    state = (type(error), error.args, dict(error.__dict__))
-    payload = base64.b64encode(pickle.dumps(state)).decode("ascii")
-    return f"{type(error).__name__}: {error} <dynbucket-error {payload}>"
+    # Ray re-raises an actor's error as a class made on the fly (``RayTaskError(X)``)
+    # holding the original as ``cause``: carry the original.
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, DynBucketError):
+        error = cause
+    cls = next(c for c in type(error).__mro__ if _importable(c))
+    try:
+        payload = pickle.dumps((cls, error.args, dict(error.__dict__)))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        payload = pickle.dumps((cls, tuple(str(a) for a in error.args), {}))
+    text = base64.b64encode(payload).decode("ascii")
+    return f"{cls.__name__}: {error} <dynbucket-error {text}>"
+
+
+def _importable(cls: type) -> bool:
+    """Whether pickle can name ``cls`` (a class made at run time cannot be)."""
+    module = sys.modules.get(cls.__module__)
+    obj: object = module
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
 
 
 def from_wire(text: str) -> DynBucketError | None:

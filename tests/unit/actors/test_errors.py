@@ -37,6 +37,20 @@ def test_a_class_defined_elsewhere_keeps_its_class_and_fields() -> None:
     assert isinstance(back, DynBucketError) and str(back) == "bad day 'x/y'"
 
 
+def test_an_error_re_raised_through_a_class_made_at_run_time_travels_as_the_original() -> None:
+    """Ray raises an actor's error as ``RayTaskError(X)``, a class made on the fly that
+    pickle cannot name; its ``cause`` is the original."""
+    original = SchemaMismatchError("slot 0 restarted")
+    wrapped_cls = type("RayTaskError(SchemaMismatchError)", (SchemaMismatchError,), {})
+    wrapped = wrapped_cls("traceback text ...")
+    wrapped.cause = original
+    back = from_wire(to_wire(wrapped))
+    assert type(back) is SchemaMismatchError and str(back) == "slot 0 restarted"
+    # Without a cause, the nearest class pickle can name is carried.
+    orphan = wrapped_cls("no cause")
+    assert type(from_wire(to_wire(orphan))) is SchemaMismatchError
+
+
 @pytest.mark.parametrize(
     "text",
     [
