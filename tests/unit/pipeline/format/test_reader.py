@@ -10,7 +10,7 @@ import pytest
 
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.errors import InstantNotFoundError
-from dynbucket.pipeline import merge
+from dynbucket.pipeline.format import merge
 from dynbucket.pipeline.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
