@@ -42,7 +42,7 @@ class PersistedOptions:
     def to_properties(self) -> dict[str, str]:
         """The options as persisted properties (options left unset are left out)."""
         return {
-            option_key(f): str(getattr(self, f.name))
+            option_key(f): _text(getattr(self, f.name))
             for f in self.persisted_fields()
             if getattr(self, f.name) is not None
         }
@@ -66,7 +66,15 @@ class PersistedOptions:
         return cls(**kwargs)
 
 
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _parse(key: str, value: str, annotation: str) -> Any:
+    if "bool" in annotation:
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(f"{key}={value!r}: must be true or false")
+        return value.lower() == "true"
     kind = float if "float" in annotation else int if "int" in annotation else str
     try:
         return kind(value)

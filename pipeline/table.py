@@ -23,7 +23,12 @@ from dynbucket.pipeline.format import services
 from dynbucket.pipeline.format.reader import Snapshot, read_ref
 from dynbucket.pipeline.format.rli import RecordLevelIndex
 from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec, create_table, load_table
+from dynbucket.pipeline.format.table_spec import (
+    TableSpec,
+    create_table,
+    load_table,
+    table_name_for,
+)
 from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime, active_runtime
@@ -74,8 +79,10 @@ class Table:
         options: TableOptions | None = None,
         filesystem: pafs.FileSystem | None = None,
         runtime: Runtime | None = None,
+        name: str | None = None,
     ) -> Table:
-        """Creates an empty table at ``uri``.
+        """Creates an empty table at ``uri``: an Apache Hudi table (version 6), merge-on-read
+        unless ``options`` says ``table_type="COPY_ON_WRITE"``.
 
         Args:
             uri: a local path, ``file://``, ``s3://`` ... (any pyarrow filesystem).
@@ -88,6 +95,7 @@ class Table:
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
             runtime: the Spark-on-Ray runtime for Spark writes and reads (default: the
                 active one).
+            name: the Hudi table name (default: from the folder's name).
 
         Raises:
             TableExistsError: a table (or other files) is already there.
@@ -102,6 +110,7 @@ class Table:
             bucket_options=index or DynamicBucketOptions(),
             options=options or TableOptions(),
             table_id=uuid.uuid4().hex,
+            name=name or table_name_for(store.uri),
         )
         create_table(store, spec)
         slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
@@ -130,7 +139,7 @@ class Table:
 
     @property
     def timeline(self) -> Timeline:
-        return Timeline(self.store)
+        return Timeline(self.store, self.spec.options.merge_on_read)
 
     @property
     def record_index(self) -> RecordLevelIndex:
@@ -151,9 +160,14 @@ class Table:
         as_of: str | None = None,
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
+        read_optimized: bool = False,
     ) -> pa.Table:
-        """The table's live rows as of ``as_of`` (default: latest)."""
-        return self.snapshot(as_of).to_arrow(columns, meta_columns)
+        """The table's live rows as of ``as_of`` (default: latest).
+
+        ``read_optimized``: only the base files of the latest file slices (log files not
+        merged), as Hudi's read-optimized queries read a merge-on-read table.
+        """
+        return self.snapshot(as_of).to_arrow(columns, meta_columns, read_optimized=read_optimized)
 
     def to_spark(
         self,

@@ -2,13 +2,22 @@
 
 The one file-group writer: the in-process writer calls it with all rows of an instant, each
 Spark writer task with the rows of its file groups (a task holds every row of each of its
-groups). Names are deterministic (existing groups keep their file id, a new bucket gets the
-id of (table, instant, partition, bucket)), so a retried or speculative task writes the same
-files with the same rows (I4).
+groups). Per group and instant it writes one file, as Hudi would:
+
+* a new group: a base file;
+* merge-on-read, an existing group: one log file for its current slice, holding a Parquet
+  data block (upserts) and a delete block (deletes);
+* copy-on-write, an existing group: a new base file, the slice's rows merged with the
+  instant's (rows not touched keep their meta fields, so their commit time).
+
+Names are deterministic (existing groups keep their file id, a new bucket gets the id of
+(table, instant, partition, bucket); the write token names the instant), so a retried or
+speculative task writes the same files with the same rows (I4).
 """
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -16,16 +25,27 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from dynbucket.pipeline.format.columns import BUCKET, INSTANT, IS_NEW, OP, PARTITION, UPSERT
+from dynbucket.pipeline.format.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION
+from dynbucket.pipeline.format.hudi import files as names
+from dynbucket.pipeline.format.hudi import log_file, properties
+from dynbucket.pipeline.format.hudi.meta_fields import (
+    COMMIT_TIME,
+    FILE_NAME,
+    META_FIELDS,
+    RECORD_KEY,
+    meta_columns,
+    record_keys,
+)
 from dynbucket.pipeline.format.layout import (
-    base_name,
+    FileSlice,
     bucket_of,
     data_files,
-    delta_name,
     file_id_for,
     file_slices,
 )
+from dynbucket.pipeline.format.merge import KEY, merge, read_slice
 from dynbucket.pipeline.format.records import dedupe
 from dynbucket.pipeline.format.rli import RecordLevelIndex, entries_for
 from dynbucket.pipeline.format.storage import TableStore
@@ -42,14 +62,6 @@ class GroupWrites:
     keys_updated: int = 0
     keys_deleted: int = 0
     keys_not_found: int = 0
-
-    def add(self, other: GroupWrites) -> None:
-        """Adds another task's writes of the same instant."""
-        self.files += other.files
-        self.keys_inserted += other.keys_inserted
-        self.keys_updated += other.keys_updated
-        self.keys_deleted += other.keys_deleted
-        self.keys_not_found += other.keys_not_found
 
     def counts(self) -> dict[str, int]:
         return {
@@ -69,12 +81,13 @@ def write_file_groups(
     deletes: bool,
     part: str | None = None,
 ) -> GroupWrites:
-    """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``, ``_hash``).
+    """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``).
 
     1. Rows without a bucket (deletes of keys the table never had) are counted, not written.
-    2. The rows are split into file groups (partition, bucket).
-    3. Per group: one record per key; the group's file id (the committed listing's, or the
-       new bucket's deterministic id); one data file (base or delta).
+    2. The rows are split into file groups (partition, bucket); a partition written for the
+       first time gets its ``.hoodie_partition_metadata``.
+    3. Per group: one record per key; the group's current slice (from the committed
+       listing); one file (module doc).
     4. Per partition: one index file with the entries of the new keys (``part`` tells apart
        the files several writer tasks of one instant write into one partition).
     """
@@ -84,42 +97,173 @@ def write_file_groups(
     out.keys_not_found = int(pc.sum(unknown).as_py() or 0)
     if out.keys_not_found:
         rows = rows.filter(pc.invert(unknown))
-    known_ids: dict[str, dict[int, str]] = {}
+    current: dict[str, dict[int, FileSlice]] = {}
     entries: dict[str, list[pa.Table]] = defaultdict(list)
     # 2.
     for partition, bucket, group in split_groups(rows):
-        # 3.
-        if partition not in known_ids:
+        if partition not in current:
             slices = file_slices(data_files(store, partition), visible)
-            known_ids[partition] = {s.bucket: s.file_id for s in slices}
+            current[partition] = {s.bucket: s for s in slices}
+            _partition_metadata(store, partition, instant)
+        # 3.
         group = dedupe(spec, group, deletes=deletes)
-        known = known_ids[partition].get(bucket)
-        file_id = known or file_id_for(spec.table_id, instant, partition, bucket)
-        # A new group's first write is a base file (when it holds only upserts); any later
-        # write is one delta file, and the base is never rewritten (until compaction).
-        as_base = known is None and bool(pc.all(pc.equal(group.column(OP), UPSERT)).as_py())
-        stamped = group.append_column(INSTANT, pa.repeat(pa.scalar(instant), group.num_rows))
-        out.files.append(write_file(store, spec, instant, partition, file_id, stamped, as_base))
-        is_new = group.column(IS_NEW)
-        inserted = int(pc.sum(is_new).as_py() or 0)
-        out.keys_inserted += inserted
-        if deletes:
-            out.keys_deleted += group.num_rows
-        else:
-            out.keys_updated += group.num_rows - inserted
-        if inserted:
+        fslice = current[partition].get(bucket)
+        file_id = fslice.file_id if fslice else file_id_for(spec.table_id, instant, partition,
+                                                             bucket)  # fmt: skip
+        written = _write_group(store, spec, instant, partition, file_id, fslice, group)
+        out.files.append(written)
+        out.keys_inserted += written.inserts
+        out.keys_updated += written.updates
+        out.keys_deleted += written.deletes
+        if written.inserts:
             entries[partition].append(
-                entries_for(group.filter(is_new), spec, bucket, file_id, instant)
+                entries_for(group.filter(group.column(IS_NEW)), spec, bucket, file_id, instant)
             )
     # 4.
     index = RecordLevelIndex(store, spec)
     for partition, parts in entries.items():
         table = pa.concat_tables(parts)
-        written = index.write(partition, instant, table, part=part)
-        out.files.append(
-            WrittenFile(partition, written.path, "index-delta", table.num_rows, written.size)
-        )
+        f = index.write(partition, instant, table, part=part)
+        out.files.append(WrittenFile(partition, f.path, "index", table.num_rows, f.size))
     return out
+
+
+def _write_group(
+    store: TableStore,
+    spec: TableSpec,
+    instant: str,
+    partition: str,
+    file_id: str,
+    fslice: FileSlice | None,
+    group: pa.Table,
+) -> WrittenFile:
+    is_delete = pc.equal(group.column(OP), DELETE)
+    deleted = int(pc.sum(is_delete).as_py() or 0)
+    inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
+    counts = {"inserts": inserted, "updates": group.num_rows - deleted - inserted,
+              "deletes": deleted}  # fmt: skip
+    upserts = group.filter(pc.invert(is_delete)) if deleted else group
+    if fslice is None:
+        name = names.base_name(file_id, instant)
+        rows = _with_meta(spec, upserts, instant, partition, name, bucket_of(file_id))
+        size = write_base(store, spec, store.path(partition, name), rows)
+        return WrittenFile(partition, store.path(partition, name), "base", rows.num_rows, size,
+                           file_id, bucket_of(file_id), prev_commit=None, **counts)  # fmt: skip
+    if spec.options.merge_on_read:
+        return _write_log(store, spec, instant, partition, fslice, upserts,
+                          group.filter(is_delete), counts)  # fmt: skip
+    return _rewrite_base(store, spec, instant, partition, fslice, group, counts)
+
+
+def _with_meta(
+    spec: TableSpec, rows: pa.Table, instant: str, partition: str, file_name: str, writer: int
+) -> pa.Table:
+    """The records of the table's fields, with the meta fields of ``instant`` first."""
+    data = rows.select(spec.schema.names)
+    if not spec.meta_fields:
+        return data
+    keys = record_keys(rows, spec.record_key)
+    meta = meta_columns(rows.num_rows, instant, str(writer), keys, partition, file_name)
+    for i, name in enumerate(META_FIELDS):
+        data = data.add_column(i, name, meta[i])
+    return data
+
+
+def moved_to(spec: TableSpec, rows: pa.Table, name: str) -> pa.Table:
+    """Rows carried into base file ``name``: their ``_hoodie_file_name`` says so (their
+    other meta fields, the commit time among them, stay)."""
+    if FILE_NAME not in spec.meta_fields:
+        return rows
+    at = rows.schema.get_field_index(FILE_NAME)
+    return rows.set_column(at, FILE_NAME, pa.repeat(pa.scalar(name), rows.num_rows))
+
+
+def write_base(store: TableStore, spec: TableSpec, path: str, rows: pa.Table) -> int:
+    """Writes a base file of ``rows`` (the file schema's columns), sorted by key."""
+    rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in spec.record_key]))
+    return store.write_parquet(path, rows.select(spec.file_schema().names).cast(spec.file_schema()))
+
+
+def _write_log(
+    store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
+    upserts: pa.Table, deletes: pa.Table, counts: dict[str, int],
+) -> WrittenFile:  # fmt: skip
+    version = fslice.next_log_version()
+    name = names.log_name(fslice.file_id, fslice.base_instant, version, instant)
+    blocks = []
+    if upserts.num_rows:
+        rows = _with_meta(spec, upserts, instant, partition, fslice.file_id,
+                          bucket_of(fslice.file_id))  # fmt: skip
+        rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in spec.record_key]))
+        buffer = io.BytesIO()
+        pq.write_table(rows.cast(spec.file_schema()), buffer)
+        blocks.append(log_file.data_block(buffer.getvalue(), instant,
+                                          spec.avro_schema(meta_fields=True)))  # fmt: skip
+    if deletes.num_rows:
+        keys = record_keys(deletes, spec.record_key).to_pylist()
+        ordering = delete_ordering(spec, instant)
+        blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))
+    path = store.path(partition, name)
+    size = store.write_file(path, b"".join(blocks))
+    base_name = fslice.base.name if fslice.base is not None else ""
+    return WrittenFile(partition, path, "log", upserts.num_rows + deletes.num_rows, size,
+                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
+                       base_file=base_name, log_version=version, **counts)  # fmt: skip
+
+
+def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object]:
+    """The ordering value of a delete record, so that Hudi's readers apply deletes as this
+    table does (a delete removes what came before it, whatever the ordering values): the
+    integer 0 (Hudi's "no ordering value") in the ordering field's type; the instant itself
+    when the commit time is the ordering (tables without an ordering field)."""
+    if spec.ordering_field is None:
+        return "string", instant
+    t = spec.schema.field(spec.ordering_field).type
+    if pa.types.is_integer(t):
+        return ("long" if t.bit_width == 64 or t == pa.uint32() else "int"), 0
+    if pa.types.is_floating(t):
+        return ("double" if t.bit_width == 64 else "float"), 0.0
+    if pa.types.is_timestamp(t):
+        return ("timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"), 0
+    if pa.types.is_date(t):
+        return "date", 0
+    if pa.types.is_decimal(t):
+        return "decimal", b"\x00"
+    return "string", ""
+
+
+def _rewrite_base(
+    store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
+    group: pa.Table, counts: dict[str, int],
+) -> WrittenFile:  # fmt: skip
+    """Copy-on-write: the slice's rows merged with the instant's, as a new base file."""
+    name = names.base_name(fslice.file_id, instant)
+    meta = list(spec.meta_fields) or [COMMIT_TIME]
+    old = read_slice(store, spec, fslice, spec.schema.names, meta)
+    old = old.append_column(KEY, old.column(RECORD_KEY) if RECORD_KEY in old.column_names
+                            else record_keys(old, spec.record_key))  # fmt: skip
+    new = _with_meta(spec, group, instant, partition, name, fslice.bucket)
+    if not spec.meta_fields:
+        new = new.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), new.num_rows))
+    new = new.append_column(KEY, record_keys(group, spec.record_key))
+    new = new.append_column(OP, group.column(OP)).select([*old.column_names, OP])
+    live = merge(spec, old, [new.cast(pa.schema([*old.schema, pa.field(OP, pa.int8())]))])
+    size = write_base(store, spec, store.path(partition, name), moved_to(spec, live, name))
+    return WrittenFile(partition, store.path(partition, name), "base", live.num_rows, size,
+                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
+                       **counts)  # fmt: skip
+
+
+def _partition_metadata(store: TableStore, partition: str, instant: str) -> None:
+    """``<partition>/.hoodie_partition_metadata``, which Hudi's Java readers find partitions
+    by (written once, by whichever writer gets there first)."""
+    path = store.path(partition, names.PARTITION_METADATA)
+    if store.exists(path):
+        return
+    depth = len([p for p in partition.split("/") if p])
+    body = properties.dumps({"commitTime": instant, "partitionDepth": str(depth)},
+                            "partition metadata")  # fmt: skip
+    store.create_exclusive(path, body)
 
 
 def split_groups(rows: pa.Table) -> list[tuple[str, int, pa.Table]]:
@@ -131,29 +275,8 @@ def split_groups(rows: pa.Table) -> list[tuple[str, int, pa.Table]]:
     buckets = rows.column(BUCKET).to_numpy()
     starts = np.flatnonzero(np.r_[True, (parts[1:] != parts[:-1]) | (buckets[1:] != buckets[:-1])])
     ends = np.r_[starts[1:], rows.num_rows]
-    names = rows.column(PARTITION)
+    partitions = rows.column(PARTITION)
     return [
-        (names[int(a)].as_py(), int(buckets[a]), rows.slice(int(a), int(b - a)))
+        (partitions[int(a)].as_py(), int(buckets[a]), rows.slice(int(a), int(b - a)))
         for a, b in zip(starts, ends, strict=True)
     ]
-
-
-def write_file(
-    store: TableStore,
-    spec: TableSpec,
-    instant: str,
-    partition: str,
-    file_id: str,
-    rows: pa.Table,
-    base: bool,
-) -> WrittenFile:
-    """Writes a base or delta file of ``instant`` holding ``rows`` (which carry
-    ``_instant``: the commit that last wrote each row), sorted by key."""
-    rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in spec.record_key]))
-    schema = spec.file_schema(delta=not base)
-    rows = rows.select(schema.names).cast(schema)
-    name = base_name(file_id, instant) if base else delta_name(file_id, instant)
-    path = store.path(partition, name)
-    size = store.write_parquet(path, rows)
-    kind = "base" if base else "delta"
-    return WrittenFile(partition, path, kind, rows.num_rows, size, file_id, bucket_of(file_id))

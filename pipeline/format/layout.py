@@ -1,15 +1,10 @@
-"""File groups and file slices: names on storage, and the view a reader builds of them.
+"""File groups and file slices: the view a reader builds of a partition's files.
 
 A bucket is one file group, ``<bucket id, 8 digits>-<uuid tail>`` (Hudi's bucket-index
-naming). In a partition directory a group's files are:
-
-* base files ``<file id>_<instant>.parquet`` (the first write of a group, and compactions),
-* delta files ``.<file id>_<instant>.delta.parquet``, one per commit that touched the group.
-
-Delta files are hidden (leading dot, like Hudi's log files): plain Spark and
-``pyarrow.dataset`` readers of the table directory see only base files. A file is visible at
-instant ``t`` when its instant is completed and ``<= t``; a group's slice at ``t`` is its
-newest visible base plus the visible deltas after it.
+naming). Its files (names in ``hudi/files.py``) are base files and log files; a file slice
+is a base file and the log files written after it (they name its instant as their base
+instant). A file is visible at instant ``t`` when the instant that wrote it is completed and
+``<= t``; a group's slice at ``t`` is its newest visible base plus that base's visible logs.
 """
 
 from __future__ import annotations
@@ -19,14 +14,10 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from dynbucket.pipeline.format.hudi import files as names
+from dynbucket.pipeline.format.paths import RLI_DIR
 from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.timeline import META_DIR
 
-RLI_DIR = f"{META_DIR}/rli"
-_DATA = re.compile(
-    r"^(?P<hidden>\.?)(?P<file_id>(?P<bucket>\d{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"_(?P<instant>\d{17})(?P<delta>\.delta)?\.parquet$"
-)
 _INDEX = re.compile(r"^(?P<instant>\d{17})\.(?P<kind>base|delta)(\.[0-9a-z-]+)?\.parquet$")
 #: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
 TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
@@ -44,14 +35,6 @@ def bucket_of(file_id: str) -> int:
     return int(file_id[:8])
 
 
-def base_name(file_id: str, instant: str) -> str:
-    return f"{file_id}_{instant}.parquet"
-
-
-def delta_name(file_id: str, instant: str) -> str:
-    return f".{file_id}_{instant}.delta.parquet"
-
-
 def index_name(instant: str, kind: str, part: str | None = None) -> str:
     """Index file name; ``part`` tells apart files that several writer tasks of one instant
     write for the same partition."""
@@ -63,19 +46,27 @@ class DataFile:
     """One file of a file group (or of a partition's index)."""
 
     instant: str
+    """The instant that wrote it."""
     path: str
-    kind: str  # "base" or "delta"
+    kind: str  # "base" or "log" (index files: "base" or "delta")
     size: int = field(compare=False)
     file_id: str = field(compare=False, default="")
+    base_instant: str = field(compare=False, default="")
+    """A log file's slice: the instant of its base file."""
+    version: int = field(compare=False, default=0)
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
 
 
 @dataclass
 class FileSlice:
-    """A file group as a reader sees it: its newest base plus the deltas after it."""
+    """A file group as a reader sees it: its newest base plus the logs written after it."""
 
     file_id: str
     base: DataFile | None = None
-    deltas: list[DataFile] = field(default_factory=list)
+    logs: list[DataFile] = field(default_factory=list)
 
     @property
     def bucket(self) -> int:
@@ -83,35 +74,31 @@ class FileSlice:
 
     @property
     def files(self) -> list[DataFile]:
-        return ([self.base] if self.base else []) + self.deltas
+        return ([self.base] if self.base else []) + self.logs
 
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
 
+    @property
+    def base_instant(self) -> str:
+        """The instant of the slice's base file (a base-less slice: its first log's)."""
+        if self.base is not None:
+            return self.base.instant
+        return self.logs[0].base_instant if self.logs else ""
 
-def parse_data_file(name: str) -> tuple[str, str, str] | None:
-    """(file id, instant, kind) of a data file name, or None for any other file."""
-    m = _DATA.match(name)
-    if m is None or bool(m["hidden"]) != bool(m["delta"]):
-        return None
-    return m["file_id"], m["instant"], "delta" if m["delta"] else "base"
-
-
-def parse_index_file(name: str) -> tuple[str, str] | None:
-    """(instant, kind) of an index file name, or None."""
-    m = _INDEX.match(name)
-    return (m["instant"], m["kind"]) if m else None
+    def next_log_version(self) -> int:
+        return max((f.version for f in self.logs), default=0) + 1
 
 
 def data_files(store: TableStore, partition: str) -> list[DataFile]:
-    """Every data file in a partition directory, visible or not."""
+    """Every data file in a partition folder, visible or not."""
     out = []
     for info in store.list_files(store.path(partition)):
-        parsed = parse_data_file(info.base_name)
+        parsed = names.parse(info.base_name)
         if parsed is not None:
-            file_id, instant, kind = parsed
-            out.append(DataFile(instant, info.path, kind, int(info.size or 0), file_id))
+            out.append(DataFile(parsed.instant, info.path, parsed.kind, int(info.size or 0),
+                                parsed.file_id, parsed.base_instant, parsed.version))  # fmt: skip
     return out
 
 
@@ -119,21 +106,26 @@ def index_files(store: TableStore, partition: str) -> list[DataFile]:
     """Every index file of a partition, visible or not."""
     out = []
     for info in store.list_files(store.path(RLI_DIR, partition)):
-        parsed = parse_index_file(info.base_name)
-        if parsed is not None:
-            out.append(DataFile(parsed[0], info.path, parsed[1], int(info.size or 0)))
+        m = _INDEX.match(info.base_name)
+        if m is not None:
+            out.append(DataFile(m["instant"], info.path, m["kind"], int(info.size or 0)))
     return out
 
 
 def latest_slice(
     files: Iterable[DataFile], visible: Collection[str]
 ) -> tuple[DataFile | None, list[DataFile]]:
-    """The newest visible base and the visible deltas after it, oldest first."""
+    """The newest visible base and the visible logs (or index deltas) after it, oldest
+    first."""
     seen = sorted(f for f in files if f.instant in visible)
     bases = [f for f in seen if f.kind == "base"]
     base = bases[-1] if bases else None
-    after = base.instant if base else ""
-    return base, [f for f in seen if f.kind == "delta" and f.instant > after]
+    if base is None:
+        return None, [f for f in seen if f.kind != "base"]
+    after = [f for f in seen if f.kind != "base" and f.instant > base.instant]
+    if base.file_id:  # a data file group: its logs name the base as theirs
+        after = [f for f in after if f.base_instant == base.instant]
+    return base, sorted(after, key=lambda f: (f.instant, f.version))
 
 
 def file_slices(files: Iterable[DataFile], visible: Collection[str]) -> list[FileSlice]:
@@ -143,7 +135,7 @@ def file_slices(files: Iterable[DataFile], visible: Collection[str]) -> list[Fil
         groups.setdefault(f.file_id, []).append(f)
     out = []
     for file_id, group in groups.items():
-        base, deltas = latest_slice(group, visible)
-        if base is not None or deltas:
-            out.append(FileSlice(file_id, base, deltas))
+        base, logs = latest_slice(group, visible)
+        if base is not None or logs:
+            out.append(FileSlice(file_id, base, logs))
     return sorted(out, key=lambda s: (s.bucket, s.file_id))

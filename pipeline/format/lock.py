@@ -1,4 +1,4 @@
-"""One writer per table (I9): a lease file under ``.dynbucket/``, renewed by a heartbeat.
+"""One writer per table (I9): a lease file under ``.hoodie/.dynbucket/``, renewed by a heartbeat.
 
 A second writer finds a live lease and gets :class:`ConcurrentWriteError` at once. A writer
 that died leaves a lease that expires after ``lease_seconds``; the next writer breaks it
@@ -18,10 +18,9 @@ import uuid
 from dataclasses import asdict, dataclass
 
 from dynbucket.actors.errors import ConcurrentWriteError
+from dynbucket.pipeline.format.paths import LOCK_FILE
 from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.timeline import META_DIR
 
-LOCK_FILE = f"{META_DIR}/writer.lock"
 DEFAULT_LEASE_SECONDS = 60.0
 
 

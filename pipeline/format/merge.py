@@ -1,13 +1,16 @@
-"""Merge-on-read of one file slice: base file + delta files -> the group's live rows.
+"""Merge-on-read of one file slice: base file + log files -> the group's live rows.
 
 Rule, per key, over its records in commit order (base first): a delete removes what came
 before; of the upserts after the last delete, the one with the largest ordering value wins,
 and a tie goes to the later commit. Without an ordering field the latest commit wins. Only
-rows whose key appears in a delta take part; other base rows pass through untouched.
+rows whose key appears in a later commit take part; other base rows pass through untouched.
+Keys are the records' Hudi record keys (``_hoodie_record_key``, or the same string built from
+the key fields when meta fields are not written): delete blocks name keys that way.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,10 +19,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.format.columns import DELETE, HASH, INSTANT, OP, SEQ, UPSERT
-from dynbucket.pipeline.format.layout import FileSlice
+from dynbucket.actors.errors import TableCorruptedError
+from dynbucket.pipeline.format.columns import DELETE, OP, SEQ, UPSERT
+from dynbucket.pipeline.format.hudi import log_file
+from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME, RECORD_KEY, record_keys
+from dynbucket.pipeline.format.keyhash import hash_columns
+from dynbucket.pipeline.format.layout import DataFile, FileSlice
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
+
+#: The record key string of each row while merging.
+KEY = "_key"
 
 
 def read_slice(
@@ -27,48 +37,134 @@ def read_slice(
     spec: TableSpec,
     fslice: FileSlice,
     columns: Sequence[str] | None = None,
-    with_instant: bool = True,
+    meta: Sequence[str] = (COMMIT_TIME,),
 ) -> pa.Table:
-    """The live rows of a file group, with ``columns`` (data fields; default all) plus
-    ``_hash`` (and ``_instant`` unless ``with_instant`` is false)."""
-    wanted = list(columns) if columns is not None else spec.data_fields
-    meta = [HASH, INSTANT] if with_instant else [HASH]
-    needed = _unique([*wanted, *spec.record_key, *_ordering(spec), *meta])
+    """The live rows of a file group: ``columns`` (table fields; default all) and the
+    ``meta`` fields asked for (``_hoodie_commit_time`` by default: the commit that last wrote
+    each row; without meta fields in the files, the instant of the file a row was read
+    from)."""
+    wanted = list(columns) if columns is not None else spec.schema.names
     out_cols = _unique([*wanted, *meta])
-    base = _read(store, fslice.base.path, needed) if fslice.base is not None else None
-    if not fslice.deltas:
-        return base.select(out_cols) if base is not None else _empty(spec, out_cols)
-    deltas = [_read(store, d.path, [*needed, OP]) for d in fslice.deltas]
-    return merge(spec, base, deltas).select(out_cols)
+    if fslice.base is not None and not fslice.logs:
+        return read_base(store, spec, fslice.base, out_cols)
+    needed = _unique([*out_cols, *spec.record_key, *_ordering(spec), COMMIT_TIME])
+    base = read_base(store, spec, fslice.base, needed) if fslice.base is not None else None
+    deltas = [read_log(store, spec, f, needed) for f in fslice.logs]
+    rows = merge(spec, _keyed(spec, base) if base is not None else None, deltas)
+    return rows.select(out_cols)
+
+
+def read_base(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of a base file (meta fields the file does not hold are filled in)."""
+    in_file = [c for c in columns if c in spec.schema.names or c in spec.meta_fields]
+    table = _read_parquet(store, f.path, in_file)
+    return _fill_meta(spec, table, columns, f.instant, f.name)
+
+
+def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
+    """One log file's records as one commit's delta: upserts (``_op`` 0) from its data
+    blocks, deletes (``_op`` 1, other fields null) from its delete blocks, with ``_key``."""
+    try:
+        blocks = log_file.read_blocks(store.read_bytes(f.path))
+    except ValueError as e:
+        raise TableCorruptedError(
+            f"{f.path}: damaged log file ({e}); restore it from a backup, or roll back the "
+            f"instant {f.instant} that wrote it"
+        ) from e
+    except FileNotFoundError as e:
+        raise TableCorruptedError(
+            f"{f.path}: a log file of completed instant {f.instant} is missing; restore it "
+            "from a backup"
+        ) from e
+    in_file = [c for c in columns if c in spec.schema.names or c in spec.meta_fields]
+    parts = []
+    for block in blocks:
+        if block.type == log_file.PARQUET_DATA:
+            data = pq.read_table(io.BytesIO(block.content), columns=in_file)
+            data = _fill_meta(spec, data, columns, block.instant, f.file_id)
+            data = _keyed(spec, data)
+            parts.append(data.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()),
+                                                          data.num_rows)))  # fmt: skip
+        elif block.type == log_file.DELETE:
+            parts.append(_delete_rows(spec, block, columns))
+    if not parts:
+        return _delete_rows(spec, None, columns)
+    schema = parts[0].schema
+    return pa.concat_tables([p.cast(schema) for p in parts])
+
+
+def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequence[str]) -> pa.Table:
+    records = log_file.read_deletes(block) if block is not None else []
+    n = len(records)
+    types = {f.name: f.type for f in spec.file_schema()}
+    out = {c: pa.nulls(n, types.get(c, pa.string())) for c in columns}
+    out[COMMIT_TIME] = pa.repeat(pa.scalar(block.instant if block else ""), n)
+    out[KEY] = pa.array([r[0] for r in records], pa.string())
+    out[OP] = pa.repeat(pa.scalar(DELETE, pa.int8()), n)
+    return pa.table(out)
+
+
+def _fill_meta(
+    spec: TableSpec, table: pa.Table, columns: Sequence[str], instant: str, file_name: str
+) -> pa.Table:
+    """Adds the meta fields asked for that ``table`` lacks (files without meta fields)."""
+    n = table.num_rows
+    for name in columns:
+        if name in table.column_names:
+            continue
+        if name == COMMIT_TIME:
+            table = table.append_column(name, pa.repeat(pa.scalar(instant), n))
+        elif name == RECORD_KEY:
+            table = table.append_column(name, record_keys(table, spec.record_key))
+        elif name.startswith("_hoodie_"):
+            table = table.append_column(name, pa.repeat(pa.scalar(file_name), n))
+    return table.select(list(columns))
+
+
+def _keyed(spec: TableSpec, rows: pa.Table) -> pa.Table:
+    """``rows`` with ``_key``, the record key string."""
+    if RECORD_KEY in rows.column_names:
+        return rows.append_column(KEY, rows.column(RECORD_KEY))
+    return rows.append_column(KEY, record_keys(rows, spec.record_key))
 
 
 def merge(spec: TableSpec, base: pa.Table | None, deltas: Sequence[pa.Table]) -> pa.Table:
-    """Live rows of ``base`` (no ``_op`` column) after ``deltas`` (with ``_op``), oldest first.
+    """Live rows of ``base`` (with ``_key``, no ``_op``) after ``deltas`` (with ``_key`` and
+    ``_op``), oldest first.
 
-    Each delta folds into the rows so far with a hash join on ``_hash`` (each side holds one
-    record per key); a hash shared by two different keys falls back to the exact merge.
+    Each delta folds into the rows so far with a hash join on the key's 64-bit hash (each
+    side holds one record per key); a hash shared by two different keys falls back to the
+    exact merge.
     """
     columns = [c for c in deltas[0].column_names if c != OP]
     schema = deltas[0].select(columns).schema
     state = base.select(columns).cast(schema) if base is not None else schema.empty_table()
+    state = _hashed(state)
     for delta in deltas:
-        folded = _fold(spec, state, delta, columns)
+        folded = _fold(spec, state, _hashed(delta), [*columns, _H])
         if folded is None:
             return _merge_exact(spec, base, deltas)
         state = folded
-    return state
+    return state.drop_columns([_H])
+
+
+_H = "_key_hash"
+
+
+def _hashed(rows: pa.Table) -> pa.Table:
+    return rows.append_column(_H, pa.array(hash_columns([rows.column(KEY)]), pa.int64()))
 
 
 def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, columns: list[str]) -> pa.Table | None:
     """``state`` (one row per key) after one commit's ``delta``; None on a hash collision."""
-    pos = pc.index_in(delta.column(HASH), value_set=state.column(HASH))
+    pos = pc.index_in(delta.column(_H), value_set=state.column(_H))
     matched = pc.is_valid(pos)
     at = pos.fill_null(0)
     if state.num_rows and pc.any(matched).as_py():
-        for name in spec.record_key:  # equal hashes must mean equal keys
-            same = pc.equal(delta.column(name), state.column(name).take(at))
-            if not pc.all(pc.or_(pc.invert(matched), same)).as_py():
-                return None
+        # Equal hashes must mean equal keys.
+        same = pc.equal(delta.column(KEY), state.column(KEY).take(at))
+        if not pc.all(pc.or_(pc.invert(matched), same)).as_py():
+            return None
     deleted = pc.equal(delta.column(OP), DELETE)
     if spec.ordering_field is not None and state.num_rows:
         older = state.column(spec.ordering_field).take(at)
@@ -93,7 +189,7 @@ def _merge_exact(spec: TableSpec, base: pa.Table | None, deltas: Sequence[pa.Tab
     tables += [d.append_column(SEQ, pa.repeat(pa.scalar(i + 1, pa.int32()), d.num_rows))
                for i, d in enumerate(deltas)]  # fmt: skip
     rows = pa.concat_tables([t.cast(tables[-1].schema) for t in tables])
-    return rows.take(pa.array(_winners(spec, rows, spec.record_key))).drop_columns([OP, SEQ])
+    return rows.take(pa.array(_winners(spec, rows, [KEY]))).drop_columns([OP, SEQ])
 
 
 def _with_op_seq(base: pa.Table, op: int, seq: int, like: pa.Table) -> pa.Table:
@@ -175,11 +271,20 @@ def dedupe_batch(rows: pa.Table, spec: TableSpec, key_fields: Sequence[str]) -> 
     return rows.take(pa.array(_winners(spec, rows, key_fields))).drop_columns([*added, SEQ])
 
 
-def _read(store: TableStore, path: str, columns: list[str]) -> pa.Table:
-    # Local files are memory-mapped: decoding reads the page cache without a copy.
-    if store.is_local:
-        return pq.read_table(path, columns=columns, memory_map=True)
-    return pq.read_table(path, columns=columns, filesystem=store.fs)
+def _read_parquet(store: TableStore, path: str, columns: list[str]) -> pa.Table:
+    try:
+        # Local files are memory-mapped: decoding reads the page cache without a copy.
+        if store.is_local:
+            return pq.read_table(path, columns=columns, memory_map=True)
+        return pq.read_table(path, columns=columns, filesystem=store.fs)
+    except FileNotFoundError as e:
+        raise TableCorruptedError(
+            f"{path}: a data file of a completed instant is missing; restore it from a backup"
+        ) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TableCorruptedError(
+            f"{path}: unreadable data file ({e}); restore it from a backup"
+        ) from e
 
 
 def _ordering(spec: TableSpec) -> list[str]:
@@ -188,7 +293,3 @@ def _ordering(spec: TableSpec) -> list[str]:
 
 def _unique(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
-
-
-def _empty(spec: TableSpec, columns: Sequence[str]) -> pa.Table:
-    return spec.file_schema(delta=False).empty_table().select(list(columns))

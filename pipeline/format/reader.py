@@ -1,10 +1,11 @@
 """Snapshot reads: the table as of a completed instant.
 
 A snapshot is fixed at creation: the set of completed instants it sees. It lists the
-partitions' data files once, keeps each group's latest visible slice, merges slices (in
-threads here; an engine such as Spark runs :func:`read_ref` per slice in its tasks) and adds
-the partition fields and the meta columns ``_partition``, ``_bucket``, ``_file_id`` and
-``_instant``. Key lookups go through the record-level index and open only the keys' groups.
+partitions' data files once (checking that every file a visible commit lists is there),
+keeps each group's latest visible slice, merges slices (in threads here; an engine such as
+Spark runs :func:`read_ref` per slice in its tasks) and adds the meta columns
+``_partition``, ``_bucket``, ``_file_id`` and ``_instant`` (the commit that last wrote the
+row). Key lookups go through the record-level index and open only the keys' groups.
 """
 
 from __future__ import annotations
@@ -19,16 +20,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from dynbucket.actors.errors import InstantNotFoundError
+from dynbucket.actors.errors import InstantNotFoundError, TableCorruptedError
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
-from dynbucket.pipeline.format.layout import DataFile, FileSlice, file_slices, parse_data_file
+from dynbucket.pipeline.format.hudi import files as names
+from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME
+from dynbucket.pipeline.format.layout import DataFile, FileSlice, file_slices
 from dynbucket.pipeline.format.merge import read_slice
-from dynbucket.pipeline.format.partitioning import partition_columns
+from dynbucket.pipeline.format.paths import HOODIE_DIR
 from dynbucket.pipeline.format.records import prepare
 from dynbucket.pipeline.format.rli import RecordLevelIndex
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.format.timeline import META_DIR, Timeline
+from dynbucket.pipeline.format.timeline import HUDI_ACTIONS, Timeline
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,17 @@ class SliceRef:
 
 
 class Snapshot:
-    """The table as of one completed instant."""
+    """The table as of one completed instant.
+
+    Raises:
+        InstantNotFoundError: ``as_of`` is not a completed instant, or was cleaned.
+        TableCorruptedError: a file a completed instant lists is missing.
+    """
 
     def __init__(self, store: TableStore, spec: TableSpec, as_of: str | None = None) -> None:
         self.store = store
         self.spec = spec
-        timeline = Timeline(store)
+        self.timeline = timeline = Timeline(store, spec.options.merge_on_read)
         completed = timeline.completed()
         if as_of is not None and as_of not in {i.id for i in completed}:
             raise InstantNotFoundError(
@@ -55,13 +63,18 @@ class Snapshot:
         self.instant = as_of or (completed[-1].id if completed else None)
         cleaned = [timeline.metadata(i).get("earliest-retained") for i in completed
                    if i.action == "clean"]  # fmt: skip
-        earliest = max((c for c in cleaned if c), default=None)
-        if as_of is not None and earliest is not None and as_of < earliest:
+        self.earliest_retained: str | None = max((c for c in cleaned if c), default=None)
+        if (
+            as_of is not None
+            and self.earliest_retained is not None
+            and as_of < self.earliest_retained
+        ):
             raise InstantNotFoundError(
-                f"instant {as_of} was cleaned: the table keeps file slices from {earliest} on "
-                "(cleaner.commits-retained)"
+                f"instant {as_of} was cleaned: the table keeps file slices from "
+                f"{self.earliest_retained} on (cleaner.commits-retained)"
             )
         self.visible = frozenset(i.id for i in completed if self.instant and i.id <= self.instant)
+        self._completed = completed
         self._slices: list[SliceRef] | None = None
 
     # --- file slices ---------------------------------------------------------------------
@@ -70,18 +83,19 @@ class Snapshot:
         """Latest visible slice of every file group (of ``partitions`` when given)."""
         if self._slices is None:
             by_partition: dict[str, list[DataFile]] = {}
-            meta = self.store.path(META_DIR)
+            hoodie = self.store.path(HOODIE_DIR)
             for info in self.store.walk(self.store.root):
-                if info.path.startswith(meta + "/"):
+                if info.path.startswith(hoodie + "/"):
                     continue
-                parsed = parse_data_file(info.base_name)
+                parsed = names.parse(info.base_name)
                 if parsed is None:
                     continue
-                file_id, instant, kind = parsed
                 partition = os.path.dirname(info.path)[len(self.store.root) :].strip("/")
                 by_partition.setdefault(partition, []).append(
-                    DataFile(instant, info.path, kind, int(info.size or 0), file_id)
-                )
+                    DataFile(parsed.instant, info.path, parsed.kind, int(info.size or 0),
+                             parsed.file_id, parsed.base_instant, parsed.version)
+                )  # fmt: skip
+            self._check_listed(by_partition)
             self._slices = [
                 SliceRef(p, s)
                 for p in sorted(by_partition)
@@ -89,6 +103,22 @@ class Snapshot:
             ]
         wanted = None if partitions is None else set(partitions)
         return [r for r in self._slices if wanted is None or r.partition in wanted]
+
+    def _check_listed(self, by_partition: dict[str, list[DataFile]]) -> None:
+        """Every data file a visible commit lists is on storage (files of instants before
+        the last clean's horizon may have been cleaned)."""
+        present = {f.path for files in by_partition.values() for f in files}
+        for instant in self._completed:
+            if instant.action not in HUDI_ACTIONS or instant.id not in self.visible:
+                continue
+            if self.earliest_retained is not None and instant.id < self.earliest_retained:
+                continue
+            for f in self.timeline.metadata(instant)["files"]:
+                if f["kind"] == "data" and f["path"] not in present:
+                    raise TableCorruptedError(
+                        f"{f['path']}: a data file of completed instant {instant.id} is "
+                        "missing; restore it from a backup (reading on would lose its rows)"
+                    )
 
     def partitions(self) -> list[str]:
         return sorted({r.partition for r in self.slices()})
@@ -104,18 +134,23 @@ class Snapshot:
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
         partitions: Sequence[str] | None = None,
+        read_optimized: bool = False,
     ) -> pa.Table:
         """The snapshot's live rows (all partitions, or ``partitions``).
 
         Slices that are a base file alone are one multi-threaded dataset scan; slices with
-        deltas are merged in a thread pool.
+        logs are merged in a thread pool. ``read_optimized``: the base files alone, as
+        Hudi's read-optimized queries read a merge-on-read table (logs not merged).
         """
         refs = self.slices(partitions)
         schema = self.output_schema(columns, meta_columns)
+        if read_optimized:
+            refs = [SliceRef(r.partition, FileSlice(r.slice.file_id, r.slice.base))
+                    for r in refs if r.slice.base is not None]  # fmt: skip
         if not refs:
             return schema.empty_table()
-        plain = [r for r in refs if r.slice.base is not None and not r.slice.deltas]
-        merged = [r for r in refs if r.slice.deltas]
+        plain = [r for r in refs if r.slice.base is not None and not r.slice.logs]
+        merged = [r for r in refs if r.slice.logs]
         workers = os.cpu_count() or 2
         with ThreadPoolExecutor(max_workers=workers + 1) as pool:
             # The base scan (multi-threaded inside pyarrow) runs beside the slice merges.
@@ -146,14 +181,12 @@ class Snapshot:
                 fslice = slices.get(bucket)
                 if fslice is None:
                     continue
-                rows = read_slice(self.store, spec, fslice, spec.data_fields)
-                rows = rows.filter(pc.is_in(rows.column(HASH), value_set=mine.column(HASH)))
-                # Equal hashes are not proof of equal keys: match the key fields exactly.
+                rows = read_slice(self.store, spec, fslice, spec.schema.names)
                 rows = rows.join(
                     mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
                 )
                 ref = SliceRef(partition, fslice)
-                out.append(decorate(spec, ref, rows, spec.schema.names, meta_columns))
+                out.append(decorate(ref, rows, spec.schema.names, meta_columns))
         if not out:
             return self.output_schema(None, meta_columns).empty_table()
         return pa.concat_tables(out)
@@ -200,31 +233,25 @@ def scan_bases(
     meta_columns: bool,
 ) -> pa.Table:
     """Rows of slices that are a base file alone, in one dataset scan (no merge needed)."""
-    names = list(columns) if columns is not None else spec.schema.names
+    wanted = list(columns) if columns is not None else spec.schema.names
     paths = [r.slice.base.path for r in refs if r.slice.base is not None]
-    partitioning = (
-        pads.partitioning(
-            pa.schema([spec.schema.field(n) for n in spec.partition_by]), flavor="hive"
-        )
-        if spec.partition_by
-        else None
-    )
-    dataset = pads.dataset(
-        paths, format="parquet", filesystem=store.fs, partitioning=partitioning,
-        partition_base_dir=store.root,
-    )  # fmt: skip
+    dataset = pads.dataset(paths, format="parquet", filesystem=store.fs)
+    has_time = COMMIT_TIME in spec.meta_fields
     # Special fields such as __filename work in a list of columns, not in a projection dict.
-    table = dataset.to_table(columns=[*names, INSTANT, "__filename"] if meta_columns else names)
+    extra = [COMMIT_TIME] if has_time else []
+    table = dataset.to_table(columns=[*wanted, *extra, "__filename"] if meta_columns else wanted)
     if not meta_columns:
         return table
     which = pc.index_in(table.column("__filename"), value_set=pa.array(paths))
+    instants = (table.column(COMMIT_TIME) if has_time
+                else pa.array([r.slice.base_instant for r in refs]).take(which))  # fmt: skip
     meta = {
         PARTITION: pa.array([r.partition for r in refs]).take(which),
         BUCKET: pa.array([r.slice.bucket for r in refs], pa.int32()).take(which),
         FILE_ID: pa.array([r.slice.file_id for r in refs]).take(which),
-        INSTANT: table.column(INSTANT),
+        INSTANT: instants,
     }
-    return pa.table({**{n: table.column(n) for n in names}, **meta})
+    return pa.table({**{n: table.column(n) for n in wanted}, **meta})
 
 
 def read_ref(
@@ -234,26 +261,20 @@ def read_ref(
     columns: Sequence[str] | None,
     meta_columns: bool,
 ) -> pa.Table:
-    """One slice's live rows with partition fields and (optionally) meta columns."""
-    names = list(columns) if columns is not None else spec.schema.names
-    data_cols = [n for n in names if n not in spec.partition_by]
-    rows = read_slice(store, spec, ref.slice, data_cols, with_instant=meta_columns)
-    return decorate(spec, ref, rows, names, meta_columns)
+    """One slice's live rows with (optionally) the meta columns."""
+    wanted = list(columns) if columns is not None else spec.schema.names
+    rows = read_slice(store, spec, ref.slice, wanted, (COMMIT_TIME,) if meta_columns else ())
+    return decorate(ref, rows, wanted, meta_columns)
 
 
-def decorate(
-    spec: TableSpec, ref: SliceRef, rows: pa.Table, names: Sequence[str], meta_columns: bool
-) -> pa.Table:
-    """Rows of a slice (data fields, ``_instant``) as the reader returns them: ``names`` in
-    order, partition fields from the path, then the meta columns."""
+def decorate(ref: SliceRef, rows: pa.Table, wanted: Sequence[str], meta_columns: bool) -> pa.Table:
+    """Rows of a slice as the reader returns them: ``wanted`` in order, then the meta
+    columns (``_instant`` from the rows' commit time)."""
     n = rows.num_rows
-    values = dict(zip(spec.partition_by,
-                      partition_columns(ref.partition, spec.schema, spec.partition_by, n),
-                      strict=True))  # fmt: skip
-    out = {name: values[name] if name in values else rows.column(name) for name in names}
+    out = {name: rows.column(name) for name in wanted}
     if meta_columns:
         out[PARTITION] = pa.repeat(pa.scalar(ref.partition), n)
         out[BUCKET] = pa.repeat(pa.scalar(ref.slice.bucket, pa.int32()), n)
         out[FILE_ID] = pa.repeat(pa.scalar(ref.slice.file_id), n)
-        out[INSTANT] = rows.column(INSTANT)
+        out[INSTANT] = rows.column(COMMIT_TIME)
     return pa.table(out)

@@ -1,6 +1,6 @@
 """The partitioned record-level index (RLI): per data partition, key -> bucket, insert-only.
 
-Under ``.dynbucket/rli/<partition path>/``: one ``<instant>.delta.parquet`` per commit that
+Under ``.hoodie/.dynbucket/rli/<partition path>/``: one ``<instant>.delta.parquet`` per commit that
 inserted new keys into the partition, and ``<instant>.base.parquet`` when index compaction
 merged them. Entries (record key fields, ``_hash``, ``_bucket``, ``_file_id``, ``_instant``)
 are written in the same instant as the data they index (I6) and never change afterwards; each
@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT
 from dynbucket.pipeline.format.layout import (
-    RLI_DIR,
     DataFile,
     index_files,
     index_name,
     latest_slice,
 )
+from dynbucket.pipeline.format.paths import RLI_DIR
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynbucket.pipeline.format.file_groups import write_file
+from dynbucket.pipeline.format.file_groups import moved_to, write_base
+from dynbucket.pipeline.format.hudi.files import base_name
 from dynbucket.pipeline.format.layout import TEMPORARY, data_files, index_files
 from dynbucket.pipeline.format.merge import read_slice
 from dynbucket.pipeline.format.reader import Snapshot
@@ -36,20 +37,31 @@ class ServiceResult:
 def compact(
     store: TableStore, spec: TableSpec, partitions: Sequence[str] | None = None
 ) -> ServiceResult:
-    """Merges each file slice that has deltas into a new base file.
+    """Merges each file slice that has log files into a new base file (merge-on-read tables;
+    a copy-on-write table has nothing to compact).
 
-    Rows keep their ``_instant`` (the commit that last wrote them).
+    On Hudi's timeline as Hudi records a compaction: ``<id>.compaction.requested``,
+    ``.compaction.inflight``, completed as ``<id>.commit`` (``compacted``, operation type
+    ``COMPACT``). Rows keep their meta fields, so their commit time.
     """
-    with Transaction.begin(store, "compaction", "compact", spec.options.lock_lease_seconds) as txn:
+    if not spec.options.merge_on_read:
+        return ServiceResult("compaction", None)
+    with Transaction.begin(store, spec, "compaction", "compact") as txn:
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
-        refs = [r for r in snapshot.slices(partitions) if r.slice.deltas] if snapshot else []
+        refs = [r for r in snapshot.slices(partitions) if r.slice.logs] if snapshot else []
         if not refs:
             txn.abort()
             return ServiceResult("compaction", None)
         rows = 0
+        meta = list(spec.meta_fields)
         for ref in refs:
-            live = read_slice(store, spec, ref.slice, spec.data_fields)
-            txn.add(write_file(store, spec, txn.id, ref.partition, ref.slice.file_id, live, True))
+            live = read_slice(store, spec, ref.slice, spec.schema.names, meta)
+            name = base_name(ref.slice.file_id, txn.id)
+            path = store.path(ref.partition, name)
+            size = write_base(store, spec, path, moved_to(spec, live, name))
+            txn.add(WrittenFile(ref.partition, path, "base", live.num_rows, size,
+                                ref.slice.file_id, ref.slice.bucket,
+                                prev_commit=ref.slice.base_instant))  # fmt: skip
             rows += live.num_rows
         txn.commit({"compacted-slices": len(refs)})
         return ServiceResult("compaction", txn.id, len(refs), 0, rows)
@@ -61,9 +73,7 @@ def compact_index(
     """Merges a partition's index files into one once it has ``min_files`` of them."""
     threshold = min_files or spec.options.index_compaction_min_files
     index = RecordLevelIndex(store, spec)
-    with Transaction.begin(
-        store, "index-compaction", "compact-index", spec.options.lock_lease_seconds
-    ) as txn:
+    with Transaction.begin(store, spec, "index-compaction", "compact-index") as txn:
         visible = {i.id for i in txn.timeline.completed()}
         written = 0
         for partition in index.partitions():
@@ -72,7 +82,7 @@ def compact_index(
                 continue
             merged = index.compact(partition, txn.id, visible)
             if merged is not None:
-                txn.add(WrittenFile(partition, merged.path, "index-base", 0, merged.size))
+                txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
                 written += 1
         if not written:
             txn.abort()
@@ -88,7 +98,7 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
     the oldest of them, E, each group keeps its newest base <= E and everything after it.
     """
     keep = retain or spec.options.cleaner_commits_retained
-    with Transaction.begin(store, "clean", "clean", spec.options.lock_lease_seconds) as txn:
+    with Transaction.begin(store, spec, "clean", "clean") as txn:
         # Retention counts instants that change data; cleans and rollbacks do not.
         completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
         if len(completed) <= keep:
@@ -144,7 +154,7 @@ def rollback(store: TableStore, spec: TableSpec) -> list[str]:
     """Rolls back every pending instant a crashed writer left (as an instant of its own,
     which records them); returns their ids."""
     pending = [i.id for i in Timeline(store).pending()]
-    txn = Transaction.begin(store, "rollback", "rollback", spec.options.lock_lease_seconds)
+    txn = Transaction.begin(store, spec, "rollback", "rollback")
     txn.commit({"rolled-back": pending})
     return pending
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -67,20 +67,36 @@ class TableStore:
     # --- writing -------------------------------------------------------------------------
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        """Publishes ``data`` at ``path`` whole or not at all."""
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        """Publishes ``data`` at ``path`` whole or not at all, durably.
+
+        Locally: a hidden temporary file in the same folder, flushed to disk, renamed over
+        ``path``, then the folder flushed (so the rename survives a power cut). On object
+        stores one PUT is atomic and durable by itself.
+        """
+        self._publish(path, lambda tmp: self._write_bytes(tmp, data))
+
+    def _write_bytes(self, path: str, data: bytes) -> None:
+        with self.fs.open_output_stream(path) as f:
+            f.write(data)
+
+    def _publish(self, path: str, write: Callable[[str], None]) -> int:
+        """Writes ``path`` through ``write(target)``; returns the file's size."""
+        directory, name = posixpath.split(path)
+        self.fs.create_dir(directory, recursive=True)
         if not self.is_local:
-            with self.fs.open_output_stream(path) as f:
-                f.write(data)
-            return
-        tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+            write(path)
+            return int(self.fs.get_file_info(path).size)
+        tmp = posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
         try:
-            with self.fs.open_output_stream(tmp) as f:
-                f.write(data)
+            write(tmp)
+            _fsync(tmp)
+            size = int(self.fs.get_file_info(tmp).size)
             self.fs.move(tmp, path)
+            _fsync(directory)
         finally:
             if self.exists(tmp):
                 self.fs.delete_file(tmp)
+        return size
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Creates ``path`` with ``data`` unless it exists; returns whether this call did.
@@ -99,6 +115,7 @@ class TableStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            _fsync(posixpath.dirname(path))
             return True
         if self.exists(path):
             return False
@@ -111,26 +128,28 @@ class TableStore:
             self.fs.delete_file(path)
 
     def write_parquet(self, path: str, table: pa.Table, **options: object) -> int:
-        """Publishes ``table`` at ``path`` whole or not at all; returns its size in bytes.
+        """Publishes ``table`` at ``path`` whole or not at all, durably; returns its size.
 
         Two attempts of one Spark task (a retry, a speculative copy) write the same path: on
         a local filesystem each writes a hidden temporary file and renames it, so the path
         always holds one attempt's complete file; on object stores a PUT is atomic already.
         """
-        directory, name = posixpath.split(path)
-        self.fs.create_dir(directory, recursive=True)
-        if not self.is_local:
-            pq.write_table(table, path, filesystem=self.fs, **options)
-            return int(self.fs.get_file_info(path).size)
-        tmp = posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
-        try:
-            pq.write_table(table, tmp, filesystem=self.fs, **options)
-            size = int(self.fs.get_file_info(tmp).size)
-            self.fs.move(tmp, path)
-        finally:
-            if self.exists(tmp):
-                self.fs.delete_file(tmp)
-        return size
+        return self._publish(
+            path, lambda target: pq.write_table(table, target, filesystem=self.fs, **options)
+        )
+
+    def write_file(self, path: str, data: bytes) -> int:
+        """Publishes ``data`` at ``path`` (as :meth:`write_parquet`); returns its size."""
+        return self._publish(path, lambda target: self._write_bytes(target, data))
 
     def walk(self, directory: str) -> Iterator[pafs.FileInfo]:
         yield from self.list_files(directory, recursive=True)
+
+
+def _fsync(path: str) -> None:
+    """Flushes a local file or folder to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

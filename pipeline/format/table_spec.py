@@ -2,15 +2,20 @@
 
 It holds the records' schema, the record key, partition and ordering fields, the bucket
 options of the dynamic bucket index and the table options, and derives the schemas of the
-files written (data and index files). Persisted at creation as ``.dynbucket/table.json`` and
-checked when a table is opened. Option names are dotted kebab-case
-(``cleaner.commits-retained``, ``dynamic-bucket.max-keys-per-bucket``).
+files written (data and index files). Persisted at creation in two places:
+``.hoodie/hoodie.properties`` (what Hudi readers need: name, type, version, keys, partition
+fields, precombine field, schema, ...) and ``.hoodie/.dynbucket/table.json`` (what is
+dynbucket's alone: the exact Arrow schema, bucket options, table options, the table's id).
+Option names are dotted kebab-case (``cleaner.commits-retained``,
+``dynamic-bucket.max-keys-per-bucket``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
+import zlib
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -23,15 +28,23 @@ from dynbucket.actors.errors import (
     TableExistsError,
 )
 from dynbucket.actors.options import DynamicBucketOptions
-from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, OP, RESERVED
+from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, RESERVED
+from dynbucket.pipeline.format.hudi import avro, properties
+from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
 from dynbucket.pipeline.format.options import TableOptions
 from dynbucket.pipeline.format.partitioning import check_partition_type
+from dynbucket.pipeline.format.paths import (
+    OLD_LAYOUT_DIR,
+    PROPERTIES_FILE,
+    TABLE_FILE,
+)
 from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.timeline import META_DIR
 
-TABLE_FILE = f"{META_DIR}/table.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 INDEX_ENGINE = "dynamic-bucket"
+HUDI_TABLE_VERSION = 6
+DATABASE = "default"
+_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -45,13 +58,20 @@ class TableSpec:
     bucket_options: DynamicBucketOptions = field(default_factory=DynamicBucketOptions)
     options: TableOptions = field(default_factory=TableOptions)
     table_id: str = ""
+    name: str = "dynbucket_table"
+    """The Hudi table name (``hoodie.table.name``): letters, digits and ``_``."""
 
     def __post_init__(self) -> None:
+        if not self.name or _NAME.search(self.name):
+            raise ConfigError(
+                f"table name {self.name!r}: must be letters, digits and '_' only (Hudi uses "
+                "it in schema names); give another name"
+            )
         object.__setattr__(self, "bucket_options", self.bucket_options.persisted())
         object.__setattr__(self, "record_key", tuple(self.record_key))
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
         names = set(self.schema.names)
-        reserved = sorted(names & RESERVED)
+        reserved = sorted(names & (RESERVED | set(META_FIELDS)))
         if reserved:
             raise SchemaMismatchError(
                 f"schema field(s) {reserved} use names dynbucket reserves for its own columns; "
@@ -87,16 +107,25 @@ class TableSpec:
                 )
 
     @property
-    def data_fields(self) -> list[str]:
-        """Fields stored in data files (partition fields live in the path)."""
-        return [n for n in self.schema.names if n not in self.partition_by]
+    def meta_fields(self) -> tuple[str, ...]:
+        """The ``_hoodie_*`` meta fields data files carry (none when not populated)."""
+        return META_FIELDS if self.options.populate_meta_fields else ()
 
-    def file_schema(self, delta: bool) -> pa.Schema:
-        """Schema of base (``delta=False``) and delta data files."""
-        out = pa.schema([self.schema.field(n) for n in self.data_fields])
-        out = out.append(pa.field(HASH, pa.int64(), nullable=False))
-        out = out.append(pa.field(INSTANT, pa.string(), nullable=False))
-        return out.append(pa.field(OP, pa.int8(), nullable=False)) if delta else out
+    def file_schema(self) -> pa.Schema:
+        """Schema of data files (base files, log data blocks): meta fields, then every field
+        of the table (partition fields too, as Hudi writes them)."""
+        meta = [pa.field(n, pa.string()) for n in self.meta_fields]
+        return pa.schema([*meta, *self.schema])
+
+    @property
+    def precombine_field(self) -> str:
+        """The field Hudi readers order a key's records by: the ordering field; without one,
+        the commit time, so that the latest commit wins as it does here."""
+        return self.ordering_field or COMMIT_TIME
+
+    def avro_schema(self, meta_fields: bool = False) -> str:
+        """The table's Avro schema, as Hudi's metadata carries it."""
+        return avro.schema_json(self.schema, self.name, self.meta_fields if meta_fields else ())
 
     def index_schema(self) -> pa.Schema:
         """Schema of record-level index files."""
@@ -113,29 +142,61 @@ class TableSpec:
 
     # --- persistence ---------------------------------------------------------------------
 
+    def hoodie_properties(self) -> dict[str, str]:
+        """``hoodie.properties`` as Hudi writes it for a table version 6."""
+        keys, parts = self.record_key, self.partition_by
+        if not parts:
+            keygen = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+        elif len(keys) == 1 and len(parts) == 1:
+            keygen = "org.apache.hudi.keygen.SimpleKeyGenerator"
+        else:
+            keygen = "org.apache.hudi.keygen.ComplexKeyGenerator"
+        payload = ("DefaultHoodieRecordPayload" if self.ordering_field
+                   else "OverwriteWithLatestAvroPayload")  # fmt: skip
+        return {
+            "hoodie.table.name": self.name,
+            "hoodie.database.name": DATABASE,
+            "hoodie.table.checksum": str(zlib.crc32(f"{DATABASE}.{self.name}".encode())),
+            "hoodie.table.version": str(HUDI_TABLE_VERSION),
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.table.timeline.timezone": "UTC",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.table.recordkey.fields": ",".join(keys),
+            "hoodie.table.partition.fields": ",".join(parts),
+            "hoodie.table.precombine.field": self.precombine_field,
+            "hoodie.table.keygenerator.class": keygen,
+            "hoodie.datasource.write.hive_style_partitioning": "true",
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.compaction.payload.class": f"org.apache.hudi.common.model.{payload}",
+            "hoodie.table.create.schema": self.avro_schema(),
+            **self.options.hudi_properties(),
+        }
+
     def to_json(self) -> bytes:
+        """``.hoodie/.dynbucket/table.json``: what is dynbucket's alone."""
         doc = {
             "format-version": FORMAT_VERSION,
             "table-id": self.table_id,
             "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
             "schema-fields": [f"{f.name}: {f.type}" for f in self.schema],
-            "record-key": list(self.record_key),
-            "partition-by": list(self.partition_by),
             "ordering-field": self.ordering_field,
             "index": {"engine": INDEX_ENGINE, **self.bucket_options.to_properties()},
-            "options": self.options.to_properties(),
+            "options": self.options.own_properties(),
         }
         return json.dumps(doc, indent=2).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, where: str) -> TableSpec:
+    def load(cls, hoodie: dict[str, str], own: bytes, where: str) -> TableSpec:
+        """The definition from ``hoodie.properties`` and ``table.json``."""
         try:
-            doc = json.loads(data)
+            doc = json.loads(own)
             version = doc["format-version"]
             if version != FORMAT_VERSION:
                 raise TableCorruptedError(
-                    f"{where}: table format version {version}; this dynbucket reads version "
-                    f"{FORMAT_VERSION}: upgrade dynbucket"
+                    f"{where}: dynbucket table format version {version}; this dynbucket reads "
+                    f"version {FORMAT_VERSION}: use the dynbucket that wrote it"
                 )
             engine = doc["index"].get("engine")
             if engine != INDEX_ENGINE:
@@ -143,19 +204,39 @@ class TableSpec:
                     f"{where}: index engine {engine!r} is not {INDEX_ENGINE!r}"
                 )
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["schema"])))
+            hudi_options = {
+                k: v
+                for k, v in hoodie.items()
+                if k in ("hoodie.table.type", "hoodie.populate.meta.fields")
+            }
             return cls(
                 schema=schema,
-                record_key=tuple(doc["record-key"]),
-                partition_by=tuple(doc["partition-by"]),
+                record_key=tuple(_list(hoodie["hoodie.table.recordkey.fields"])),
+                partition_by=tuple(_list(hoodie.get("hoodie.table.partition.fields", ""))),
                 ordering_field=doc["ordering-field"],
                 bucket_options=DynamicBucketOptions.from_properties(
                     {k: v for k, v in doc["index"].items() if k != "engine"}
                 ),
-                options=TableOptions.from_properties(doc.get("options", {})),
+                options=TableOptions.from_properties({**doc.get("options", {}), **hudi_options}),
                 table_id=doc["table-id"],
+                name=hoodie["hoodie.table.name"],
             )
         except (KeyError, ValueError, TypeError) as e:
-            raise TableCorruptedError(f"{where}: unreadable table properties ({e})") from e
+            raise TableCorruptedError(
+                f"{where}: unreadable table properties ({type(e).__name__}: {e}); the table "
+                f"definition ({PROPERTIES_FILE}, {TABLE_FILE}) is damaged: restore it"
+            ) from e
+
+
+def _list(text: str) -> list[str]:
+    return [p for p in text.split(",") if p]
+
+
+def table_name_for(uri: str) -> str:
+    """A Hudi table name from a table's folder name (other characters become ``_``)."""
+    base = uri.rstrip("/").rsplit("/", 1)[-1] or "dynbucket_table"
+    name = _NAME.sub("_", base)
+    return name if name[:1].isalpha() else f"t_{name}"
 
 
 def create_table(store: TableStore, spec: TableSpec) -> None:
@@ -164,8 +245,8 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
     Raises:
         TableExistsError: a table (or any other file) is already there.
     """
-    if store.exists(store.path(TABLE_FILE)):
-        raise TableExistsError(f"a dynbucket table already exists at {store.uri}; open it")
+    if store.exists(store.path(PROPERTIES_FILE)) or store.exists(store.path(TABLE_FILE)):
+        raise TableExistsError(f"a table already exists at {store.uri}; open it")
     others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
     if others:
         raise TableExistsError(
@@ -174,6 +255,10 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
         )
     if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
         raise TableExistsError(f"another process created a table at {store.uri} just now")
+    store.write_atomic(
+        store.path(PROPERTIES_FILE),
+        properties.dumps(spec.hoodie_properties(), "Properties saved by dynbucket"),
+    )
 
 
 def load_table(store: TableStore) -> TableSpec:
@@ -183,10 +268,26 @@ def load_table(store: TableStore) -> TableSpec:
         NotATableError: no dynbucket table there.
         TableCorruptedError: a definition this version cannot read.
     """
+    if store.exists(store.path(OLD_LAYOUT_DIR, "table.json")):
+        raise TableCorruptedError(
+            f"{store.uri} holds a table in dynbucket's first layout ({OLD_LAYOUT_DIR}/ at its "
+            "root), which this version no longer reads (it writes Hudi tables); nothing of "
+            "that layout was released, so there is no migration: write the data into a new "
+            "table"
+        )
     try:
-        data = store.read_bytes(store.path(TABLE_FILE))
+        own = store.read_bytes(store.path(TABLE_FILE))
     except (FileNotFoundError, OSError) as e:
+        hudi = store.exists(store.path(PROPERTIES_FILE))
+        what = "a Hudi table not created by dynbucket" if hudi else "not a dynbucket table"
         raise NotATableError(
-            f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with Table.create"
+            f"{store.uri} is {what} (no {TABLE_FILE}); create one with Table.create"
         ) from e
-    return TableSpec.from_json(data, store.uri)
+    try:
+        hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
+    except (FileNotFoundError, OSError) as e:
+        raise TableCorruptedError(
+            f"{store.uri}: {PROPERTIES_FILE} is missing (the table's creation did not finish, "
+            "or the file was removed); create the table again in a new folder"
+        ) from e
+    return TableSpec.load(hoodie, own, store.uri)

@@ -18,30 +18,43 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynbucket.actors.errors import CommitFailedError, ConcurrentWriteError
-from dynbucket.pipeline.format.layout import RLI_DIR
+from dynbucket.pipeline.format.hudi.commit import WriteStat, commit_metadata
 from dynbucket.pipeline.format.lock import WriterLock
+from dynbucket.pipeline.format.paths import HOODIE_DIR, RLI_DIR
 from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.timeline import META_DIR, Instant, Timeline
+from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.pipeline.format.timeline import HUDI_ACTIONS, Instant, Timeline
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class WrittenFile:
-    """A file an instant wrote, for its commit metadata."""
+    """A file an instant wrote, for its commit metadata (a Hudi write stat)."""
 
     partition: str
     path: str
-    kind: str  # base | delta | index-base | index-delta
+    kind: str  # base | log | index
     rows: int
     size: int
     file_id: str = ""
     bucket: int = -1
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    prev_commit: str | None = None
+    """The instant of the group's base file before this write (None: a new group)."""
+    base_file: str = ""
+    """A log file's slice: the name of its base file."""
+    log_version: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"partition": self.partition, "path": self.path, "kind": self.kind,
-                "rows": self.rows, "bytes": self.size, "file_id": self.file_id,
-                "bucket": self.bucket}  # fmt: skip
+    def relative(self, store: TableStore) -> str:
+        return self.path[len(store.root) :].lstrip("/")
+
+    def write_stat(self, store: TableStore) -> WriteStat:
+        return WriteStat(self.partition, self.file_id, self.relative(store), self.prev_commit,
+                         self.rows, self.inserts, self.updates, self.deletes, self.size,
+                         self.base_file or None, self.log_version)  # fmt: skip
 
 
 @dataclass
@@ -49,6 +62,7 @@ class Transaction:
     """An open instant; commit or abort it (``with`` aborts when the block raises)."""
 
     store: TableStore
+    spec: TableSpec
     timeline: Timeline
     lock: WriterLock
     instant: Instant
@@ -62,22 +76,25 @@ class Transaction:
     def begin(
         cls,
         store: TableStore,
+        spec: TableSpec,
         action: str,
         operation: str,
-        lease_seconds: float,
         lock: WriterLock | None = None,
+        lease_seconds: float | None = None,
     ) -> Transaction:
-        lock = lock or WriterLock(store, lease_seconds)
+        lock = lock or WriterLock(store, lease_seconds or spec.options.lock_lease_seconds)
         lock.acquire()
         try:
-            timeline = Timeline(store)
+            timeline = Timeline(store, spec.options.merge_on_read)
             for pending in timeline.pending():
                 rollback_instant(store, timeline, pending)
-            completed = timeline.completed()
-            based_on = completed[-1].id if completed else None
+            based_on = timeline.latest_completed()
             instant = timeline.request(action)
-            instant = timeline.start(instant, {"operation": operation, "based-on": based_on})
-            return cls(store, timeline, lock, instant, based_on, operation)
+            plan = {"operation": operation, "based-on": based_on}
+            if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
+                plan = commit_metadata([], operation, spec.avro_schema(), plan)
+            instant = timeline.start(instant, plan)
+            return cls(store, spec, timeline, lock, instant, based_on, operation)
         except BaseException:
             lock.release()
             raise
@@ -109,13 +126,7 @@ class Transaction:
                     f"commit of {self.instant.id} expected the latest completed instant to be "
                     f"{self.based_on}, found {found}: another writer committed in between"
                 )
-            body = {
-                "operation": self.operation,
-                "based-on": self.based_on,
-                "files": [f.as_dict() for f in self.files],
-                "seconds": round(time.perf_counter() - self.started, 3),
-                **(metadata or {}),
-            }
+            body = self._document(metadata or {})
             self.timeline.complete(self.instant, body)
         except BaseException as e:
             self.abort()
@@ -125,6 +136,26 @@ class Transaction:
         self.done = True
         self.lock.release()
         return body
+
+    def _document(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """What the completed instant holds: Hudi's commit metadata for writes and
+        compactions, dynbucket's own record for its services."""
+        extra = {
+            "operation": self.operation,
+            "based-on": self.based_on,
+            "seconds": round(time.perf_counter() - self.started, 3),
+            **metadata,
+        }
+        data = [f for f in self.files if f.kind != "index"]
+        index = [f.relative(self.store) for f in self.files if f.kind == "index"]
+        if self.instant.action in HUDI_ACTIONS:
+            stats = [f.write_stat(self.store) for f in data]
+            return commit_metadata(stats, self.operation, self.spec.avro_schema(),
+                                   {**extra, "index-files": index},
+                                   compacted=self.instant.action == "compaction")  # fmt: skip
+        files = [{"path": f.relative(self.store), "kind": f.kind, "partition": f.partition}
+                 for f in self.files]  # fmt: skip
+        return {**extra, "files": files}
 
     def abort(self) -> None:
         """Rolls back everything this instant wrote and releases the lease."""
@@ -142,11 +173,13 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     if instant.completed:
         raise CommitFailedError(f"instant {instant.id} is completed; it cannot be rolled back")
     removed = []
-    token = re.compile(rf"(^|_){instant.id}[._]")
-    meta = store.path(META_DIR)
+    # Base files end in ``_<id>.parquet``, log files' write tokens read ``-<id>-``, index
+    # files start with ``<id>.``; temporary files of either keep the name.
+    token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
+    hoodie = store.path(HOODIE_DIR)
     index_dir = store.path(RLI_DIR)
     for info in store.walk(store.root):
-        inside_meta = info.path.startswith(meta + "/")
+        inside_meta = info.path.startswith(hoodie + "/")
         if inside_meta and not info.path.startswith(index_dir + "/"):
             continue
         if token.search(info.base_name.lstrip(".")):

@@ -17,7 +17,8 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from dynbucket.actors import columns
 from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
-from dynbucket.pipeline.format.records import insert_conflict
+from dynbucket.pipeline.format.records import annotate, insert_conflict
+from dynbucket.pipeline.format.table_spec import TableSpec
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -97,3 +98,15 @@ def _refuse_known(batch: pa.RecordBatch, key_fields: Sequence[str]) -> None:
     if pc.any(known).as_py():
         sample = batch.filter(known).select(list(key_fields)).slice(0, 3).to_pylist()
         raise insert_conflict(int(pc.sum(known).as_py()), sample)
+
+
+def record_check(spec: TableSpec, deletes: bool) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+    """Stage A's check of each batch: keys, ordering values, partition paths, ``_op`` (the
+    same checks as an in-process write; a bad record fails the task with its error)."""
+
+    def check(batch: pa.RecordBatch) -> pa.RecordBatch:
+        table = annotate(spec, pa.Table.from_batches([batch]), deletes=deletes, with_hash=False)
+        batches = table.combine_chunks().to_batches()
+        return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+    return check

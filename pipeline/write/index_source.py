@@ -74,7 +74,7 @@ class RLIIndexSource:
         )
 
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
-        """Bytes of each bucket's latest slice (base + deltas), by bucket id."""
+        """Bytes of each bucket's latest slice (base + logs), by bucket id."""
         slices = file_slices(data_files(self.store, partition), self._visible())
         out = np.zeros(max((s.bucket for s in slices), default=-1) + 1, np.int64)
         for s in slices:

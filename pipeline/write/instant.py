@@ -1,21 +1,27 @@
 """One write instant, the same for every engine: the skeleton both writers run.
 
+    with InstantWrite(begin, "upsert") as w:      # 1-2
+        w.open(assigners)                         # 3
+        written = ...tag and write file groups... # 4 (the engine's part)
+        result = w.commit(written)                # 5
+
 1. Begin the transaction: the writer lease, rollback of instants a dead writer left, the
    latest completed instant (the commit's precondition), a new instant.
-2. A stream's micro-batch that is already on the timeline is not written again.
+2. A stream's micro-batch that is already on the timeline is not written again
+   (``w.skipped``).
 3. The assigners (one in-process core, or a fleet of slot actors) open the instant as their
    checkpoint.
-4. The engine tags rows with buckets and writes file groups and index entries
-   (``write_files``).
+4. The engine tags rows with buckets and writes file groups and index entries.
 5. Commit (checking lease and timeline), then the assigners' snapshot (the proposal's
-   checkpoint flow). Any failure rolls the instant back and aborts the checkpoint in the
-   assigners, so that no mapping of it stays cached (I8).
+   checkpoint flow). Leaving the block by an exception rolls the instant back and aborts
+   the checkpoint in the assigners, so that no mapping of it stays cached (I8).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any, Protocol
 
 from dynbucket.actors.assigner import NO_CHECKPOINT
@@ -47,63 +53,88 @@ class StreamBatch:
     batch_id: int
 
 
-@dataclasses.dataclass
-class Job:
-    """What an engine brings to an instant."""
+class InstantWrite:
+    """One write instant (the numbered steps of the module doc); a context manager."""
 
-    operation: str
-    assigners_for: Callable[[str | None], Assigners]
-    """The assigners to use, given the instant the write is based on (cached ones go stale
-    when another writer committed since)."""
-    write_files: Callable[[Transaction, Assigners, Laps], GroupWrites]
-    """Tags and writes the rows; returns what it wrote."""
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Extra commit metadata (e.g. the slot count)."""
+    def __init__(
+        self, begin: Callable[[], Transaction], operation: str,
+        stream: StreamBatch | None = None, laps: Laps | None = None,
+    ) -> None:  # fmt: skip
+        self._begin = begin
+        self.operation = operation
+        self.stream = stream
+        self.laps = laps or Laps()
+        self.skipped = False
+        self._assigners: Assigners | None = None
+        self._created = 0
+        self._done = False
 
+    def __enter__(self) -> InstantWrite:
+        # 1.
+        self.txn = self._begin()
+        # 2.
+        if self.stream is not None and committed(self.txn.timeline, self.stream):
+            self.skipped = self._done = True
+            self.txn.abort()
+        return self
 
-def write_instant(
-    txn_begin: Callable[[], Transaction], job: Job, stream: StreamBatch | None = None,
-    laps: Laps | None = None,
-) -> WriteResult:  # fmt: skip
-    """Runs one instant of ``job`` (the numbered steps of the module doc)."""
-    laps = laps or Laps()
-    # 1.
-    txn = txn_begin()
-    # 2.
-    if stream is not None and committed(txn.timeline, stream):
-        txn.abort()
-        return WriteResult(instant="", operation=f"{job.operation} (batch {stream.batch_id} "
-                           "already committed)", rows_written=0)  # fmt: skip
-    checkpoint = txn.instant.checkpoint
-    assigners: Assigners | None = None
-    try:
-        # 3.
-        assigners = job.assigners_for(txn.based_on)
-        assigners.begin(checkpoint, int(txn.based_on) if txn.based_on else NO_CHECKPOINT)
-        before = assigners.buckets_created()
-        # 4.
-        written = job.write_files(txn, assigners, laps)
+    @property
+    def id(self) -> str:
+        return self.txn.id
+
+    @property
+    def based_on(self) -> str | None:
+        return self.txn.based_on
+
+    @property
+    def checkpoint(self) -> int:
+        return self.txn.instant.checkpoint
+
+    def visible(self) -> frozenset[str]:
+        """The completed instants this write reads (the files it builds on)."""
+        return frozenset(i.id for i in self.txn.timeline.completed())
+
+    def skipped_result(self) -> WriteResult:
+        batch = self.stream.batch_id if self.stream else None
+        return WriteResult(instant="", operation=f"{self.operation} (batch {batch} already "
+                           "committed)", rows_written=0)  # fmt: skip
+
+    def open(self, assigners: Assigners) -> None:
+        """3. The assigners open this instant as their checkpoint."""
+        latest = int(self.based_on) if self.based_on else NO_CHECKPOINT
+        self._assigners = assigners
+        assigners.begin(self.checkpoint, latest)
+        self._created = assigners.buckets_created()
+
+    def commit(self, written: GroupWrites, metadata: dict[str, Any] | None = None) -> WriteResult:
+        """5. Commits what the engine wrote; returns the write's result."""
+        assert self._assigners is not None, "open() the assigners first"
         for f in written.files:
-            txn.add(f)
-        data = [f for f in written.files if f.kind in ("base", "delta")]
+            self.txn.add(f)
+        data = [f for f in written.files if f.kind in ("base", "log")]
         result = WriteResult(
-            instant=txn.id, operation=job.operation, rows_written=sum(f.rows for f in data),
-            buckets_created=assigners.buckets_created() - before, files_written=len(data),
-            **written.counts(),
+            instant=self.id, operation=self.operation, rows_written=sum(f.rows for f in data),
+            buckets_created=self._assigners.buckets_created() - self._created,
+            files_written=len(data), **written.counts(),
         )  # fmt: skip
-        # 5.
-        extra: dict[str, Any] = {"stats": result.as_dict(), **job.metadata}
-        if stream is not None:
-            extra["stream"] = {"id": stream.stream, "batch": stream.batch_id}
-        txn.commit(extra)
-        laps.lap("commit")
-    except BaseException:
-        txn.abort()
-        if assigners is not None:
-            assigners.abort(checkpoint)
-        raise
-    assigners.snapshot(checkpoint, checkpoint)
-    return dataclasses.replace(result, seconds=laps.laps)
+        extra: dict[str, Any] = {"stats": result.as_dict(), **(metadata or {})}
+        if self.stream is not None:
+            extra["stream"] = {"id": self.stream.stream, "batch": self.stream.batch_id}
+        self.txn.commit(extra)
+        self._done = True
+        self.laps.lap("commit")
+        self._assigners.snapshot(self.checkpoint, self.checkpoint)
+        return dataclasses.replace(result, seconds=self.laps.laps)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        if self._done:
+            return
+        self.txn.abort()
+        if self._assigners is not None:
+            self._assigners.abort(self.checkpoint)
 
 
 def committed(timeline: Timeline, stream: StreamBatch) -> bool:

@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 from dynbucket.actors.assigner import BucketAssigner
 from dynbucket.actors.errors import InvalidInputError
 from dynbucket.pipeline.format.columns import BUCKET, HASH, IS_NEW, PARTITION
-from dynbucket.pipeline.format.file_groups import GroupWrites, write_file_groups
+from dynbucket.pipeline.format.file_groups import write_file_groups
 from dynbucket.pipeline.format.records import insert_conflict, prepare
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.write.index_source import RLIIndexSource
-from dynbucket.pipeline.write.instant import OPERATIONS, Assigners, Job, write_instant
+from dynbucket.pipeline.write.instant import OPERATIONS, InstantWrite
 from dynbucket.pipeline.write.results import Laps, WriteResult
 
 
@@ -45,11 +45,16 @@ class LocalWriter:
         laps = Laps()
         rows = prepare(self.spec, data, deletes=operation == "delete")
         laps.lap("prepare")
-        job = Job(operation, self._assigner_for,
-                  functools.partial(self._write_files, rows, operation))  # fmt: skip
-        begin = functools.partial(Transaction.begin, self.store, "commit", operation,
-                                  self.spec.options.lock_lease_seconds)  # fmt: skip
-        result = write_instant(begin, job, laps=laps)
+        begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", operation)
+        with InstantWrite(begin, operation, laps=laps) as w:
+            assigner = self._assigner_for(w.based_on)
+            w.open(assigner)
+            rows = _tag(assigner, w.checkpoint, rows, operation, self.spec.record_key)
+            laps.lap("assign")
+            written = write_file_groups(self.store, self.spec, w.id, rows, w.visible(),
+                                        deletes=operation == "delete")  # fmt: skip
+            laps.lap("write")
+            result = w.commit(written)
         self._seen = result.instant
         return result
 
@@ -59,18 +64,6 @@ class LocalWriter:
             source = RLIIndexSource(self.store.uri, self.spec, self.store.fs)
             self._assigner = BucketAssigner(0, 1, self.spec.bucket_options, source)
         return self._assigner
-
-    def _write_files(
-        self, rows: pa.Table, operation: str, txn: Transaction, assigner: Assigners, laps: Laps
-    ) -> GroupWrites:
-        assert isinstance(assigner, BucketAssigner)
-        rows = _tag(assigner, txn.instant.checkpoint, rows, operation, self.spec.record_key)
-        laps.lap("assign")
-        visible = {i.id for i in txn.timeline.completed()}
-        written = write_file_groups(self.store, self.spec, txn.id, rows, visible,
-                                    deletes=operation == "delete")  # fmt: skip
-        laps.lap("write")
-        return written
 
 
 def _tag(

@@ -23,11 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import pyarrow as pa
 
 from dynbucket.actors.errors import (
     AssignerRestartedError,
@@ -36,21 +32,25 @@ from dynbucket.actors.errors import (
     from_wire,
 )
 from dynbucket.actors.fleet import AssignerFleet
-from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
 from dynbucket.pipeline.format.columns import BUCKET, HASH, OP, PARTITION
-from dynbucket.pipeline.format.file_groups import GroupWrites
-from dynbucket.pipeline.format.records import annotate, fit_types, required_fields
+from dynbucket.pipeline.format.records import fit_types, required_fields
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.format.transaction import Transaction
-from dynbucket.pipeline.write.assign_stage import ArrowFn, assign_fn, tagged_schema
+from dynbucket.pipeline.write.assign_stage import assign_fn, record_check, tagged_schema
 from dynbucket.pipeline.write.index_source import RLIIndexSource
-from dynbucket.pipeline.write.instant import Assigners, Job, StreamBatch, write_instant
+from dynbucket.pipeline.write.instant import InstantWrite, StreamBatch
 from dynbucket.pipeline.write.results import Laps, WriteResult
 from dynbucket.pipeline.write.routing import route_column
-from dynbucket.pipeline.write.write_stage import WRITTEN, carry_errors, from_rows, write_fn
+from dynbucket.pipeline.write.write_stage import (
+    WRITTEN,
+    carry_errors,
+    from_rows,
+    in_slot_task,
+    write_fn,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -113,33 +113,26 @@ class SparkWriter:
         laps = Laps()
         df = conform_spark(df, self.spec, operation == "delete")
         num_slots = slots or self.default_slots
-        metadata: dict[str, Any] = {}
-        job = Job(operation, functools.partial(self._fleet_for, num_slots),
-                  functools.partial(self._run, df, operation, num_slots, fused, metadata),
-                  metadata)  # fmt: skip
-        begin = functools.partial(Transaction.begin, self.store, "commit", operation,
-                                  self.spec.options.lock_lease_seconds)  # fmt: skip
+        begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", operation)
         try:
-            result = write_instant(begin, job, stream, laps)
+            with InstantWrite(begin, operation, stream, laps) as w:
+                if w.skipped:
+                    return w.skipped_result()
+                fleet = self._fleet_for(num_slots, w.based_on)
+                w.open(fleet)
+                laps.lap("prepare")
+                fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
+                job = self._job(df, fleet, w.id, w.visible(), operation, num_slots, fused)
+                written = from_rows(job.collect())
+                laps.lap("spark")
+                result = w.commit(written, {"slots": num_slots, "shuffles": 1 if fused else 2})
         except Exception as e:
             mapped = _from_spark(e)
             if mapped is e:
                 raise
             raise mapped from e
-        self._seen = result.instant or self._seen
+        self._seen = result.instant
         return result
-
-    def _run(self, df: DataFrame, operation: str, num_slots: int, fused: bool,
-             metadata: dict[str, Any], txn: Transaction, fleet: Assigners,
-             laps: Laps) -> GroupWrites:  # fmt: skip
-        assert isinstance(fleet, AssignerFleet)
-        laps.lap("prepare")
-        visible = frozenset(i.id for i in txn.timeline.completed())
-        fused = fused and self._one_slot_count(txn.timeline, num_slots)
-        rows = self._job(df, fleet, txn.id, visible, operation, num_slots, fused).collect()
-        laps.lap("spark")
-        metadata.update(slots=num_slots, shuffles=1 if fused else 2)
-        return from_rows(rows)
 
     def _job(self, df: DataFrame, fleet: AssignerFleet, instant: str, visible: frozenset[str],
              operation: str, num_slots: int, fused: bool) -> DataFrame:  # fmt: skip
@@ -150,15 +143,15 @@ class SparkWriter:
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         routed = hashed.withColumn(_ROUTE, route_column(HASH, num_slots)).repartition(
             num_slots, _ROUTE).drop(_ROUTE)  # fmt: skip
-        prepare = functools.partial(_prepare, spec, deletes)
         stage_a = assign_fn(
-            self.link, fleet.names, int(instant), prepare=prepare,
+            self.link, fleet.names, int(instant), prepare=record_check(spec, deletes),
             method="locate" if deletes else "assign",
             refuse_known=spec.record_key if operation == "insert" else (),
         )  # fmt: skip
         stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes)
         if fused:
-            return routed.mapInArrow(carry_errors(_fused(stage_a, stage_b, num_slots)), WRITTEN)
+            return routed.mapInArrow(carry_errors(in_slot_task(stage_a, stage_b, num_slots)),
+                                     WRITTEN)  # fmt: skip
         tagged_struct = _with_fields(routed.schema, [(PARTITION, "string"), (OP, "tinyint")])
         tagged = routed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
         shuffled = tagged.repartition(PARTITION, BUCKET)
@@ -209,33 +202,6 @@ def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
         else:
             columns.append(F.col(f.name))
     return df.select(*columns)
-
-
-def _fused(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
-    """Stages A and B in one task, checking that every row's bucket is of its slot."""
-
-    def checked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
-            hashes = batch.column(HASH).to_numpy(zero_copy_only=False)
-            known = buckets >= 0
-            if np.any(buckets[known] % num_slots != slot_of(hashes[known], num_slots)):
-                raise SlotLayoutError(
-                    f"a bucket holds keys of another slot under {num_slots} slots"
-                )
-            yield batch
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from stage_b(checked(stage_a(batches)))
-
-    return run
-
-
-def _prepare(spec: TableSpec, deletes: bool, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Stage A's check of one batch: keys, ordering values, partition paths, ``_op``."""
-    table = annotate(spec, pa.Table.from_batches([batch]), deletes=deletes, with_hash=False)
-    batches = table.combine_chunks().to_batches()
-    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def _with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:

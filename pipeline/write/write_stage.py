@@ -9,14 +9,18 @@ back to the driver as rows of :data:`WRITTEN`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from dynbucket.actors.errors import DynBucketError, to_wire
+from dynbucket.actors.errors import DynBucketError, SlotLayoutError, to_wire
+from dynbucket.actors.keys import slot_of
+from dynbucket.pipeline.format.columns import BUCKET, HASH
 from dynbucket.pipeline.format.file_groups import GroupWrites, write_file_groups
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
@@ -24,13 +28,16 @@ from dynbucket.pipeline.format.transaction import WrittenFile
 
 ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
-#: One row per file a task wrote, and one row (kind ``counts``) of what happened to keys.
+#: One row per file a task wrote (a ``WrittenFile``), and one row (kind ``counts``) of what
+#: happened to keys.
 WRITTEN_ARROW = pa.schema([
     ("partition", pa.string(), False), ("path", pa.string(), False),
-    ("kind", pa.string(), False), ("rows", pa.int64(), False), ("bytes", pa.int64(), False),
+    ("kind", pa.string(), False), ("rows", pa.int64(), False), ("size", pa.int64(), False),
     ("file_id", pa.string(), False), ("bucket", pa.int32(), False),
-    ("inserted", pa.int64(), False), ("updated", pa.int64(), False),
-    ("deleted", pa.int64(), False), ("not_found", pa.int64(), False),
+    ("inserts", pa.int64(), False), ("updates", pa.int64(), False),
+    ("deletes", pa.int64(), False), ("prev_commit", pa.string()),
+    ("base_file", pa.string(), False), ("log_version", pa.int32()),
+    ("not_found", pa.int64(), False),
 ])  # fmt: skip
 WRITTEN = from_arrow_schema(WRITTEN_ARROW)
 _COUNTS = "counts"
@@ -64,32 +71,53 @@ def write_fn(
 
 def to_rows(written: GroupWrites) -> pa.RecordBatch:
     """A task's writes as rows of :data:`WRITTEN`."""
-    rows: list[dict[str, Any]] = [
-        {"partition": f.partition, "path": f.path, "kind": f.kind, "rows": f.rows,
-         "bytes": f.size, "file_id": f.file_id, "bucket": f.bucket}
-        for f in written.files
-    ]  # fmt: skip
-    rows.append({"partition": "", "path": "", "kind": _COUNTS, "rows": 0, "bytes": 0,
-                 "file_id": "", "bucket": -1, "inserted": written.keys_inserted,
-                 "updated": written.keys_updated, "deleted": written.keys_deleted,
+    rows: list[dict[str, Any]] = [{**dataclasses.asdict(f), "not_found": 0}
+                                  for f in written.files]  # fmt: skip
+    rows.append({"partition": "", "path": "", "kind": _COUNTS, "rows": 0, "size": 0,
+                 "file_id": "", "bucket": -1, "inserts": written.keys_inserted,
+                 "updates": written.keys_updated, "deletes": written.keys_deleted,
+                 "prev_commit": None, "base_file": "", "log_version": None,
                  "not_found": written.keys_not_found})  # fmt: skip
-    zeros = {"inserted": 0, "updated": 0, "deleted": 0, "not_found": 0}
-    return pa.RecordBatch.from_pylist([{**zeros, **r} for r in rows], schema=WRITTEN_ARROW)
+    return pa.RecordBatch.from_pylist(rows, schema=WRITTEN_ARROW)
 
 
 def from_rows(rows: Sequence[Any]) -> GroupWrites:
     """Every task's writes (collected rows of :data:`WRITTEN`) as one :class:`GroupWrites`."""
     out = GroupWrites()
     for r in rows:
-        if r["kind"] == _COUNTS:
-            out.keys_inserted += r["inserted"]
-            out.keys_updated += r["updated"]
-            out.keys_deleted += r["deleted"]
-            out.keys_not_found += r["not_found"]
+        fields = r.asDict() if hasattr(r, "asDict") else dict(r)
+        not_found = fields.pop("not_found")
+        if fields["kind"] == _COUNTS:
+            out.keys_inserted += fields["inserts"]
+            out.keys_updated += fields["updates"]
+            out.keys_deleted += fields["deletes"]
+            out.keys_not_found += not_found
         else:
-            out.files.append(WrittenFile(r["partition"], r["path"], r["kind"], r["rows"],
-                                         r["bytes"], r["file_id"], r["bucket"]))  # fmt: skip
+            out.files.append(WrittenFile(**fields))
     return out
+
+
+def in_slot_task(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
+    """Stages A and B in the slot's own task (one shuffle), checking that every row's bucket
+    is of its slot: while every commit used ``num_slots`` slots, bucket ``b`` only holds
+    keys of slot ``b mod num_slots``. A row that is not fails the attempt with
+    ``SlotLayoutError`` (the write is then redone with two shuffles)."""
+
+    def checked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
+            hashes = batch.column(HASH).to_numpy(zero_copy_only=False)
+            known = buckets >= 0
+            if np.any(buckets[known] % num_slots != slot_of(hashes[known], num_slots)):
+                raise SlotLayoutError(
+                    f"a bucket holds keys of another slot under {num_slots} slots"
+                )
+            yield batch
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from stage_b(checked(stage_a(batches)))
+
+    return run
 
 
 def carry_errors(fn: ArrowFn) -> ArrowFn:

@@ -1,6 +1,7 @@
 """The table layer against an in-memory reference model: seeded random operation sequences.
 
-Every sequence mixes upserts (with duplicate keys in a batch and out-of-order ordering
+Every sequence (on a merge-on-read or copy-on-write table, with or without Hudi's meta
+fields) mixes upserts (with duplicate keys in a batch and out-of-order ordering
 values), deletes (of known and unknown keys), compactions, index compactions, commits that
 fail at the last moment, and writers that die mid-instant. After each step the snapshot must
 equal the model (dict per partition), no two file groups may share a bucket id in a
@@ -19,8 +20,8 @@ import pytest
 
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.errors import CommitFailedError
-from dynbucket.pipeline.format.columns import BUCKET, INSTANT
-from dynbucket.pipeline.format.file_groups import split_groups, write_file
+from dynbucket.pipeline.format.columns import BUCKET, IS_NEW
+from dynbucket.pipeline.format.file_groups import write_file_groups
 from dynbucket.pipeline.format.options import TableOptions
 from dynbucket.pipeline.format.records import prepare
 from dynbucket.pipeline.format.timeline import Timeline
@@ -77,19 +78,19 @@ def _check(table: Table, model: Model) -> None:
         assert r[BUCKET] == first  # I1
 
 
-def _die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> None:
-    """A writer that wrote data files and then vanished (its lease expires at once)."""
-    txn = Transaction.begin(table.store, "commit", "upsert", lease_seconds=0.05)
+def _die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
+    """A writer that wrote data and index files and then vanished (its lease expires at
+    once); returns its instant."""
+    txn = Transaction.begin(table.store, table.spec, "commit", "upsert", lease_seconds=0.05)
     prepared = prepare(table.spec, pa.Table.from_pylist(rows, SCHEMA))
-    prepared = prepared.append_column(
-        BUCKET, pa.repeat(pa.scalar(0, pa.int32()), prepared.num_rows)
-    )
-    for partition, _, group in split_groups(prepared):
-        stamped = group.append_column(INSTANT, pa.repeat(pa.scalar(txn.id), group.num_rows))
-        dead = "00000000-dead-dead-dead-000000000000"
-        write_file(table.store, table.spec, txn.id, partition, dead, stamped, base=True)
+    n = prepared.num_rows
+    prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
+    prepared = prepared.append_column(IS_NEW, pa.repeat(pa.scalar(True), n))
+    visible = {i.id for i in txn.timeline.completed()}
+    write_file_groups(table.store, table.spec, txn.id, prepared, visible, deletes=False)
     txn.lock._stop.set()  # the heartbeat dies with the writer
     time.sleep(0.1)  # and its lease runs out
+    return txn.id
 
 
 @pytest.mark.parametrize("seed", range(SEQUENCES))
@@ -100,9 +101,12 @@ def test_random_sequences_match_the_model(
     table = Table.create(
         str(tmp_path / "t"), SCHEMA, "id", "region", "ts",
         DynamicBucketOptions(max_keys_per_bucket=rng.choice([1, 2, 3, 5])),
-        TableOptions(lock_lease_seconds=30),
+        TableOptions(lock_lease_seconds=30,
+                     table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
+                     populate_meta_fields=rng.random() < 0.8),
     )  # fmt: skip
     model = Model()
+    dead: list[str] = []
     keys = rng.choice([4, 10, 25])
     for _ in range(STEPS):
         step = rng.choices(
@@ -133,11 +137,11 @@ def test_random_sequences_match_the_model(
                 table.upsert(pa.Table.from_pylist(_batch(rng, keys), SCHEMA))
             monkeypatch.undo()
         elif step == "die":
-            _die_mid_instant(table, _batch(rng, keys))
+            dead.append(_die_mid_instant(table, _batch(rng, keys)))
             assert Timeline(table.store).pending()  # readers must not see it
         _check(table, model)
     # An explicit rollback takes whatever a dead writer left, and no file of it remains.
     table.rollback()
     assert not Timeline(table.store).pending()
-    assert not [p for p in (tmp_path / "t").rglob("*dead-dead*")]
+    assert not [p for p in (tmp_path / "t").rglob("*") if any(i in p.name for i in dead)]
     _check(table, model)

@@ -13,8 +13,12 @@ from dynbucket.pipeline.options import DynamicBucketIndex
 
 def test_keys_are_the_documented_ones() -> None:
     assert sorted(TableOptions().to_properties()) == [
-        "cleaner.commits-retained", "index.compaction.min-files", "lock.lease-seconds",
+        "cleaner.commits-retained", "hoodie.populate.meta.fields", "hoodie.table.type",
+        "index.compaction.min-files", "lock.lease-seconds",
     ]  # fmt: skip
+    assert TableOptions(populate_meta_fields=False).hudi_properties() == {
+        "hoodie.table.type": "MERGE_ON_READ", "hoodie.populate.meta.fields": "false",
+    }  # fmt: skip
     assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [
         "dynamic-bucket.bytes-per-key-estimate", "dynamic-bucket.max-buckets",
         "dynamic-bucket.max-keys-per-bucket",
@@ -25,7 +29,8 @@ def test_keys_are_the_documented_ones() -> None:
     "options",
     [
         TableOptions(cleaner_commits_retained=3, index_compaction_min_files=2,
-                     lock_lease_seconds=1.5),
+                     lock_lease_seconds=1.5, table_type="COPY_ON_WRITE",
+                     populate_meta_fields=False),
         DynamicBucketOptions(max_bytes_per_bucket=10_000, max_buckets=7),
     ],
 )  # fmt: skip
@@ -42,6 +47,10 @@ def test_an_unknown_key_is_refused_naming_the_known_ones(cls: type) -> None:
 def test_a_value_of_the_wrong_kind_names_the_key() -> None:
     with pytest.raises(ConfigError, match="lock.lease-seconds='soon': must be a number"):
         TableOptions.from_properties({"lock.lease-seconds": "soon"})
+    with pytest.raises(ConfigError, match="hoodie.populate.meta.fields='yes': must be true or"):
+        TableOptions.from_properties({"hoodie.populate.meta.fields": "yes"})
+    with pytest.raises(ConfigError, match=r"hoodie.table.type='MOR': must be one of"):
+        TableOptions(table_type="MOR")
 
 
 def test_the_index_of_a_table_persists_only_the_bucket_options() -> None:

@@ -86,4 +86,4 @@ def test_a_table_on_a_non_local_pyarrow_filesystem(tmp_path: Path) -> None:
     t.upsert(_rows(id=["a"], day=["d"], v=[5]))
     again = Table.open("warehouse/t", filesystem=fs)
     assert _ids(again.to_arrow()) == {"a": 5, "b": 2}
-    assert (tmp_path / "bucket" / "warehouse" / "t" / ".dynbucket" / "table.json").exists()
+    assert (tmp_path / "bucket" / "warehouse" / "t" / ".hoodie" / "hoodie.properties").exists()

@@ -1,0 +1,61 @@
+"""Names of data files in a partition: base files and log files of file groups.
+
+* base file ``<file id>_<write token>_<instant>.parquet``;
+* log file ``.<file id>_<base instant>.log.<version>_<write token>``: ``base instant`` is the
+  instant of the base file of the slice it belongs to, ``version`` counts the slice's log
+  files from 1.
+
+The write token (``<task>-<stage>-<attempt>`` in Hudi's writers) is ``0-<instant>-0`` here:
+the same for every attempt of a task, so a retried or speculative attempt writes the same
+names (I4), and naming the instant that wrote a log file (which its name otherwise does not
+say) so that rolling an instant back finds its files by name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ID = r"(?P<file_id>[^_/]+)"
+_TOKEN = r"(?P<token>\d+-(?P<writer>\d+)-\d+)"
+_BASE = re.compile(rf"^{_ID}_{_TOKEN}_(?P<instant>\d{{17}})\.parquet$")
+_LOG = re.compile(rf"^\.{_ID}_(?P<base>\d{{17}})\.log\.(?P<version>\d+)_{_TOKEN}$")
+PARTITION_METADATA = ".hoodie_partition_metadata"
+
+
+def write_token(instant: str) -> str:
+    return f"0-{instant}-0"
+
+
+def base_name(file_id: str, instant: str) -> str:
+    return f"{file_id}_{write_token(instant)}_{instant}.parquet"
+
+
+def log_name(file_id: str, base_instant: str, version: int, instant: str) -> str:
+    return f".{file_id}_{base_instant}.log.{version}_{write_token(instant)}"
+
+
+@dataclass(frozen=True)
+class ParsedName:
+    """What a data file's name says."""
+
+    file_id: str
+    kind: str
+    """``base`` or ``log``."""
+    instant: str
+    """The instant that wrote the file."""
+    base_instant: str
+    """The instant of the slice's base file (a base file's own instant)."""
+    version: int = 0
+    """A log file's version within its slice."""
+
+
+def parse(name: str) -> ParsedName | None:
+    """What ``name`` says, or None for a file that is not a data file."""
+    m = _BASE.match(name)
+    if m is not None:
+        return ParsedName(m["file_id"], "base", m["instant"], m["instant"])
+    m = _LOG.match(name)
+    if m is not None and len(m["writer"]) == 17:
+        return ParsedName(m["file_id"], "log", m["writer"], m["base"], int(m["version"]))
+    return None

@@ -1,0 +1,192 @@
+"""Hudi log files: a sequence of blocks, each a Parquet data block or a delete block.
+
+A block, all integers big-endian::
+
+    "#HUDI#" | long L | int format version (1) | int block type | header | long content
+    length | content | footer | long total
+
+``L`` counts every byte after itself, the trailing long included (a reader skipping a block
+of another instant jumps by it, so it must be exact); ``total`` is the block's size before
+the trailing long (magic and ``L`` included). Header and footer are an int count, then per
+entry an int key, an int length and UTF-8 bytes; the header carries the block's instant and,
+for data blocks, the Avro schema of its records. A Parquet data block's content is a whole
+Parquet file; a delete block's content is a version (3), a length, and the Avro encoding of
+the deleted keys with their partition paths and ordering values.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dynbucket.pipeline.format.hudi.avro import Reader, Writer
+
+MAGIC = b"#HUDI#"
+FORMAT_VERSION = 1
+DELETE_BLOCK_VERSION = 3
+#: Block types.
+DELETE, PARQUET_DATA = 1, 5
+#: Header keys.
+INSTANT_TIME, SCHEMA = 0, 2
+
+#: Positions in the ``orderingVal`` union of Hudi's delete records.
+ORDERING_UNION = {"null": 0, "int": 1, "long": 2, "float": 3, "double": 4, "bytes": 5,
+                  "string": 6, "decimal": 7, "date": 8, "time-millis": 9, "time-micros": 10,
+                  "timestamp-millis": 11, "timestamp-micros": 12}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a log file."""
+
+    type: int
+    header: dict[int, str]
+    content: bytes
+
+    @property
+    def instant(self) -> str:
+        return self.header.get(INSTANT_TIME, "")
+
+
+def data_block(parquet: bytes, instant: str, schema_json: str) -> bytes:
+    """A Parquet data block holding ``parquet`` (a whole file's bytes)."""
+    return _block(PARQUET_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, parquet)
+
+
+def delete_block(
+    keys: Sequence[str], partitions: Sequence[str], ordering: tuple[str, Any], instant: str
+) -> bytes:
+    """A delete block of ``keys`` (with their partition paths), each with the ordering value
+    ``ordering`` = (union branch, value): Hudi's readers let a delete whose ordering value is
+    the integer 0 win by commit order."""
+    branch, value = ordering
+    w = Writer()
+
+    def record(item: tuple[str, str]) -> None:
+        key, partition = item
+        w.long(1)
+        w.string(key)
+        w.long(1)
+        w.string(partition)
+        w.long(ORDERING_UNION[branch])
+        _write_value(w, branch, value)
+
+    w.array(list(zip(keys, partitions, strict=True)), record)
+    body = w.getvalue()
+    content = struct.pack(">ii", DELETE_BLOCK_VERSION, len(body)) + body
+    return _block(DELETE, {INSTANT_TIME: instant}, content)
+
+
+def _write_value(w: Writer, branch: str, value: Any) -> None:
+    if branch == "null":
+        return
+    if branch in ("int", "long", "date", "time-millis", "time-micros", "timestamp-millis",
+                  "timestamp-micros"):  # fmt: skip
+        w.long(int(value))
+    elif branch == "float":
+        w.float_(float(value))
+    elif branch == "double":
+        w.double(float(value))
+    elif branch == "string":
+        w.string(str(value))
+    else:  # bytes, decimal
+        w.bytes_(bytes(value))
+
+
+def _read_value(r: Reader, branch: int) -> Any:
+    name = _BRANCH_NAMES[branch]
+    if name == "null":
+        return None
+    if name in ("float",):
+        return r.float_()
+    if name == "double":
+        return r.double()
+    if name == "string":
+        return r.string()
+    if name in ("bytes", "decimal"):
+        return r.bytes_()
+    return r.long()
+
+
+_BRANCH_NAMES = {v: k for k, v in ORDERING_UNION.items()}
+
+
+def _metadata(entries: dict[int, str]) -> bytes:
+    out = [struct.pack(">i", len(entries))]
+    for key, value in entries.items():
+        data = value.encode("utf-8")
+        out.append(struct.pack(">ii", key, len(data)) + data)
+    return b"".join(out)
+
+
+def _block(block_type: int, header: dict[int, str], content: bytes) -> bytes:
+    body = b"".join([
+        struct.pack(">ii", FORMAT_VERSION, block_type), _metadata(header),
+        struct.pack(">q", len(content)), content, _metadata({}),
+    ])  # fmt: skip
+    length = len(body) + 8
+    total = len(MAGIC) + 8 + len(body)
+    return MAGIC + struct.pack(">q", length) + body + struct.pack(">q", total)
+
+
+def read_blocks(data: bytes) -> list[Block]:
+    """Every block of a log file.
+
+    Raises:
+        ValueError: the bytes are not a complete log file (bad magic, lengths that do not
+            add up, a block cut short).
+    """
+    blocks = []
+    pos = 0
+    view = memoryview(data)
+    while pos < len(data):
+        if bytes(view[pos : pos + 6]) != MAGIC:
+            raise ValueError(f"no log block magic at byte {pos}")
+        if pos + 14 > len(data):
+            raise ValueError(f"log block at byte {pos} is cut short")
+        (length,) = struct.unpack_from(">q", data, pos + 6)
+        start, end = pos + 14, pos + 14 + length
+        if length < 24 or end > len(data):
+            raise ValueError(f"log block at byte {pos} claims {length} bytes; the file ends first")
+        version, block_type = struct.unpack_from(">ii", data, start)
+        if version != FORMAT_VERSION:
+            raise ValueError(f"log block at byte {pos} has format version {version}")
+        header, p = _read_metadata(data, start + 8)
+        (size,) = struct.unpack_from(">q", data, p)
+        content = bytes(view[p + 8 : p + 8 + size])
+        _, p = _read_metadata(data, p + 8 + size)
+        (total,) = struct.unpack_from(">q", data, p)
+        if p + 8 != end or total != end - 8 - pos:
+            raise ValueError(f"log block at byte {pos}: lengths do not add up")
+        blocks.append(Block(block_type, header, content))
+        pos = end
+    return blocks
+
+
+def _read_metadata(data: bytes, pos: int) -> tuple[dict[int, str], int]:
+    (count,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out = {}
+    for _ in range(count):
+        key, size = struct.unpack_from(">ii", data, pos)
+        out[key] = data[pos + 8 : pos + 8 + size].decode("utf-8")
+        pos += 8 + size
+    return out, pos
+
+
+def read_deletes(block: Block) -> list[tuple[str, str, Any]]:
+    """(record key, partition path, ordering value) of each record of a delete block."""
+    version, size = struct.unpack_from(">ii", block.content, 0)
+    if version != DELETE_BLOCK_VERSION:
+        raise ValueError(f"delete block version {version}; only {DELETE_BLOCK_VERSION} is read")
+    r = Reader(block.content[8 : 8 + size])
+
+    def record() -> tuple[str, str, Any]:
+        key = r.string() if r.long() else ""
+        partition = r.string() if r.long() else ""
+        ordering = _read_value(r, r.long())
+        return key, partition, ordering
+
+    return list(r.array(record))

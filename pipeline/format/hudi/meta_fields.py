@@ -1,0 +1,68 @@
+"""The five ``_hoodie_*`` meta fields Hudi writes first in every record.
+
+``_hoodie_commit_time`` is the instant that last wrote the record (records a write carries
+over keep theirs), ``_hoodie_commit_seqno`` orders records of one commit
+(``<instant>_<writer>_<n>``), ``_hoodie_record_key`` and ``_hoodie_partition_path`` name the
+record as the table's key generator does, ``_hoodie_file_name`` names its file (a base
+file's name; the file id in log blocks). Readers merge log records by the record key, break
+ordering ties by the sequence number, and answer incremental queries by the commit time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+COMMIT_TIME = "_hoodie_commit_time"
+COMMIT_SEQNO = "_hoodie_commit_seqno"
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+FILE_NAME = "_hoodie_file_name"
+META_FIELDS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS])
+
+
+def record_keys(rows: pa.Table, key_fields: Sequence[str]) -> pa.Array:
+    """Record keys as Hudi's key generators spell them: the value of a single key field
+    (``SimpleKeyGenerator``), ``field:value,field:value`` for several
+    (``ComplexKeyGenerator``)."""
+    texts = [_text(rows.column(name)) for name in key_fields]
+    if len(texts) == 1:
+        return texts[0]
+    parts = []
+    for name, text in zip(key_fields, texts, strict=True):
+        parts += [pa.scalar(f"{name}:"), text]
+    pairs = [
+        pc.binary_join_element_wise(parts[i], parts[i + 1], "") for i in range(0, len(parts), 2)
+    ]
+    return pc.binary_join_element_wise(*pairs, ",")
+
+
+def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_string(column.type):
+        return column
+    return pc.cast(column, pa.string())
+
+
+def meta_columns(
+    n: int, instant: str, seqno_prefix: str, keys: pa.Array, partition: str, file_name: str
+) -> list[pa.Array]:
+    """The five meta columns of ``n`` records a commit writes into one file."""
+    seq = pc.binary_join_element_wise(
+        pa.scalar(f"{instant}_{seqno_prefix}_"),
+        pc.cast(pa.array(range(n), pa.int64()), pa.string()),
+        "",
+    )
+    return [
+        pa.repeat(pa.scalar(instant), n),
+        seq,
+        keys,
+        pa.repeat(pa.scalar(partition), n),
+        pa.repeat(pa.scalar(file_name), n),
+    ]

@@ -1,0 +1,16 @@
+"""Where things live in a table's folder (docs/hudi-format.md draws the tree).
+
+Hudi's own files are under ``.hoodie/``; everything that is dynbucket's alone (its
+definition, the record-level index, the writer lease, its own timeline records) is under
+``.hoodie/.dynbucket/``, which Hudi readers skip. Partitions are the other folders.
+"""
+
+HOODIE_DIR = ".hoodie"
+PROPERTIES_FILE = f"{HOODIE_DIR}/hoodie.properties"
+META_DIR = f"{HOODIE_DIR}/.dynbucket"
+TABLE_FILE = f"{META_DIR}/table.json"
+TIMELINE_DIR = f"{META_DIR}/timeline"
+RLI_DIR = f"{META_DIR}/rli"
+LOCK_FILE = f"{META_DIR}/writer.lock"
+#: Where the first, unreleased layout kept its metadata (at the table's root).
+OLD_LAYOUT_DIR = ".dynbucket"
