@@ -23,7 +23,6 @@ from dynbucket.actors.errors import TableCorruptedError
 from dynbucket.pipeline.format.columns import DELETE, OP, SEQ, UPSERT
 from dynbucket.pipeline.format.hudi import log_file
 from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME, RECORD_KEY, record_keys
-from dynbucket.pipeline.format.keyhash import hash_columns
 from dynbucket.pipeline.format.layout import DataFile, FileSlice
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
@@ -128,74 +127,75 @@ def _keyed(spec: TableSpec, rows: pa.Table) -> pa.Table:
     return rows.append_column(KEY, record_keys(rows, spec.record_key))
 
 
-def merge(spec: TableSpec, base: pa.Table | None, deltas: Sequence[pa.Table]) -> pa.Table:
-    """Live rows of ``base`` (with ``_key``, no ``_op``) after ``deltas`` (with ``_key`` and
-    ``_op``), oldest first.
+def merge(spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table]) -> pa.Table:
+    """Live rows of a slice: ``base`` (with ``_key``, no ``_op``) and its log records
+    ``logs`` (one table per commit, with ``_key`` and ``_op``, oldest first).
 
-    Each delta folds into the rows so far with a hash join on the key's 64-bit hash (each
-    side holds one record per key); a hash shared by two different keys falls back to the
-    exact merge.
+    As Hudi merges a slice (``DefaultHoodieRecordPayload``; deletes carry no ordering value):
+
+    1. The log records fold, commit by commit, into one record per key: a delete replaces
+       what came before it; an upsert replaces a delete, or an upsert whose ordering value is
+       not larger.
+    2. The base rows meet that: a key whose log record is a delete is gone; a key whose log
+       record is an upsert takes it, unless the base row's ordering value is larger.
+
+    So a delete followed by an upsert of a smaller ordering value brings back the base
+    row, not the upsert (Hudi's readers do the same; the same writes compacted in between, or
+    on a copy-on-write table, give the upsert). Keys are matched exactly, on dense codes of
+    the key strings.
     """
-    columns = [c for c in deltas[0].column_names if c != OP]
-    schema = deltas[0].select(columns).schema
+    columns = [c for c in logs[0].column_names if c != OP]
+    schema = logs[0].select(columns).schema
     state = base.select(columns).cast(schema) if base is not None else schema.empty_table()
-    state = _hashed(state)
-    for delta in deltas:
-        folded = _fold(spec, state, _hashed(delta), [*columns, _H])
-        if folded is None:
-            return _merge_exact(spec, base, deltas)
-        state = folded
-    return state.drop_columns([_H])
+    coded = _coded([state, *logs])
+    folded = coded[1].slice(0, 0)
+    for delta in coded[1:]:  # 1.
+        folded = _fold(spec, folded, delta, keep_deletes=True)
+    return _fold(spec, coded[0], folded, keep_deletes=False).drop_columns([_CODE, OP])  # 2.
 
 
-_H = "_key_hash"
+_CODE = "_key_code"
 
 
-def _hashed(rows: pa.Table) -> pa.Table:
-    return rows.append_column(_H, pa.array(hash_columns([rows.column(KEY)]), pa.int64()))
+def _coded(tables: Sequence[pa.Table]) -> list[pa.Table]:
+    """The tables with ``_op`` (upserts where absent) and ``_key_code``: equal keys, equal
+    codes, across all of them."""
+    keys = pa.chunked_array([t.column(KEY) for t in tables], pa.string())
+    codes = pc.dictionary_encode(keys.combine_chunks()).indices
+    out, at = [], 0
+    for t in tables:
+        if OP not in t.column_names:
+            t = t.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), t.num_rows))
+        out.append(t.append_column(_CODE, codes.slice(at, t.num_rows)))
+        at += t.num_rows
+    return out
 
 
-def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, columns: list[str]) -> pa.Table | None:
-    """``state`` (one row per key) after one commit's ``delta``; None on a hash collision."""
-    pos = pc.index_in(delta.column(_H), value_set=state.column(_H))
+def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool) -> pa.Table:
+    """``state`` (one record per key) after ``delta`` (one record per key): a delete in
+    ``delta`` replaces the key's record (and stays as a delete record when
+    ``keep_deletes``, else removes it); an upsert replaces a missing record, a delete, or an
+    upsert whose ordering value is not larger."""
+    pos = pc.index_in(delta.column(_CODE), value_set=state.column(_CODE))
     matched = pc.is_valid(pos)
     at = pos.fill_null(0)
-    if state.num_rows and pc.any(matched).as_py():
-        # Equal hashes must mean equal keys.
-        same = pc.equal(delta.column(KEY), state.column(KEY).take(at))
-        if not pc.all(pc.or_(pc.invert(matched), same)).as_py():
-            return None
     deleted = pc.equal(delta.column(OP), DELETE)
     if spec.ordering_field is not None and state.num_rows:
         older = state.column(spec.ordering_field).take(at)
-        # Delete markers carry no ordering value (null): for them ``wins`` does not matter.
+        was_deleted = pc.equal(state.column(OP).take(at), DELETE)
+        # Delete records carry no ordering value (null): for them ``wins`` does not matter.
         newer_or_tie = pc.greater_equal(delta.column(spec.ordering_field), older).fill_null(True)
-        wins = pc.or_(pc.invert(matched), newer_or_tie)
+        wins = pc.or_(pc.or_(pc.invert(matched), was_deleted), newer_or_tie)
     else:
         wins = pa.repeat(pa.scalar(True), delta.num_rows)
-    added = pc.and_(pc.invert(deleted), wins)
+    added = wins if keep_deletes else pc.and_(pc.invert(deleted), wins)
     replaced = pc.and_(matched, pc.or_(deleted, wins)).to_numpy(zero_copy_only=False)
     keep = np.ones(state.num_rows, np.bool_)
     keep[at.to_numpy(zero_copy_only=False)[replaced]] = False
     # Most commits replace some rows and add all of theirs: filter only what changes.
     kept = state if keep.all() else state.filter(pa.array(keep))
     new = delta if pc.all(added).as_py() else delta.filter(added)
-    return pa.concat_tables([kept, new.select(columns)])
-
-
-def _merge_exact(spec: TableSpec, base: pa.Table | None, deltas: Sequence[pa.Table]) -> pa.Table:
-    """The merge on exact key values (used when two different keys share a hash)."""
-    tables = [] if base is None else [_with_op_seq(base, UPSERT, 0, deltas[0])]
-    tables += [d.append_column(SEQ, pa.repeat(pa.scalar(i + 1, pa.int32()), d.num_rows))
-               for i, d in enumerate(deltas)]  # fmt: skip
-    rows = pa.concat_tables([t.cast(tables[-1].schema) for t in tables])
-    return rows.take(pa.array(_winners(spec, rows, [KEY]))).drop_columns([OP, SEQ])
-
-
-def _with_op_seq(base: pa.Table, op: int, seq: int, like: pa.Table) -> pa.Table:
-    rows = base.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), base.num_rows))
-    rows = rows.select(like.column_names)
-    return rows.append_column(SEQ, pa.repeat(pa.scalar(seq, pa.int32()), base.num_rows))
+    return pa.concat_tables([kept, new.select(state.column_names)])
 
 
 def _ordering_rank(

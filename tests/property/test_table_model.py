@@ -11,7 +11,6 @@ partition (I4), and every live key must sit in the bucket it first got (I1).
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,40 +19,101 @@ import pytest
 
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.errors import CommitFailedError
-from dynbucket.pipeline.format.columns import BUCKET, IS_NEW
-from dynbucket.pipeline.format.file_groups import write_file_groups
+from dynbucket.pipeline.format.columns import BUCKET, FILE_ID
 from dynbucket.pipeline.format.options import TableOptions
-from dynbucket.pipeline.format.records import prepare
 from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.table import Table
+from tests.dead_writer import die_mid_instant
+from tests.hudi_readers import check_hudi_reads, hudi_can_merge
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()),
                     ("ts", pa.int64())])  # fmt: skip
 SEQUENCES = 200
 STEPS = 7
+#: Every how many sequences hudi-rs reads the table after each step (it costs ~10 ms a read).
+HUDI_EVERY = 4
+
+
+Key = tuple[str, str]  # (partition value, record key)
+Record = tuple[int, int]  # (v, ts)
 
 
 class Model:
-    """What the table must hold: partition -> key -> (v, ts); plus each key's first bucket."""
+    """What the table must hold, as Hudi merges a file slice: per key its base record and
+    its log record (the log's records folded: a delete replaces what came before, an upsert
+    replaces a delete or a record of a smaller-or-equal ts), the live record being the log
+    record unless that is a delete (gone) or the base record's ts is larger. A copy-on-write
+    table, a new file group and a compaction collapse the two into the base record. Plus
+    each key's first bucket."""
 
-    def __init__(self) -> None:
-        self.rows: dict[str, dict[str, tuple[int, int]]] = {}
-        self.first_bucket: dict[tuple[str, str], int] = {}
+    def __init__(self, copy_on_write: bool) -> None:
+        self.copy_on_write = copy_on_write
+        self.base: dict[Key, Record] = {}
+        self.log: dict[Key, Record | None] = {}
+        self.known: set[Key] = set()
+        self.first_bucket: dict[Key, int] = {}
+        self.hudi_checks = False
 
-    def upsert(self, batch: list[dict[str, Any]]) -> None:
+    def live(self, key: Key) -> Record | None:
+        base = self.base.get(key)
+        if key not in self.log:
+            return base
+        log = self.log[key]
+        if log is None or (base is not None and base[1] > log[1]):
+            return None if log is None else base
+        return log
+
+    def upsert(self, batch: list[dict[str, Any]], into_base: set[Key]) -> None:
+        """One commit; ``into_base``: keys the commit wrote into a new base file."""
+        records: dict[Key, Record] = {}
         for r in batch:  # in input order: a later row with an equal ts wins, as in a batch
-            part = self.rows.setdefault(r["region"], {})
-            old = part.get(r["id"])
+            key, old = (r["region"], r["id"]), records.get((r["region"], r["id"]))
             if old is None or r["ts"] >= old[1]:
-                part[r["id"]] = (r["v"], r["ts"])
+                records[key] = (r["v"], r["ts"])
+        for key, record in records.items():
+            self.known.add(key)
+            self._write(key, record, key in into_base)
 
     def delete(self, keys: list[dict[str, Any]]) -> None:
-        for k in keys:
-            self.rows.get(k["region"], {}).pop(k["id"], None)
+        for key in {(k["region"], k["id"]) for k in keys} & self.known:
+            self._write(key, None, False)
+
+    def _write(self, key: Key, record: Record | None, into_base: bool) -> None:
+        if self.copy_on_write:
+            old = self.base.get(key)
+            if record is None:
+                self.base.pop(key, None)
+            elif old is None or record[1] >= old[1]:
+                self.base[key] = record
+        elif into_base:
+            self.base[key] = record  # type: ignore[assignment]  # a new group: an upsert
+        else:
+            old = self.log.get(key, ())
+            if record is None or old in ((), None) or record[1] >= old[1]:  # type: ignore[index]
+                self.log[key] = record
+
+    def compact(self) -> None:
+        if self.copy_on_write:
+            return
+        for key in list(self.log):
+            live = self.live(key)
+            if live is None:
+                self.base.pop(key, None)
+            else:
+                self.base[key] = live
+        self.log.clear()
 
     def expected(self) -> set[tuple[str, str, int, int]]:
-        return {(k, p, v, ts) for p, part in self.rows.items() for k, (v, ts) in part.items()}
+        return {(k, p, *live) for p, k in self.base.keys() | self.log.keys()
+                if (live := self.live((p, k))) is not None}  # fmt: skip
+
+
+def _into_base(table: Table, instant: str) -> set[Key]:
+    """Keys whose rows live in a base file ``instant`` wrote for a new file group."""
+    new_groups = {r.slice.file_id for r in table.snapshot().slices()
+                  if r.slice.base is not None and r.slice.base.instant == instant}  # fmt: skip
+    return {(r["region"], r["id"]) for r in table.to_arrow().to_pylist()
+            if r[FILE_ID] in new_groups}  # fmt: skip
 
 
 def _batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
@@ -64,7 +124,9 @@ def _batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _check(table: Table, model: Model) -> None:
+def _check(table: Table, model: Model, before: str | None, last: bool = False) -> None:
+    """The model, I1, I2, I4; and hudi-rs reads the same (``before``: the latest completed
+    instant before the step, for an incremental read; ``last``: also as of every instant)."""
     snap = table.to_arrow()
     got = {(r["id"], r["region"], r["v"], r["ts"]) for r in snap.to_pylist()}
     assert got == model.expected()
@@ -76,21 +138,8 @@ def _check(table: Table, model: Model) -> None:
     for r in snap.to_pylist():
         first = model.first_bucket.setdefault((r["region"], r["id"]), r[BUCKET])
         assert r[BUCKET] == first  # I1
-
-
-def _die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
-    """A writer that wrote data and index files and then vanished (its lease expires at
-    once); returns its instant."""
-    txn = Transaction.begin(table.store, table.spec, "commit", "upsert", lease_seconds=0.05)
-    prepared = prepare(table.spec, pa.Table.from_pylist(rows, SCHEMA))
-    n = prepared.num_rows
-    prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
-    prepared = prepared.append_column(IS_NEW, pa.repeat(pa.scalar(True), n))
-    visible = {i.id for i in txn.timeline.completed()}
-    write_file_groups(table.store, table.spec, txn.id, prepared, visible, deletes=False)
-    txn.lock._stop.set()  # the heartbeat dies with the writer
-    time.sleep(0.1)  # and its lease runs out
-    return txn.id
+    if model.hudi_checks and hudi_can_merge(table):
+        check_hudi_reads(table, incremental_after=before, time_travel=last)
 
 
 @pytest.mark.parametrize("seed", range(SEQUENCES))
@@ -105,17 +154,19 @@ def test_random_sequences_match_the_model(
                      table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
                      populate_meta_fields=rng.random() < 0.8),
     )  # fmt: skip
-    model = Model()
+    model = Model(copy_on_write=table.spec.options.table_type == "COPY_ON_WRITE")
+    model.hudi_checks = seed % HUDI_EVERY == 0
     dead: list[str] = []
     keys = rng.choice([4, 10, 25])
     for _ in range(STEPS):
+        before = table.latest_instant()
         step = rng.choices(
             ["upsert", "delete", "compact", "index", "fail", "die"], [6, 2, 1, 1, 1, 1]
         )[0]
         if step == "upsert":
             batch = _batch(rng, keys)
-            table.upsert(pa.Table.from_pylist(batch, SCHEMA))
-            model.upsert(batch)
+            done = table.upsert(pa.Table.from_pylist(batch, SCHEMA))
+            model.upsert(batch, _into_base(table, done.instant))
         elif step == "delete":
             gone = [{"id": f"k{rng.randrange(keys + 3)}", "region": rng.choice(["eu", "us"])}
                     for _ in range(rng.randrange(1, 5))]  # fmt: skip
@@ -125,6 +176,7 @@ def test_random_sequences_match_the_model(
             model.delete(gone)
         elif step == "compact":
             table.compact()
+            model.compact()
         elif step == "index":
             table.compact_index(min_files=2)
         elif step == "fail":
@@ -137,11 +189,11 @@ def test_random_sequences_match_the_model(
                 table.upsert(pa.Table.from_pylist(_batch(rng, keys), SCHEMA))
             monkeypatch.undo()
         elif step == "die":
-            dead.append(_die_mid_instant(table, _batch(rng, keys)))
+            dead.append(die_mid_instant(table, _batch(rng, keys)))
             assert Timeline(table.store).pending()  # readers must not see it
-        _check(table, model)
+        _check(table, model, before)
     # An explicit rollback takes whatever a dead writer left, and no file of it remains.
     table.rollback()
     assert not Timeline(table.store).pending()
     assert not [p for p in (tmp_path / "t").rglob("*") if any(i in p.name for i in dead)]
-    _check(table, model)
+    _check(table, model, None, last=True)

@@ -1,10 +1,13 @@
 """The full Spark + Ray path against an in-memory reference: 30 seeded multi-batch workloads.
 
 Each workload has inserts, updates and deletes over several partitions, a small bucket
-capacity (buckets fill up), and a slot count that changes between batches. After every batch:
-the snapshot equals the model; every key keeps its first bucket (I1); no bucket holds more
-keys than its capacity, and a bucket created in a batch means every older bucket its slot may
-fill was full (I3); one file group per bucket (I4).
+capacity (buckets fill up), and a slot count that changes between batches; half the
+workloads write merge-on-read tables, half copy-on-write. After every batch: the snapshot
+equals the model; every key keeps its first bucket (I1); no bucket holds more keys than its
+capacity, and a bucket created in a batch means every older bucket its slot may fill was
+full (I3); one file group per bucket (I4); and hudi-rs reads what dynbucket reads (snapshot,
+as of every completed instant, incremental, read-optimized). Then compaction, a dead
+writer's instant rolled back, and cleaning, each followed by the same checks.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dynbucket.pipeline.options import DynamicBucketIndex
+from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.table import Table
+from tests.dead_writer import die_mid_instant
+from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -52,6 +57,7 @@ def test_workload_matches_the_model(
 ) -> None:
     rng = random.Random(seed)
     cap = rng.choice([2, 3, 5])
+    table_type = "MERGE_ON_READ" if seed % 2 == 0 else "COPY_ON_WRITE"
     t = Table.create(
         str(tmp_path / "t"),
         SCHEMA,
@@ -59,6 +65,7 @@ def test_workload_matches_the_model(
         "day",
         "ts",
         DynamicBucketIndex(max_keys_per_bucket=cap),
+        TableOptions(table_type=table_type, lock_lease_seconds=30),
         runtime=runtime,
     )
     model: dict[str, tuple[int, int]] = {}
@@ -69,6 +76,7 @@ def test_workload_matches_the_model(
         for step in range(BATCHES):
             slots = rng.choice([1, 2, 3])
             before = _bucket_keys(t)
+            last = t.latest_instant()
             kind = rng.choices(["upsert", "delete", "insert"], [6, 2, 1])[0]
             if kind == "upsert":
                 rows = _batch(rng, keys, step)
@@ -94,6 +102,14 @@ def test_workload_matches_the_model(
                 )
                 model.update({key: (v, ts) for key, _, v, ts in fresh})
             _check(t, model, first_bucket, before, cap, slots)
+            check_hudi_reads(t, incremental_after=last)
+        # Table services, each an instant of its own, read alike by both.
+        t.compact()
+        dead = die_mid_instant(t, [{"id": "k0", "day": "d0", "v": -1, "ts": -1}])
+        assert t.rollback() == [dead]
+        t.clean(retain=2)
+        assert {r["id"]: (r["v"], r["ts"]) for r in t.to_arrow().to_pylist()} == model
+        check_hudi_reads(t)
     finally:
         t.close()
 

@@ -47,7 +47,7 @@ def test_sigkill_before_completion_shows_nothing_and_is_rolled_back(tmp_path: Pa
     assert line[0] == "WRITTEN", line
     dead = line[1]
     written = [p for p in Path(t.uri).rglob("*") if dead in p.name]
-    assert any(".delta." in p.name or p.parent.name == "day=d2" for p in written)
+    assert any(".log." in p.name or p.parent.name == "day=d2" for p in written)
     assert any(".dynbucket/rli" in str(p) for p in written)  # index files too
     os.kill(child.pid, signal.SIGKILL)
     child.wait()

@@ -1,0 +1,30 @@
+"""A writer that wrote data and index files and then vanished, for rollback tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from dynbucket.pipeline.format.columns import BUCKET, IS_NEW
+from dynbucket.pipeline.format.file_groups import write_file_groups
+from dynbucket.pipeline.format.records import prepare
+from dynbucket.pipeline.format.transaction import Transaction
+from dynbucket.pipeline.table import Table
+
+
+def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
+    """Begins an instant, writes ``rows`` into bucket 0 of their partitions (data and index
+    files, as a real writer would), then dies: its heartbeat stops and its lease runs out at
+    once. Returns the instant, which stays pending until the next writer rolls it back."""
+    txn = Transaction.begin(table.store, table.spec, "commit", "upsert", lease_seconds=0.05)
+    prepared = prepare(table.spec, pa.Table.from_pylist(rows, table.spec.schema))
+    n = prepared.num_rows
+    prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
+    prepared = prepared.append_column(IS_NEW, pa.repeat(pa.scalar(True), n))
+    visible = {i.id for i in txn.timeline.completed()}
+    write_file_groups(table.store, table.spec, txn.id, prepared, visible, deletes=False)
+    txn.lock._stop.set()  # the heartbeat dies with the writer
+    time.sleep(0.1)  # and its lease runs out
+    return txn.id

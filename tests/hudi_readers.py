@@ -1,0 +1,128 @@
+"""Third-party readers of a dynbucket table, and the checks that they read what dynbucket reads.
+
+* hudi-rs (the ``hudi`` package): snapshot, time travel, incremental and read-optimized
+  queries, in this process;
+* daft (``daft.read_hudi``, copy-on-write tables): in ``.venv-readers`` (daft needs a pyarrow
+  older than the project's), which ``make test`` creates.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from dynbucket.pipeline.table import Table
+
+READERS_PYTHON = Path(__file__).resolve().parents[1] / ".venv-readers" / "bin" / "python"
+COMMIT_TIME = "_hoodie_commit_time"
+
+
+def hudi_read(uri: str, **options: str) -> pa.Table:
+    """A hudi-rs read of the table: ``as_of``, ``start`` (incremental after it) or
+    ``read_optimized="true"``."""
+    from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
+
+    table = HudiTableBuilder.from_base_uri(uri).build()
+    opts = HudiReadOptions()
+    if "as_of" in options:
+        opts = opts.with_as_of_timestamp(options["as_of"])
+    if "start" in options:
+        opts = opts.with_query_type(HudiQueryType.Incremental).with_start_timestamp(
+            options["start"]
+        )
+    if options.get("read_optimized"):
+        opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
+    batches = [b for b in table.read(opts) if b.num_rows]
+    return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def rows_by_key(
+    table: pa.Table, keys: Sequence[str], fields: Sequence[str], instant: str | None = None
+) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """key -> the row's ``fields`` (and its commit time from column ``instant``)."""
+    out: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in table.to_pylist():
+        key = tuple(r[k] for k in keys)
+        assert key not in out, f"two live rows of key {key}"  # I2, for either reader
+        out[key] = tuple(r[f] for f in fields) + ((r[instant],) if instant else ())
+    return out
+
+
+def check_hudi_reads(
+    t: Table, incremental_after: str | None = None, time_travel: bool = True
+) -> None:
+    """hudi-rs reads the table as dynbucket does: the snapshot (with commit times), every
+    retained completed commit as of itself (``time_travel``), read-optimized queries against
+    dynbucket's base files, and (after ``incremental_after``) the changed records."""
+    spec = t.spec
+    keys, fields = _keys(t), spec.schema.names
+    meta = bool(spec.meta_fields)
+    ours = t.to_arrow()
+    theirs = hudi_read(t.uri)
+    assert rows_by_key(theirs, keys, fields, COMMIT_TIME if meta else None) == rows_by_key(
+        ours, keys, fields, "_instant" if meta else None
+    ), "hudi-rs snapshot differs"
+    snapshot = t.snapshot()
+    for instant in snapshot.timeline.completed("commit", "compaction") if time_travel else []:
+        if snapshot.earliest_retained and instant.id < snapshot.earliest_retained:
+            continue  # cleaned: neither reader can read it whole
+        assert rows_by_key(hudi_read(t.uri, as_of=instant.id), keys, fields) == rows_by_key(
+            t.to_arrow(as_of=instant.id), keys, fields
+        ), f"hudi-rs as of {instant.id} differs"
+    assert rows_by_key(hudi_read(t.uri, read_optimized="true"), keys, fields) == rows_by_key(
+        t.to_arrow(read_optimized=True), keys, fields
+    ), "hudi-rs read-optimized differs"
+    if incremental_after is not None and meta:
+        check_incremental(t, incremental_after, ours)
+
+
+def check_incremental(t: Table, after: str, ours: pa.Table) -> None:
+    """hudi-rs's incremental read after ``after`` returns every live record that changed
+    since, as it is now; any other record it returns was written since (hudi-rs also returns
+    a record written since that lost to an older one by its ordering value)."""
+    keys, fields = _keys(t), t.spec.schema.names
+    theirs = rows_by_key(hudi_read(t.uri, start=after), keys, fields, COMMIT_TIME)
+    changed = {k: v for k, v in rows_by_key(ours, keys, fields, "_instant").items()
+               if v[-1] > after}  # fmt: skip
+    assert {k: theirs.get(k) for k in changed} == changed, "hudi-rs incremental misses changes"
+    assert all(v[-1] > after for v in theirs.values()), "hudi-rs incremental: an old record"
+
+
+def _keys(t: Table) -> list[str]:
+    """What identifies a record: its partition and its key."""
+    return list(dict.fromkeys([*t.spec.partition_by, *t.spec.record_key]))
+
+
+def hudi_can_merge(t: Table) -> bool:
+    """Whether hudi-rs merges the table's records (it merges log records by
+    ``_hoodie_record_key``: a merge-on-read table without meta fields reads unmerged)."""
+    return bool(t.spec.meta_fields) or not t.spec.options.merge_on_read
+
+
+def daft_read(uris: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each table's rows as daft reads it (copy-on-write tables)."""
+    assert READERS_PYTHON.exists(), (
+        f"{READERS_PYTHON} is missing: `make test` creates it (daft needs its own pyarrow)"
+    )
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import daft
+        out = {}
+        for uri in json.loads(sys.argv[1]):
+            out[uri] = daft.read_hudi(uri).to_arrow().to_pylist()
+        print(json.dumps(out, default=str))
+        """
+    )
+    done = subprocess.run(
+        [str(READERS_PYTHON), "-c", script, json.dumps(list(uris))],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
