@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import textwrap
@@ -48,9 +49,9 @@ def rows_by_key(
     """key -> the row's ``fields`` (and its commit time from column ``instant``)."""
     out: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for r in table.to_pylist():
-        key = tuple(r[k] for k in keys)
+        key = tuple(_plain(r[k]) for k in keys)
         assert key not in out, f"two live rows of key {key}"  # I2, for either reader
-        out[key] = tuple(r[f] for f in fields) + ((r[instant],) if instant else ())
+        out[key] = tuple(_plain(r[f]) for f in fields) + ((r[instant],) if instant else ())
     return out
 
 
@@ -92,6 +93,13 @@ def check_incremental(t: Table, after: str, ours: pa.Table) -> None:
                if v[-1] > after}  # fmt: skip
     assert {k: theirs.get(k) for k in changed} == changed, "hudi-rs incremental misses changes"
     assert all(v[-1] > after for v in theirs.values()), "hudi-rs incremental: an old record"
+
+
+def _plain(value: Any) -> Any:
+    """A value as both readers mean it: hudi-rs reads a timestamp without zone as UTC."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
 
 
 def _keys(t: Table) -> list[str]:

@@ -6,7 +6,8 @@ groups). Per group and instant it writes one file, as Hudi would:
 
 * a new group: a base file;
 * merge-on-read, an existing group: one log file for its current slice, holding a Parquet
-  data block (upserts) and a delete block (deletes);
+  data block (upserts) and a delete block (deletes; with an ordering field that is not an
+  integer, a group with deletes is rewritten as copy-on-write does, see ``delete_ordering``);
 * copy-on-write, an existing group: a new base file, the slice's rows merged with the
   instant's (rows not touched keep their meta fields, so their commit time).
 
@@ -149,7 +150,7 @@ def _write_group(
         size = write_base(store, spec, store.path(partition, name), rows)
         return WrittenFile(partition, store.path(partition, name), "base", rows.num_rows, size,
                            file_id, bucket_of(file_id), prev_commit=None, **counts)  # fmt: skip
-    if spec.options.merge_on_read:
+    if spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
         return _write_log(store, spec, instant, partition, fslice, upserts,
                           group.filter(is_delete), counts)  # fmt: skip
     return _rewrite_base(store, spec, instant, partition, fslice, group, counts)
@@ -199,9 +200,9 @@ def _write_log(
         pq.write_table(rows.cast(spec.file_schema()), buffer)
         blocks.append(log_file.data_block(buffer.getvalue(), instant,
                                           spec.avro_schema(meta_fields=True)))  # fmt: skip
-    if deletes.num_rows:
+    ordering = delete_ordering(spec, instant)
+    if deletes.num_rows and ordering is not None:
         keys = record_keys(deletes, spec.record_key).to_pylist()
-        ordering = delete_ordering(spec, instant)
         blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))
     path = store.path(partition, name)
     size = store.write_file(path, b"".join(blocks))
@@ -211,25 +212,18 @@ def _write_log(
                        base_file=base_name, log_version=version, **counts)  # fmt: skip
 
 
-def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object]:
-    """The ordering value of a delete record, so that Hudi's readers apply deletes as this
-    table does (a delete removes what came before it, whatever the ordering values): the
-    integer 0 (Hudi's "no ordering value") in the ordering field's type; the instant itself
-    when the commit time is the ordering (tables without an ordering field)."""
+def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
+    """The ordering value of a delete record, so that Hudi's readers apply a delete by commit
+    order: the integer 0 (Hudi's "no ordering value", honoured for integer ordering fields);
+    the instant itself when the commit time is the ordering (tables without an ordering
+    field). None for other ordering types: no delete record can say that, and the file
+    group's base file is rewritten without the deleted keys instead."""
     if spec.ordering_field is None:
         return "string", instant
     t = spec.schema.field(spec.ordering_field).type
     if pa.types.is_integer(t):
         return ("long" if t.bit_width == 64 or t == pa.uint32() else "int"), 0
-    if pa.types.is_floating(t):
-        return ("double" if t.bit_width == 64 else "float"), 0.0
-    if pa.types.is_timestamp(t):
-        return ("timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"), 0
-    if pa.types.is_date(t):
-        return "date", 0
-    if pa.types.is_decimal(t):
-        return "decimal", b"\x00"
-    return "string", ""
+    return None
 
 
 def _rewrite_base(

@@ -45,12 +45,12 @@ def read_slice(
     wanted = list(columns) if columns is not None else spec.schema.names
     out_cols = _unique([*wanted, *meta])
     if fslice.base is not None and not fslice.logs:
-        return read_base(store, spec, fslice.base, out_cols)
+        return spec.as_table_types(read_base(store, spec, fslice.base, out_cols))
     needed = _unique([*out_cols, *spec.record_key, *_ordering(spec), COMMIT_TIME])
     base = read_base(store, spec, fslice.base, needed) if fslice.base is not None else None
     deltas = [read_log(store, spec, f, needed) for f in fslice.logs]
     rows = merge(spec, _keyed(spec, base) if base is not None else None, deltas)
-    return rows.select(out_cols)
+    return spec.as_table_types(rows.select(out_cols))
 
 
 def read_base(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:

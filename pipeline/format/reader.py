@@ -240,6 +240,7 @@ def scan_bases(
     # Special fields such as __filename work in a list of columns, not in a projection dict.
     extra = [COMMIT_TIME] if has_time else []
     table = dataset.to_table(columns=[*wanted, *extra, "__filename"] if meta_columns else wanted)
+    table = spec.as_table_types(table)
     if not meta_columns:
         return table
     which = pc.index_in(table.column("__filename"), value_set=pa.array(paths))

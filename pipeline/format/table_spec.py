@@ -87,6 +87,12 @@ class TableSpec:
                 )
         for name in self.partition_by:
             check_partition_type(name, self.schema.field(name).type)
+        for f in self.schema:
+            if pa.types.is_timestamp(f.type) and f.type.unit == "ns":
+                raise ConfigError(
+                    f"field {f.name!r} has type {f.type}; Hudi stores timestamps in micro- or "
+                    "milliseconds: use pa.timestamp('us') (cast the data first)"
+                )
         if self.ordering_field is not None:
             if self.ordering_field not in names:
                 raise ConfigError(
@@ -113,9 +119,20 @@ class TableSpec:
 
     def file_schema(self) -> pa.Schema:
         """Schema of data files (base files, log data blocks): meta fields, then every field
-        of the table (partition fields too, as Hudi writes them)."""
+        of the table (partition fields too, as Hudi writes them), each in the type its Avro
+        schema reads as (``storage_type``)."""
         meta = [pa.field(n, pa.string()) for n in self.meta_fields]
-        return pa.schema([*meta, *self.schema])
+        data = [f.with_type(storage_type(f.type)) for f in self.schema]
+        return pa.schema([*meta, *data])
+
+    def as_table_types(self, rows: pa.Table) -> pa.Table:
+        """``rows`` read from data files, with the table's own types (losslessly: the
+        values were written from them)."""
+        for i, name in enumerate(rows.column_names):
+            want = self.schema.field(name).type if name in self.schema.names else None
+            if want is not None and rows.schema.field(i).type != want:
+                rows = rows.set_column(i, name, rows.column(i).cast(want))
+        return rows
 
     @property
     def precombine_field(self) -> str:
@@ -226,6 +243,25 @@ class TableSpec:
                 f"{where}: unreadable table properties ({type(e).__name__}: {e}); the table "
                 f"definition ({PROPERTIES_FILE}, {TABLE_FILE}) is damaged: restore it"
             ) from e
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """The type a field is stored as in data files: the Arrow type of its Avro form, which
+    Hudi readers read files as (small integers as int32, large or view strings as strings,
+    timestamps as UTC instants in milli- or microseconds)."""
+    if pa.types.is_integer(t) and t.bit_width < 32 or t == pa.uint16():
+        return pa.int32()
+    if t == pa.uint32():
+        return pa.int64()
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("ms" if t.unit in ("s", "ms") else "us", "UTC")
+    return t
 
 
 def _list(text: str) -> list[str]:

@@ -57,6 +57,7 @@ def _type(t: pa.DataType, name: str, namespace: str) -> Any:
     if pa.types.is_date(t):
         return {"type": "int", "logicalType": "date"}
     if pa.types.is_timestamp(t):
+        # Files store timestamps as UTC instants (as Spark and Hudi do), zone or not.
         logical = "timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"
         return {"type": "long", "logicalType": logical}
     if pa.types.is_decimal(t):
