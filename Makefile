@@ -1,14 +1,19 @@
-# The two commands of the README. Both create .venv and install dynbucket into it first.
+# The two commands of the README. Both create .venv and install dynbucket into it first;
+# the tests also create .venv-readers: third-party Hudi readers that need a pyarrow older
+# than the project's (daft), run by the tests in a subprocess.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+READERS := .venv-readers
+READERS_PINS := daft==0.7.26 sortedcontainers==2.4.0
+READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | cut -d' ' -f1)
 
 .PHONY: demo test lint clean
 
 demo: $(STAMP)
 	$(VENV)/bin/dynbucket demo $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(READERS_STAMP)
 	$(VENV)/bin/python -m pytest $(ARGS)
 
 lint: $(STAMP)
@@ -25,5 +30,12 @@ $(STAMP):
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+$(READERS_STAMP):
+	test -d $(READERS) || $(PYTHON) -m venv $(READERS)
+	$(READERS)/bin/python -m pip install -q --upgrade pip
+	$(READERS)/bin/python -m pip install -q $(READERS_PINS)
+	rm -f $(READERS)/.installed-*
+	touch $@
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(READERS) build *.egg-info

@@ -37,8 +37,12 @@ def _ingest(args: argparse.Namespace) -> int:
                 raise
             from pyspark.sql.pandas.types import to_arrow_schema
 
+            from dynbucket.pipeline.options import TableOptions
+
             table = Table.create(args.table, to_arrow_schema(df.schema), args.key,
-                                 args.partition_by or (), args.ordering, runtime=rt)  # fmt: skip
+                                 args.partition_by or (), args.ordering,
+                                 options=TableOptions(table_type=args.table_type),
+                                 runtime=rt)  # fmt: skip
         with table:
             result = getattr(table, args.operation)(df)
         print(result)
@@ -51,6 +55,7 @@ def _show(args: argparse.Namespace) -> int:
     table = Table.open(args.table)
     spec = table.spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
+    print(f"hudi       {spec.name} ({spec.options.table_type}, table version 6)")
     print(
         f"key        {', '.join(spec.record_key)}\npartitions {', '.join(spec.partition_by) or '-'}"
     )
@@ -159,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")
     ingest.add_argument("--partition-by", nargs="*")
     ingest.add_argument("--ordering", help="ordering field (larger wins)")
+    ingest.add_argument("--table-type", choices=["MERGE_ON_READ", "COPY_ON_WRITE"],
+                        default="MERGE_ON_READ", help="Hudi table type of a new table")  # fmt: skip
     ingest.set_defaults(func=_ingest)
 
     show = sub.add_parser("show", help="a table: properties, buckets, timeline")
@@ -201,8 +208,8 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
     up.add_argument("--runs", type=int, default=3, help="steady-state upserts (median)")
     up.add_argument("--systems", type=lambda t: t.split(","),
-                    default=["dynbucket", "spark", "delta", "paimon"],
-                    help="dynbucket,spark,delta,paimon")  # fmt: skip
+                    default=["dynbucket", "dynbucket-nometa", "spark", "delta", "paimon"],
+                    help="dynbucket,dynbucket-nometa,spark,delta,paimon")  # fmt: skip
     up.add_argument("--bucket-rows", type=_count, default=1_000_000,
                     help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
     up.add_argument("--paimon-max", type=_count, default=5_000_000,

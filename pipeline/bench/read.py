@@ -2,7 +2,7 @@
 
 Two tables are built once (pyarrow only, no Spark):
 
-* ``mor``: ``rows`` rows over 8 partitions, of which 20% live in delta files (half of them
+* ``mor``: ``rows`` rows over 8 partitions, of which 20% live in log files (half of them
   updates of base rows, half new keys); the snapshot read is timed against reading the same
   live rows as plain Parquet (the same partitions and columns, one file per partition) in the
   same run, interleaved.
@@ -12,6 +12,7 @@ Two tables are built once (pyarrow only, no Spark):
 
 from __future__ import annotations
 
+import io
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
 from dynbucket.pipeline.format.columns import BUCKET, HASH
+from dynbucket.pipeline.format.hudi import log_file
 from dynbucket.pipeline.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("amount", pa.int64()),
@@ -72,11 +74,13 @@ def build_mor(root: Path, rows: int) -> tuple[Table, Path]:
 
 
 def delta_share(table: Table) -> float:
-    """Share of live rows that come from delta files."""
+    """Share of live rows that come from log files."""
     snap = table.snapshot()
     delta = sum(
-        pq.ParquetFile(d.path).metadata.num_rows
-        for r in snap.slices() for d in r.slice.deltas
+        pq.ParquetFile(io.BytesIO(b.content)).metadata.num_rows
+        for r in snap.slices() for f in r.slice.logs
+        for b in log_file.read_blocks(Path(f.path).read_bytes())
+        if b.type == log_file.PARQUET_DATA
     )  # fmt: skip
     return delta / max(1, snap.to_arrow(columns=["id"], meta_columns=False).num_rows)
 

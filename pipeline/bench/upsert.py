@@ -14,7 +14,9 @@ Every system applies the same files in the same order, the systems taking turns 
 its four after the others); each timing covers reading the input Parquet file and the whole
 write and commit:
 
-* ``dynbucket``: ``Table.upsert(spark.read.parquet(file))``, on this process's runtime;
+* ``dynbucket``: ``Table.upsert(spark.read.parquet(file))``, on this process's runtime, into
+  a merge-on-read Hudi table; ``dynbucket-nometa``: the same without Hudi's meta fields
+  (``hoodie.populate.meta.fields=false``), for their cost;
 * ``spark (same layout)``: plain Spark writing the same rows to one Parquet file per
   (partition, bucket), with as many buckets per partition as dynbucket has: a write with no
   index, no merge and no commit protocol (the floor);
@@ -46,13 +48,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.options import DynamicBucketIndex
+from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.table import Table
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
-SYSTEMS = ("dynbucket", "spark", "delta", "paimon")
-LABELS = {"dynbucket": "dynbucket", "spark": "spark (same layout)",
+LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
+          "spark": "spark (same layout)",
           "delta": "delta-rs MERGE", "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
 PARTITIONS = 8
 LOAD_CHUNK = 5_000_000
@@ -102,17 +104,19 @@ def _files(folder: Path, prefix: str) -> list[Path]:
 
 
 class Ours:
-    """dynbucket: ``Table.upsert`` of a Spark DataFrame read from the file."""
+    """dynbucket: ``Table.upsert`` of a Spark DataFrame read from the file (a merge-on-read
+    Hudi table, with or without Hudi's meta fields)."""
 
-    def __init__(self, rt: Runtime, table_dir: Path, bucket_rows: int) -> None:
-        self.rt, self.dir, self.bucket_rows = rt, table_dir, bucket_rows
+    def __init__(self, rt: Runtime, table_dir: Path, bucket_rows: int, meta: bool = True) -> None:
+        self.rt, self.dir, self.bucket_rows, self.meta = rt, table_dir, bucket_rows, meta
         self.table: Table | None = None
 
     def load(self, files: Sequence[Path]) -> None:
         spark = self.rt.spark
         index = DynamicBucketIndex(max_keys_per_bucket=self.bucket_rows)
         table = Table.create(str(self.dir), pq.read_schema(files[0]), "key", "part", "ts",
-                             index, runtime=self.rt)  # fmt: skip
+                             index, TableOptions(populate_meta_fields=self.meta),
+                             runtime=self.rt)  # fmt: skip
         with table:
             for f in files:
                 table.upsert(spark.read.parquet(str(f)))
@@ -122,7 +126,8 @@ class Ours:
         assert self.table is not None
         table, spark = self.table, self.rt.spark
         s, result = timed(lambda: table.upsert(spark.read.parquet(str(f))))
-        print(f"  dynbucket {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
+        label = "dynbucket" if self.meta else "dynbucket (no meta fields)"
+        print(f"  {label} {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
               f"{result.keys_inserted:,} inserted; stages {result.seconds})",
               flush=True)  # fmt: skip
         return s
@@ -270,6 +275,8 @@ def _system(system: str, rt: Runtime, tables: Path, bucket_rows: int, python: Pa
             ours: Any) -> Ours | PlainSpark | Peer:  # fmt: skip
     if system == "dynbucket":
         return Ours(rt, tables / "dynbucket", bucket_rows)
+    if system == "dynbucket-nometa":
+        return Ours(rt, tables / "dynbucket-nometa", bucket_rows, meta=False)
     if system == "spark":
         return PlainSpark(rt, tables / "spark", ours)
     if python is None:
@@ -288,6 +295,8 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
         for system in ("paimon", "delta", "spark"):
             if (system, size) in medians:
                 out[f"speedup_vs_{system}_{tag}"] = round(medians[(system, size)] / ours_s, 3)
+        if ("dynbucket-nometa", size) in medians:  # time with meta fields / time without
+            out[f"meta_fields_cost_{tag}"] = round(ours_s / medians[("dynbucket-nometa", size)], 3)
     if len(sizes) >= 2 and all(("dynbucket", s) in medians for s in (sizes[0], sizes[-1])):
         out["growth_small_to_large"] = round(
             medians[("dynbucket", sizes[-1])] / medians[("dynbucket", sizes[0])], 3)  # fmt: skip

@@ -33,6 +33,14 @@ def test_demo_streams_prints_layout_saves_png_and_leaves_no_process(tmp_path: Pa
     assert len(batch_lines) >= 3
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     assert wait_until_gone(marker) == []
+    # hudi-rs reads the demo's table with as many rows as `dynbucket show` counts keys.
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("read back with hudi-rs:")]
+    hudi_rows = int(line.split(":")[1].split()[0].replace(",", ""))
+    shown = run([tool("dynbucket"), "show", str(tmp_path / "demo" / "table")], env)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    keys = sum(int(x.split()[2].replace(",", "")) for x in shown.stdout.splitlines()
+               if x.startswith("region=") and len(x.split()) == 5)  # fmt: skip
+    assert hudi_rows == keys == 3000 + 2 * 2100  # 30% of each later batch updates old keys
 
 
 def test_ingest_show_compact_rollback(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from dynbucket.actors.errors import (
     NotATableError,
     NullKeyError,
     SchemaMismatchError,
+    TableCorruptedError,
     TableExistsError,
 )
 from dynbucket.pipeline.table import Table
@@ -139,3 +140,35 @@ def test_ordering_field_nulls_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="ordering field 'v' is null"):
         t.upsert(pa.table({"id": ["a"], "day": ["d"], "v": pa.array([None], pa.int64())}))
     assert t.history() == []
+
+
+def test_a_table_in_the_first_layout_is_refused_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "old" / ".dynbucket").mkdir(parents=True)
+    (tmp_path / "old" / ".dynbucket" / "table.json").write_text("{}")
+    with pytest.raises(TableCorruptedError, match="first layout.*no migration"):
+        Table.open(str(tmp_path / "old"))
+
+
+def test_a_hudi_table_not_created_by_dynbucket_is_not_opened(tmp_path: Path) -> None:
+    (tmp_path / "hudi" / ".hoodie").mkdir(parents=True)
+    (tmp_path / "hudi" / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=x\n")
+    with pytest.raises(NotATableError, match="a Hudi table not created by dynbucket"):
+        Table.open(str(tmp_path / "hudi"))
+
+
+def test_hoodie_properties_say_what_hudi_readers_need(tmp_path: Path) -> None:
+    from dynbucket.pipeline.format.hudi.properties import loads
+
+    t = Table.create(str(tmp_path / "orders-2026"), SCHEMA, "id", "day")
+    props = loads((tmp_path / "orders-2026" / ".hoodie" / "hoodie.properties").read_bytes())
+    assert {k: props[k] for k in ("hoodie.table.name", "hoodie.table.type",
+                                  "hoodie.table.version", "hoodie.timeline.layout.version",
+                                  "hoodie.table.recordkey.fields", "hoodie.table.partition.fields",
+                                  "hoodie.table.precombine.field", "hoodie.table.checksum")} == {
+        "hoodie.table.name": "orders_2026", "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.version": "6", "hoodie.timeline.layout.version": "1",
+        "hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "day",
+        "hoodie.table.precombine.field": "_hoodie_commit_time",  # no ordering field
+        "hoodie.table.checksum": "3087979720",  # crc32("default.orders_2026")
+    }  # fmt: skip
+    assert Table.open(t.uri).spec == t.spec

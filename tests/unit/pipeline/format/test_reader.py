@@ -9,7 +9,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.actors.errors import InstantNotFoundError
+from dynbucket.actors.errors import InstantNotFoundError, TableCorruptedError
 from dynbucket.pipeline.format import merge
 from dynbucket.pipeline.table import Table
 
@@ -87,3 +87,17 @@ def test_a_table_on_a_non_local_pyarrow_filesystem(tmp_path: Path) -> None:
     again = Table.open("warehouse/t", filesystem=fs)
     assert _ids(again.to_arrow()) == {"a": 5, "b": 2}
     assert (tmp_path / "bucket" / "warehouse" / "t" / ".hoodie" / "hoodie.properties").exists()
+
+
+@pytest.mark.parametrize("which", ["base", "log"])
+def test_a_missing_file_of_a_completed_commit_is_an_error_naming_it(
+    tmp_path: Path, which: str
+) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[1, 2]))
+    t.upsert(_rows(id=["a"], day=["d"], v=[5]))
+    pattern = "*.parquet" if which == "base" else ".*.log.*"
+    [gone] = list((tmp_path / "t" / "day=d").glob(pattern))
+    gone.unlink()
+    with pytest.raises(TableCorruptedError, match=rf"{gone}.*missing"):
+        t.to_arrow()

@@ -1,0 +1,53 @@
+"""Publishing files: whole or not at all, and on disk (file and folder flushed) before the
+call returns, so that a completed instant never names a file a power cut could lose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.pipeline.format import storage
+from dynbucket.pipeline.format.storage import TableStore
+
+
+@pytest.fixture()
+def flushed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = storage._fsync
+
+    def record(path: str) -> None:
+        calls.append(path)
+        real(path)
+
+    monkeypatch.setattr(storage, "_fsync", record)
+    return calls
+
+
+@pytest.mark.parametrize("how", ["write_atomic", "write_file", "write_parquet"])
+def test_a_published_file_and_its_folder_are_flushed(
+    tmp_path: Path, flushed: list[str], how: str
+) -> None:
+    store = TableStore.at(str(tmp_path))
+    target = store.path("p=1", "f.bin")
+    if how == "write_parquet":
+        store.write_parquet(target, pa.table({"x": [1]}))
+    else:
+        getattr(store, how)(target, b"data")
+    tmp, folder = flushed
+    assert Path(tmp).parent == Path(target).parent and Path(tmp).name.startswith(".f.bin.tmp-")
+    assert folder == str(tmp_path / "p=1")  # after the rename
+    assert [p.name for p in (tmp_path / "p=1").iterdir()] == ["f.bin"]
+
+
+def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    store = TableStore.at(str(tmp_path))
+
+    def broken(target: str) -> None:
+        Path(target).write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        store._publish(store.path("f.bin"), broken)
+    assert list(tmp_path.iterdir()) == []
