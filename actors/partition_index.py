@@ -78,7 +78,8 @@ class PartitionIndex:
         uncommitted = np.zeros(len(keys), dtype=np.bool_)
         pending = [t for c, t in self.pending.items() if c != skip]
         # The other structures are disjoint from ``run``: ask them only about its misses.
-        for structure in [self.recent, *pending]:
+        structures: list[SortedRun | PendingTable] = [self.recent, *pending]
+        for structure in structures:
             if len(structure) == 0:
                 continue
             missing = np.flatnonzero(out < 0)

@@ -18,6 +18,7 @@ speculative task writes the same files with the same rows (I4).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections import defaultdict
 from collections.abc import Collection
@@ -63,14 +64,6 @@ class GroupWrites:
     keys_updated: int = 0
     keys_deleted: int = 0
     keys_not_found: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "keys_inserted": self.keys_inserted,
-            "keys_updated": self.keys_updated,
-            "keys_deleted": self.keys_deleted,
-            "keys_not_found": self.keys_not_found,
-        }
 
 
 def write_file_groups(
@@ -141,19 +134,20 @@ def _write_group(
     is_delete = pc.equal(group.column(OP), DELETE)
     deleted = int(pc.sum(is_delete).as_py() or 0)
     inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
-    counts = {"inserts": inserted, "updates": group.num_rows - deleted - inserted,
-              "deletes": deleted}  # fmt: skip
     upserts = group.filter(pc.invert(is_delete)) if deleted else group
     if fslice is None:
         name = names.base_name(file_id, instant)
         rows = _with_meta(spec, upserts, instant, partition, name, bucket_of(file_id))
         size = write_base(store, spec, store.path(partition, name), rows)
-        return WrittenFile(partition, store.path(partition, name), "base", rows.num_rows, size,
-                           file_id, bucket_of(file_id), prev_commit=None, **counts)  # fmt: skip
-    if spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
-        return _write_log(store, spec, instant, partition, fslice, upserts,
-                          group.filter(is_delete), counts)  # fmt: skip
-    return _rewrite_base(store, spec, instant, partition, fslice, group, counts)
+        written = WrittenFile(partition, store.path(partition, name), "base", rows.num_rows,
+                              size, file_id, bucket_of(file_id))  # fmt: skip
+    elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
+        written = _write_log(store, spec, instant, partition, fslice, upserts,
+                             group.filter(is_delete))  # fmt: skip
+    else:
+        written = _rewrite_base(store, spec, instant, partition, fslice, group)
+    return dataclasses.replace(written, inserts=inserted, deletes=deleted,
+                               updates=group.num_rows - deleted - inserted)  # fmt: skip
 
 
 def _with_meta(
@@ -187,7 +181,7 @@ def write_base(store: TableStore, spec: TableSpec, path: str, rows: pa.Table) ->
 
 def _write_log(
     store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
-    upserts: pa.Table, deletes: pa.Table, counts: dict[str, int],
+    upserts: pa.Table, deletes: pa.Table,
 ) -> WrittenFile:  # fmt: skip
     version = fslice.next_log_version()
     name = names.log_name(fslice.file_id, fslice.base_instant, version, instant)
@@ -209,7 +203,7 @@ def _write_log(
     base_name = fslice.base.name if fslice.base is not None else ""
     return WrittenFile(partition, path, "log", upserts.num_rows + deletes.num_rows, size,
                        fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
-                       base_file=base_name, log_version=version, **counts)  # fmt: skip
+                       base_file=base_name, log_version=version)  # fmt: skip
 
 
 def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
@@ -228,7 +222,7 @@ def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
 
 def _rewrite_base(
     store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
-    group: pa.Table, counts: dict[str, int],
+    group: pa.Table,
 ) -> WrittenFile:  # fmt: skip
     """Copy-on-write: the slice's rows merged with the instant's, as a new base file."""
     name = names.base_name(fslice.file_id, instant)
@@ -244,8 +238,7 @@ def _rewrite_base(
     live = merge(spec, old, [new.cast(pa.schema([*old.schema, pa.field(OP, pa.int8())]))])
     size = write_base(store, spec, store.path(partition, name), moved_to(spec, live, name))
     return WrittenFile(partition, store.path(partition, name), "base", live.num_rows, size,
-                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
-                       **counts)  # fmt: skip
+                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant)  # fmt: skip
 
 
 def _partition_metadata(store: TableStore, partition: str, instant: str) -> None:

@@ -7,7 +7,7 @@ reads travel to the actor; its answer (bucket, new-key flag) is attached to the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,8 @@ from dynbucket.actors.link import RayLink
 from dynbucket.pipeline.format.records import annotate, insert_conflict
 from dynbucket.pipeline.format.table_spec import TableSpec
 
-ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+#: A ``mapInArrow`` function: a task's Arrow batches in, batches out.
+ArrowFn = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def tagged_schema(schema: StructType) -> StructType:
@@ -59,7 +60,7 @@ def assign_fn(
     """
     names = list(actor_names)
 
-    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def tag(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import ray
 
         handles = [link.actor(name) for name in names]

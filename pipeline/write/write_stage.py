@@ -10,7 +10,7 @@ back to the driver as rows of :data:`WRITTEN`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,8 +25,7 @@ from dynbucket.pipeline.format.file_groups import GroupWrites, write_file_groups
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.transaction import WrittenFile
-
-ArrowFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+from dynbucket.pipeline.write.assign_stage import ArrowFn
 
 #: One row per file a task wrote (a ``WrittenFile``), and one row (kind ``counts``) of what
 #: happened to keys.
@@ -53,7 +52,7 @@ def write_fn(
 ) -> ArrowFn:
     """A ``mapInArrow`` function writing the file groups of its task."""
 
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         collected = [b for b in batches if b.num_rows]
@@ -103,7 +102,7 @@ def in_slot_task(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
     keys of slot ``b mod num_slots``. A row that is not fails the attempt with
     ``SlotLayoutError`` (the write is then redone with two shuffles)."""
 
-    def checked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def checked(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
             hashes = batch.column(HASH).to_numpy(zero_copy_only=False)
@@ -114,7 +113,7 @@ def in_slot_task(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
                 )
             yield batch
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from stage_b(checked(stage_a(batches)))
 
     return run
@@ -124,7 +123,7 @@ def carry_errors(fn: ArrowFn) -> ArrowFn:
     """``fn``, with a dynbucket error it raises carried to the driver whole (class and
     fields; Spark passes only the text of a task's failure)."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             yield from fn(batches)
         except DynBucketError as e:
