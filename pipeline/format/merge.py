@@ -10,7 +10,6 @@ the key fields when meta fields are not written): delete blocks name keys that w
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,18 +45,35 @@ def read_slice(
     out_cols = _unique([*wanted, *meta])
     if fslice.base is not None and not fslice.logs:
         return spec.as_table_types(read_base(store, spec, fslice.base, out_cols))
-    needed = _unique([*out_cols, *spec.record_key, *_ordering(spec), COMMIT_TIME])
+    needed = merge_columns(spec, out_cols)
     base = read_base(store, spec, fslice.base, needed) if fslice.base is not None else None
-    deltas = [read_log(store, spec, f, needed) for f in fslice.logs]
-    rows = merge(spec, _keyed(spec, base) if base is not None else None, deltas)
-    return spec.as_table_types(rows.select(out_cols))
+    logs = [read_log(store, spec, f, needed) for f in fslice.logs]
+    return merge_slice(spec, base, logs, out_cols)
+
+
+def merge_columns(spec: TableSpec, columns: Sequence[str]) -> list[str]:
+    """What merging a slice reads to return ``columns``: also the key and ordering fields."""
+    return _unique([*columns, *spec.record_key, *_ordering(spec)])
+
+
+def merge_slice(
+    spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table], columns: Sequence[str]
+) -> pa.Table:
+    """The live ``columns`` of a slice from its base rows and its logs' records (as
+    :func:`read_base` and :func:`read_log` return them)."""
+    rows = merge(spec, _keyed(spec, base) if base is not None else None, logs)
+    return spec.as_table_types(rows.select(list(columns)))
+
+
+def in_files(spec: TableSpec, columns: Sequence[str]) -> list[str]:
+    """Which of ``columns`` data files hold (meta fields only when populated)."""
+    return [c for c in columns if c in spec.schema.names or c in spec.meta_fields]
 
 
 def read_base(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
     """``columns`` of a base file (meta fields the file does not hold are filled in)."""
-    in_file = [c for c in columns if c in spec.schema.names or c in spec.meta_fields]
-    table = _read_parquet(store, f.path, in_file)
-    return _fill_meta(spec, table, columns, f.instant, f.name)
+    table = _read_parquet(store, f.path, in_files(spec, columns))
+    return fill_meta(spec, table, columns, f.instant, f.name)
 
 
 def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
@@ -75,12 +91,12 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
             f"{f.path}: a log file of completed instant {f.instant} is missing; restore it "
             "from a backup"
         ) from e
-    in_file = [c for c in columns if c in spec.schema.names or c in spec.meta_fields]
+    in_file = in_files(spec, columns)
     parts = []
     for block in blocks:
         if block.type == log_file.PARQUET_DATA:
-            data = pq.read_table(io.BytesIO(block.content), columns=in_file)
-            data = _fill_meta(spec, data, columns, block.instant, f.file_id)
+            data = pq.read_table(pa.BufferReader(pa.py_buffer(block.content)), columns=in_file)
+            data = fill_meta(spec, data, columns, block.instant, f.file_id)
             data = _keyed(spec, data)
             parts.append(data.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()),
                                                           data.num_rows)))  # fmt: skip
@@ -103,7 +119,7 @@ def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequenc
     return pa.table(out)
 
 
-def _fill_meta(
+def fill_meta(
     spec: TableSpec, table: pa.Table, columns: Sequence[str], instant: str, file_name: str
 ) -> pa.Table:
     """Adds the meta fields asked for that ``table`` lacks (files without meta fields)."""
@@ -121,9 +137,8 @@ def _fill_meta(
 
 
 def _keyed(spec: TableSpec, rows: pa.Table) -> pa.Table:
-    """``rows`` with ``_key``, the record key string."""
-    if RECORD_KEY in rows.column_names:
-        return rows.append_column(KEY, rows.column(RECORD_KEY))
+    """``rows`` with ``_key``, the record key string (the key field itself when it is one
+    string field: no second column to read)."""
     return rows.append_column(KEY, record_keys(rows, spec.record_key))
 
 
@@ -141,34 +156,32 @@ def merge(spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table]) -> p
 
     So a delete followed by an upsert of a smaller ordering value brings back the base
     row, not the upsert (Hudi's readers do the same; the same writes compacted in between, or
-    on a copy-on-write table, give the upsert). Keys are matched exactly, on dense codes of
-    the key strings.
+    on a copy-on-write table, give the upsert). Keys are matched exactly, as strings.
     """
     columns = [c for c in logs[0].column_names if c != OP]
     schema = logs[0].select(columns).schema
     state = base.select(columns).cast(schema) if base is not None else schema.empty_table()
-    coded = _coded([state, *logs])
-    folded = coded[1].slice(0, 0)
-    for delta in coded[1:]:  # 1.
+    state = state.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), state.num_rows))
+    folded = logs[0].slice(0, 0)
+    for delta in logs:  # 1.
         folded = _fold(spec, folded, delta, keep_deletes=True)
-    return _fold(spec, coded[0], folded, keep_deletes=False).drop_columns([_CODE, OP])  # 2.
+    return _fold(spec, state, folded, keep_deletes=False).drop_columns([OP])  # 2.
 
 
-_CODE = "_key_code"
+def _positions(state: pa.Table, delta: pa.Table) -> pa.Array:
+    """For each delta row, the position of its key in ``state`` (null when absent).
 
-
-def _coded(tables: Sequence[pa.Table]) -> list[pa.Table]:
-    """The tables with ``_op`` (upserts where absent) and ``_key_code``: equal keys, equal
-    codes, across all of them."""
-    keys = pa.chunked_array([t.column(KEY) for t in tables], pa.string())
-    codes = pc.dictionary_encode(keys.combine_chunks()).indices
-    out, at = [], 0
-    for t in tables:
-        if OP not in t.column_names:
-            t = t.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), t.num_rows))
-        out.append(t.append_column(_CODE, codes.slice(at, t.num_rows)))
-        at += t.num_rows
-    return out
+    Keys are compared as strings, exactly, in one pass: a hash table over the delta's keys
+    (the commit's records), probed with every state row's key.
+    """
+    in_delta = pc.index_in(state.column(KEY), value_set=delta.column(KEY))
+    hit = pc.is_valid(in_delta).to_numpy(zero_copy_only=False)
+    found = np.zeros(delta.num_rows, np.int64)
+    present = np.zeros(delta.num_rows, np.bool_)
+    rows = in_delta.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
+    found[rows] = np.flatnonzero(hit)
+    present[rows] = True
+    return pa.array(found, pa.int64(), mask=~present)
 
 
 def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool) -> pa.Table:
@@ -176,7 +189,9 @@ def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool)
     ``delta`` replaces the key's record (and stays as a delete record when
     ``keep_deletes``, else removes it); an upsert replaces a missing record, a delete, or an
     upsert whose ordering value is not larger."""
-    pos = pc.index_in(delta.column(_CODE), value_set=state.column(_CODE))
+    if state.num_rows == 0:  # the first commit of the logs: nothing to meet
+        return delta if keep_deletes else delta.filter(pc.not_equal(delta.column(OP), DELETE))
+    pos = _positions(state, delta)
     matched = pc.is_valid(pos)
     at = pos.fill_null(0)
     deleted = pc.equal(delta.column(OP), DELETE)
@@ -275,7 +290,7 @@ def _read_parquet(store: TableStore, path: str, columns: list[str]) -> pa.Table:
     try:
         # Local files are memory-mapped: decoding reads the page cache without a copy.
         if store.is_local:
-            return pq.read_table(path, columns=columns, memory_map=True)
+            return pq.ParquetFile(path, memory_map=True).read(columns=columns)
         return pq.read_table(path, columns=columns, filesystem=store.fs)
     except FileNotFoundError as e:
         raise TableCorruptedError(

@@ -11,7 +11,7 @@ row). Key lookups go through the record-level index and open only the keys' grou
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,7 +25,15 @@ from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, PA
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME
 from dynbucket.pipeline.format.layout import DataFile, FileSlice, file_slices
-from dynbucket.pipeline.format.merge import read_slice
+from dynbucket.pipeline.format.merge import (
+    fill_meta,
+    in_files,
+    merge_columns,
+    merge_slice,
+    read_log,
+    read_slice,
+)
+from dynbucket.pipeline.format.partitioning import partition_columns
 from dynbucket.pipeline.format.paths import HOODIE_DIR
 from dynbucket.pipeline.format.records import prepare
 from dynbucket.pipeline.format.rli import RecordLevelIndex
@@ -149,20 +157,35 @@ class Snapshot:
                     for r in refs if r.slice.base is not None]  # fmt: skip
         if not refs:
             return schema.empty_table()
-        plain = [r for r in refs if r.slice.base is not None and not r.slice.logs]
+        spec, store = self.spec, self.store
+        wanted = list(columns) if columns is not None else spec.schema.names
+        out_cols = _unique([n for n in wanted if n not in spec.partition_by]
+                           + ([COMMIT_TIME] if meta_columns else []))  # fmt: skip
+        needed = merge_columns(spec, out_cols)
         merged = [r for r in refs if r.slice.logs]
         workers = os.cpu_count() or 2
         with ThreadPoolExecutor(max_workers=workers + 1) as pool:
-            # The base scan (multi-threaded inside pyarrow) runs beside the slice merges.
-            scan = pool.submit(scan_bases, self.store, self.spec, plain, columns, meta_columns)
-            parts = list(
-                pool.map(
-                    lambda r: read_ref(self.store, self.spec, r, columns, meta_columns), merged
-                )
-            )
-            if plain:
-                parts.append(scan.result())
-        return pa.concat_tables([p.cast(schema) for p in parts])
+            # Logs are read in the pool while one multi-threaded scan reads every base file:
+            # slices without logs are done as their batches come; the others are merged.
+            logs = {id(r): pool.submit(lambda r=r: [read_log(store, spec, f, needed)
+                                                    for f in r.slice.logs])
+                    for r in merged}  # fmt: skip
+            parts, bases = [], {id(r): [] for r in merged}
+            for ref, rows in _scan(store, spec, refs, needed):
+                if ref.slice.logs:
+                    bases[id(ref)].append(rows)
+                else:
+                    parts.append(decorate(spec, ref, rows, wanted, meta_columns))
+
+            def finish(ref: SliceRef) -> pa.Table:
+                base = pa.concat_tables(bases[id(ref)]) if bases[id(ref)] else None
+                rows = merge_slice(spec, base, logs[id(ref)].result(), out_cols)
+                return decorate(spec, ref, rows, wanted, meta_columns)
+
+            parts += list(pool.map(finish, merged))
+        if not parts:
+            return schema.empty_table()
+        return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
 
     def lookup(self, keys: pa.Table, meta_columns: bool = True) -> pa.Table:
         """Live rows of the given keys (key fields, plus partition fields when partitioned).
@@ -186,7 +209,7 @@ class Snapshot:
                     mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
                 )
                 ref = SliceRef(partition, fslice)
-                out.append(decorate(ref, rows, spec.schema.names, meta_columns))
+                out.append(decorate(spec, ref, rows, spec.schema.names, meta_columns))
         if not out:
             return self.output_schema(None, meta_columns).empty_table()
         return pa.concat_tables(out)
@@ -213,8 +236,16 @@ class Snapshot:
         )
 
     def output_schema(self, columns: Sequence[str] | None, meta_columns: bool) -> pa.Schema:
-        names = list(columns) if columns is not None else self.spec.schema.names
-        fields = [self.spec.schema.field(n) for n in names]
+        return self.output_schema_of(self.spec, columns, meta_columns)
+
+    @staticmethod
+    def output_schema_of(
+        spec: TableSpec, columns: Sequence[str] | None, meta_columns: bool
+    ) -> pa.Schema:
+        """The schema of what reads return: ``columns`` (all fields by default), then the
+        meta columns."""
+        names = list(columns) if columns is not None else spec.schema.names
+        fields = [spec.schema.field(n) for n in names]
         if meta_columns:
             fields += [
                 pa.field(PARTITION, pa.string()),
@@ -225,34 +256,23 @@ class Snapshot:
         return pa.schema(fields)
 
 
-def scan_bases(
-    store: TableStore,
-    spec: TableSpec,
-    refs: Sequence[SliceRef],
-    columns: Sequence[str] | None,
-    meta_columns: bool,
-) -> pa.Table:
-    """Rows of slices that are a base file alone, in one dataset scan (no merge needed)."""
-    wanted = list(columns) if columns is not None else spec.schema.names
-    paths = [r.slice.base.path for r in refs if r.slice.base is not None]
-    dataset = pads.dataset(paths, format="parquet", filesystem=store.fs)
-    has_time = COMMIT_TIME in spec.meta_fields
-    # Special fields such as __filename work in a list of columns, not in a projection dict.
-    extra = [COMMIT_TIME] if has_time else []
-    table = dataset.to_table(columns=[*wanted, *extra, "__filename"] if meta_columns else wanted)
-    table = spec.as_table_types(table)
-    if not meta_columns:
-        return table
-    which = pc.index_in(table.column("__filename"), value_set=pa.array(paths))
-    instants = (table.column(COMMIT_TIME) if has_time
-                else pa.array([r.slice.base_instant for r in refs]).take(which))  # fmt: skip
-    meta = {
-        PARTITION: pa.array([r.partition for r in refs]).take(which),
-        BUCKET: pa.array([r.slice.bucket for r in refs], pa.int32()).take(which),
-        FILE_ID: pa.array([r.slice.file_id for r in refs]).take(which),
-        INSTANT: instants,
-    }
-    return pa.table({**{n: table.column(n) for n in wanted}, **meta})
+def _scan(
+    store: TableStore, spec: TableSpec, refs: Sequence[SliceRef], columns: Sequence[str]
+) -> Iterator[tuple[SliceRef, pa.Table]]:
+    """Batches of every base file of ``refs`` in one multi-threaded dataset scan, each with
+    its slice (meta fields the files do not hold are filled in)."""
+    by_path = {r.slice.base.path: r for r in refs if r.slice.base is not None}
+    if not by_path:
+        return
+    dataset = pads.dataset(list(by_path), format="parquet", filesystem=store.fs)
+    for tagged in dataset.scanner(columns=in_files(spec, columns)).scan_batches():
+        batch = tagged.record_batch
+        if batch.num_rows:
+            ref = by_path[tagged.fragment.path]
+            assert ref.slice.base is not None
+            rows = pa.Table.from_batches([batch])
+            rows = fill_meta(spec, rows, columns, ref.slice.base.instant, ref.slice.base.name)
+            yield ref, spec.as_table_types(rows)
 
 
 def read_ref(
@@ -264,15 +284,26 @@ def read_ref(
 ) -> pa.Table:
     """One slice's live rows with (optionally) the meta columns."""
     wanted = list(columns) if columns is not None else spec.schema.names
-    rows = read_slice(store, spec, ref.slice, wanted, (COMMIT_TIME,) if meta_columns else ())
-    return decorate(ref, rows, wanted, meta_columns)
+    data = [n for n in wanted if n not in spec.partition_by]
+    rows = read_slice(store, spec, ref.slice, data, (COMMIT_TIME,) if meta_columns else ())
+    return decorate(spec, ref, rows, wanted, meta_columns)
 
 
-def decorate(ref: SliceRef, rows: pa.Table, wanted: Sequence[str], meta_columns: bool) -> pa.Table:
-    """Rows of a slice as the reader returns them: ``wanted`` in order, then the meta
-    columns (``_instant`` from the rows' commit time)."""
+def _unique(names: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def decorate(
+    spec: TableSpec, ref: SliceRef, rows: pa.Table, wanted: Sequence[str], meta_columns: bool
+) -> pa.Table:
+    """Rows of a slice as the reader returns them: ``wanted`` in order (partition fields
+    from the slice's partition path: one value, no column to decode), then the meta columns
+    (``_instant`` from the rows' commit time)."""
     n = rows.num_rows
-    out = {name: rows.column(name) for name in wanted}
+    parts = dict(zip(spec.partition_by,
+                     partition_columns(ref.partition, spec.schema, spec.partition_by, n),
+                     strict=True))  # fmt: skip
+    out = {name: parts[name] if name in parts else rows.column(name) for name in wanted}
     if meta_columns:
         out[PARTITION] = pa.repeat(pa.scalar(ref.partition), n)
         out[BUCKET] = pa.repeat(pa.scalar(ref.slice.bucket, pa.int32()), n)

@@ -39,11 +39,11 @@ ORDERING_UNION = {"null": 0, "int": 1, "long": 2, "float": 3, "double": 4, "byte
 
 @dataclass(frozen=True)
 class Block:
-    """One block of a log file."""
+    """One block of a log file (``content`` a view into the file's bytes, not a copy)."""
 
     type: int
     header: dict[int, str]
-    content: bytes
+    content: bytes | memoryview
 
     @property
     def instant(self) -> str:
@@ -155,7 +155,7 @@ def read_blocks(data: bytes) -> list[Block]:
             raise ValueError(f"log block at byte {pos} has format version {version}")
         header, p = _read_metadata(data, start + 8)
         (size,) = struct.unpack_from(">q", data, p)
-        content = bytes(view[p + 8 : p + 8 + size])
+        content = view[p + 8 : p + 8 + size]
         _, p = _read_metadata(data, p + 8 + size)
         (total,) = struct.unpack_from(">q", data, p)
         if p + 8 != end or total != end - 8 - pos:
@@ -181,7 +181,7 @@ def read_deletes(block: Block) -> list[tuple[str, str, Any]]:
     version, size = struct.unpack_from(">ii", block.content, 0)
     if version != DELETE_BLOCK_VERSION:
         raise ValueError(f"delete block version {version}; only {DELETE_BLOCK_VERSION} is read")
-    r = Reader(block.content[8 : 8 + size])
+    r = Reader(bytes(block.content[8 : 8 + size]))
 
     def record() -> tuple[str, str, Any]:
         key = r.string() if r.long() else ""

@@ -64,3 +64,9 @@ def test_logs_without_a_base() -> None:
     d1 = _delta([("a", 1, 1, UPSERT), ("b", 2, 1, UPSERT)], "2")
     d2 = _delta([("b", None, None, DELETE), ("a", 7, 0, UPSERT)], "3")
     assert _live(merge(SPEC, None, [d1, d2])) == {"a": (1, 1)}
+
+
+def test_keys_are_compared_whole() -> None:
+    base = _base([("a", 1, 5), ("ab", 2, 5)])
+    d1 = _delta([("abc", 9, 0, UPSERT), ("a", None, None, DELETE)], "2")
+    assert _live(merge(SPEC, base, [d1])) == {"ab": (2, 5), "abc": (9, 0)}
