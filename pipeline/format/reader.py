@@ -167,10 +167,12 @@ class Snapshot:
         with ThreadPoolExecutor(max_workers=workers + 1) as pool:
             # Logs are read in the pool while one multi-threaded scan reads every base file:
             # slices without logs are done as their batches come; the others are merged.
-            logs = {id(r): pool.submit(lambda r=r: [read_log(store, spec, f, needed)
-                                                    for f in r.slice.logs])
-                    for r in merged}  # fmt: skip
-            parts, bases = [], {id(r): [] for r in merged}
+            def read_logs(ref: SliceRef) -> list[pa.Table]:
+                return [read_log(store, spec, f, needed) for f in ref.slice.logs]
+
+            logs = {id(r): pool.submit(read_logs, r) for r in merged}
+            parts: list[pa.Table] = []
+            bases: dict[int, list[pa.Table]] = {id(r): [] for r in merged}
             for ref, rows in _scan(store, spec, refs, needed):
                 if ref.slice.logs:
                     bases[id(ref)].append(rows)
