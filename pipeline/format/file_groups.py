@@ -33,6 +33,7 @@ from dynbucket.pipeline.format.columns import BUCKET, DELETE, IS_NEW, OP, PARTIT
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi import log_file, properties
 from dynbucket.pipeline.format.hudi.meta_fields import (
+    COMMIT_SEQNO,
     COMMIT_TIME,
     FILE_NAME,
     META_FIELDS,
@@ -174,9 +175,19 @@ def moved_to(spec: TableSpec, rows: pa.Table, name: str) -> pa.Table:
 
 
 def write_base(store: TableStore, spec: TableSpec, path: str, rows: pa.Table) -> int:
-    """Writes a base file of ``rows`` (the file schema's columns), sorted by key."""
+    """Writes a base file of ``rows`` (the file schema's columns), sorted by key (a base
+    file stays for many reads: sorted keys give tight statistics per row group)."""
     rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in spec.record_key]))
-    return store.write_parquet(path, rows.select(spec.file_schema().names).cast(spec.file_schema()))
+    table = rows.select(spec.file_schema().names).cast(spec.file_schema())
+    return store.write_parquet(path, table, **parquet_options(spec))
+
+
+def parquet_options(spec: TableSpec) -> dict[str, object]:
+    """Parquet settings of data files: dictionary encoding only where values repeat (meta
+    fields that are one value per file, partition fields, other fields), not for keys and
+    sequence numbers, which are unique (building a dictionary of them is wasted work)."""
+    unique = {*spec.record_key, COMMIT_SEQNO, RECORD_KEY}
+    return {"use_dictionary": [n for n in spec.file_schema().names if n not in unique]}
 
 
 def _write_log(
@@ -189,9 +200,8 @@ def _write_log(
     if upserts.num_rows:
         rows = _with_meta(spec, upserts, instant, partition, fslice.file_id,
                           bucket_of(fslice.file_id))  # fmt: skip
-        rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in spec.record_key]))
         buffer = io.BytesIO()
-        pq.write_table(rows.cast(spec.file_schema()), buffer)
+        pq.write_table(rows.cast(spec.file_schema()), buffer, **parquet_options(spec))
         blocks.append(log_file.data_block(buffer.getvalue(), instant,
                                           spec.avro_schema(meta_fields=True)))  # fmt: skip
     ordering = delete_ordering(spec, instant)
@@ -257,13 +267,19 @@ def split_groups(rows: pa.Table) -> list[tuple[str, int, pa.Table]]:
     """(partition, bucket, rows) of each file group the rows go to."""
     if rows.num_rows == 0:
         return []
-    rows = rows.take(pc.sort_indices(rows, [(PARTITION, "ascending"), (BUCKET, "ascending")]))
-    parts = pc.dictionary_encode(rows.column(PARTITION)).combine_chunks().indices.to_numpy()
-    buckets = rows.column(BUCKET).to_numpy()
-    starts = np.flatnonzero(np.r_[True, (parts[1:] != parts[:-1]) | (buckets[1:] != buckets[:-1])])
+    codes = pc.dictionary_encode(rows.column(PARTITION)).combine_chunks()
+    partitions = codes.dictionary.to_pylist()
+    # One sort on an integer per (partition, bucket): partition code, then bucket.
+    group = codes.indices.to_numpy().astype(np.int64) << 32 | rows.column(BUCKET).to_numpy()
+    order = np.argsort(group, kind="stable")
+    rows, group = rows.take(pa.array(order)), group[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     ends = np.r_[starts[1:], rows.num_rows]
-    partitions = rows.column(PARTITION)
     return [
-        (partitions[int(a)].as_py(), int(buckets[a]), rows.slice(int(a), int(b - a)))
+        (
+            partitions[int(group[a] >> 32)],
+            int(group[a] & 0xFFFFFFFF),
+            rows.slice(int(a), int(b - a)),
+        )
         for a, b in zip(starts, ends, strict=True)
     ]

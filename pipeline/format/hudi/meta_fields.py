@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,7 +57,7 @@ def meta_columns(
     """The five meta columns of ``n`` records a commit writes into one file."""
     seq = pc.binary_join_element_wise(
         pa.scalar(f"{instant}_{seqno_prefix}_"),
-        pc.cast(pa.array(range(n), pa.int64()), pa.string()),
+        pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string()),
         "",
     )
     return [
