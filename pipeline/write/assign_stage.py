@@ -8,6 +8,7 @@ reads travel to the actor; its answer (bucket, new-key flag) is attached to the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,9 @@ from dynbucket.pipeline.format.table_spec import TableSpec
 
 #: A ``mapInArrow`` function: a task's Arrow batches in, batches out.
 ArrowFn = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+#: Rows per actor call (Spark hands Python 10,000-row Arrow batches by default).
+ROWS_PER_CALL = 65_536
 
 
 def tagged_schema(schema: StructType) -> StructType:
@@ -42,6 +46,7 @@ def assign_fn(
     prepare: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
     method: str = "assign",
     refuse_known: Sequence[str] = (),
+    rows_per_call: int = ROWS_PER_CALL,
 ) -> ArrowFn:
     """A ``mapInArrow`` function tagging each row with ``_bucket`` and ``_is_new``.
 
@@ -57,6 +62,8 @@ def assign_fn(
         method: ``assign`` (upserts) or ``locate`` (deletes: unknown keys get bucket -1).
         refuse_known: for inserts, the key fields to name when a key already exists (then
             the task fails with ``InvalidInputError``).
+        rows_per_call: Spark's Arrow batches are joined up to this many rows per actor
+            call (a call costs about a millisecond of Ray overhead whatever its size).
     """
     names = list(actor_names)
 
@@ -64,9 +71,8 @@ def assign_fn(
         import ray
 
         handles = [link.actor(name) for name in names]
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
+
+        def send(batch: pa.RecordBatch) -> tuple[list[pa.RecordBatch], list[Any]]:
             if prepare is not None:
                 batch = prepare(batch)
             hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
@@ -83,6 +89,9 @@ def assign_fn(
                 )
                 for s, part in zip(present, parts, strict=True)
             ]
+            return parts, refs
+
+        def receive(parts: list[pa.RecordBatch], refs: list[Any]) -> Iterator[pa.RecordBatch]:
             for part, answer in zip(parts, ray.get(refs), strict=True):
                 tagged = part.append_column(
                     columns.BUCKET, answer.column(columns.BUCKET)
@@ -91,7 +100,41 @@ def assign_fn(
                     _refuse_known(tagged, refuse_known)
                 yield tagged
 
+        # 1. Join Spark's batches into calls of about ``rows_per_call`` rows.
+        # 2. Send each call before taking the answer of the one before, so the actor
+        #    works while this task checks the next rows.
+        in_flight: tuple[list[pa.RecordBatch], list[Any]] | None = None
+        for batch in _joined(batches, rows_per_call):
+            sent = send(batch)
+            if in_flight is not None:
+                yield from receive(*in_flight)
+            in_flight = sent
+        if in_flight is not None:
+            yield from receive(*in_flight)
+
     return tag
+
+
+def _joined(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The batches joined into batches of at least ``rows`` rows (the last may be short)."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield _concat(pending)
+            pending, count = [], 0
+    if pending:
+        yield _concat(pending)
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _refuse_known(batch: pa.RecordBatch, key_fields: Sequence[str]) -> None:

@@ -117,7 +117,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     first_time = _once()
 
     def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
-        tag = original(link, names, checkpoint, **kw)
+        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 400})
 
         def tag_then_kill(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             import ray
