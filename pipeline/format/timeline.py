@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
-import posixpath
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -282,7 +281,3 @@ class Timeline:
                 rel = file_name(instant, state, merge_on_read)
                 self.store.delete(self.store.path(rel))
 
-
-def instant_path(store: TableStore, instant: Instant, merge_on_read: bool) -> str:
-    """The completed file of ``instant``."""
-    return posixpath.join(store.root, file_name(instant, State.COMPLETED, merge_on_read))

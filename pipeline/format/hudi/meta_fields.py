@@ -22,7 +22,6 @@ RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"
 FILE_NAME = "_hoodie_file_name"
 META_FIELDS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
-META_SCHEMA = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS])
 
 
 def record_keys(rows: pa.Table, key_fields: Sequence[str]) -> pa.Array:
