@@ -80,7 +80,7 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
     """One log file's records as one commit's delta: upserts (``_op`` 0) from its data
     blocks, deletes (``_op`` 1, other fields null) from its delete blocks, with ``_key``."""
     try:
-        blocks = log_file.read_blocks(store.read_bytes(f.path))
+        blocks = log_file.read_blocks(store.read_buffer(f.path))
     except ValueError as e:
         raise TableCorruptedError(
             f"{f.path}: damaged log file ({e}); restore it from a backup, or roll back the "
@@ -95,7 +95,7 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
     parts = []
     for block in blocks:
         if block.type == log_file.PARQUET_DATA:
-            data = pq.read_table(pa.BufferReader(pa.py_buffer(block.content)), columns=in_file)
+            data = pq.ParquetFile(pa.BufferReader(block.content)).read(in_file, use_threads=False)
             data = fill_meta(spec, data, columns, block.instant, f.file_id)
             data = _keyed(spec, data)
             parts.append(data.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()),

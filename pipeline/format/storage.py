@@ -53,6 +53,15 @@ class TableStore:
         with self.fs.open_input_stream(path) as f:
             return bytes(f.read())
 
+    def read_buffer(self, path: str) -> pa.Buffer:
+        """A whole file as an Arrow buffer: memory-mapped locally (no copy: the page cache
+        is read in place), read in one request elsewhere."""
+        if self.is_local:
+            with pa.memory_map(path) as f:
+                return f.read_buffer()
+        with self.fs.open_input_file(path) as f:
+            return f.read_buffer()
+
     def list_files(self, directory: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """Files under ``directory`` (none if it does not exist)."""
         selector = pafs.FileSelector(directory, allow_not_found=True, recursive=recursive)

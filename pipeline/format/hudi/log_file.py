@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from dynbucket.pipeline.format.hudi.avro import Reader, Writer
 
 MAGIC = b"#HUDI#"
@@ -131,8 +133,8 @@ def _block(block_type: int, header: dict[int, str], content: bytes) -> bytes:
     return MAGIC + struct.pack(">q", length) + body + struct.pack(">q", total)
 
 
-def read_blocks(data: bytes) -> list[Block]:
-    """Every block of a log file.
+def read_blocks(data: bytes | memoryview | pa.Buffer) -> list[Block]:
+    """Every block of a log file (block contents are views into ``data``, not copies).
 
     Raises:
         ValueError: the bytes are not a complete log file (bad magic, lengths that do not
@@ -140,7 +142,7 @@ def read_blocks(data: bytes) -> list[Block]:
     """
     blocks = []
     pos = 0
-    view = memoryview(data)
+    view = data = memoryview(data)
     while pos < len(data):
         if bytes(view[pos : pos + 6]) != MAGIC:
             raise ValueError(f"no log block magic at byte {pos}")
@@ -165,13 +167,13 @@ def read_blocks(data: bytes) -> list[Block]:
     return blocks
 
 
-def _read_metadata(data: bytes, pos: int) -> tuple[dict[int, str], int]:
+def _read_metadata(data: memoryview, pos: int) -> tuple[dict[int, str], int]:
     (count,) = struct.unpack_from(">i", data, pos)
     pos += 4
     out = {}
     for _ in range(count):
         key, size = struct.unpack_from(">ii", data, pos)
-        out[key] = data[pos + 8 : pos + 8 + size].decode("utf-8")
+        out[key] = bytes(data[pos + 8 : pos + 8 + size]).decode("utf-8")
         pos += 8 + size
     return out, pos
 
