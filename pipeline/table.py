@@ -325,11 +325,12 @@ def _snapshot_to_spark(
     store, spec = snapshot.store, snapshot.spec
     schema = snapshot.output_schema(columns, meta_columns)
     slots = max(1, min(len(refs), spark.sparkContext.defaultParallelism * 4))
+    taken = (snapshot.instant, snapshot.seen)
 
     def read(batches: Any) -> Any:
         for batch in batches:
             for ref in batch.column(0).to_pylist():
-                table = read_ref(store, spec, refs[ref], columns, meta_columns)
+                table = read_ref(store, spec, refs[ref], columns, meta_columns, taken)
                 yield from table.to_batches(max_chunksize=100_000)
 
     index = spark.range(len(refs), numPartitions=slots).selectExpr("cast(id as int) as ref")

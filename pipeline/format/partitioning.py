@@ -3,7 +3,7 @@
 Values are checked first (no null, no empty value, no ``/``, ``..`` or control character),
 then escaped as Spark escapes partition values (``%XX`` for ``# % ' * : = ? \\ { [ ] ^ "``),
 so that Spark and ``pyarrow.dataset`` (hive partitioning, URI segment decoding) read back the
-values that were written.
+values that were written; an escaped folder name must fit in 255 bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from dynbucket.actors.errors import InvalidPartitionValueError, SchemaMismatchEr
 #: dynbucket refuses). '%' comes first so that escapes are not escaped again.
 _ESCAPED = ["%", '"', "#", "'", "*", ":", "=", "?", "\\", "{", "[", "]", "^"]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Bytes a folder name may have (NAME_MAX of Linux filesystems; object stores allow more).
+MAX_SEGMENT_BYTES = 255
 _SUPPORTED = "string, integer, boolean or date"
 
 
@@ -59,6 +61,7 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
         encoded = pc.dictionary_encode(text)
         _check_values(name, encoded.dictionary)
         paths = pc.binary_join_element_wise(f"{name}=", _escape(encoded.dictionary), "")
+        _check_lengths(name, encoded.dictionary, paths)
         parts.append(pc.take(paths, encoded.indices))
     return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
 
@@ -82,6 +85,20 @@ def _check_values(name: str, text: pa.ChunkedArray | pa.Array) -> None:
         raise InvalidPartitionValueError(
             f"partition field {name!r} has value {value!r}; partition values must be non-empty "
             "and hold no '/', '..' or control character: clean the value before writing"
+        )
+
+
+def _check_lengths(name: str, values: pa.Array, segments: pa.Array) -> None:
+    sizes = pc.binary_length(segments)
+    if pc.max(sizes).as_py() > MAX_SEGMENT_BYTES:
+        at = pc.index(pc.greater(sizes, MAX_SEGMENT_BYTES), True).as_py()
+        value = values[at].as_py()
+        shown = value if len(value) <= 40 else f"{value[:40]}..."
+        raise InvalidPartitionValueError(
+            f"partition field {name!r} has a value of {len(value)} characters ({shown!r}); "
+            f"its folder name '{name}=...' (escaped) takes {sizes[at].as_py()} bytes, over the "
+            f"{MAX_SEGMENT_BYTES} bytes a folder name may have: shorten the values (e.g. "
+            "partition by a prefix or a hash of them)"
         )
 
 

@@ -11,6 +11,5 @@ META_DIR = f"{HOODIE_DIR}/.dynbucket"
 TABLE_FILE = f"{META_DIR}/table.json"
 TIMELINE_DIR = f"{META_DIR}/timeline"
 RLI_DIR = f"{META_DIR}/rli"
-LOCK_FILE = f"{META_DIR}/writer.lock"
 #: Where the first, unreleased layout kept its metadata (at the table's root).
 OLD_LAYOUT_DIR = ".dynbucket"

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from dynbucket.actors.errors import InstantNotFoundError, TableCorruptedError
+from dynbucket.actors.errors import DynBucketError, InstantNotFoundError, TableCorruptedError
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME
@@ -82,6 +82,8 @@ class Snapshot:
                 f"{self.earliest_retained} on (cleaner.commits-retained)"
             )
         self.visible = frozenset(i.id for i in completed if self.instant and i.id <= self.instant)
+        self.seen = completed[-1].id if completed else None
+        """The newest completed instant (of any action) when the snapshot was taken."""
         self._completed = completed
         self._slices: list[SliceRef] | None = None
 
@@ -150,6 +152,18 @@ class Snapshot:
         logs are merged in a thread pool. ``read_optimized``: the base files alone, as
         Hudi's read-optimized queries read a merge-on-read table (logs not merged).
         """
+        try:
+            return self._to_arrow(columns, meta_columns, partitions, read_optimized)
+        except (FileNotFoundError, TableCorruptedError) as e:
+            raise missing_file(self.store, self.instant, self.seen, e) from e
+
+    def _to_arrow(
+        self,
+        columns: Sequence[str] | None,
+        meta_columns: bool,
+        partitions: Sequence[str] | None,
+        read_optimized: bool,
+    ) -> pa.Table:
         refs = self.slices(partitions)
         schema = self.output_schema(columns, meta_columns)
         if read_optimized:
@@ -194,8 +208,14 @@ class Snapshot:
 
         Each key is found through the record-level index, and only its file group is opened.
         """
+        wanted = prepare(self.spec, keys, deletes=True)
+        try:
+            return self._lookup(wanted, meta_columns)
+        except (FileNotFoundError, TableCorruptedError) as e:
+            raise missing_file(self.store, self.instant, self.seen, e) from e
+
+    def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:
         spec = self.spec
-        wanted = prepare(spec, keys, deletes=True)
         index = RecordLevelIndex(self.store, spec)
         out = []
         for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
@@ -283,12 +303,44 @@ def read_ref(
     ref: SliceRef,
     columns: Sequence[str] | None,
     meta_columns: bool,
+    snapshot: tuple[str | None, str | None] = (None, None),
 ) -> pa.Table:
-    """One slice's live rows with (optionally) the meta columns."""
+    """One slice's live rows with (optionally) the meta columns; ``snapshot`` is the
+    snapshot's (instant, seen), to tell a file cleaning removed from a lost one."""
     wanted = list(columns) if columns is not None else spec.schema.names
     data = [n for n in wanted if n not in spec.partition_by]
-    rows = read_slice(store, spec, ref.slice, data, (COMMIT_TIME,) if meta_columns else ())
+    try:
+        rows = read_slice(store, spec, ref.slice, data, (COMMIT_TIME,) if meta_columns else ())
+    except (FileNotFoundError, TableCorruptedError) as e:
+        raise missing_file(store, *snapshot, e) from e
     return decorate(spec, ref, rows, wanted, meta_columns)
+
+
+def missing_file(
+    store: TableStore, instant: str | None, seen: str | None, error: BaseException
+) -> DynBucketError:
+    """What a file a snapshot lists but cannot read means: when a clean finished after the
+    snapshot was taken (its newest instant ``seen``) and no longer retains the snapshot's
+    ``instant``, the snapshot is gone (:class:`InstantNotFoundError`); otherwise the table
+    lost a file (:class:`TableCorruptedError` naming it)."""
+    timeline = Timeline(store)
+    for clean in reversed(timeline.completed("clean")):
+        if seen is not None and clean.id <= seen:
+            break
+        earliest = timeline.metadata(clean).get("earliest-retained")
+        if instant is not None and earliest and instant < earliest:
+            return InstantNotFoundError(
+                f"instant {instant} is no longer retained: clean {clean.id}, which finished "
+                f"while this read ran, keeps file slices from {earliest} on and removed files "
+                f"this read needed ({error}); read the table again (its latest instant), or "
+                "retain more instants (cleaner.commits-retained)"
+            )
+    if isinstance(error, TableCorruptedError):
+        return error
+    return TableCorruptedError(
+        f"{error}: a data file of completed instant(s) up to {instant} is missing; restore "
+        "it from a backup (reading on would lose its rows)"
+    )
 
 
 def _unique(names: Sequence[str]) -> list[str]:

@@ -25,19 +25,21 @@ from dynbucket.pipeline.format.table_spec import TableSpec
 def widens(have: pa.DataType, want: pa.DataType) -> bool:
     """Whether every value of type ``have`` converts to ``want`` without loss.
 
-    Integers to integers as wide (and signed, unless both are unsigned), floats to floats as
-    wide, timestamps to a unit as fine (any zone label: the instant is the same), strings and
-    binaries to their large or view forms and back, dictionary-encoded values as their value
-    type, and a column of nulls (type null) to any type.
+    Integers to integers that hold every value (unsigned to signed only when wider), floats
+    to floats as wide, timestamps to a unit as fine (any zone label: the instant is the
+    same), strings and binaries to their large or view forms and back, dictionary-encoded
+    values as their value type, and a column of nulls (type null) to any type.
     """
     if have == want or pa.types.is_null(have):
         return True
     if pa.types.is_dictionary(have):
         return widens(have.value_type, want)
     if pa.types.is_integer(have) and pa.types.is_integer(want):
-        return want.bit_width >= have.bit_width and (
-            pa.types.is_signed_integer(want) or not pa.types.is_signed_integer(have)
-        )
+        signed_have, signed_want = (pa.types.is_signed_integer(t) for t in (have, want))
+        if signed_have and not signed_want:
+            return False
+        # An unsigned value needs a bit more room as a signed one (uint32 fits int64).
+        return want.bit_width >= have.bit_width + (1 if signed_want and not signed_have else 0)
     if pa.types.is_floating(have) and pa.types.is_floating(want):
         return want.bit_width >= have.bit_width
     if pa.types.is_timestamp(have) and pa.types.is_timestamp(want):
@@ -124,13 +126,19 @@ def prepare(spec: TableSpec, data: pa.Table, *, deletes: bool = False) -> pa.Tab
 
 
 def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool = True) -> pa.Table:
-    """Checks keys (and ordering values) and adds ``_partition``, ``_hash`` (unless the rows
-    carry it, as from Spark) and ``_op``."""
+    """Checks keys, ordering values and fields that may not be null, and adds
+    ``_partition``, ``_hash`` (unless the rows carry it, as from Spark) and ``_op``."""
     for name in spec.record_key:
         _no_nulls(data, name, NullKeyError, "record key field", "every record needs a key")
-    if spec.ordering_field is not None and not deletes:
-        _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
-                  "give every record an ordering value (larger wins on merge)")  # fmt: skip
+    if not deletes:
+        if spec.ordering_field is not None:
+            _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
+                      "give every record an ordering value (larger wins on merge)")  # fmt: skip
+        for f in spec.schema:
+            if not f.nullable and f.name not in spec.record_key:
+                _no_nulls(data, f.name, InvalidInputError, "field",
+                          "give every record a value", ", which the table's schema says may "
+                          "not be null,")  # fmt: skip
     data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
     if with_hash:
         hashes = hash_columns([data.column(k) for k in spec.record_key], spec.record_key)
@@ -176,11 +184,13 @@ def _first_of_each(data: pa.Table, spec: TableSpec) -> pa.Array:
     return grouped.column("_row_min").combine_chunks().sort()
 
 
-def _no_nulls(data: pa.Table, name: str, error: type[Exception], role: str, fix: str) -> None:
+def _no_nulls(
+    data: pa.Table, name: str, error: type[Exception], role: str, fix: str, why: str = ""
+) -> None:
     column = data.column(name)
     if column.null_count:
         first = pc.index(pc.is_null(column), True).as_py()
         raise error(
-            f"{role} {name!r} is null in {column.null_count} row(s) (first at row {first}); "
-            f"{fix}. Nothing was written."
+            f"{role} {name!r}{why} is null in {column.null_count} row(s) (first at row "
+            f"{first}); {fix}. Nothing was written."
         )

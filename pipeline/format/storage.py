@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -48,6 +48,9 @@ class TableStore:
 
     def exists(self, path: str) -> bool:
         return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def is_file(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type == pafs.FileType.File
 
     def read_bytes(self, path: str) -> bytes:
         with self.fs.open_input_stream(path) as f:
@@ -95,7 +98,7 @@ class TableStore:
         if not self.is_local:
             write(path)
             return int(self.fs.get_file_info(path).size)
-        tmp = posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
+        tmp = self._temporary(path)
         try:
             write(tmp)
             _fsync(tmp)
@@ -110,27 +113,54 @@ class TableStore:
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Creates ``path`` with ``data`` unless it exists; returns whether this call did.
 
-        Exact on local filesystems (``O_CREAT | O_EXCL``). Object stores offer no exclusive
-        create through pyarrow: the file is written when absent and read back, which narrows
-        but does not close the race between two creators.
+        Locally the content is written and flushed under a temporary name first and then
+        hard-linked to ``path`` (``link`` fails when ``path`` exists): exactly one of
+        several creators wins, and no reader ever sees the file without its content.
+        Object stores offer no exclusive create through pyarrow: the file is written when
+        absent and read back, which narrows but does not close the race between two
+        creators.
         """
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        directory = posixpath.dirname(path)
+        self.fs.create_dir(directory, recursive=True)
         if self.is_local:
+            tmp = self._temporary(path)
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.link(tmp, path)
             except FileExistsError:
                 return False
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            _fsync(posixpath.dirname(path))
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            _fsync(directory)
             return True
         if self.exists(path):
             return False
         with self.fs.open_output_stream(path) as f:
             f.write(data)
         return self.read_bytes(path) == data
+
+    @staticmethod
+    def _temporary(path: str) -> str:
+        """A hidden name beside ``path`` for writing it (``layout.TEMPORARY`` matches it)."""
+        directory, name = posixpath.split(path)
+        return posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
+
+    def remove_empty_dirs(self, directories: Iterable[str]) -> None:
+        """Removes each of ``directories`` that is empty, and then its parents that are
+        (never the table's root). Object stores have no folders to remove."""
+        if not self.is_local:
+            return
+        for directory in sorted(set(directories), key=len, reverse=True):
+            while directory.startswith(self.root + "/"):
+                try:
+                    os.rmdir(directory)
+                except OSError:  # not empty (or already gone): its parents are not empty
+                    break
+                directory = posixpath.dirname(directory)
 
     def delete(self, path: str) -> None:
         if self.exists(path):

@@ -45,6 +45,8 @@ INDEX_ENGINE = "dynamic-bucket"
 HUDI_TABLE_VERSION = 6
 DATABASE = "default"
 _NAME = re.compile(r"[^A-Za-z0-9_]")
+#: Avro's rule for names, which Hudi's schemas (and so every field of a Hudi table) follow.
+_AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class TableSpec:
         object.__setattr__(self, "record_key", tuple(self.record_key))
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
         names = set(self.schema.names)
+        _check_field_names(self.schema, self.partition_by)
         reserved = sorted(names & (RESERVED | set(META_FIELDS)))
         if reserved:
             raise SchemaMismatchError(
@@ -245,6 +248,49 @@ class TableSpec:
             ) from e
 
 
+def _check_field_names(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+    """Field names must be Avro names (Hudi keeps the schema as Avro; its readers and
+    writers refuse other names); a partition field's name is also a folder name
+    (``name=value``), which must not be hidden from readers that skip ``_`` folders."""
+
+    def check(f: pa.Field, where: str) -> None:
+        if not _AVRO_NAME.match(f.name):
+            raise ConfigError(
+                f"field {f.name!r}{where}: field names must be letters, digits and '_', not "
+                "starting with a digit (Hudi keeps the schema as Avro, whose names follow "
+                f"that rule; partition fields also name folders): rename it, e.g. "
+                f"{_suggest(f.name)!r}"
+            )
+        inner = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        for child in _children(inner):
+            check(child, f" (in field {f.name!r})")
+
+    for f in schema:
+        check(f, "")
+    for name in partition_by:
+        if name in schema.names and name.startswith("_"):
+            raise ConfigError(
+                f"partition field {name!r}: a partition field's name may not start with '_' "
+                "(its folders, '_name=value', are hidden from Parquet readers that skip '_' "
+                f"folders): rename it, e.g. {name.lstrip('_') or 'part'!r}"
+            )
+
+
+def _children(t: pa.DataType) -> list[pa.Field]:
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _children(t.value_type)
+    if pa.types.is_map(t):
+        return _children(t.item_type)
+    return []
+
+
+def _suggest(name: str) -> str:
+    clean = _NAME.sub("_", name).strip("_") or "field"
+    return clean if not clean[0].isdigit() else f"f_{clean}"
+
+
 def storage_type(t: pa.DataType) -> pa.DataType:
     """The type a field is stored as in data files: the Arrow type of its Avro form, which
     Hudi readers read files as (small integers as int32, large or view strings as strings,
@@ -281,6 +327,10 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
     Raises:
         TableExistsError: a table (or any other file) is already there.
     """
+    if store.is_file(store.root):
+        raise TableExistsError(
+            f"{store.uri} is a file, not a folder; create the table in an empty or new folder"
+        )
     if store.exists(store.path(PROPERTIES_FILE)) or store.exists(store.path(TABLE_FILE)):
         raise TableExistsError(f"a table already exists at {store.uri}; open it")
     others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)

@@ -12,13 +12,16 @@
 from __future__ import annotations
 
 import logging
+import posixpath
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from dynbucket.actors.errors import CommitFailedError, ConcurrentWriteError
+from dynbucket.pipeline.format.hudi import properties
 from dynbucket.pipeline.format.hudi.commit import WriteStat, commit_metadata
+from dynbucket.pipeline.format.hudi.files import PARTITION_METADATA
 from dynbucket.pipeline.format.lock import WriterLock
 from dynbucket.pipeline.format.paths import HOODIE_DIR, RLI_DIR
 from dynbucket.pipeline.format.storage import TableStore
@@ -169,7 +172,8 @@ class Transaction:
 
 
 def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) -> list[str]:
-    """Removes every data and index file of a pending instant, then its timeline entries."""
+    """Removes every data and index file of a pending instant, the partition metadata of
+    partitions it created and the folders it leaves empty, then its timeline entries."""
     if instant.completed:
         raise CommitFailedError(f"instant {instant.id} is completed; it cannot be rolled back")
     removed = []
@@ -182,9 +186,21 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
         inside_meta = info.path.startswith(hoodie + "/")
         if inside_meta and not info.path.startswith(index_dir + "/"):
             continue
-        if token.search(info.base_name.lstrip(".")):
+        if token.search(info.base_name.lstrip(".")) or (
+            info.base_name == PARTITION_METADATA and _created_by(store, info.path, instant.id)
+        ):
             store.delete(info.path)
             removed.append(info.path)
+    store.remove_empty_dirs(posixpath.dirname(p) for p in removed)
     timeline.discard(instant)
     log.info("rolled back instant %s: %d file(s) removed", instant.id, len(removed))
     return removed
+
+
+def _created_by(store: TableStore, path: str, instant: str) -> bool:
+    """Whether a partition's metadata file was written by ``instant`` (the first write of
+    the partition): a rolled-back first write leaves no partition behind."""
+    try:
+        return properties.loads(store.read_bytes(path)).get("commitTime") == instant
+    except (OSError, ValueError):
+        return False

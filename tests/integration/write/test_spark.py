@@ -45,9 +45,8 @@ def _table(tmp_path: Path, runtime: Runtime, cap: int = 3) -> Table:
 
 
 def _files(t: Table) -> list[str]:
-    return sorted(
-        str(p) for p in Path(t.store.root).rglob("*") if p.is_file() and "writer.lock" not in p.name
-    )
+    return sorted(str(p) for p in Path(t.store.root).rglob("*")
+                  if p.is_file() and not p.name.startswith("writer.lease"))  # fmt: skip
 
 
 def _check_index(t: Table) -> dict[tuple[str, str], int]:

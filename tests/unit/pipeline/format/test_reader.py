@@ -11,6 +11,7 @@ import pytest
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.errors import InstantNotFoundError, TableCorruptedError
 from dynbucket.pipeline.format import merge
+from dynbucket.pipeline.options import TableOptions
 from dynbucket.pipeline.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -101,3 +102,34 @@ def test_a_missing_file_of_a_completed_commit_is_an_error_naming_it(
     gone.unlink()
     with pytest.raises(TableCorruptedError, match=rf"{gone}.*missing"):
         t.to_arrow()
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
+    tmp_path: Path, table_type: str
+) -> None:
+    """clean(retain=1) racing a reader: the reader took its snapshot, then a write, a
+    compaction and a clean removed the slices it lists."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
+                     options=TableOptions(table_type=table_type))  # fmt: skip
+    for v in range(3):
+        t.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[v, v]))
+    snapshot = t.snapshot()
+    snapshot.slices()
+    t.upsert(_rows(id=["a"], day=["d"], v=[9]))
+    t.compact()
+    clean = t.clean(retain=1).instant
+    for read in (snapshot.to_arrow, lambda: snapshot.lookup(pa.table({"id": ["a"], "day": ["d"]}))):
+        with pytest.raises(InstantNotFoundError, match=f"instant {snapshot.instant} is no longer "
+                           f"retained: clean {clean}.*read the table again"):  # fmt: skip
+            read()
+    assert _ids(t.to_arrow()) == {"a": 9, "b": 2}
+
+
+def test_a_data_file_lost_while_reading_is_named(table: Table) -> None:
+    table.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[1, 2]))
+    snapshot = table.snapshot()
+    (base,) = [r.slice.base for r in snapshot.slices()]
+    Path(base.path).unlink()  # no clean: the table lost it
+    with pytest.raises(TableCorruptedError, match=f"{base.name}.*restore it from a backup"):
+        snapshot.to_arrow()
