@@ -286,15 +286,22 @@ def _scan(
     by_path = {r.slice.base.path: r for r in refs if r.slice.base is not None}
     if not by_path:
         return
-    dataset = pads.dataset(list(by_path), format="parquet", filesystem=store.fs)
-    for tagged in dataset.scanner(columns=in_files(spec, columns)).scan_batches():
-        batch = tagged.record_batch
-        if batch.num_rows:
-            ref = by_path[tagged.fragment.path]
-            assert ref.slice.base is not None
-            rows = pa.Table.from_batches([batch])
-            rows = fill_meta(spec, rows, columns, ref.slice.base.instant, ref.slice.base.name)
-            yield ref, spec.as_table_types(rows)
+    try:
+        dataset = pads.dataset(list(by_path), format="parquet", filesystem=store.fs)
+        batches = dataset.scanner(columns=in_files(spec, columns)).scan_batches()
+        for tagged in batches:
+            batch = tagged.record_batch
+            if batch.num_rows:
+                ref = by_path[tagged.fragment.path]
+                assert ref.slice.base is not None
+                rows = pa.Table.from_batches([batch])
+                rows = fill_meta(spec, rows, columns, ref.slice.base.instant,
+                                 ref.slice.base.name)  # fmt: skip
+                yield ref, spec.as_table_types(rows)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TableCorruptedError(f"unreadable data file ({e}); restore it from a backup") from e
 
 
 def read_ref(

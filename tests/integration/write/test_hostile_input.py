@@ -1,0 +1,70 @@
+"""The hostile-input table (``tests/hostile.py``) through both write paths at once: an
+in-process write of a pyarrow Table and a Spark write of the same rows and types must take
+or refuse each input the same way, with the same error and words, and a refused write leaves
+nothing behind on either path (no file, no folder, no instant)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dynbucket.actors.errors import DynBucketError
+from dynbucket.pipeline.runtime import Runtime
+from dynbucket.pipeline.table import Table
+from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
+from tests.unit.pipeline.test_hostile_input import files, folders
+
+OLD = pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]},
+               schema=SCHEMA)  # fmt: skip
+
+
+def _frame(spark: Any, data: pa.Table, folder: Path) -> Any:
+    """The rows as a Spark DataFrame of the same types (read from Parquet where Spark has
+    no type of its own for one, as for uint64)."""
+    from pyspark.errors import PySparkTypeError
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    try:
+        return spark.createDataFrame(data.to_pylist(), from_arrow_schema(data.schema))
+    except PySparkTypeError:
+        pq.write_table(data, folder / "input.parquet")
+        return spark.read.parquet(str(folder / "input.parquet"))
+
+
+def _outcome(t: Table, operation: str, data: Any, root: Path) -> tuple[Any, str, list[Any]]:
+    before, dirs = files(root), folders(root)
+    try:
+        getattr(t, operation)(data)
+    except DynBucketError as e:
+        assert files(root) == before and folders(root) == dirs, "a refused write left files"
+        assert len(t.history()) == 1, "a refused write left an instant"
+        return type(e), str(e), []
+    rows = t.to_arrow(meta_columns=False, columns=["id", "day", "ts", "qty", "note"])
+    return None, "", sorted(rows.to_pylist(), key=str)
+
+
+@pytest.mark.parametrize("case", INPUT_CASES, ids=[c.name for c in INPUT_CASES])
+def test_both_paths_take_and_refuse_the_same_input(
+    spark: Any, runtime: Runtime, tmp_path: Path, case: InputCase
+) -> None:
+    data = case.data()
+    local = Table.create(str(tmp_path / "local"), SCHEMA, KEY, PARTITION, ORDERING)
+    remote = Table.create(str(tmp_path / "spark"), SCHEMA, KEY, PARTITION, ORDERING,
+                          runtime=runtime)  # fmt: skip
+    for t in (local, remote):
+        t.upsert(OLD)
+    df = _frame(spark, data, tmp_path)
+    with remote:
+        by_arrow = _outcome(local, case.operation, data, tmp_path / "local")
+        by_spark = _outcome(remote, case.operation, df, tmp_path / "spark")
+    assert by_arrow[0] is case.error, by_arrow
+    assert by_spark[0] is case.error, by_spark
+    assert by_arrow[2] == by_spark[2]
+    if case.error is not None:
+        assert re.search(case.message, by_arrow[1]), by_arrow[1]
+        assert re.search(case.message, by_spark[1]), by_spark[1]

@@ -1,0 +1,162 @@
+"""The hostile-input table (``tests/hostile.py``) through in-process writes and creates, and
+damaged tables: each refusal is the error the table names, with its words, and leaves
+nothing behind; each accepted input reads back."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.actors.errors import (
+    DynBucketError,
+    InstantNotFoundError,
+    NotATableError,
+    TableCorruptedError,
+    TableExistsError,
+)
+from dynbucket.pipeline.table import Table
+from tests.hostile import (
+    CREATE_CASES,
+    INPUT_CASES,
+    KEY,
+    ORDERING,
+    PARTITION,
+    SCHEMA,
+    CreateCase,
+    InputCase,
+)
+
+
+def files(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*")
+                  if p.is_file() and not p.name.startswith("writer.lease"))  # fmt: skip
+
+
+def folders(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("case", INPUT_CASES, ids=[c.name for c in INPUT_CASES])
+def test_input(tmp_path: Path, case: InputCase) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, KEY, PARTITION, ORDERING)
+    t.upsert(pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]},
+                      schema=SCHEMA))  # fmt: skip
+    before, dirs = files(tmp_path), folders(tmp_path)
+    write = getattr(t, case.operation)
+    if case.error is None:
+        write(case.data())
+        live = t.to_arrow(meta_columns=False).filter(pa.compute.not_equal(pa.compute.field("id"),
+                                                                          "old"))  # fmt: skip
+        assert live.num_rows == case.rows
+        return
+    with pytest.raises(case.error) as raised:
+        write(case.data())
+    assert type(raised.value) is case.error
+    assert re.search(case.message, str(raised.value)), str(raised.value)
+    assert files(tmp_path) == before and folders(tmp_path) == dirs  # nothing written
+    assert len(t.history()) == 1
+
+
+@pytest.mark.parametrize("case", CREATE_CASES, ids=[c.name for c in CREATE_CASES])
+def test_create(tmp_path: Path, case: CreateCase) -> None:
+    kwargs = {"record_key": KEY, "partition_by": PARTITION, "ordering_field": ORDERING,
+              **case.kwargs}  # fmt: skip
+    if case.error is None:
+        t = Table.create(str(tmp_path / "t"), case.schema, **kwargs)
+        assert Table.open(t.uri).spec == t.spec
+        return
+    with pytest.raises(case.error) as raised:
+        Table.create(str(tmp_path / "t"), case.schema, **kwargs)
+    assert type(raised.value) is case.error
+    assert re.search(case.message, str(raised.value)), str(raised.value)
+    assert files(tmp_path) == []
+
+
+# --- places that are not tables, and damaged tables ---------------------------------------
+
+
+def _table(tmp_path: Path, table_type: str = "MERGE_ON_READ") -> Table:
+    from dynbucket.pipeline.options import TableOptions
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, KEY, PARTITION, ORDERING,
+                     options=TableOptions(table_type=table_type))  # fmt: skip
+    for ts in (1, 2):
+        t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "ts": [ts, ts], "qty": [1, 2],
+                           "note": ["x", "y"]}, schema=SCHEMA))  # fmt: skip
+    return t
+
+
+def _completed_file(t: Table) -> Path:
+    return sorted((Path(t.uri) / ".hoodie").glob("*.deltacommit"))[-1]
+
+
+def _log(t: Table) -> Path:
+    return next(Path(t.uri).rglob(".*.log.*"))
+
+
+def _base(t: Table) -> Path:
+    return next(p for p in Path(t.uri).glob("day=d1/*.parquet"))
+
+
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+DAMAGE = [
+    # (case, damage done to a table with two commits, read, error, message)
+    ("an empty completed instant file", lambda t: _completed_file(t).write_bytes(b""),
+     "read", TableCorruptedError, r"\.deltacommit: the metadata of completed instant \d+ is "
+     "empty; restore the file"),
+    ("a completed instant file cut short", lambda t: _truncate(_completed_file(t)), "read",
+     TableCorruptedError, "is not a complete JSON document"),
+    ("a missing base file", lambda t: _base(t).unlink(), "read", TableCorruptedError,
+     "a data file of completed instant .* is missing; restore it"),
+    ("a missing log file", lambda t: _log(t).unlink(), "read", TableCorruptedError,
+     "is missing; restore it"),
+    ("a log file cut short", lambda t: _truncate(_log(t)), "read", TableCorruptedError,
+     r"damaged log file .*restore it from a backup, or roll back the instant"),
+    ("a base file cut short", lambda t: _truncate(_base(t)), "read", TableCorruptedError,
+     "unreadable data file"),
+    ("hoodie.properties removed", lambda t: (Path(t.uri) / ".hoodie/hoodie.properties").unlink(),
+     "open", TableCorruptedError, "hoodie.properties is missing"),
+    ("table.json garbled", lambda t: (Path(t.uri) / ".hoodie/.dynbucket/table.json")
+     .write_text("{not json"), "open", TableCorruptedError, "unreadable table properties"),
+    ("time travel to an instant that never was", lambda t: None, "as_of 19990101000000000",
+     InstantNotFoundError, "no completed instant 19990101000000000"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "damage", "read", "error", "message"), DAMAGE,
+                         ids=[d[0] for d in DAMAGE])  # fmt: skip
+def test_damaged_table(tmp_path: Path, case: str, damage, read: str, error: type, message: str
+                       ) -> None:  # fmt: skip
+    t = _table(tmp_path)
+    damage(t)
+    with pytest.raises(error) as raised:
+        if read == "open":
+            Table.open(t.uri)
+        elif read.startswith("as_of "):
+            t.to_arrow(as_of=read.split()[1])
+        else:
+            Table.open(t.uri).to_arrow()
+    assert type(raised.value) is error
+    assert re.search(message, str(raised.value)), str(raised.value)
+
+
+def test_places_that_are_not_tables(tmp_path: Path) -> None:
+    a_file = tmp_path / "data.csv"
+    a_file.write_text("id\n1\n")
+    with pytest.raises(TableExistsError, match="is a file, not a folder"):
+        Table.create(str(a_file), SCHEMA, KEY)
+    with pytest.raises(NotATableError, match="not a dynbucket table"):
+        Table.open(str(a_file))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotATableError, match="not a dynbucket table"):
+        Table.open(str(tmp_path / "empty"))
+    with pytest.raises(DynBucketError):
+        Table.open(str(tmp_path / "nowhere"))
+    assert a_file.read_text() == "id\n1\n"
