@@ -71,9 +71,11 @@ def _show(args: argparse.Namespace) -> int:
         )
     print(f"\ntimeline (last {args.last})")
     for row in table.history()[-args.last :]:
+        keys = row.get("keys") or {}
+        counts = " ".join(f"{k}={v:,}" for k, v in keys.items() if v)
         print(
             f"  {row['instant']}  {row['action']:<16} {row['state']:<10} "
-            f"{row.get('operation') or '':<12} files={row.get('files', '-')}"
+            f"{row.get('operation') or '':<12} files={row.get('files', '-')}  {counts}".rstrip()
         )
     return 0
 

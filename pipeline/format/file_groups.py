@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.format.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION
+from dynbucket.pipeline.format.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, UPSERT
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi import log_file, properties
 from dynbucket.pipeline.format.hudi.meta_fields import (
@@ -48,7 +48,7 @@ from dynbucket.pipeline.format.layout import (
     file_id_for,
     file_slices,
 )
-from dynbucket.pipeline.format.merge import KEY, merge, read_slice
+from dynbucket.pipeline.format.merge import KEY, merge, read_base, read_log, read_slice
 from dynbucket.pipeline.format.records import dedupe
 from dynbucket.pipeline.format.rli import RecordLevelIndex, entries_for
 from dynbucket.pipeline.format.storage import TableStore
@@ -58,11 +58,13 @@ from dynbucket.pipeline.format.transaction import WrittenFile
 
 @dataclass
 class GroupWrites:
-    """What writing file groups did: the files, and what happened to the keys."""
+    """What writing file groups did: the files, and what happened to the keys (stale: an
+    update of a known key that loses to the record the table has, by its ordering value)."""
 
     files: list[WrittenFile] = field(default_factory=list)
     keys_inserted: int = 0
     keys_updated: int = 0
+    keys_stale: int = 0
     keys_deleted: int = 0
     keys_not_found: int = 0
 
@@ -108,7 +110,8 @@ def write_file_groups(
         written = _write_group(store, spec, instant, partition, file_id, fslice, group)
         out.files.append(written)
         out.keys_inserted += written.inserts
-        out.keys_updated += written.updates
+        out.keys_updated += written.updates - written.stale
+        out.keys_stale += written.stale
         out.keys_deleted += written.deletes
         if written.inserts:
             entries[partition].append(
@@ -136,6 +139,7 @@ def _write_group(
     deleted = int(pc.sum(is_delete).as_py() or 0)
     inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
     upserts = group.filter(pc.invert(is_delete)) if deleted else group
+    stale = 0
     if fslice is None:
         name = names.base_name(file_id, instant)
         rows = _with_meta(spec, upserts, instant, partition, name, bucket_of(file_id))
@@ -145,9 +149,12 @@ def _write_group(
     elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
         written = _write_log(store, spec, instant, partition, fslice, upserts,
                              group.filter(is_delete))  # fmt: skip
+        updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
+        stale = stale_updates(store, spec, fslice, updates, instant)
     else:
-        written = _rewrite_base(store, spec, instant, partition, fslice, group)
-    return dataclasses.replace(written, inserts=inserted, deletes=deleted,
+        written, applied = _rewrite_base(store, spec, instant, partition, fslice, group)
+        stale = upserts.num_rows - inserted - applied
+    return dataclasses.replace(written, inserts=inserted, deletes=deleted, stale=stale,
                                updates=group.num_rows - deleted - inserted)  # fmt: skip
 
 
@@ -233,8 +240,9 @@ def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
 def _rewrite_base(
     store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
     group: pa.Table,
-) -> WrittenFile:  # fmt: skip
-    """Copy-on-write: the slice's rows merged with the instant's, as a new base file."""
+) -> tuple[WrittenFile, int]:  # fmt: skip
+    """Copy-on-write: the slice's rows merged with the instant's, as a new base file; also
+    how many of the instant's upserts of known keys won (the others were stale)."""
     name = names.base_name(fslice.file_id, instant)
     meta = list(spec.meta_fields) or [COMMIT_TIME]
     old = read_slice(store, spec, fslice, spec.schema.names, meta)
@@ -247,8 +255,73 @@ def _rewrite_base(
     new = new.append_column(OP, group.column(OP)).select([*old.column_names, OP])
     live = merge(spec, old, [new.cast(pa.schema([*old.schema, pa.field(OP, pa.int8())]))])
     size = write_base(store, spec, store.path(partition, name), moved_to(spec, live, name))
+    won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
+    inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
     return WrittenFile(partition, store.path(partition, name), "base", live.num_rows, size,
-                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant)  # fmt: skip
+                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
+                       ), won - inserted  # fmt: skip
+
+
+def stale_updates(
+    store: TableStore, spec: TableSpec, fslice: FileSlice, updates: pa.Table, instant: str
+) -> int:
+    """How many of ``updates`` (upserts of keys the group has) lose to the record the group
+    holds, as a reader merges them (by the ordering value; see ``merge``). They are written
+    all the same (readers merge them away), but do not count as updated.
+
+    1. Without an ordering field the latest commit wins: none is stale.
+    2. When no update's ordering value is below the largest the slice's files hold (their
+       Parquet statistics), every update wins: nothing is read.
+    3. Otherwise the slice's keys and ordering values are merged with the updates, as a
+       reader would, and the updates that did not win are counted.
+    """
+    ordering = spec.ordering_field
+    if ordering is None or updates.num_rows == 0:  # 1.
+        return 0
+    newest = _largest_ordering(store, spec, fslice)  # 2.
+    lowest = pc.min(updates.column(ordering)).as_py()
+    if newest is not None and lowest is not None and lowest >= newest:
+        return 0
+    columns = list(dict.fromkeys([*spec.record_key, ordering, COMMIT_TIME]))  # 3.
+    base = read_base(store, spec, fslice.base, columns) if fslice.base is not None else None
+    logs = [read_log(store, spec, f, columns) for f in fslice.logs]
+    delta = updates.select(list(dict.fromkeys([*spec.record_key, ordering])))
+    delta = delta.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), delta.num_rows))
+    delta = delta.append_column(KEY, record_keys(updates, spec.record_key))
+    delta = delta.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), delta.num_rows))
+    if logs:
+        delta = delta.select(logs[0].column_names).cast(logs[0].schema)
+    keyed = base.append_column(KEY, record_keys(base, spec.record_key)) if base else None
+    live = merge(spec, keyed, [*logs, delta])
+    won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
+    return updates.num_rows - won
+
+
+def _largest_ordering(store: TableStore, spec: TableSpec, fslice: FileSlice) -> object | None:
+    """The largest ordering value in the slice's data files, from their Parquet statistics
+    (None when a file has none, or the type's values do not compare as Python values)."""
+    ordering = spec.ordering_field
+    assert ordering is not None
+    t = spec.schema.field(ordering).type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)):
+        return None
+    footers = []
+    if fslice.base is not None:
+        footers.append(pq.ParquetFile(store.read_buffer(fslice.base.path)).metadata)
+    for f in fslice.logs:
+        for block in log_file.read_blocks(store.read_buffer(f.path)):
+            if block.type == log_file.PARQUET_DATA:
+                footers.append(pq.ParquetFile(pa.BufferReader(block.content)).metadata)
+    largest = None
+    for meta in footers:
+        at = meta.schema.to_arrow_schema().get_field_index(ordering)
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(at).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            if largest is None or stats.max > largest:
+                largest = stats.max
+    return largest
 
 
 def _partition_metadata(store: TableStore, partition: str, instant: str) -> None:

@@ -159,8 +159,13 @@ def rollback(store: TableStore, spec: TableSpec) -> list[str]:
     return pending
 
 
+#: What a write's keys became, as ``history`` reports them.
+KEY_COUNTS = ("inserted", "updated", "stale", "deleted", "not_found")
+
+
 def history(store: TableStore) -> list[dict[str, Any]]:
-    """Every instant with its state and, when completed, its metadata summary."""
+    """Every instant with its state and, when completed, its metadata summary (for writes,
+    what happened to their keys: ``KEY_COUNTS``)."""
     timeline = Timeline(store)
     out = []
     for instant in timeline.instants():
@@ -173,5 +178,7 @@ def history(store: TableStore) -> list[dict[str, Any]]:
             meta = timeline.metadata(instant)
             row["operation"] = meta.get("operation")
             row["files"] = len(meta.get("files", []))
+            stats = meta.get("stats") or {}
+            row["keys"] = {k: stats.get(f"keys_{k}", 0) for k in KEY_COUNTS}
         out.append(row)
     return out

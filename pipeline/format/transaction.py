@@ -44,6 +44,9 @@ class WrittenFile:
     bucket: int = -1
     inserts: int = 0
     updates: int = 0
+    """Upserts of known keys written (Hudi's ``numUpdateWrites``), stale ones included."""
+    stale: int = 0
+    """Of ``updates``, those that lose to the record the table has (a smaller ordering)."""
     deletes: int = 0
     prev_commit: str | None = None
     """The instant of the group's base file before this write (None: a new group)."""

@@ -116,7 +116,8 @@ class InstantWrite:
             instant=self.id, operation=self.operation, rows_written=sum(f.rows for f in data),
             buckets_created=self._assigners.buckets_created() - self._created,
             files_written=len(data), keys_inserted=written.keys_inserted,
-            keys_updated=written.keys_updated, keys_deleted=written.keys_deleted,
+            keys_updated=written.keys_updated, keys_stale=written.keys_stale,
+            keys_deleted=written.keys_deleted,
             keys_not_found=written.keys_not_found,
         )  # fmt: skip
         extra: dict[str, Any] = {"stats": result.as_dict(), **(metadata or {})}

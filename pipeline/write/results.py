@@ -11,7 +11,9 @@ class WriteResult:
     """One committed instant of a write.
 
     ``keys_updated`` counts keys the table already knew (including keys deleted earlier and
-    written again); ``keys_deleted`` counts delete markers written for known keys, and
+    written again) whose record the write replaced; ``keys_stale`` the updates that lost to
+    the record the table has (a smaller ordering value: written, but readers keep the old
+    record); ``keys_deleted`` counts delete markers written for known keys, and
     ``keys_not_found`` deletes of keys the table never had.
     """
 
@@ -20,6 +22,7 @@ class WriteResult:
     rows_written: int
     keys_inserted: int = 0
     keys_updated: int = 0
+    keys_stale: int = 0
     keys_deleted: int = 0
     keys_not_found: int = 0
     buckets_created: int = 0

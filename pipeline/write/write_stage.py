@@ -34,7 +34,7 @@ WRITTEN_ARROW = pa.schema([
     ("kind", pa.string(), False), ("rows", pa.int64(), False), ("size", pa.int64(), False),
     ("file_id", pa.string(), False), ("bucket", pa.int32(), False),
     ("inserts", pa.int64(), False), ("updates", pa.int64(), False),
-    ("deletes", pa.int64(), False), ("prev_commit", pa.string()),
+    ("stale", pa.int64(), False), ("deletes", pa.int64(), False), ("prev_commit", pa.string()),
     ("base_file", pa.string(), False), ("log_version", pa.int32()),
     ("not_found", pa.int64(), False),
 ])  # fmt: skip
@@ -74,7 +74,8 @@ def to_rows(written: GroupWrites) -> pa.RecordBatch:
                                   for f in written.files]  # fmt: skip
     rows.append({"partition": "", "path": "", "kind": _COUNTS, "rows": 0, "size": 0,
                  "file_id": "", "bucket": -1, "inserts": written.keys_inserted,
-                 "updates": written.keys_updated, "deletes": written.keys_deleted,
+                 "updates": written.keys_updated, "stale": written.keys_stale,
+                 "deletes": written.keys_deleted,
                  "prev_commit": None, "base_file": "", "log_version": None,
                  "not_found": written.keys_not_found})  # fmt: skip
     return pa.RecordBatch.from_pylist(rows, schema=WRITTEN_ARROW)
@@ -89,6 +90,7 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
         if fields["kind"] == _COUNTS:
             out.keys_inserted += fields["inserts"]
             out.keys_updated += fields["updates"]
+            out.keys_stale += fields["stale"]
             out.keys_deleted += fields["deletes"]
             out.keys_not_found += not_found
         else:

@@ -88,7 +88,7 @@ def test_upsert_update_delete_through_spark(spark: Any, runtime: Runtime, tmp_pa
             [("k1", "d1", 100, 5), ("k1", "d1", 99, 4), ("k2", "d0", -2, 0), ("k30", "d0", 30, 1)],
         )
     )
-    assert (second.keys_inserted, second.keys_updated) == (1, 2)
+    assert (second.keys_inserted, second.keys_updated, second.keys_stale) == (1, 1, 1)
     live = {r["id"]: r["v"] for r in t.to_arrow().to_pylist()}
     assert (live["k1"], live["k2"], live["k30"], len(live)) == (100, 2, 30, 21)
     before = _check_index(t)

@@ -85,3 +85,31 @@ def test_without_meta_fields_files_hold_the_table_fields_only(tmp_path: Path) ->
         assert not set(pq.read_schema(f).names) & set(META_FIELDS)
     assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["a", "c", "e"]
     check_hudi_reads(t)
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_an_update_losing_to_the_record_the_table_has_counts_as_stale(
+    tmp_path: Path, table_type: str
+) -> None:
+    schema = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", ordering_field="ts",
+                     options=TableOptions(table_type=table_type))  # fmt: skip
+
+    def upsert(ids: list[str], ts: list[int]) -> tuple[int, int, int]:
+        values = [f"{i}@{s}" for i, s in zip(ids, ts, strict=True)]
+        r = t.upsert(pa.table({"id": ids, "ts": ts, "v": values}))
+        return r.keys_inserted, r.keys_updated, r.keys_stale
+
+    assert upsert(["a", "b", "c"], [5, 5, 5]) == (3, 0, 0)
+    # Every ordering value above the group's largest: no record is read to know it.
+    assert upsert(["a"], [6]) == (0, 1, 0)
+    assert upsert(["a", "b", "c", "d"], [1, 5, 9, 1]) == (1, 2, 1)  # a: 1 < 6; b: a tie wins
+    assert {r["id"]: r["ts"] for r in t.to_arrow().to_pylist()} == {"a": 6, "b": 5, "c": 9,
+                                                                    "d": 1}  # fmt: skip
+    t.delete(pa.table({"id": ["a"]}))
+    # After a delete the key is written again; on merge-on-read Hudi's merge brings back the
+    # base record when it is larger, so the smaller upsert is stale there.
+    again = upsert(["a"], [2])
+    live = {r["id"]: r["ts"] for r in t.to_arrow().to_pylist()}
+    assert again == ((0, 0, 1) if live["a"] == 5 else (0, 1, 0))
+    assert live["a"] == (5 if table_type == "MERGE_ON_READ" else 2)
