@@ -21,30 +21,43 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from dynbucket.actors.errors import NotATableError
+    from dynbucket.actors.errors import DynBucketError
+    from dynbucket.pipeline import ingest
+    from dynbucket.pipeline.options import TableOptions
     from dynbucket.pipeline.runtime import Runtime
     from dynbucket.pipeline.table import Table
 
+    # Everything that can be checked before Ray and Spark start is checked first.
+    fmt = ingest.input_format(args.files, args.format)
+    given = ingest.Definition(
+        tuple(args.key) if args.key else None,
+        tuple(args.partition_by) if args.partition_by is not None else None,
+        args.ordering, args.table_type,
+    )  # fmt: skip
+    spec = ingest.table_definition(args.table, given)
     with Runtime() as rt:
-        reader = rt.spark.read.format(args.format)
-        if args.format == "csv":
-            reader = reader.option("header", "true").option("inferSchema", "true")
-        df = reader.load(args.files)
         try:
-            table = Table.open(args.table, runtime=rt)
-        except NotATableError:
-            if not args.key:
+            df = ingest.read(rt.spark, args.files, fmt, args.schema, spec)
+            if spec is None:
+                from pyspark.sql.pandas.types import to_arrow_schema
+
+                ingest.check_new_ordering(df, args.ordering, fmt, args.schema)
+                table = Table.create(args.table, to_arrow_schema(df.schema), list(args.key),
+                                     args.partition_by or (), args.ordering,
+                                     options=TableOptions(table_type=args.table_type
+                                                          or "MERGE_ON_READ"),
+                                     runtime=rt)  # fmt: skip
+            else:
+                table = Table.open(args.table, runtime=rt)
+            with table:
+                result = getattr(table, args.operation)(df)
+        except DynBucketError:
+            raise
+        except Exception as e:
+            unreadable = ingest.read_error(e, args.files, fmt)
+            if unreadable is None:
                 raise
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            from dynbucket.pipeline.options import TableOptions
-
-            table = Table.create(args.table, to_arrow_schema(df.schema), args.key,
-                                 args.partition_by or (), args.ordering,
-                                 options=TableOptions(table_type=args.table_type),
-                                 runtime=rt)  # fmt: skip
-        with table:
-            result = getattr(table, args.operation)(df)
+            raise unreadable from e
         print(result)
     return 0
 
@@ -161,13 +174,18 @@ def parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="write Parquet / CSV / JSON files into a table")
     ingest.add_argument("table")
     ingest.add_argument("files", nargs="+")
-    ingest.add_argument("--format", choices=["parquet", "csv", "json"], default="parquet")
+    ingest.add_argument("--format", choices=["parquet", "csv", "json"], default=None,
+                        help="the files' format (default: from their names)")  # fmt: skip
+    ingest.add_argument("--schema", default=None,
+                        help="the files' columns as Spark DDL, e.g. 'id string, ts bigint' "
+                             "(default: the table's, or inferred for a new table)")  # fmt: skip
     ingest.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
     ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")
     ingest.add_argument("--partition-by", nargs="*")
     ingest.add_argument("--ordering", help="ordering field (larger wins)")
     ingest.add_argument("--table-type", choices=["MERGE_ON_READ", "COPY_ON_WRITE"],
-                        default="MERGE_ON_READ", help="Hudi table type of a new table")  # fmt: skip
+                        default=None, help="Hudi table type of a new table (default "
+                        "MERGE_ON_READ)")  # fmt: skip
     ingest.set_defaults(func=_ingest)
 
     show = sub.add_parser("show", help="a table: properties, buckets, timeline")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pyarrow as pa
 
 from tests.integration.processes import marked_env, run, tool, wait_until_gone
 
@@ -82,3 +85,55 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     rolled = run([dynbucket, "rollback", table], env)
     assert rolled.returncode == 0 and "rolled back 0 pending instant(s)" in rolled.stdout
     assert {r["id"]: r["v"] for r in Table.open(table).to_arrow().to_pylist()} == live
+
+
+def test_ingest_checks_its_inputs_before_starting_anything(tmp_path: Path) -> None:
+    """With no Java to be found, any start of Ray and Spark would fail with
+    JavaNotFoundError: each of these is refused by its own one-line error first."""
+    from dynbucket.pipeline.table import Table
+
+    table = str(tmp_path / "t")
+    Table.create(table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id",
+                 ordering_field="ts")  # fmt: skip
+    (tmp_path / "rows.csv").write_text("id,ts\na,1\n")
+    env, _ = marked_env({"JAVA_HOME": str(tmp_path / "no-java")})
+    cases = [
+        ([str(tmp_path / "missing.csv")], "InvalidInputError: input .*missing.csv' does not exist"),
+        ([str(tmp_path / "rows.csv"), "--format", "parquet"],
+         "InvalidInputError: .*rows.csv' is not a Parquet file .*give --format csv"),
+        ([str(tmp_path / "rows.csv"), "--key", "ts"],
+         "ConfigError: --key ts disagrees with the table at .*, whose value is id"),
+        ([str(tmp_path / "rows.csv"), "--ordering", "id"], "ConfigError: --ordering id disagrees"),
+    ]  # fmt: skip
+    for args, message in cases:
+        done = run([tool("dynbucket"), "ingest", table, *args], env, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert re.fullmatch(f"dynbucket ingest: {message}.*\n", done.stderr), done.stderr
+        assert done.stdout == ""
+
+
+def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path) -> None:
+    from dynbucket.pipeline.table import Table
+
+    table = str(tmp_path / "t")
+    Table.create(table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id",
+                 ordering_field="ts")  # fmt: skip
+    (tmp_path / "bad.csv").write_text("id,ts\na,1\nb,two\n")
+    (tmp_path / "text.csv").write_text("id,ts\na,ten\nb,nine\n")
+    env, marker = marked_env()
+    bad = run([tool("dynbucket"), "ingest", table, str(tmp_path / "bad.csv")], env)
+    assert bad.returncode == 2
+    assert "InvalidInputError: could not read" in bad.stderr and "Malformed" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert Table.open(table).history() == []
+    new = run([tool("dynbucket"), "ingest", str(tmp_path / "t2"), str(tmp_path / "text.csv"),
+               "--key", "id", "--ordering", "ts"], env)  # fmt: skip
+    assert new.returncode == 2
+    assert "ConfigError: --ordering ts: the CSV column 'ts' was read as text" in new.stderr
+    assert "--schema 'id string, ts bigint'" in new.stderr
+    assert not (tmp_path / "t2").exists()
+    typed = run([tool("dynbucket"), "ingest", str(tmp_path / "t2"), str(tmp_path / "text.csv"),
+                 "--key", "id", "--ordering", "ts", "--schema", "id string, ts string"], env)
+    assert typed.returncode == 0, typed.stderr[-3000:]
+    assert Table.open(str(tmp_path / "t2")).spec.schema.field("ts").type == pa.string()
+    assert wait_until_gone(marker) == []

@@ -1,0 +1,221 @@
+"""``dynbucket ingest``: files into a table, with every check that can be made before Ray
+and Spark start (about half a minute) made first.
+
+1. The input files exist and are of one format: the one named by ``--format``, else the one
+   their names say (``.parquet``, ``.csv``, ``.json``...); a local Parquet file must hold
+   Parquet.
+2. An existing table's definition agrees with ``--key``, ``--partition-by``,
+   ``--ordering`` and ``--table-type`` when they are given; without a table there, ``--key``
+   is needed to create one.
+3. Spark reads the files: CSV and JSON with the table's schema (``--schema`` when given, or
+   the existing table's), else with the types Spark infers; a new table's ordering field
+   read from CSV as text is refused (``'10'`` sorts before ``'9'``) unless ``--schema``
+   says so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from dynbucket.actors.errors import ConfigError, InvalidInputError, NotATableError
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec, load_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMATS = ("parquet", "csv", "json")
+_SUFFIXES = {".parquet": "parquet", ".parq": "parquet", ".pq": "parquet", ".csv": "csv",
+             ".json": "json", ".jsonl": "json", ".ndjson": "json"}  # fmt: skip
+_COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What the command line says of the table (None: not given)."""
+
+    key: tuple[str, ...] | None = None
+    partition_by: tuple[str, ...] | None = None
+    ordering: str | None = None
+    table_type: str | None = None
+
+
+def input_format(files: Sequence[str], given: str | None) -> str:
+    """1. The format of the input files (``given``, or the one their names say).
+
+    Raises:
+        InvalidInputError: a file is missing, of no known format, of several formats, or
+            not Parquet while said to be.
+    """
+    found: dict[str, str] = {}
+    for name in files:
+        fs, path = _resolve(name)
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise InvalidInputError(f"input {name!r} does not exist; give existing files")
+        members = [name]
+        if info.type == pafs.FileType.Directory:
+            selector = pafs.FileSelector(path, recursive=True)
+            members = [i.path for i in fs.get_file_info(selector) if i.type == pafs.FileType.File
+                       and not os.path.basename(i.path).startswith((".", "_"))]  # fmt: skip
+            if not members:
+                raise InvalidInputError(f"input folder {name!r} holds no files")
+        for member in members:
+            fmt = _format_of(member)
+            if fmt is not None:
+                found[member] = fmt
+        if given is None and not any(m in found for m in members):
+            raise InvalidInputError(
+                f"cannot tell the format of {name!r} from its name: give --format "
+                f"({', '.join(FORMATS)})"
+            )
+    formats = sorted(set(found.values()))
+    if given is None and len(formats) > 1:
+        raise InvalidInputError(
+            f"the inputs are of several formats ({', '.join(formats)}); ingest one format at a "
+            "time, or give --format"
+        )
+    fmt = given or formats[0]
+    if fmt == "parquet":
+        for member in found or files:
+            _check_parquet(member)
+    return fmt
+
+
+def table_definition(uri: str, given: Definition) -> TableSpec | None:
+    """2. The existing table's definition, checked against what the command line gives
+    (None: no table there, and ``--key`` gives one to create).
+
+    Raises:
+        NotATableError: no table there and no ``--key``.
+        ConfigError: the command line disagrees with the table.
+    """
+    try:
+        spec = load_table(TableStore.at(uri))
+    except NotATableError as e:
+        if not given.key:
+            raise NotATableError(f"{uri} is not a dynbucket table: give --key (and "
+                                 "--partition-by, --ordering) to create it from the input"
+                                 ) from e  # fmt: skip
+        return None
+    have = {"--key": (given.key, spec.record_key),
+            "--partition-by": (given.partition_by, spec.partition_by),
+            "--ordering": (given.ordering, spec.ordering_field),
+            "--table-type": (given.table_type, spec.options.table_type)}  # fmt: skip
+    for option, (wanted, actual) in have.items():
+        if wanted is not None and wanted != actual:
+            raise ConfigError(
+                f"{option} {_shown(wanted)} disagrees with the table at {uri}, whose value is "
+                f"{_shown(actual)}: drop {option} (the table's definition is used), or ingest "
+                "into a new table"
+            )
+    return spec
+
+
+def read(spark: SparkSession, files: Sequence[str], fmt: str, schema: str | None,
+         spec: TableSpec | None) -> DataFrame:  # fmt: skip
+    """3. The files as a DataFrame, typed by ``schema`` (Spark DDL), else the table's
+    schema (CSV, JSON), else as Spark infers them."""
+    reader = spark.read.format(fmt)
+    if fmt == "csv":
+        reader = reader.option("header", "true")
+    if schema is not None:
+        try:
+            reader = reader.schema(schema)
+        except Exception as e:  # pyspark's ParseException: its text may not even print
+            raise InvalidInputError(
+                f"--schema {schema!r} is not a Spark DDL schema ({type(e).__name__}); give "
+                "the columns as 'name type, ...', e.g. 'id string, ts bigint'"
+            ) from e
+    elif spec is not None and fmt in ("csv", "json"):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        reader = reader.schema(from_arrow_schema(spec.schema))
+    elif fmt == "csv":
+        reader = reader.option("inferSchema", "true")
+    if fmt in ("csv", "json"):
+        reader = reader.option("mode", "FAILFAST")  # a bad value fails, never a null
+    return reader.load(list(files))
+
+
+def check_new_ordering(df: DataFrame, ordering: str | None, fmt: str, schema: str | None) -> None:
+    """3. A new table's ordering field that CSV left as text is refused (``--schema`` may
+    still say it is text)."""
+    from pyspark.sql.types import StringType
+
+    if ordering is None or fmt != "csv" or schema is not None:
+        return
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if isinstance(fields.get(ordering), StringType):
+        raise ConfigError(
+            f"--ordering {ordering}: the CSV column {ordering!r} was read as text, which "
+            "orders '10' before '9'; give the columns' types with --schema (e.g. "
+            f"--schema '{_ddl(df, ordering)}'), or order by a column of numbers or times"
+        )
+
+
+def read_error(e: BaseException, files: Sequence[str], fmt: str) -> InvalidInputError | None:
+    """A Spark failure to read the input as one line (None when it is not one)."""
+    lines = [line.strip() for line in str(e).splitlines()]
+    reason = next((line for line in lines if any(s in line.lower() for s in _READ_FAILURES)), None)
+    if reason is None:
+        return None
+    reason = _SPARK_PREFIX.sub("", reason)
+    return InvalidInputError(
+        f"could not read {', '.join(files)} as {fmt}: {reason[:300]}; check the files, "
+        "--format and --schema"
+    )
+
+
+#: What Spark puts before the reason: "Caused by: org...SparkException: [ERROR_CLASS] ".
+_SPARK_PREFIX = re.compile(r"^(Caused by: )?([\w.$]+(Exception|Error): )?(\[[A-Z_.]+\] )?")
+#: Words of Spark's errors that say the input could not be read as asked.
+_READ_FAILURES = ("malformed", "cannot parse", "failed to parse", "cannot cast",
+                  "is not a parquet file", "unable to infer", "parseexception")
+
+
+def _ddl(df: Any, ordering: str) -> str:
+    parts = [f"{f.name} {'bigint' if f.name == ordering else f.dataType.simpleString()}"
+             for f in df.schema.fields]  # fmt: skip
+    return ", ".join(parts)
+
+
+def _resolve(name: str) -> tuple[pafs.FileSystem, str]:
+    if "://" not in name:
+        return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(name))
+    fs, path = pafs.FileSystem.from_uri(name)
+    return fs, path
+
+
+def _format_of(name: str) -> str | None:
+    lowered = name.lower()
+    for ending in _COMPRESSED:
+        if lowered.endswith(ending):
+            lowered = lowered[: -len(ending)]
+    return _SUFFIXES.get(os.path.splitext(lowered)[1])
+
+
+def _check_parquet(name: str) -> None:
+    fs, path = _resolve(name)
+    if not isinstance(fs, pafs.LocalFileSystem) or not os.path.isfile(path):
+        return
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(max(0, os.path.getsize(path) - 4))
+        tail = f.read(4)
+    if head != b"PAR1" or tail != b"PAR1":
+        guess = _format_of(name)
+        hint = f" (its name says {guess}: give --format {guess})" if guess != "parquet" else ""
+        raise InvalidInputError(f"input {name!r} is not a Parquet file{hint}")
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return " ".join(value) if value else "(none)"
+    return str(value) if value is not None else "(none)"
