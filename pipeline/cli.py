@@ -105,6 +105,19 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.format.check import check
+    from dynbucket.pipeline.format.storage import TableStore
+
+    report = check(TableStore.at(args.table))
+    for note in report.notes:
+        print(f"note: {note}")
+    for finding in report.findings:
+        print(f"PROBLEM: {finding}")
+    print(report.summary())
+    return 0 if report.healthy else 1
+
+
 def _rollback(args: argparse.Namespace) -> int:
     from dynbucket.pipeline.table import Table
 
@@ -198,6 +211,10 @@ def parser() -> argparse.ArgumentParser:
     compact.add_argument("--index", action="store_true", help="also compact the index")
     compact.add_argument("--clean", action="store_true", help="also clean old file slices")
     compact.set_defaults(func=_compact)
+
+    checked = sub.add_parser("check", help="is the table whole? (exit 1 when not)")
+    checked.add_argument("table")
+    checked.set_defaults(func=_check)
 
     rollback = sub.add_parser("rollback", help="roll back instants a dead writer left")
     rollback.add_argument("table")

@@ -20,6 +20,7 @@ from dynbucket.actors.errors import InvalidInputError, RuntimeSetupError
 from dynbucket.actors.link import RayLink
 from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.pipeline.format import services
+from dynbucket.pipeline.format.check import CheckReport, check
 from dynbucket.pipeline.format.reader import Snapshot, read_ref
 from dynbucket.pipeline.format.rli import RecordLevelIndex
 from dynbucket.pipeline.format.storage import TableStore
@@ -309,6 +310,12 @@ class Table:
 
     def clean(self, retain: int | None = None) -> services.ServiceResult:
         return services.clean(self.store, self.spec, retain)
+
+    def check(self) -> CheckReport:
+        """Reads the whole table and reports what is wrong and what to do (changes
+        nothing): instants, files, the snapshot, the index against the live rows, files
+        no instant owns. ``report.healthy`` when nothing is."""
+        return check(self.store)
 
     def rollback(self) -> list[str]:
         """Rolls back every pending instant a crashed writer left; returns their ids."""

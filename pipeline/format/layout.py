@@ -102,6 +102,12 @@ def data_files(store: TableStore, partition: str) -> list[DataFile]:
     return out
 
 
+def index_instant(name: str) -> str | None:
+    """The instant that wrote an index file, from its name (None: not an index file)."""
+    m = _INDEX.match(name)
+    return m["instant"] if m is not None else None
+
+
 def index_files(store: TableStore, partition: str) -> list[DataFile]:
     """Every index file of a partition, visible or not."""
     out = []

@@ -121,6 +121,17 @@ class WriterLock:
             "writers keep taking it; dynbucket allows one writer per table"
         )
 
+    def holder(self) -> str | None:
+        """Who holds the table now (None: nobody), without taking or changing anything."""
+        newest = self._newest()
+        if newest is None:
+            return None
+        try:
+            self._refuse_if_live(newest)
+        except ConcurrentWriteError as e:
+            return str(e)
+        return None
+
     def verify(self) -> None:
         """Raises :class:`ConcurrentWriteError` unless this writer still holds the lease."""
         newest = self._newest()
