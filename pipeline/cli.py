@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import TextIO
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -171,11 +172,17 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dynbucket", description=__doc__)
+    verbose_help = "show Ray's, Spark's and the JVM's output here (default: a log file)"
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
+    loud = argparse.ArgumentParser(add_help=False)
+    loud.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                      help=verbose_help)  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="stream a synthetic workload into a table (embedded runtime)"
-    )
+        "demo", help="stream a synthetic workload into a table (embedded runtime)",
+        parents=[loud],
+    )  # fmt: skip
     demo.add_argument("--path", help="folder for the workload, table and PNG (default: temporary)")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches (default 12)")
     demo.add_argument("--rows", type=_count, default=40_000, help="records per micro-batch")
@@ -184,7 +191,8 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--png", default=None, help="where to save the PNG ('' for none)")
     demo.set_defaults(func=_demo)
 
-    ingest = sub.add_parser("ingest", help="write Parquet / CSV / JSON files into a table")
+    ingest = sub.add_parser("ingest", help="write Parquet / CSV / JSON files into a table",
+                            parents=[loud])  # fmt: skip
     ingest.add_argument("table")
     ingest.add_argument("files", nargs="+")
     ingest.add_argument("--format", choices=["parquet", "csv", "json"], default=None,
@@ -220,26 +228,31 @@ def parser() -> argparse.ArgumentParser:
     rollback.add_argument("table")
     rollback.set_defaults(func=_rollback)
 
-    bench = sub.add_parser("bench", help="benchmarks (side by side in one run, medians)")
+    bench = sub.add_parser("bench", help="benchmarks (side by side in one run, medians)",
+                           parents=[loud])  # fmt: skip
     bench_sub = bench.add_subparsers(dest="bench", required=True)
-    dp = bench_sub.add_parser("datapath", help="Spark -> actors -> Spark: the ways rows travel")
+    dp = bench_sub.add_parser("datapath", help="Spark -> actors -> Spark: the ways rows travel",
+                             parents=[loud])
     dp.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
                     default=[1_000_000, 5_000_000])  # fmt: skip
     dp.add_argument("--runs", type=int, default=3)
     dp.add_argument("--cases", type=lambda t: t.split(","), default=None)
     dp.set_defaults(func=_bench_datapath)
-    rd = bench_sub.add_parser("read", help="snapshot read vs plain Parquet; RLI bulk read")
+    rd = bench_sub.add_parser("read", help="snapshot read vs plain Parquet; RLI bulk read",
+                             parents=[loud])
     rd.add_argument("--rows", type=_count, default=5_000_000)
     rd.add_argument("--runs", type=int, default=3)
     rd.add_argument("--workdir", default=None, help="where to build the tables (temporary)")
     rd.set_defaults(func=_bench_read)
-    asg = bench_sub.add_parser("assigner", help="the assigner core on one 10M-key partition")
+    asg = bench_sub.add_parser("assigner", help="the assigner core on one 10M-key partition",
+                             parents=[loud])
     asg.add_argument("--keys", type=_count, default=10_000_000)
     asg.add_argument("--runs", type=int, default=3)
     asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
     asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
     asg.set_defaults(func=_bench_assigner)
-    up = bench_sub.add_parser("upsert", help="1M-row upserts into 5M/50M-row tables vs peers")
+    up = bench_sub.add_parser("upsert", help="1M-row upserts into 5M/50M-row tables vs peers",
+                             parents=[loud])
     up.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
                     default=[5_000_000, 50_000_000], help="table sizes (rows)")  # fmt: skip
     up.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
@@ -256,16 +269,37 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Commands that start Ray and Spark: their console shows only dynbucket's own output.
+RUNTIME_COMMANDS = ("demo", "ingest", "bench")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     args = parser().parse_args(argv)
+    if args.verbose or args.command not in RUNTIME_COMMANDS:
+        return _run(args, sys.stderr)
+    from dynbucket.pipeline.console import log_path, quiet
+
+    path = log_path(args.command if args.command != "bench" else f"bench-{args.bench}")
+    try:
+        with quiet(path) as terminal:
+            return _run(args, terminal)
+    finally:
+        if path.exists() and path.stat().st_size == 0:
+            path.unlink()
+        elif path.exists():
+            print(f"(Ray, Spark and JVM output: {path}; --verbose shows it here)",
+                  file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, errors: TextIO) -> int:
     from dynbucket.actors.errors import DynBucketError
 
     try:
         return int(args.func(args))
     except DynBucketError as e:
         # The message names the field, the value and the fix; a traceback adds nothing.
-        print(f"dynbucket {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"dynbucket {args.command}: {type(e).__name__}: {e}", file=errors)
         return 2
 
 

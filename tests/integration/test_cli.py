@@ -32,6 +32,9 @@ def test_demo_streams_prints_layout_saves_png_and_leaves_no_process(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "final bucket layout (capacity 1,000 keys per bucket)" in done.stdout
+    assert foreign(done.stdout + done.stderr) == []  # Ray's, Spark's, the JVM's: in the log
+    log = _log_named(done.stderr)
+    assert foreign(log.read_text(errors="replace")) != []  # ... which the demo names
     batch_lines = [line for line in done.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(batch_lines) >= 3
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
@@ -87,6 +90,21 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     assert {r["id"]: r["v"] for r in Table.open(table).to_arrow().to_pylist()} == live
 
 
+#: Lines Ray, Spark and the JVM write (start-up chatter, log lines, stack traces).
+FOREIGN = re.compile(r"gcs_client|raylet|\(pid=|WARN |INFO |ERROR |StatusConsoleListener|"
+                     r"log4j|Setting default log level|sc\.setLogLevel|NativeCodeLoader|"
+                     r"^\s+at [\w$.]+\(|Exception in task|Traceback")
+
+
+def foreign(text: str) -> list[str]:
+    return [line for line in text.splitlines() if FOREIGN.search(line)]
+
+
+def _log_named(text: str) -> Path:
+    [path] = re.findall(r"Ray, Spark and JVM output: (\S+);", text)
+    return Path(path)
+
+
 def test_ingest_checks_its_inputs_before_starting_anything(tmp_path: Path) -> None:
     """With no Java to be found, any start of Ray and Spark would fail with
     JavaNotFoundError: each of these is refused by its own one-line error first."""
@@ -123,8 +141,10 @@ def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path
     env, marker = marked_env()
     bad = run([tool("dynbucket"), "ingest", table, str(tmp_path / "bad.csv")], env)
     assert bad.returncode == 2
-    assert "InvalidInputError: could not read" in bad.stderr and "Malformed" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    first, second = bad.stderr.splitlines()  # our one line, and where the logs went
+    assert "InvalidInputError: could not read" in first and "Malformed" in first
+    assert "\tat org.apache.spark" in _log_named(second).read_text(errors="replace")
+    assert foreign(bad.stdout + bad.stderr) == [] and bad.stdout == ""
     assert Table.open(table).history() == []
     new = run([tool("dynbucket"), "ingest", str(tmp_path / "t2"), str(tmp_path / "text.csv"),
                "--key", "id", "--ordering", "ts"], env)  # fmt: skip

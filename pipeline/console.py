@@ -1,0 +1,55 @@
+"""A quiet console for the ``dynbucket`` command: only dynbucket's own output on the terminal.
+
+Ray, Spark and the JVM write to the process's file descriptors 1 and 2, and so do the
+processes they start (which inherit them): start-up chatter, ``WARN`` lines, Java stack
+traces of failed tasks. While :func:`quiet` is active, both descriptors point at a log file;
+``sys.stdout`` (dynbucket's own output) and the stream returned for messages still reach
+the terminal. Python's ``sys.stderr`` (warnings, library loggers) goes to the log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+
+def log_path(command: str) -> Path:
+    """Where a command's log goes: ``$XDG_CACHE_HOME/dynbucket/logs`` (``~/.cache``)."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dynbucket" / "logs"
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return root / f"{command}-{stamp}-{os.getpid()}.log"
+
+
+@contextmanager
+def quiet(path: Path) -> Iterator[TextIO]:
+    """Sends descriptors 1 and 2 to ``path`` for the block; yields the terminal's error
+    stream for dynbucket's own messages. Restores everything on the way out."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    terminal_out = io.TextIOWrapper(os.fdopen(os.dup(saved_out), "wb"), line_buffering=True)
+    terminal_err = io.TextIOWrapper(os.fdopen(os.dup(saved_err), "wb"), line_buffering=True)
+    stdout = sys.stdout
+    with open(path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        sys.stdout = terminal_out
+        try:
+            yield terminal_err
+        finally:
+            for stream in (terminal_out, terminal_err, sys.stderr):
+                stream.flush()
+            sys.stdout = stdout
+            os.dup2(saved_out, 1)
+            os.dup2(saved_err, 2)
+            os.close(saved_out)
+            os.close(saved_err)
+            terminal_out.close()
+            terminal_err.close()
