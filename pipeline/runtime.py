@@ -130,6 +130,9 @@ class RuntimeConfig:
     """Bytes of Ray object store of an embedded Ray; None: Ray's default."""
     shuffle_partitions: int | None = None
     """``spark.sql.shuffle.partitions``; None: 2 x total executor cores."""
+    loopback: bool = True
+    """An embedded Ray and the Spark on it listen on 127.0.0.1 only (no other machine can
+    reach them). False: on this machine's network address, as a cluster's head would."""
     log_level: str = "WARN"
     """Spark's log level once started."""
     spark_conf: Mapping[str, str] = field(default_factory=dict)
@@ -171,6 +174,7 @@ class Runtime:
         self.config = RuntimeConfig(**{**base.__dict__, **overrides}) if overrides else base
         self._spark: SparkSession | None = None
         self._started_ray = False
+        self._loopback: _Loopback | None = None
         self._ray_address: str | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -230,6 +234,9 @@ class Runtime:
                     ray.shutdown()
             finally:
                 self._started_ray = False
+                if self._loopback is not None:
+                    self._loopback.leave()
+                    self._loopback = None
                 with _active_lock:
                     if _active is self:
                         _active = None
@@ -278,6 +285,8 @@ class Runtime:
             "configure_logging": True,
         }
         if address is None:
+            if cfg.loopback:
+                self._loopback = _Loopback.enter()
             kwargs.update(
                 address="local",
                 num_cpus=cfg.num_cpus or 2 * _machine_cores(),
@@ -343,6 +352,42 @@ class Runtime:
             raise RuntimeSetupError(f"could not start Spark on Ray (RayDP): {e}") from e
         spark.sparkContext.setLogLevel(cfg.log_level)
         self._spark = spark
+
+
+@dataclass
+class _Loopback:
+    """Ray on one machine with every server on 127.0.0.1.
+
+    On Linux Ray takes the machine's network address as a node's address, even when told
+    127.0.0.1, and its servers (GCS, raylet, workers; RayDP's Spark driver, master and
+    executors, which use the node address) listen on it or on all interfaces. Its
+    single-machine mode, the one it uses on macOS and Windows, takes 127.0.0.1 instead:
+    chosen by an environment variable that Ray's own processes inherit, and read by this
+    process's Ray through a constant set at import. Both are restored on ``leave``.
+    """
+
+    previous_env: str | None
+    previous_flag: bool
+
+    VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+    @classmethod
+    def enter(cls) -> _Loopback:
+        from ray._private import ray_constants
+
+        entered = cls(os.environ.get(cls.VARIABLE), ray_constants.ENABLE_RAY_CLUSTER)
+        os.environ[cls.VARIABLE] = "0"
+        ray_constants.ENABLE_RAY_CLUSTER = False
+        return entered
+
+    def leave(self) -> None:
+        from ray._private import ray_constants
+
+        if self.previous_env is None:
+            os.environ.pop(self.VARIABLE, None)
+        else:
+            os.environ[self.VARIABLE] = self.previous_env
+        ray_constants.ENABLE_RAY_CLUSTER = self.previous_flag
 
 
 def _machine_cores() -> int:

@@ -36,3 +36,12 @@ def test_validation_rejects_a_bad_node_type() -> None:
     config["available_node_types"]["worker"]["no_such_field"] = 1
     with pytest.raises(Exception, match="no_such_field"):
         validate_config(prepare_config(config))
+
+
+def test_every_node_starts_ray_with_token_authentication() -> None:
+    config = _load()
+    starts = config["head_start_ray_commands"] + config["worker_start_ray_commands"]
+    assert all("RAY_AUTH_MODE=token ray start" in c for c in starts if "ray start" in c)
+    assert config["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
+    assert "export RAY_AUTH_MODE=token" in " ".join(config["setup_commands"])  # drivers too
+    assert "0.0.0.0" not in CLUSTER_YAML.read_text()  # nothing on all interfaces
