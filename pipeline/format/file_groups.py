@@ -306,8 +306,8 @@ def _largest_ordering(store: TableStore, spec: TableSpec, fslice: FileSlice) -> 
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)):
         return None
     footers = []
-    if fslice.base is not None:
-        footers.append(pq.ParquetFile(store.read_buffer(fslice.base.path)).metadata)
+    if fslice.base is not None:  # its footer alone (a ranged read on object stores)
+        footers.append(pq.read_metadata(fslice.base.path, filesystem=store.fs))
     for f in fslice.logs:
         for block in log_file.read_blocks(store.read_buffer(f.path)):
             if block.type == log_file.PARQUET_DATA:
