@@ -264,8 +264,10 @@ def _rows_by_partition(
     """(partition, its row positions) for each partition of a batch that has rows."""
     if len(partitions) == 1:
         return [(partitions[0], np.arange(len(partition_codes)))]
-    order = np.argsort(partition_codes, kind="stable")
-    bounds = np.searchsorted(partition_codes[order], np.arange(len(partitions) + 1))
+    # As 16-bit integers (a batch holds few partitions) one radix sort orders the rows.
+    codes = partition_codes.astype(np.uint16) if len(partitions) <= 1 << 16 else partition_codes
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(partitions) + 1))
     return [
         (name, order[bounds[p] : bounds[p + 1]])
         for p, name in enumerate(partitions)

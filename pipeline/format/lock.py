@@ -105,7 +105,9 @@ class WriterLock:
             generation = newest.generation + 1 if newest is not None else 1
             # 2.
             lease = self._new_lease()
-            if not self.store.create_exclusive(self.path(generation), _encode(lease)):
+            # Not flushed: a lease lost in a power cut only frees the table of a dead writer.
+            if not self.store.create_exclusive(self.path(generation), _encode(lease),
+                                               durable=False):  # fmt: skip
                 continue
             latest = self._newest()
             if latest is None or latest.generation != generation:

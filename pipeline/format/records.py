@@ -150,12 +150,14 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
 def dedupe(spec: TableSpec, rows: pa.Table, *, deletes: bool) -> pa.Table:
     """One record per (partition, key): for upserts the largest ordering value, ties to the
     last row; for deletes the first. Rows whose key hashes all differ (the common case)
-    come back as they are, without comparing keys."""
+    come back as they are, without comparing keys. Rows without ``_partition`` are of one
+    partition (a file group's)."""
     if HASH in rows.column_names and _distinct(rows.column(HASH)):
         return rows
+    keys = [PARTITION, *spec.record_key] if PARTITION in rows.column_names else spec.record_key
     if deletes:
-        return rows.take(_first_of_each(rows, spec))
-    return dedupe_batch(rows, spec, [PARTITION, *spec.record_key])
+        return rows.take(_first_of_each(rows, keys))
+    return dedupe_batch(rows, spec, list(keys))
 
 
 def _distinct(hashes: pa.ChunkedArray) -> bool:
@@ -173,12 +175,12 @@ def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInput
     )
 
 
-def _first_of_each(data: pa.Table, spec: TableSpec) -> pa.Array:
-    """Row positions keeping one delete per (partition, key)."""
+def _first_of_each(data: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """Row positions keeping one delete per key (``keys``: the fields that make it one)."""
     rows = pa.array(range(data.num_rows), pa.int64())
     grouped = (
         data.append_column("_row", rows)
-        .group_by([PARTITION, *spec.record_key], use_threads=False)
+        .group_by(list(keys), use_threads=False)
         .aggregate([("_row", "min")])
     )
     return grouped.column("_row_min").combine_chunks().sort()

@@ -56,11 +56,15 @@ class RecordLevelIndex:
         """Writes a partition's new entries of ``instant``, sorted by hash (``part``: which
         writer task, when several write the same partition in one instant)."""
         entries = entries.select(self.schema.names).cast(self.schema)
-        entries = entries.take(pc.sort_indices(entries, [(HASH, "ascending")]))
+        order = np.argsort(entries.column(HASH).to_numpy(), kind="stable")
+        entries = entries.take(pa.array(order))
         path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
+        # Keys and hashes are unique: a dictionary of them is work for nothing.
+        repeating = [BUCKET, FILE_ID, INSTANT]
         size = self.store.write_parquet(
-            path, entries, row_group_size=ROW_GROUP, write_statistics=[HASH]
-        )
+            path, entries, row_group_size=ROW_GROUP, write_statistics=[HASH],
+            use_dictionary=repeating,
+        )  # fmt: skip
         return DataFile(instant, path, kind, size)
 
     def compact(self, partition: str, instant: str, visible: Collection[str]) -> DataFile | None:

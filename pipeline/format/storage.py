@@ -110,12 +110,14 @@ class TableStore:
                 self.fs.delete_file(tmp)
         return size
 
-    def create_exclusive(self, path: str, data: bytes) -> bool:
+    def create_exclusive(self, path: str, data: bytes, durable: bool = True) -> bool:
         """Creates ``path`` with ``data`` unless it exists; returns whether this call did.
 
-        Locally the content is written and flushed under a temporary name first and then
-        hard-linked to ``path`` (``link`` fails when ``path`` exists): exactly one of
-        several creators wins, and no reader ever sees the file without its content.
+        Locally the content is written under a temporary name first and then hard-linked to
+        ``path`` (``link`` fails when ``path`` exists): exactly one of several creators
+        wins, and no reader ever sees the file without its content. ``durable``: the file
+        and its folder are flushed to disk (not needed where losing the file in a power cut
+        is harmless: a lease, an instant's request that its inflight file follows).
         Object stores offer no exclusive create through pyarrow: the file is written when
         absent and read back, which narrows but does not close the race between two
         creators.
@@ -127,15 +129,17 @@ class TableStore:
             try:
                 with open(tmp, "wb") as f:
                     f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
+                    if durable:
+                        f.flush()
+                        os.fsync(f.fileno())
                 os.link(tmp, path)
             except FileExistsError:
                 return False
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-            _fsync(directory)
+            if durable:
+                _fsync(directory)
             return True
         if self.exists(path):
             return False

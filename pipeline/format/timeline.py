@@ -241,7 +241,9 @@ class Timeline:
         last = existing[-1].id if existing else None
         while True:
             instant = Instant(next_instant_id(last), action, State.REQUESTED)
-            if self.store.create_exclusive(self._path(instant, State.REQUESTED), b""):
+            # Not flushed: the inflight file written next is, with its folder.
+            if self.store.create_exclusive(self._path(instant, State.REQUESTED), b"",
+                                           durable=False):  # fmt: skip
                 return instant
             last = instant.id
 

@@ -127,7 +127,9 @@ class InstantWrite:
         self._done = True
         self.laps.lap("commit")
         self._assigners.snapshot(self.checkpoint, self.checkpoint)
-        return dataclasses.replace(result, seconds=self.laps.laps)
+        self.laps.lap("snapshot")
+        stages = {k: round(v, 4) for k, v in sorted(written.seconds.items())}
+        return dataclasses.replace(result, seconds=self.laps.laps, stages=stages)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -8,6 +8,7 @@ cache lives as long as the writer and is dropped when another writer committed i
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +53,9 @@ class LocalWriter:
             rows = _tag(assigner, w.checkpoint, rows, operation, self.spec.record_key)
             laps.lap("assign")
             written = write_file_groups(self.store, self.spec, w.id, rows, w.visible(),
-                                        deletes=operation == "delete")  # fmt: skip
+                                        deletes=operation == "delete",
+                                        threads=os.cpu_count() or 1)  # fmt: skip
+            written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
             result = w.commit(written)
         self._seen = result.instant

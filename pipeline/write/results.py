@@ -28,7 +28,12 @@ class WriteResult:
     buckets_created: int = 0
     files_written: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
-    """Wall time per stage (prepare, assign, write, index, commit, total)."""
+    """Wall time per step of the instant (prepare, assign and write in process, or spark,
+    then commit, and the total)."""
+    stages: dict[str, float] = field(default_factory=dict)
+    """Seconds per stage of the work on rows (check, tag, group, take, dedupe, encode,
+    stale, index, list), summed over the threads and Spark tasks that ran it: a stage's sum
+    can exceed the wall time of its step."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

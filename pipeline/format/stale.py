@@ -1,0 +1,83 @@
+"""Stale updates: upserts of known keys that lose to the record the table holds.
+
+A stale update is written all the same (readers merge it away, as Hudi's do), but a write
+reports it apart from the updates that took effect (``keys_stale``). Knowing which are stale
+needs the slice's ordering values only when some update's value is below the largest the
+slice's files hold, which their Parquet statistics say without reading a row.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dynbucket.pipeline.format.columns import OP, UPSERT
+from dynbucket.pipeline.format.hudi import log_file
+from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME, record_keys
+from dynbucket.pipeline.format.layout import FileSlice
+from dynbucket.pipeline.format.merge import KEY, merge, read_base, read_log
+from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.table_spec import TableSpec
+
+
+def stale_updates(
+    store: TableStore, spec: TableSpec, fslice: FileSlice, updates: pa.Table, instant: str
+) -> int:
+    """How many of ``updates`` (upserts of keys the group has) lose to the record the group
+    holds, as a reader merges them (by the ordering value; see ``merge``). They are written
+    all the same (readers merge them away), but do not count as updated.
+
+    1. Without an ordering field the latest commit wins: none is stale.
+    2. When no update's ordering value is below the largest the slice's files hold (their
+       Parquet statistics), every update wins: nothing is read.
+    3. Otherwise the slice's keys and ordering values are merged with the updates, as a
+       reader would, and the updates that did not win are counted.
+    """
+    ordering = spec.ordering_field
+    if ordering is None or updates.num_rows == 0:  # 1.
+        return 0
+    newest = _largest_ordering(store, spec, fslice)  # 2.
+    lowest = pc.min(updates.column(ordering)).as_py()
+    if newest is not None and lowest is not None and lowest >= newest:
+        return 0
+    columns = list(dict.fromkeys([*spec.record_key, ordering, COMMIT_TIME]))  # 3.
+    base = read_base(store, spec, fslice.base, columns) if fslice.base is not None else None
+    logs = [read_log(store, spec, f, columns) for f in fslice.logs]
+    delta = updates.select(list(dict.fromkeys([*spec.record_key, ordering])))
+    delta = delta.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), delta.num_rows))
+    delta = delta.append_column(KEY, record_keys(updates, spec.record_key))
+    delta = delta.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), delta.num_rows))
+    if logs:
+        delta = delta.select(logs[0].column_names).cast(logs[0].schema)
+    keyed = base.append_column(KEY, record_keys(base, spec.record_key)) if base else None
+    live = merge(spec, keyed, [*logs, delta])
+    won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
+    return updates.num_rows - won
+
+
+def _largest_ordering(store: TableStore, spec: TableSpec, fslice: FileSlice) -> object | None:
+    """The largest ordering value in the slice's data files, from their Parquet statistics
+    (None when a file has none, or the type's values do not compare as Python values)."""
+    ordering = spec.ordering_field
+    assert ordering is not None
+    t = spec.schema.field(ordering).type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)):
+        return None
+    footers = []
+    if fslice.base is not None:  # its footer alone (a ranged read on object stores)
+        footers.append(pq.read_metadata(fslice.base.path, filesystem=store.fs))
+    for f in fslice.logs:
+        for block in log_file.read_blocks(store.read_buffer(f.path)):
+            if block.type == log_file.PARQUET_DATA:
+                footers.append(pq.ParquetFile(pa.BufferReader(block.content)).metadata)
+    largest = None
+    for meta in footers:
+        at = meta.schema.to_arrow_schema().get_field_index(ordering)
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(at).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            if largest is None or stats.max > largest:
+                largest = stats.max
+    return largest
