@@ -258,8 +258,10 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
     up.add_argument("--runs", type=int, default=3, help="steady-state upserts (median)")
     up.add_argument("--systems", type=lambda t: t.split(","),
-                    default=["dynbucket", "dynbucket-nometa", "spark", "delta", "paimon"],
-                    help="dynbucket,dynbucket-nometa,spark,delta,paimon")  # fmt: skip
+                    default=["dynbucket", "dynbucket-nometa", "spark", "inprocess", "floor",
+                             "delta", "paimon"],
+                    help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, "
+                         "floor, delta, paimon")  # fmt: skip
     up.add_argument("--bucket-rows", type=_count, default=1_000_000,
                     help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
     up.add_argument("--paimon-max", type=_count, default=5_000_000,

@@ -19,7 +19,11 @@ write and commit:
   (``hoodie.populate.meta.fields=false``), for their cost;
 * ``spark (same layout)``: plain Spark writing the same rows to one Parquet file per
   (partition, bucket), with as many buckets per partition as dynbucket has: a write with no
-  index, no merge and no commit protocol (the floor);
+  index, no merge and no commit protocol (the floor of a Spark writer);
+* ``dynbucket in process``: ``Table.upsert`` of a pyarrow Table read from the file, in this
+  process (no Spark, no actors); ``floor``: pyarrow writing the same rows in that table's
+  (partition, bucket) layout, files in as many threads as cores (the floor of the write's
+  own work);
 * ``delta-rs MERGE``: delta-rs ``MERGE`` on (partition, key), larger ``ts`` wins;
 * ``pypaimon``: a Paimon primary-key table in dynamic bucket mode (``bucket = -1``), written
   by pypaimon (pure Python, the default install).
@@ -54,7 +58,8 @@ from dynbucket.pipeline.table import Table
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
 LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
-          "spark": "spark (same layout)",
+          "spark": "spark (same layout)", "inprocess": "dynbucket in process (pyarrow)",
+          "floor": "floor (pyarrow, same layout)",
           "delta": "delta-rs MERGE", "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
 PARTITIONS = 8
 LOAD_CHUNK = 5_000_000
@@ -128,18 +133,102 @@ class Ours:
         s, result = timed(lambda: table.upsert(spark.read.parquet(str(f))))
         label = "dynbucket" if self.meta else "dynbucket (no meta fields)"
         print(f"  {label} {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
-              f"{result.keys_inserted:,} inserted; stages {result.seconds})",
-              flush=True)  # fmt: skip
+              f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
+              f"    stages (summed over tasks) {result.stages}", flush=True)  # fmt: skip
         return s
 
     def buckets_per_partition(self) -> int:
         assert self.table is not None
-        stats = self.table.stats()
-        return int(pc.max(pc.value_counts(stats.column("partition")).field("counts")).as_py())
+        return _buckets_per_partition(self.table)
 
     def close(self) -> None:
         if self.table is not None:
             self.table.close()
+
+
+class InProcess:
+    """dynbucket's in-process writer: ``Table.upsert`` of a pyarrow Table read from the file
+    (no Spark, no actors: one assigner core in this process, file groups in threads)."""
+
+    def __init__(self, table_dir: Path, bucket_rows: int) -> None:
+        self.dir, self.bucket_rows = table_dir, bucket_rows
+        self.table: Table | None = None
+
+    def load(self, files: Sequence[Path]) -> None:
+        index = DynamicBucketIndex(max_keys_per_bucket=self.bucket_rows)
+        table = Table.create(str(self.dir), pq.read_schema(files[0]), "key", "part", "ts", index)
+        for f in files:
+            data = pq.read_table(f)
+            for start in range(0, data.num_rows, 1_000_000):
+                table.upsert(data.slice(start, 1_000_000))
+        self.table = Table.open(str(self.dir))  # cold cache, as a new process
+
+    def upsert(self, f: Path) -> float:
+        assert self.table is not None
+        table = self.table
+        s, result = timed(lambda: table.upsert(pq.read_table(f)))
+        print(f"  in process {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
+              f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
+              f"    stages {result.stages}", flush=True)  # fmt: skip
+        return s
+
+    def buckets_per_partition(self) -> int:
+        assert self.table is not None
+        return _buckets_per_partition(self.table)
+
+    def close(self) -> None:
+        pass
+
+
+class Floor:
+    """pyarrow writing the upsert's rows as Parquet in the in-process table's layout (one
+    file per partition and bucket, a bucket by key hash), files written by as many threads
+    as cores: no index, no merge, no commit protocol."""
+
+    def __init__(self, out: Path, ours: InProcess | None) -> None:
+        self.out, self.ours = out, ours
+        self.buckets = 1
+        self.count = 0
+
+    def load(self, files: Sequence[Path]) -> None:
+        if self.ours is not None:
+            self.buckets = self.ours.buckets_per_partition()
+
+    def upsert(self, f: Path) -> float:
+        self.count += 1
+        s = timed(lambda: self._write(pq.read_table(f), self.out / f"u{self.count}"))[0]
+        print(f"  floor {f.name}: {s:.2f}s ({self.buckets} buckets per partition)", flush=True)
+        return s
+
+    def _write(self, rows: pa.Table, folder: Path) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from dynbucket.pipeline.format.keyhash import hash_columns
+
+        parts = pc.dictionary_encode(rows.column("part")).combine_chunks()
+        buckets = np.mod(hash_columns([rows.column("key")], ["key"]), self.buckets)
+        group = parts.indices.to_numpy().astype(np.int64) * self.buckets + buckets
+        order = np.argsort(group.astype(np.uint16), kind="stable")
+        rows, group = rows.take(pa.array(order)), group[order]
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        ends = np.r_[starts[1:], len(group)]
+
+        def write(a: int, b: int) -> None:
+            where = folder / f"part={parts.dictionary[int(group[a]) // self.buckets]}"
+            where.mkdir(parents=True, exist_ok=True)
+            name = f"bucket-{group[a] % self.buckets}.parquet"
+            pq.write_table(rows.slice(a, b - a), where / name)
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(write, starts, ends))
+
+    def close(self) -> None:
+        pass
+
+
+def _buckets_per_partition(table: Table) -> int:
+    stats = table.stats()
+    return int(pc.max(pc.value_counts(stats.column("partition")).field("counts")).as_py())
 
 
 class PlainSpark:
@@ -235,14 +324,14 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
             tables = base / f"tables-{size}"
             shutil.rmtree(tables, ignore_errors=True)
             tables.mkdir(parents=True)
-            running: dict[str, Ours | PlainSpark | Peer] = {}
+            running: dict[str, Ours | InProcess | Floor | PlainSpark | Peer] = {}
             try:
                 for system in systems:
                     if system == "paimon" and size > paimon_max:
                         print(f"  pypaimon skipped at {size:,} rows (--paimon-max {paimon_max:,})")
                         continue
                     print(f"loading {LABELS[system]} with {size:,} rows ...", flush=True)
-                    sut = _system(system, rt, tables, bucket_rows, python, running.get("dynbucket"))
+                    sut = _system(system, rt, tables, bucket_rows, python, running)
                     sut.load(_files(folder, "load"))
                     running[system] = sut
                 # The systems take turns on each upsert file: none profits from running after
@@ -272,7 +361,12 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
 
 
 def _system(system: str, rt: Runtime, tables: Path, bucket_rows: int, python: Path | None,
-            ours: Any) -> Ours | PlainSpark | Peer:  # fmt: skip
+            running: dict[str, Any]) -> Ours | InProcess | Floor | PlainSpark | Peer:  # fmt: skip
+    if system == "inprocess":
+        return InProcess(tables / "inprocess", bucket_rows)
+    if system == "floor":
+        return Floor(tables / "floor", running.get("inprocess"))
+    ours = running.get("dynbucket")
     if system == "dynbucket":
         return Ours(rt, tables / "dynbucket", bucket_rows)
     if system == "dynbucket-nometa":
@@ -288,15 +382,19 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
     """Ratios of medians measured in this run (time of the other / time of ours)."""
     out: dict[str, Any] = {}
     for size in sizes:
+        tag = f"{size // 1_000_000}M"
+        if ("inprocess", size) in medians and ("floor", size) in medians:  # time / floor's
+            out[f"inprocess_vs_floor_{tag}"] = round(
+                medians[("inprocess", size)] / medians[("floor", size)], 3)  # fmt: skip
         ours_s = medians.get(("dynbucket", size))
         if ours_s is None:
             continue
-        tag = f"{size // 1_000_000}M"
         for system in ("paimon", "delta", "spark"):
             if (system, size) in medians:
                 out[f"speedup_vs_{system}_{tag}"] = round(medians[(system, size)] / ours_s, 3)
         if ("dynbucket-nometa", size) in medians:  # time with meta fields / time without
             out[f"meta_fields_cost_{tag}"] = round(ours_s / medians[("dynbucket-nometa", size)], 3)
+
     if len(sizes) >= 2 and all(("dynbucket", s) in medians for s in (sizes[0], sizes[-1])):
         out["growth_small_to_large"] = round(
             medians[("dynbucket", sizes[-1])] / medians[("dynbucket", sizes[0])], 3)  # fmt: skip

@@ -7,6 +7,7 @@ reads travel to the actor; its answer (bucket, new-key flag) is attached to the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -21,8 +22,9 @@ from dynbucket.actors.link import RayLink
 from dynbucket.pipeline.format.records import annotate, insert_conflict
 from dynbucket.pipeline.format.table_spec import TableSpec
 
-#: A ``mapInArrow`` function: a task's Arrow batches in, batches out.
-ArrowFn = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+#: A ``mapInArrow`` function: a task's Arrow batches in, batches out. Stage functions also
+#: take a dict that they add the seconds of their stages to (one per task).
+ArrowFn = Callable[..., Iterator[pa.RecordBatch]]
 
 #: Rows per actor call (Spark hands Python 10,000-row Arrow batches by default).
 ROWS_PER_CALL = 65_536
@@ -67,14 +69,18 @@ def assign_fn(
     """
     names = list(actor_names)
 
-    def tag(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def tag(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
+            ) -> Iterator[pa.RecordBatch]:  # fmt: skip
         import ray
 
         handles = [link.actor(name) for name in names]
+        times = seconds if seconds is not None else {}
 
         def send(batch: pa.RecordBatch) -> tuple[list[pa.RecordBatch], list[Any]]:
+            start = time.perf_counter()
             if prepare is not None:
                 batch = prepare(batch)
+            times["check"] = times.get("check", 0.0) + time.perf_counter() - start
             hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
             slots = slot_of(hashes, len(handles))
             present = np.unique(slots)
@@ -92,7 +98,10 @@ def assign_fn(
             return parts, refs
 
         def receive(parts: list[pa.RecordBatch], refs: list[Any]) -> Iterator[pa.RecordBatch]:
-            for part, answer in zip(parts, ray.get(refs), strict=True):
+            start = time.perf_counter()
+            answers = ray.get(refs)  # the part of the actors' work not overlapped
+            times["tag"] = times.get("tag", 0.0) + time.perf_counter() - start
+            for part, answer in zip(parts, answers, strict=True):
                 tagged = part.append_column(
                     columns.BUCKET, answer.column(columns.BUCKET)
                 ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))

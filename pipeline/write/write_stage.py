@@ -10,6 +10,7 @@ back to the driver as rows of :data:`WRITTEN`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ WRITTEN_ARROW = pa.schema([
     ("inserts", pa.int64(), False), ("updates", pa.int64(), False),
     ("stale", pa.int64(), False), ("deletes", pa.int64(), False), ("prev_commit", pa.string()),
     ("base_file", pa.string(), False), ("log_version", pa.int32()),
-    ("not_found", pa.int64(), False),
+    ("not_found", pa.int64(), False), ("stages", pa.string()),
 ])  # fmt: skip
 WRITTEN = from_arrow_schema(WRITTEN_ARROW)
 _COUNTS = "counts"
@@ -52,7 +53,8 @@ def write_fn(
 ) -> ArrowFn:
     """A ``mapInArrow`` function writing the file groups of its task."""
 
-    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
+              ) -> Iterator[pa.RecordBatch]:  # fmt: skip
         from pyspark import TaskContext
 
         collected = [b for b in batches if b.num_rows]
@@ -63,6 +65,8 @@ def write_fn(
         store = TableStore.at(uri, filesystem)
         rows = pa.Table.from_batches(collected)
         written = write_file_groups(store, spec, instant, rows, visible, deletes, part)
+        for stage, spent in (seconds or {}).items():
+            written.seconds[stage] = written.seconds.get(stage, 0.0) + spent
         yield to_rows(written)
 
     return write
@@ -70,14 +74,15 @@ def write_fn(
 
 def to_rows(written: GroupWrites) -> pa.RecordBatch:
     """A task's writes as rows of :data:`WRITTEN`."""
-    rows: list[dict[str, Any]] = [{**dataclasses.asdict(f), "not_found": 0}
+    rows: list[dict[str, Any]] = [{**dataclasses.asdict(f), "not_found": 0, "stages": None}
                                   for f in written.files]  # fmt: skip
     rows.append({"partition": "", "path": "", "kind": _COUNTS, "rows": 0, "size": 0,
                  "file_id": "", "bucket": -1, "inserts": written.keys_inserted,
                  "updates": written.keys_updated, "stale": written.keys_stale,
                  "deletes": written.keys_deleted,
                  "prev_commit": None, "base_file": "", "log_version": None,
-                 "not_found": written.keys_not_found})  # fmt: skip
+                 "not_found": written.keys_not_found,
+                 "stages": json.dumps(written.seconds)})  # fmt: skip
     return pa.RecordBatch.from_pylist(rows, schema=WRITTEN_ARROW)
 
 
@@ -87,12 +92,15 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
     for r in rows:
         fields = r.asDict() if hasattr(r, "asDict") else dict(r)
         not_found = fields.pop("not_found")
+        stages = fields.pop("stages")
         if fields["kind"] == _COUNTS:
             out.keys_inserted += fields["inserts"]
             out.keys_updated += fields["updates"]
             out.keys_stale += fields["stale"]
             out.keys_deleted += fields["deletes"]
             out.keys_not_found += not_found
+            for stage, spent in json.loads(stages or "{}").items():
+                out.seconds[stage] = out.seconds.get(stage, 0.0) + spent
         else:
             out.files.append(WrittenFile(**fields))
     return out
@@ -116,7 +124,8 @@ def in_slot_task(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
             yield batch
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from stage_b(checked(stage_a(batches)))
+        seconds: dict[str, float] = {}  # stage A's, reported with stage B's
+        yield from stage_b(checked(stage_a(batches, seconds)), seconds)
 
     return run
 

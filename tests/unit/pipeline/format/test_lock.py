@@ -34,11 +34,12 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
 
 def test_heartbeat_keeps_a_live_lease(tmp_path: Path) -> None:
     store = TableStore.at(str(tmp_path))
-    with WriterLock(store, lease_seconds=0.3) as holder:
-        time.sleep(1.0)  # three lease periods: renewed by the heartbeat
+    # A lease long enough that a loaded machine's slow flush does not stall a renewal.
+    with WriterLock(store, lease_seconds=1.0) as holder:
+        time.sleep(2.5)  # two and a half lease periods: renewed by the heartbeat
         holder.verify()
         with pytest.raises(ConcurrentWriteError):
-            WriterLock(store, lease_seconds=0.3).acquire()
+            WriterLock(store, lease_seconds=1.0).acquire()
 
 
 def test_a_dead_writers_lease_expires_and_it_cannot_commit(tmp_path: Path) -> None:
