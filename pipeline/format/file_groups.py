@@ -281,14 +281,14 @@ def _write_log(
                           bucket_of(fslice.file_id))  # fmt: skip
         buffer = io.BytesIO()
         pq.write_table(rows.cast(spec.file_schema()), buffer, **log_block_options(spec))
-        blocks.append(log_file.data_block(buffer.getvalue(), instant,
+        blocks.append(log_file.data_block(buffer.getbuffer(), instant,
                                           spec.avro_schema(meta_fields=True)))  # fmt: skip
     ordering = delete_ordering(spec, instant)
     if deletes.num_rows and ordering is not None:
         keys = record_keys(deletes, spec.record_key).to_pylist()
         blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))
     path = store.path(partition, name)
-    size = store.write_file(path, b"".join(blocks))
+    size = store.write_file(path, blocks)
     base_name = fslice.base.name if fslice.base is not None else ""
     return WrittenFile(partition, path, "log", upserts.num_rows + deletes.num_rows, size,
                        fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,

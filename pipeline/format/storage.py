@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -87,9 +87,10 @@ class TableStore:
         """
         self._publish(path, lambda tmp: self._write_bytes(tmp, data))
 
-    def _write_bytes(self, path: str, data: bytes) -> None:
+    def _write_bytes(self, path: str, data: bytes | Sequence[bytes]) -> None:
         with self.fs.open_output_stream(path) as f:
-            f.write(data)
+            for chunk in [data] if isinstance(data, bytes) else data:
+                f.write(chunk)
 
     def _publish(self, path: str, write: Callable[[str], None]) -> int:
         """Writes ``path`` through ``write(target)``; returns the file's size."""
@@ -181,8 +182,9 @@ class TableStore:
             path, lambda target: pq.write_table(table, target, filesystem=self.fs, **options)
         )
 
-    def write_file(self, path: str, data: bytes) -> int:
-        """Publishes ``data`` at ``path`` (as :meth:`write_parquet`); returns its size."""
+    def write_file(self, path: str, data: bytes | Sequence[bytes]) -> int:
+        """Publishes ``data`` (bytes, or chunks written one after another) at ``path`` (as
+        :meth:`write_parquet`); returns its size."""
         return self._publish(path, lambda target: self._write_bytes(target, data))
 
     def walk(self, directory: str) -> Iterator[pafs.FileInfo]:

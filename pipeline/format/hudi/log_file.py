@@ -52,7 +52,7 @@ class Block:
         return self.header.get(INSTANT_TIME, "")
 
 
-def data_block(parquet: bytes, instant: str, schema_json: str) -> bytes:
+def data_block(parquet: bytes | memoryview, instant: str, schema_json: str) -> bytes:
     """A Parquet data block holding ``parquet`` (a whole file's bytes)."""
     return _block(PARQUET_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, parquet)
 
@@ -123,14 +123,15 @@ def _metadata(entries: dict[int, str]) -> bytes:
     return b"".join(out)
 
 
-def _block(block_type: int, header: dict[int, str], content: bytes) -> bytes:
-    body = b"".join([
-        struct.pack(">ii", FORMAT_VERSION, block_type), _metadata(header),
-        struct.pack(">q", len(content)), content, _metadata({}),
+def _block(block_type: int, header: dict[int, str], content: bytes | memoryview) -> bytes:
+    head = struct.pack(">ii", FORMAT_VERSION, block_type) + _metadata(header)
+    tail = _metadata({})
+    body = len(head) + 8 + len(content) + len(tail)
+    # One join: the content (a whole Parquet file) is copied once.
+    return b"".join([
+        MAGIC, struct.pack(">q", body + 8), head, struct.pack(">q", len(content)), content,
+        tail, struct.pack(">q", len(MAGIC) + 8 + body),
     ])  # fmt: skip
-    length = len(body) + 8
-    total = len(MAGIC) + 8 + len(body)
-    return MAGIC + struct.pack(">q", length) + body + struct.pack(">q", total)
 
 
 def read_blocks(data: bytes | memoryview | pa.Buffer) -> list[Block]:
