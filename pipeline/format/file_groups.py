@@ -57,7 +57,7 @@ from dynbucket.pipeline.format.merge import KEY, merge, read_slice
 from dynbucket.pipeline.format.records import dedupe
 from dynbucket.pipeline.format.rli import RecordLevelIndex, entries_for
 from dynbucket.pipeline.format.stale import stale_updates
-from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.storage import FileWriter, TableStore, WriteBatch
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.transaction import WrittenFile
 
@@ -117,6 +117,7 @@ def write_file_groups(
        rows, one record per key, one file (module doc), the index entries of its new keys.
     4. Per partition, as one job: one index file with the entries of the new keys (``part``
        tells apart the files several writer tasks of one instant write into one partition).
+    5. Every file written is flushed to disk and put in place at once (``WriteBatch``).
     """
     out = GroupWrites()
     # 1.
@@ -137,6 +138,7 @@ def write_file_groups(
     # 3.
     # What a group's writing reads (not the partition path and bucket: one value a group).
     needed = rows.select([c for c in rows.column_names if c not in (PARTITION, BUCKET)])
+    files = WriteBatch(store)
 
     def one_group(partition: str, bucket: int, at: pa.Array) -> tuple[str, pa.Table | None]:
         with out.timed("take"):
@@ -146,7 +148,8 @@ def write_file_groups(
         fslice = current[partition].get(bucket)
         file_id = fslice.file_id if fslice else file_id_for(spec.table_id, instant, partition,
                                                              bucket)  # fmt: skip
-        written = _write_group(store, spec, instant, partition, file_id, fslice, group, out)
+        written = _write_group(store, files, spec, instant, partition, file_id, fslice, group,
+                               out)  # fmt: skip
         out.add(written)
         if not written.inserts:
             return partition, None
@@ -159,30 +162,38 @@ def write_file_groups(
     def one_index(partition: str, parts: list[pa.Table]) -> None:
         with out.timed("index"):
             table = pa.concat_tables(parts)
-            f = index.write(partition, instant, table, part=part)
+            f = index.write(partition, instant, table, part=part, files=files)
         out.add(WrittenFile(partition, f.path, "index", table.num_rows, f.size))
 
     # A partition's index file is written as soon as its last group is.
     left = Counter(g[0] for g in groups)
     entries: dict[str, list[pa.Table]] = defaultdict(list)
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        jobs = [pool.submit(one_group, *g) for g in groups]
-        indexes = []
-        for job in as_completed(jobs):
-            partition, new = job.result()
-            if new is not None:
-                entries[partition].append(new)
-            left[partition] -= 1
-            if left[partition] == 0 and entries[partition]:
-                indexes.append(pool.submit(one_index, partition, entries[partition]))
-        for index_job in indexes:
-            index_job.result()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            jobs = [pool.submit(one_group, *g) for g in groups]
+            indexes = []
+            for job in as_completed(jobs):
+                partition, new = job.result()
+                if new is not None:
+                    entries[partition].append(new)
+                left[partition] -= 1
+                if left[partition] == 0 and entries[partition]:
+                    indexes.append(pool.submit(one_index, partition, entries[partition]))
+            for index_job in indexes:
+                index_job.result()
+        # 5.
+        with out.timed("flush"):
+            files.publish()
+    except BaseException:
+        files.discard()
+        raise
     out.files.sort(key=lambda f: f.path)
     return out
 
 
 def _write_group(
     store: TableStore,
+    files: FileWriter,
     spec: TableSpec,
     instant: str,
     partition: str,
@@ -200,19 +211,20 @@ def _write_group(
         with out.timed("encode"):
             name = names.base_name(file_id, instant)
             rows = _with_meta(spec, upserts, instant, partition, name, bucket_of(file_id))
-            size = write_base(store, spec, store.path(partition, name), rows)
+            size = write_base(files, spec, store.path(partition, name), rows)
         written = WrittenFile(partition, store.path(partition, name), "base", rows.num_rows,
                               size, file_id, bucket_of(file_id))  # fmt: skip
     elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
         with out.timed("encode"):
-            written = _write_log(store, spec, instant, partition, fslice, upserts,
+            written = _write_log(store, files, spec, instant, partition, fslice, upserts,
                                  group.filter(is_delete))  # fmt: skip
         with out.timed("stale"):
             updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
             stale = stale_updates(store, spec, fslice, updates, instant)
     else:
         with out.timed("merge"):
-            written, applied = _rewrite_base(store, spec, instant, partition, fslice, group)
+            written, applied = _rewrite_base(store, files, spec, instant, partition, fslice,
+                                             group)  # fmt: skip
         stale = upserts.num_rows - inserted - applied
     return dataclasses.replace(written, inserts=inserted, deletes=deleted, stale=stale,
                                updates=group.num_rows - deleted - inserted)  # fmt: skip
@@ -241,12 +253,12 @@ def moved_to(spec: TableSpec, rows: pa.Table, name: str) -> pa.Table:
     return rows.set_column(at, FILE_NAME, pa.repeat(pa.scalar(name), rows.num_rows))
 
 
-def write_base(store: TableStore, spec: TableSpec, path: str, rows: pa.Table) -> int:
+def write_base(files: FileWriter, spec: TableSpec, path: str, rows: pa.Table) -> int:
     """Writes a base file of ``rows`` (the file schema's columns), sorted by key (a base
     file stays for many reads: sorted keys give tight statistics per row group)."""
     rows = rows.take(pc.sort_indices(rows, [(k, "ascending") for k in spec.record_key]))
     table = rows.select(spec.file_schema().names).cast(spec.file_schema())
-    return store.write_parquet(path, table, **parquet_options(spec))
+    return files.write_parquet(path, table, **parquet_options(spec))
 
 
 def parquet_options(spec: TableSpec) -> dict[str, object]:
@@ -270,8 +282,8 @@ def log_block_options(spec: TableSpec) -> dict[str, object]:
 
 
 def _write_log(
-    store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
-    upserts: pa.Table, deletes: pa.Table,
+    store: TableStore, files: FileWriter, spec: TableSpec, instant: str, partition: str,
+    fslice: FileSlice, upserts: pa.Table, deletes: pa.Table,
 ) -> WrittenFile:  # fmt: skip
     version = fslice.next_log_version()
     name = names.log_name(fslice.file_id, fslice.base_instant, version, instant)
@@ -288,7 +300,7 @@ def _write_log(
         keys = record_keys(deletes, spec.record_key).to_pylist()
         blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))
     path = store.path(partition, name)
-    size = store.write_file(path, blocks)
+    size = files.write_file(path, blocks)
     base_name = fslice.base.name if fslice.base is not None else ""
     return WrittenFile(partition, path, "log", upserts.num_rows + deletes.num_rows, size,
                        fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
@@ -310,8 +322,8 @@ def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
 
 
 def _rewrite_base(
-    store: TableStore, spec: TableSpec, instant: str, partition: str, fslice: FileSlice,
-    group: pa.Table,
+    store: TableStore, files: FileWriter, spec: TableSpec, instant: str, partition: str,
+    fslice: FileSlice, group: pa.Table,
 ) -> tuple[WrittenFile, int]:  # fmt: skip
     """Copy-on-write: the slice's rows merged with the instant's, as a new base file; also
     how many of the instant's upserts of known keys won (the others were stale)."""
@@ -326,7 +338,7 @@ def _rewrite_base(
     new = new.append_column(KEY, record_keys(group, spec.record_key))
     new = new.append_column(OP, group.column(OP)).select([*old.column_names, OP])
     live = merge(spec, old, [new.cast(pa.schema([*old.schema, pa.field(OP, pa.int8())]))])
-    size = write_base(store, spec, store.path(partition, name), moved_to(spec, live, name))
+    size = write_base(files, spec, store.path(partition, name), moved_to(spec, live, name))
     won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
     inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
     return WrittenFile(partition, store.path(partition, name), "base", live.num_rows, size,

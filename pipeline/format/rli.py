@@ -25,7 +25,7 @@ from dynbucket.pipeline.format.layout import (
     latest_slice,
 )
 from dynbucket.pipeline.format.paths import RLI_DIR
-from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.pipeline.format.storage import FileWriter, TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 
 #: Rows per Parquet row group: small enough that hash-range statistics prune point lookups.
@@ -52,16 +52,18 @@ class RecordLevelIndex:
         entries: pa.Table,
         kind: str = "delta",
         part: str | None = None,
+        files: FileWriter | None = None,
     ) -> DataFile:
         """Writes a partition's new entries of ``instant``, sorted by hash (``part``: which
-        writer task, when several write the same partition in one instant)."""
+        writer task, when several write the same partition in one instant; ``files``: a
+        batch to write it with, else it is published at once)."""
         entries = entries.select(self.schema.names).cast(self.schema)
         order = np.argsort(entries.column(HASH).to_numpy(), kind="stable")
         entries = entries.take(pa.array(order))
         path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
         # Keys and hashes are unique: a dictionary of them is work for nothing.
         repeating = [BUCKET, FILE_ID, INSTANT]
-        size = self.store.write_parquet(
+        size = (files or self.store).write_parquet(
             path, entries, row_group_size=ROW_GROUP, write_statistics=[HASH],
             use_dictionary=repeating,
         )  # fmt: skip

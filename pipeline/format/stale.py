@@ -2,8 +2,9 @@
 
 A stale update is written all the same (readers merge it away, as Hudi's do), but a write
 reports it apart from the updates that took effect (``keys_stale``). Knowing which are stale
-needs the slice's ordering values only when some update's value is below the largest the
-slice's files hold, which their Parquet statistics say without reading a row.
+needs the slice's records only for the updates whose ordering value is below the largest the
+slice's files hold, which their Parquet statistics say without reading a row; and then only
+the records of those updates' keys take part in the merge.
 """
 
 from __future__ import annotations
@@ -29,31 +30,56 @@ def stale_updates(
     all the same (readers merge them away), but do not count as updated.
 
     1. Without an ordering field the latest commit wins: none is stale.
-    2. When no update's ordering value is below the largest the slice's files hold (their
-       Parquet statistics), every update wins: nothing is read.
-    3. Otherwise the slice's keys and ordering values are merged with the updates, as a
-       reader would, and the updates that did not win are counted.
+    2. An update whose ordering value is not below the largest the slice's files hold (their
+       Parquet statistics) wins whatever its key holds: only the others are suspects, and
+       without suspects nothing is read.
+    3. The slice's keys, ordering values and commit times are read, only the records of the
+       suspects' keys kept (one hash probe per file), and merged with the suspects as a
+       reader would merge them; the suspects that did not win are counted.
     """
     ordering = spec.ordering_field
     if ordering is None or updates.num_rows == 0:  # 1.
         return 0
     newest = _largest_ordering(store, spec, fslice)  # 2.
-    lowest = pc.min(updates.column(ordering)).as_py()
-    if newest is not None and lowest is not None and lowest >= newest:
-        return 0
-    columns = list(dict.fromkeys([*spec.record_key, ordering, COMMIT_TIME]))  # 3.
-    base = read_base(store, spec, fslice.base, columns) if fslice.base is not None else None
+    if newest is not None:
+        below = pc.less(updates.column(ordering), pa.scalar(newest).cast(
+            updates.schema.field(ordering).type))  # fmt: skip
+        updates = updates.filter(below)
+        if updates.num_rows == 0:
+            return 0
+    keys = record_keys(updates, spec.record_key)  # 3.
+    columns = list(dict.fromkeys([*spec.record_key, ordering, COMMIT_TIME]))
+    base = None
+    if fslice.base is not None:
+        base = read_base(store, spec, fslice.base, columns)
+        base = base.append_column(KEY, record_keys(base, spec.record_key))
     logs = [read_log(store, spec, f, columns) for f in fslice.logs]
+    base, logs = _only_keys(base, logs, keys)
     delta = updates.select(list(dict.fromkeys([*spec.record_key, ordering])))
     delta = delta.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), delta.num_rows))
-    delta = delta.append_column(KEY, record_keys(updates, spec.record_key))
+    delta = delta.append_column(KEY, keys)
     delta = delta.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), delta.num_rows))
     if logs:
         delta = delta.select(logs[0].column_names).cast(logs[0].schema)
-    keyed = base.append_column(KEY, record_keys(base, spec.record_key)) if base else None
-    live = merge(spec, keyed, [*logs, delta])
+    live = merge(spec, base, [*logs, delta])
     won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
     return updates.num_rows - won
+
+
+def _only_keys(
+    base: pa.Table | None, logs: list[pa.Table], keys: pa.Array
+) -> tuple[pa.Table | None, list[pa.Table]]:
+    """The records of ``keys`` alone, in the base and each log (one hash table of the keys,
+    probed with every file's keys at once)."""
+    parts = ([base] if base is not None else []) + logs
+    chunks = [chunk for part in parts for chunk in part.column(KEY).chunks]
+    found = pc.is_in(pa.chunked_array(chunks, pa.string()), value_set=keys)
+    found = found.combine_chunks()  # a mask per part is then a slice (no copy)
+    kept, at = [], 0
+    for part in parts:
+        kept.append(part.filter(found.slice(at, part.num_rows)))
+        at += part.num_rows
+    return (kept[0], kept[1:]) if base is not None else (None, kept)
 
 
 def _largest_ordering(store: TableStore, spec: TableSpec, fslice: FileSlice) -> object | None:

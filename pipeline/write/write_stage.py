@@ -64,9 +64,7 @@ def write_fn(
         part = f"p{task.partitionId() if task is not None else 0}"
         store = TableStore.at(uri, filesystem)
         rows = pa.Table.from_batches(collected)
-        # Two threads: one encodes while the other waits for its files to reach the disk.
-        written = write_file_groups(store, spec, instant, rows, visible, deletes, part,
-                                    threads=2)  # fmt: skip
+        written = write_file_groups(store, spec, instant, rows, visible, deletes, part)
         for stage, spent in (seconds or {}).items():
             written.seconds[stage] = written.seconds.get(stage, 0.0) + spent
         yield to_rows(written)
