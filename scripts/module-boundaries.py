@@ -2,9 +2,10 @@
 
 Runs an embedded runtime, creates a small table, warms it up with one upsert, then traces a
 second Spark upsert: on the driver with ``sys.setprofile``, and in Spark's Python workers by
-wrapping every ``mapInArrow`` function in the same tracer. A boundary is a distinct pair
-(caller module, callee module) of dynbucket modules with caller != callee; the modules
-touched are counted too. Usage: ``.venv/bin/python scripts/module-boundaries.py``.
+wrapping every ``mapInArrow`` function in the same tracer (the threads they start too). A
+boundary is a distinct pair (caller module, callee module) of dynbucket modules with caller
+!= callee; the modules touched are counted too.
+Usage: ``.venv/bin/python scripts/module-boundaries.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 
 import pyarrow as pa
 
@@ -38,13 +40,16 @@ def traced(fn, out_dir):  # type: ignore[no-untyped-def]
         import json as _json
         import os as _os
         import sys as _sys
+        import threading as _threading
 
         edges: set[tuple[str, str]] = set()
         _sys.setprofile(tracer(edges))
+        _threading.setprofile(tracer(edges))  # the task's thread pools too
         try:
             yield from fn(batches)
         finally:
             _sys.setprofile(None)
+            _threading.setprofile(None)  # type: ignore[arg-type]
             with open(_os.path.join(out_dir, f"worker-{_os.getpid()}-{id(edges)}.json"), "w") as f:
                 _json.dump(sorted(edges), f)
 
@@ -71,10 +76,12 @@ def main() -> None:
             os.remove(f)
         edges: set[tuple[str, str]] = set()
         sys.setprofile(tracer(edges))
+        threading.setprofile(tracer(edges))
         try:
             t.upsert(df)
         finally:
             sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
         t.close()
     for f in glob.glob(os.path.join(OUT, "worker-*.json")):
         with open(f) as fh:
