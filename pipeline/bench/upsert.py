@@ -55,6 +55,7 @@ from dynbucket.pipeline.bench.report import Measurement, print_report, timed
 from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.table import Table
+from dynbucket.pipeline.write.results import WriteResult
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
 LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
@@ -132,9 +133,7 @@ class Ours:
         table, spark = self.table, self.rt.spark
         s, result = timed(lambda: table.upsert(spark.read.parquet(str(f))))
         label = "dynbucket" if self.meta else "dynbucket (no meta fields)"
-        print(f"  {label} {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
-              f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
-              f"    stages (summed over tasks) {result.stages}", flush=True)  # fmt: skip
+        _print_write(f"{label} {f.name}", s, result, "stages (summed over tasks)")
         return s
 
     def buckets_per_partition(self) -> int:
@@ -167,9 +166,7 @@ class InProcess:
         assert self.table is not None
         table = self.table
         s, result = timed(lambda: table.upsert(pq.read_table(f)))
-        print(f"  in process {f.name}: {s:.2f}s ({result.keys_updated:,} updated, "
-              f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
-              f"    stages {result.stages}", flush=True)  # fmt: skip
+        _print_write(f"in process {f.name}", s, result, "stages")
         return s
 
     def buckets_per_partition(self) -> int:
@@ -224,6 +221,12 @@ class Floor:
 
     def close(self) -> None:
         pass
+
+
+def _print_write(label: str, seconds: float, result: WriteResult, stages: str) -> None:
+    print(f"  {label}: {seconds:.2f}s ({result.keys_updated:,} updated, "
+          f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
+          f"    {stages} {result.stages}", flush=True)  # fmt: skip
 
 
 def _buckets_per_partition(table: Table) -> int:

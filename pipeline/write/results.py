@@ -31,9 +31,13 @@ class WriteResult:
     """Wall time per step of the instant (prepare, assign and write in process, or spark,
     then commit, and the total)."""
     stages: dict[str, float] = field(default_factory=dict)
-    """Seconds per stage of the work on rows (check, tag, group, take, dedupe, encode,
-    stale, index, list), summed over the threads and Spark tasks that ran it: a stage's sum
-    can exceed the wall time of its step."""
+    """Seconds per stage of the work on rows, summed over the threads and Spark tasks that
+    ran it (a stage's sum can exceed the wall time of its step): ``check`` (records),
+    ``tag`` (the assigner), ``group`` (rows sorted into file groups), ``list`` (the
+    partitions' current slices), ``take`` (a group's rows), ``dedupe`` (one record per
+    key), ``stale`` (updates losing by ordering value), ``encode`` (Parquet into staged
+    files), ``merge`` (copy-on-write rewrites), ``index`` (index files), ``flush`` (the
+    staged files flushed and put in place). The commit is in ``seconds``."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
