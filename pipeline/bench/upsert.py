@@ -351,7 +351,7 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
                 for sut in running.values():
                     sut.close()
             for system, secs in seconds.items():
-                m = Measurement(f"{LABELS[system]} @{size // 1_000_000}M", upsert_rows,
+                m = Measurement(f"{LABELS[system]} @{_size_tag(size)}", upsert_rows,
                                 secs[1:], {"system": system, "table_rows": size,
                                            "first_upsert_s": round(secs[0], 3)})  # fmt: skip
                 rows.append(m)
@@ -381,11 +381,16 @@ def _system(system: str, rt: Runtime, tables: Path, bucket_rows: int, python: Pa
     return Peer(python, system, tables / system, bucket_rows)
 
 
+def _size_tag(rows: int) -> str:
+    """5M, 50M; 200k for a table under a million rows (a quick run)."""
+    return f"{rows // 1_000_000}M" if rows >= 1_000_000 else f"{rows // 1_000}k"
+
+
 def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dict[str, Any]:
     """Ratios of medians measured in this run (time of the other / time of ours)."""
     out: dict[str, Any] = {}
     for size in sizes:
-        tag = f"{size // 1_000_000}M"
+        tag = _size_tag(size)
         if ("inprocess", size) in medians and ("floor", size) in medians:  # time / floor's
             out[f"inprocess_vs_floor_{tag}"] = round(
                 medians[("inprocess", size)] / medians[("floor", size)], 3)  # fmt: skip
