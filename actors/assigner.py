@@ -164,19 +164,38 @@ class BucketAssigner:
         hashes = self._routed(hashes)
         buckets = np.full(len(hashes), MISSING, np.int32)
         for name, rows in _rows_by_partition(partitions, partition_codes):
-            buckets[rows] = self._index(name).lookup(to_cache_keys(hashes[rows]))[0]
+            index = self._index(name)
+            index.last_used_checkpoint = self.checkpoint
+            buckets[rows] = index.lookup(to_cache_keys(hashes[rows]))[0]
         return buckets
 
     def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
-        """The proposal's snapshot(): commit, update flags, evict. Returns evicted partitions."""
-        evicted = [
+        """The proposal's snapshot(): commit, update flags, evict. Returns evicted partitions.
+
+        1. Each partition commits and updates its flags; the flags name the evictable ones
+           (not given new keys since the latest successful checkpoint, nothing pending).
+        2. Without ``cache_max_bytes`` every evictable partition is evicted (the proposal).
+        3. With it, evictable partitions stay while the slot's whole cache fits the budget,
+           the least recently used evicted first; a partition the flags keep is never
+           evicted here, whatever the budget.
+        """
+        evictable = [  # 1.
             name
             for name, index in self.partitions.items()
             if index.snapshot(checkpoint, latest_successful)
         ]
-        for name in evicted:
+        budget = self.options.cache_max_bytes
+        if budget is not None and evictable:  # 3.
+            evictable.sort(key=lambda n: (self.partitions[n].last_used_checkpoint, n))
+            cached = sum(index.nbytes for index in self.partitions.values())
+            over = 0
+            while over < len(evictable) and cached > budget:
+                cached -= self.partitions[evictable[over]].nbytes
+                over += 1
+            evictable = evictable[:over]
+        for name in evictable:  # 2.
             self.evict(name)
-        return evicted
+        return evictable
 
     def abort(self, checkpoint: int) -> int:
         """Drops every mapping ``checkpoint`` created (I8); returns how many."""
@@ -219,6 +238,7 @@ class BucketAssigner:
         3. the rest: keys this checkpoint mapped keep their bucket, the distinct others get
         buckets from the allocator, in one pass over this checkpoint's table."""
         index = self._index(name)
+        index.last_used_checkpoint = checkpoint
         buckets, is_new = index.lookup(keys, skip=checkpoint)
         missing = buckets < 0
         if missing.any():

@@ -102,6 +102,10 @@ class DynamicBucketOptions(PersistedOptions):
     bytes_per_key_estimate: int = option("dynamic-bucket.bytes-per-key-estimate", 128)
     """Bytes one key adds to a file group, until the partition's own files tell; only used
     with ``max_bytes_per_bucket``."""
+    cache_max_bytes: int | None = option("dynamic-bucket.cache.max-bytes", None)
+    """Cache bytes a slot may keep of partitions the proposal's flags would evict (read but
+    given no new keys, every mapping committed), least recently used out first; None: the
+    flags alone (such a partition bootstraps again at its next touch)."""
 
     DEFAULT_MAX_KEYS = 2_000_000
 
@@ -115,7 +119,8 @@ class DynamicBucketOptions(PersistedOptions):
             )
         if self.max_keys_per_bucket is None and self.max_bytes_per_bucket is None:
             object.__setattr__(self, "max_keys_per_bucket", self.DEFAULT_MAX_KEYS)
-        for name in ("max_keys_per_bucket", "max_bytes_per_bucket", "bytes_per_key_estimate"):
+        for name in ("max_keys_per_bucket", "max_bytes_per_bucket", "bytes_per_key_estimate",
+                     "cache_max_bytes"):  # fmt: skip
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1

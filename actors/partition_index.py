@@ -60,6 +60,8 @@ class PartitionIndex:
         self.bucket_keys = np.array(load.bucket_keys, dtype=np.int64)
         self.updated = False
         self.last_updated_checkpoint = NEVER
+        self.last_used_checkpoint = NEVER
+        """The last checkpoint that looked a key up here (for the keep-within-budget step)."""
         self.listed_keys = np.zeros_like(self.bucket_keys)
         self.listed_bytes = np.zeros_like(self.bucket_keys)
         self.set_listing(load.bucket_bytes)

@@ -6,6 +6,9 @@ In one run, side by side:
   checkpoint's mappings into the sorted run at commit), bytes per cached key;
 * the same lookups and inserts with a Python ``dict`` (the baseline the compact map replaces);
 * bootstrap of the partition's cache from a real table's record-level index;
+* an update-only stream (10 micro-batches of 10k known keys) over that index, by the
+  proposal's eviction flags alone and with ``dynamic-bucket.cache.max-bytes``: bootstraps
+  counted and timed;
 * the actor: Arrow in and out, one call per 100k rows (needs Ray; ``--no-actor`` skips it).
 
 The core runs in this one process (one CPU core); Ray is started only for the actor case.
@@ -28,6 +31,7 @@ from dynbucket.actors import BucketAssigner, DynamicBucketOptions, PartitionLoad
 from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
+from dynbucket.pipeline.format.keyhash import hash_columns
 from dynbucket.pipeline.table import Table
 from dynbucket.pipeline.write.index_source import RLIIndexSource
 
@@ -127,24 +131,55 @@ def _dict_bytes(d: dict[int, int]) -> int:
     return sys.getsizeof(d) + sum(sys.getsizeof(k) for k in list(d)[:10_000]) * len(d) // 10_000
 
 
-def bootstrap_case(keys: int, runs: int, workdir: str | None) -> Measurement:
+def _indexed_table(keys: int, folder: str) -> Table:
+    """A table of one partition of ``keys`` keys, its record-level index compacted."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int8())])
+    table = Table.create(str(Path(folder) / "t"), schema, "id", index=OPTIONS)
+    for lo in range(0, keys, 2_000_000):
+        ids = np.arange(lo, min(keys, lo + 2_000_000))
+        table.upsert(pa.table({"id": ids, "v": np.zeros(len(ids), np.int8)}))
+    table.compact_index(min_files=2)
+    return table
+
+
+def bootstrap_case(table: Table, keys: int, runs: int) -> Measurement:
     """Bootstrap of one slot's cache from a real table's index partition (one base file)."""
     m = Measurement("bootstrap from the RLI", keys)
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        schema = pa.schema([("id", pa.int64()), ("v", pa.int8())])
-        table = Table.create(str(Path(tmp) / "t"), schema, "id", index=OPTIONS)
-        for lo in range(0, keys, 2_000_000):
-            ids = np.arange(lo, min(keys, lo + 2_000_000))
-            table.upsert(pa.table({"id": ids, "v": np.zeros(len(ids), np.int8)}))
-        table.compact_index(min_files=2)
-        source = RLIIndexSource(table.uri, table.spec)
-        for _ in range(runs):
-            s, load = timed(functools.partial(source.load, "", 0, 1))
-            m.seconds.append(s)
-            assert len(load.keys) == keys
-            run = SortedRun(load.keys, load.buckets)
-            m.extra["bytes_per_key"] = round(run.nbytes / len(run), 2)
+    source = RLIIndexSource(table.uri, table.spec)
+    for _ in range(runs):
+        s, load = timed(functools.partial(source.load, "", 0, 1))
+        m.seconds.append(s)
+        assert len(load.keys) == keys
+        run = SortedRun(load.keys, load.buckets)
+        m.extra["bytes_per_key"] = round(run.nbytes / len(run), 2)
     return m
+
+
+def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]:
+    """A CDC stream: 10 micro-batches of 10k updates of known keys (no new key) through the
+    core over the real index, by the proposal's flags alone and with a cache budget: the
+    whole stream's seconds, and the bootstraps it paid."""
+    rng = np.random.default_rng(3)
+    ids = pa.array(rng.integers(0, keys, (10, 10_000)).ravel())
+    hashes = np.asarray(hash_columns([ids]), np.int64).reshape(10, 10_000)
+    out = []
+    for label, budget in (("flags alone", None), ("1 GiB budget", 1 << 30)):
+        options = DynamicBucketOptions(max_keys_per_bucket=2_000_000, cache_max_bytes=budget)
+        m = Measurement(f"update-only stream, {label}", hashes.size)
+        for _ in range(runs):
+            core = BucketAssigner(0, 1, options, RLIIndexSource(table.uri, table.spec))
+            start = time.perf_counter()
+            for checkpoint, batch in enumerate(hashes, start=1):
+                core.begin(checkpoint, checkpoint - 1)
+                _, is_new = core.assign(checkpoint, [""], np.zeros(len(batch), np.int32), batch)
+                assert not is_new.any()
+                core.snapshot(checkpoint, checkpoint)
+            m.seconds.append(time.perf_counter() - start)
+            stats = core.stats()
+            m.extra.update(bootstraps=stats.bootstraps,
+                           bootstrap_s=round(stats.bootstrap_seconds, 3))  # fmt: skip
+        out.append(m)
+    return out
 
 
 def actor_case(keys: int, calls: int, runs: int) -> Measurement:
@@ -183,7 +218,11 @@ def actor_case(keys: int, calls: int, runs: int) -> Measurement:
 def run(keys: int, runs: int, actor: bool, workdir: str | None) -> dict[str, Any]:
     lookups = inserts = min(keys, 2_000_000)
     rows = core_cases(keys, lookups, inserts, runs)
-    rows.append(bootstrap_case(keys, runs, workdir))
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        table = _indexed_table(keys, tmp)
+        rows.append(bootstrap_case(table, keys, runs))
+        flags, budget = update_stream_cases(table, keys, runs)
+        rows += [flags, budget]
     if actor:
         rows.append(actor_case(keys, 30, runs))
     core_look, core_ins, dict_look, dict_ins = rows[:4]
@@ -192,4 +231,7 @@ def run(keys: int, runs: int, actor: bool, workdir: str | None) -> dict[str, Any
         partition_keys=keys,
         core_vs_dict_lookup=round(core_look.per_second / dict_look.per_second, 2),
         core_vs_dict_insert=round(core_ins.per_second / dict_ins.per_second, 2),
+        update_stream_flags_vs_budget=round(flags.median / budget.median, 2),
+        update_stream_bootstraps={"flags alone": flags.extra["bootstraps"],
+                                  "budget": budget.extra["bootstraps"]},
     )  # fmt: skip

@@ -225,3 +225,64 @@ def test_fullness_in_bytes_uses_the_file_listing() -> None:
     # 100 bytes per key. Bucket 0 has room for 3 more keys, bucket 1 for 9.
     rli.file_bytes["p"] = {0: 700, 1: 100}
     assert d.write("p", list(range(9, 22))) == [0] * 3 + [1] * 9 + [2]
+
+
+def _update_only(a: BucketAssigner, checkpoint: int, partition: str, keys: range) -> None:
+    """One committed checkpoint that updates known keys of ``partition`` (no new key)."""
+    a.begin(checkpoint, checkpoint - 1)
+    hashes = np.array(keys, np.int64)
+    _, is_new = a.assign(checkpoint, [partition], np.zeros(len(hashes), np.int32), hashes)
+    assert not is_new.any()
+    a.snapshot(checkpoint, checkpoint)
+
+
+def _three_partitions(keys: int) -> MemoryRLI:
+    return MemoryRLI({p: dict.fromkeys(range(keys), 0) for p in ("p", "q", "r")})
+
+
+@pytest.mark.parametrize(("budget", "loads"), [(None, 10), (1 << 30, 1)])
+def test_an_update_only_partition_stays_cached_within_the_budget(
+    budget: int | None, loads: int
+) -> None:
+    """A CDC stream of updates: by the proposal's flags alone every batch bootstraps the
+    partition again; with a cache budget it is loaded once."""
+    rli = _three_partitions(100)
+    options = DynamicBucketOptions(max_keys_per_bucket=1000, cache_max_bytes=budget)
+    a = BucketAssigner(0, 1, options, rli)
+    for checkpoint in range(1, 11):
+        _update_only(a, checkpoint, "p", range(10 * checkpoint - 10, 10 * checkpoint))
+    assert rli.loads == loads
+    assert a.stats().bootstraps == loads and a.stats().evictions == (10 if budget is None else 0)
+
+
+def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() -> None:
+    rli = _three_partitions(100)
+    sizer = BucketAssigner(0, 1, DynamicBucketOptions(max_keys_per_bucket=1000), rli)
+    sizer.begin(1, 0)
+    sizer.locate(["p"], np.zeros(1, np.int32), np.array([1], np.int64))
+    one = sizer.partitions["p"].nbytes  # every partition holds 100 keys: the same size
+    a = BucketAssigner(0, 1, DynamicBucketOptions(max_keys_per_bucket=1000,
+                                                  cache_max_bytes=2 * one), rli)  # fmt: skip
+    # 1: q and r read at checkpoint 1, p at 2; three do not fit: q, the older of the two
+    #    least recently used (ties broken by name), goes.
+    a.begin(1, 0)
+    for partition in ("r", "q"):
+        a.assign(1, [partition], np.zeros(3, np.int32), np.array([1, 2, 3], np.int64))
+    assert a.snapshot(1, 1) == []
+    a.begin(2, 1)
+    a.assign(2, ["p"], np.zeros(3, np.int32), np.array([1, 2, 3], np.int64))
+    assert a.snapshot(2, 2) == ["q"]
+    assert sorted(a.partitions) == ["p", "r"]
+    # 2: p gets 500 new keys (its flags keep it) and grows past the budget alone: r, the only
+    #    evictable partition, goes; p stays over budget rather than lose uncommitted work.
+    a.begin(3, 2)
+    buckets, is_new = a.assign(3, ["p"], np.zeros(500, np.int32),
+                               np.arange(1000, 1500, dtype=np.int64))  # fmt: skip
+    assert is_new.all() and set(buckets.tolist()) == {0}
+    assert a.snapshot(3, 2) == ["r"]
+    assert list(a.partitions) == ["p"] and a.partitions["p"].nbytes > 2 * one
+    # 3: q comes back from the index with its buckets (I1).
+    loads = rli.loads
+    a.begin(4, 3)
+    buckets, is_new = a.assign(4, ["q"], np.zeros(2, np.int32), np.array([7, 8], np.int64))
+    assert rli.loads == loads + 1 and buckets.tolist() == [0, 0] and not is_new.any()

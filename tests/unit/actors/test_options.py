@@ -23,6 +23,8 @@ def test_keys_are_the_documented_ones() -> None:
         "dynamic-bucket.bytes-per-key-estimate", "dynamic-bucket.max-buckets",
         "dynamic-bucket.max-keys-per-bucket",
     ]  # fmt: skip
+    assert "dynamic-bucket.cache.max-bytes" in DynamicBucketOptions(
+        cache_max_bytes=1 << 20).to_properties()  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -31,7 +33,8 @@ def test_keys_are_the_documented_ones() -> None:
         TableOptions(cleaner_commits_retained=3, index_compaction_min_files=2,
                      lock_lease_seconds=1.5, table_type="COPY_ON_WRITE",
                      populate_meta_fields=False),
-        DynamicBucketOptions(max_bytes_per_bucket=10_000, max_buckets=7),
+        DynamicBucketOptions(max_bytes_per_bucket=10_000, max_buckets=7,
+                             cache_max_bytes=64 << 20),
     ],
 )  # fmt: skip
 def test_options_round_trip(options: TableOptions | DynamicBucketOptions) -> None:
@@ -59,5 +62,7 @@ def test_the_index_of_a_table_persists_only_the_bucket_options() -> None:
     assert index.persisted() == DynamicBucketOptions(max_keys_per_bucket=10)
     with pytest.raises(ConfigError, match="assigner_slots=0"):
         DynamicBucketIndex(assigner_slots=0)
+    with pytest.raises(ConfigError, match="dynamic-bucket.cache.max-bytes=0: must be an integer"):
+        DynamicBucketOptions(cache_max_bytes=0)
     with pytest.raises(ConfigError, match="dynamic-bucket.max-buckets=0"):
         DynamicBucketIndex(max_buckets=0)
