@@ -250,3 +250,25 @@ def test_one_shuffle_only_while_the_slot_count_holds(
     after = _check_index(t)
     assert all(after[k] == b for k, b in before.items())
     assert max(r["keys"] for r in t.stats().to_pylist()) <= 4
+
+
+@pytest.mark.parametrize(("budget", "reloads"), [(None, 2 * 2 * 2), (64 << 20, 0)])
+def test_an_update_only_stream_reloads_the_index_only_without_a_cache_budget(
+    spark: Any, runtime: Runtime, tmp_path: Path, budget: int | None, reloads: int
+) -> None:
+    """The slot actors through Spark: after a write with new keys, three update-only writes
+    into two partitions. By the proposal's flags alone the first keeps the caches (they got
+    new keys one write ago) and the next two reload both partitions in both slots; within a
+    cache budget nothing is reloaded."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                     DynamicBucketIndex(max_keys_per_bucket=1000, cache_max_bytes=budget),
+                     runtime=runtime)  # fmt: skip
+    keys = [(f"k{i}", f"d{i % 2}") for i in range(400)]
+    t.upsert(_df(spark, [(k, d, 0, 0) for k, d in keys]), assigner_slots=2)
+    assert t._spark is not None and t._spark.fleet is not None
+    loaded = sum(s["bootstraps"] for s in t._spark.fleet.stats())
+    for v in range(1, 4):
+        r = t.upsert(_df(spark, [(k, d, v, v) for k, d in keys[::3]]), assigner_slots=2)
+        assert (r.keys_updated, r.keys_inserted) == (len(keys[::3]), 0)
+    assert sum(s["bootstraps"] for s in t._spark.fleet.stats()) - loaded == reloads
+    assert {r["v"] for r in checked_live_rows(t) if r["id"] == "k0"} == {3}
