@@ -23,7 +23,7 @@ import io
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -85,8 +85,13 @@ class GroupWrites:
         try:
             yield
         finally:
-            with self._lock:
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+            self.add_seconds({stage: time.perf_counter() - start})
+
+    def add_seconds(self, seconds: Mapping[str, float]) -> None:
+        """Adds seconds spent per stage (by another thread, task or stage)."""
+        with self._lock:
+            for stage, spent in seconds.items():
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + spent
 
     def add(self, written: WrittenFile) -> None:
         with self._lock:
@@ -223,9 +228,9 @@ def _write_group(
             stale = stale_updates(store, spec, fslice, updates, instant)
     else:
         with out.timed("merge"):
-            written, applied = _rewrite_base(store, files, spec, instant, partition, fslice,
-                                             group)  # fmt: skip
-        stale = upserts.num_rows - inserted - applied
+            written, won = _rewrite_base(store, files, spec, instant, partition, fslice,
+                                         group)  # fmt: skip
+        stale = upserts.num_rows - won
     return dataclasses.replace(written, inserts=inserted, deletes=deleted, stale=stale,
                                updates=group.num_rows - deleted - inserted)  # fmt: skip
 
@@ -326,7 +331,7 @@ def _rewrite_base(
     fslice: FileSlice, group: pa.Table,
 ) -> tuple[WrittenFile, int]:  # fmt: skip
     """Copy-on-write: the slice's rows merged with the instant's, as a new base file; also
-    how many of the instant's upserts of known keys won (the others were stale)."""
+    how many of the instant's upserts won (the others were stale)."""
     name = names.base_name(fslice.file_id, instant)
     meta = list(spec.meta_fields) or [COMMIT_TIME]
     old = read_slice(store, spec, fslice, spec.schema.names, meta)
@@ -340,10 +345,9 @@ def _rewrite_base(
     live = merge(spec, old, [new.cast(pa.schema([*old.schema, pa.field(OP, pa.int8())]))])
     size = write_base(files, spec, store.path(partition, name), moved_to(spec, live, name))
     won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
-    inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
     return WrittenFile(partition, store.path(partition, name), "base", live.num_rows, size,
                        fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
-                       ), won - inserted  # fmt: skip
+                       ), won  # fmt: skip
 
 
 def _partition_metadata(store: TableStore, partition: str, instant: str) -> None:

@@ -65,8 +65,7 @@ def write_fn(
         store = TableStore.at(uri, filesystem)
         rows = pa.Table.from_batches(collected)
         written = write_file_groups(store, spec, instant, rows, visible, deletes, part)
-        for stage, spent in (seconds or {}).items():
-            written.seconds[stage] = written.seconds.get(stage, 0.0) + spent
+        written.add_seconds(seconds or {})
         yield to_rows(written)
 
     return write
@@ -99,8 +98,7 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
             out.keys_stale += fields["stale"]
             out.keys_deleted += fields["deletes"]
             out.keys_not_found += not_found
-            for stage, spent in json.loads(stages or "{}").items():
-                out.seconds[stage] = out.seconds.get(stage, 0.0) + spent
+            out.add_seconds(json.loads(stages or "{}"))
         else:
             out.files.append(WrittenFile(**fields))
     return out
