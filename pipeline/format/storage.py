@@ -96,22 +96,15 @@ class TableStore:
                 f.write(chunk)
 
     def _publish(self, path: str, write: Callable[[str], None]) -> int:
-        """Writes ``path`` through ``write(target)``; returns the file's size."""
-        directory, name = posixpath.split(path)
-        self.fs.create_dir(directory, recursive=True)
-        if not self.is_local:
-            write(path)
-            return int(self.fs.get_file_info(path).size)
-        tmp = self._temporary(path)
+        """Writes ``path`` through ``write(target)``, published at once (a batch of one);
+        returns the file's size."""
+        batch = WriteBatch(self)
         try:
-            write(tmp)
-            _fsync(tmp)
-            size = int(self.fs.get_file_info(tmp).size)
-            self.fs.move(tmp, path)
-            _fsync(directory)
-        finally:
-            if self.exists(tmp):
-                self.fs.delete_file(tmp)
+            size = batch.stage(path, write)
+            batch.publish()
+        except BaseException:
+            batch.discard()
+            raise
         return size
 
     def create_exclusive(self, path: str, data: bytes, durable: bool = True) -> bool:
@@ -221,13 +214,15 @@ class WriteBatch:
         self._lock = threading.Lock()
 
     def write_parquet(self, path: str, table: pa.Table, **options: object) -> int:
-        return self._stage(path, lambda target: pq.write_table(
+        return self.stage(path, lambda target: pq.write_table(
             table, target, filesystem=self.store.fs, **options))  # fmt: skip
 
     def write_file(self, path: str, data: bytes | Sequence[bytes]) -> int:
-        return self._stage(path, lambda target: self.store._write_bytes(target, data))
+        return self.stage(path, lambda target: self.store._write_bytes(target, data))
 
-    def _stage(self, path: str, write: Callable[[str], None]) -> int:
+    def stage(self, path: str, write: Callable[[str], None]) -> int:
+        """Writes ``path`` through ``write(target)`` under a temporary name, to be
+        published with the batch; returns the file's size."""
         store = self.store
         store.fs.create_dir(posixpath.dirname(path), recursive=True)
         if not store.is_local:
@@ -240,8 +235,9 @@ class WriteBatch:
         return int(store.fs.get_file_info(tmp).size)
 
     def publish(self) -> None:
-        """Flushes, renames into place and flushes the folders of every staged file."""
-        staged, self._staged = self._staged, []
+        """Flushes, renames into place and flushes the folders of every staged file (what a
+        failure leaves staged, :meth:`discard` removes)."""
+        staged = self._staged
         if not staged:
             return
         with ThreadPoolExecutor(max_workers=min(32, len(staged))) as pool:
@@ -249,6 +245,7 @@ class WriteBatch:
             for tmp, path in staged:
                 self.store.fs.move(tmp, path)
             list(pool.map(_fsync, sorted({posixpath.dirname(p) for _, p in staged})))
+        self._staged = []
 
     def discard(self) -> None:
         """Removes what was staged and not published (a failed write)."""

@@ -81,3 +81,21 @@ def test_a_discarded_batch_leaves_nothing(tmp_path: Path) -> None:
     batch.discard()
     batch.publish()  # nothing left to publish
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_batch_that_fails_to_publish_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TableStore.at(str(tmp_path))
+    batch = WriteBatch(store)
+    for name in ("a.bin", "b.bin"):
+        batch.write_file(store.path("p=1", name), b"data")
+
+    def full(path: str) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(storage, "_fsync", full)
+    with pytest.raises(OSError, match="disk gone"):
+        batch.publish()
+    batch.discard()
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
