@@ -32,8 +32,9 @@ class AssignerFleet:
         options: DynamicBucketOptions,
         source_factory: Callable[[], IndexSource],
         num_cpus: float = 0,
+        wait: bool = True,
     ) -> None:
-        """Starts the actors and waits until each answers.
+        """Starts the actors (and, with ``wait``, waits until each answers).
 
         Args:
             link: the Ray cluster and namespace.
@@ -43,6 +44,8 @@ class AssignerFleet:
             source_factory: builds, inside each actor, its reader of the record-level index.
             num_cpus: CPUs each actor reserves. 0 by default: an actor works only while a
                 Spark task waits on it, so the task's core is the one it uses.
+            wait: False returns at once, the actors starting while the caller does other
+                work; their first call (``begin``) waits for them.
         """
         self.link = link
         self.restart_timeout = 60.0
@@ -58,9 +61,10 @@ class AssignerFleet:
             )
             for i, name in enumerate(self.names)
         ]
-        import ray
+        if wait:
+            import ray
 
-        ray.get([h.ping.remote() for h in self.handles])
+            ray.get([h.ping.remote() for h in self.handles])
 
     def begin(self, checkpoint: int, latest_successful: int) -> None:
         self._all("begin", checkpoint, latest_successful)

@@ -160,6 +160,16 @@ def _bench_upsert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_latency(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.bench import latency
+    from dynbucket.pipeline.runtime import Runtime
+
+    with Runtime() as rt:
+        latency.run(rt, args.table_rows, args.sizes, args.runs, args.idle, args.systems,
+                    args.workdir, args.bucket_rows)  # fmt: skip
+    return 0
+
+
 def _count(text: str) -> int:
     return int(float(text))
 
@@ -268,6 +278,21 @@ def parser() -> argparse.ArgumentParser:
                     help="largest table pypaimon is run on (it loads ~20k rows/s)")  # fmt: skip
     up.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     up.set_defaults(func=_bench_upsert)
+    lat = bench_sub.add_parser("latency", help="small upserts: first, warm, after idle, vs peers",
+                               parents=[loud])  # fmt: skip
+    lat.add_argument("--table-rows", type=_count, default=5_000_000, help="rows of the table")
+    lat.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
+                     default=[1_000, 10_000, 100_000], help="rows per upsert")  # fmt: skip
+    lat.add_argument("--runs", type=int, default=5, help="writes per cell (median)")
+    lat.add_argument("--idle", type=float, default=120.0,
+                     help="seconds without a write before each 'idle' write")  # fmt: skip
+    lat.add_argument("--systems", type=lambda t: t.split(","),
+                     default=["dynbucket", "spark", "delta", "paimon"],
+                     help="comma-separated: dynbucket, spark, delta, paimon")  # fmt: skip
+    lat.add_argument("--bucket-rows", type=_count, default=1_000_000,
+                     help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
+    lat.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
+    lat.set_defaults(func=_bench_latency)
     return p
 
 

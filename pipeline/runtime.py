@@ -137,6 +137,11 @@ class RuntimeConfig:
     """Spark's log level once started."""
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark settings; they win over dynbucket's."""
+    driver_write_max_bytes: int = 8 << 20
+    """A Spark DataFrame that Spark estimates at most this size (its input files' bytes, for
+    a file scan) is written by this process, not Spark's Python workers: the same actors
+    tag it, the same files result, without a Spark job's second of overhead. 0: always by
+    Spark tasks."""
 
     def __post_init__(self) -> None:
         for name in ("num_cpus", "executors", "executor_cores", "shuffle_partitions"):
@@ -150,6 +155,12 @@ class RuntimeConfig:
                     f"RuntimeConfig.{name}={value!r}: must be a JVM memory size such as "
                     "'512m' or '4g'"
                 )
+        limit = self.driver_write_max_bytes
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ConfigError(
+                f"RuntimeConfig.driver_write_max_bytes={limit!r}: must be an integer >= 0 "
+                "(bytes; 0 writes every Spark DataFrame with Spark tasks)"
+            )
         if self.object_store_memory is not None and self.object_store_memory < 78_643_200:
             raise ConfigError(
                 f"RuntimeConfig.object_store_memory={self.object_store_memory!r}: Ray needs "

@@ -95,7 +95,7 @@ class Table:
             options: table options (cleaning, index compaction, lease).
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
             runtime: the Spark-on-Ray runtime for Spark writes and reads (default: the
-                active one).
+                active one). Given, the assigner actors start at once, in the background.
             name: the Hudi table name (default: from the folder's name).
 
         Raises:
@@ -115,7 +115,7 @@ class Table:
         )
         create_table(store, spec)
         slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
-        return cls(store, spec, runtime, slots)
+        return cls(store, spec, runtime, slots)._prestarted()
 
     @classmethod
     def open(
@@ -127,12 +127,23 @@ class Table:
     ) -> Table:
         """Opens the table at ``uri``, checking its properties.
 
+        With ``runtime`` given, the assigner actors of Spark writes (``assigner_slots`` of
+        them) start at once, in the background; ``close()`` stops them.
+
         Raises:
             NotATableError: no dynbucket table there.
             TableCorruptedError: properties this version cannot read.
         """
         store = TableStore.at(uri, filesystem)
-        return cls(store, load_table(store), runtime, assigner_slots)
+        return cls(store, load_table(store), runtime, assigner_slots)._prestarted()
+
+    def _prestarted(self) -> Table:
+        """With a ``runtime`` given, the assigner actors of Spark writes start now, in the
+        background, so that the first write does not wait for them (``close()`` stops
+        them)."""
+        if self.runtime is not None:
+            self._spark_writer().prestart(self.assigner_slots, self.latest_instant())
+        return self
 
     @property
     def uri(self) -> str:
@@ -288,7 +299,8 @@ class Table:
         if self._spark is None:
             rt = self._runtime()
             link = RayLink(rt.ray_address, rt.config.namespace)
-            self._spark = SparkWriter(self.store, self.spec, link, rt.default_parallelism)
+            self._spark = SparkWriter(self.store, self.spec, link, rt.default_parallelism,
+                                      rt.config.driver_write_max_bytes)  # fmt: skip
         return self._spark
 
     def _runtime(self) -> Runtime:

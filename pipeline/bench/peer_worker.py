@@ -7,6 +7,9 @@ This file imports neither dynbucket nor anything of its environment (pypaimon pi
 
 Each call performs one operation and prints one JSON line: ``{"seconds": ..., "rows": ...}``.
 Timing covers reading the input Parquet file(s) and the whole write and commit.
+
+``serve`` in place of an operation keeps the process: it upserts each file named on a line of
+its standard input and prints a JSON line per file (warm writes, ``bench latency``).
 """
 
 from __future__ import annotations
@@ -87,6 +90,12 @@ def main(argv: list[str]) -> int:
     system, path, operation, *files = argv
     bucket_rows = int(os.environ.get("BENCH_BUCKET_ROWS", "1000000"))
     run: Any = {"paimon": paimon, "delta": delta}[system]
+    if operation == "serve":
+        for line in sys.stdin:
+            start = time.perf_counter()
+            rows = run(path, "upsert", [line.strip()], bucket_rows)
+            print(json.dumps({"seconds": time.perf_counter() - start, "rows": rows}), flush=True)
+        return 0
     start = time.perf_counter()
     rows = run(path, operation, files, bucket_rows)
     seconds = time.perf_counter() - start

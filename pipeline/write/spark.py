@@ -17,6 +17,9 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
    attempt with ``SlotLayoutError`` and the write is redone with two shuffles.
 4. A dynbucket error raised in a task reaches the driver as itself (``carry_errors``). An
    actor that restarted mid-instant makes the instant retry once with a new fleet.
+
+A DataFrame whose plan is at most ``driver_max_bytes`` skips step 3's Spark stages: it is
+collected and written in this process, tagged by the same actors (``write/driver.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.format.transaction import Transaction
-from dynbucket.pipeline.write.assign_stage import assign_fn, record_check, tagged_schema
+from dynbucket.pipeline.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
+from dynbucket.pipeline.write.driver import collect_hashed, estimated_bytes, write_in_driver
 from dynbucket.pipeline.write.index_source import RLIIndexSource
 from dynbucket.pipeline.write.instant import InstantWrite, StreamBatch
 from dynbucket.pipeline.write.results import Laps, WriteResult
@@ -68,17 +72,29 @@ class SparkWriter:
         store, spec: the table.
         link: the Ray cluster and namespace of the slot actors.
         default_slots: assigner slots of a write that names none (Spark's parallelism).
+        driver_max_bytes: DataFrames Spark estimates at most this size are written in this
+            process (``write/driver.py``); 0: always by Spark tasks.
     """
 
     def __init__(self, store: TableStore, spec: TableSpec, link: RayLink,
-                 default_slots: int) -> None:  # fmt: skip
+                 default_slots: int, driver_max_bytes: int = 0) -> None:  # fmt: skip
         self.store = store
         self.spec = spec
         self.link = link
         self.default_slots = default_slots
+        self.driver_max_bytes = driver_max_bytes
         self.fleet: AssignerFleet | None = None
         self._seen: str | None = None
         self._slots_of: dict[str, int | None] = {}
+
+    def prestart(self, slots: int | None, latest: str | None) -> None:
+        """Starts the fleet of a write with ``slots`` slots now, without waiting for it:
+        the actors start while the caller prepares its first write. Their caches are empty,
+        so they match the table as of ``latest``; a commit by another writer before the
+        first write replaces them as usual."""
+        if self.fleet is None:
+            self._fleet_for(slots or self.default_slots, latest)
+            self._seen = latest
 
     def close(self) -> None:
         if self.fleet is not None:
@@ -113,19 +129,31 @@ class SparkWriter:
         laps = Laps()
         df = conform_spark(df, self.spec, operation == "delete")
         num_slots = slots or self.default_slots
+        in_driver = self._small(df)
         begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", operation)
         try:
             with InstantWrite(begin, operation, stream, laps) as w:
                 if w.skipped:
                     return w.skipped_result()
                 fleet = self._fleet_for(num_slots, w.based_on)
+                if in_driver:  # while the actors of a new fleet start
+                    batches = collect_hashed(df, self.spec.record_key)
+                    laps.lap("collect")
                 w.open(fleet)
                 laps.lap("prepare")
-                fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
-                job = self._job(df, fleet, w.id, w.visible(), operation, num_slots, fused)
-                written = from_rows(job.collect())
-                laps.lap("spark")
-                result = w.commit(written, {"slots": num_slots, "shuffles": 1 if fused else 2})
+                stage_a = self._stage_a(fleet, w.id, operation)
+                if in_driver:
+                    written = write_in_driver(batches, stage_a, self.store, self.spec, w.id,
+                                              w.visible(), operation == "delete")  # fmt: skip
+                    laps.lap("driver")
+                    shuffles = 0
+                else:
+                    fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
+                    job = self._job(df, stage_a, w.id, w.visible(), operation, num_slots, fused)
+                    written = from_rows(job.collect())
+                    laps.lap("spark")
+                    shuffles = 1 if fused else 2
+                result = w.commit(written, {"slots": num_slots, "shuffles": shuffles})
         except Exception as e:
             mapped = _from_spark(e)
             if mapped is e:
@@ -134,7 +162,25 @@ class SparkWriter:
         self._seen = result.instant
         return result
 
-    def _job(self, df: DataFrame, fleet: AssignerFleet, instant: str, visible: frozenset[str],
+    def _small(self, df: DataFrame) -> bool:
+        """Whether the write goes through the driver: Spark estimates the DataFrame at most
+        ``driver_max_bytes`` (a streaming micro-batch of a file source is sized by its
+        files; a source Spark cannot size goes to Spark tasks)."""
+        if self.driver_max_bytes <= 0:
+            return False
+        size = estimated_bytes(df)
+        return size is not None and size <= self.driver_max_bytes
+
+    def _stage_a(self, fleet: AssignerFleet, instant: str, operation: str) -> ArrowFn:
+        """Stage A: each row checked, its partition path computed, tagged by its slot."""
+        deletes = operation == "delete"
+        return assign_fn(
+            self.link, fleet.names, int(instant), prepare=record_check(self.spec, deletes),
+            method="locate" if deletes else "assign",
+            refuse_known=self.spec.record_key if operation == "insert" else (),
+        )  # fmt: skip
+
+    def _job(self, df: DataFrame, stage_a: ArrowFn, instant: str, visible: frozenset[str],
              operation: str, num_slots: int, fused: bool) -> DataFrame:  # fmt: skip
         from pyspark.sql import functions as F
 
@@ -143,11 +189,6 @@ class SparkWriter:
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         routed = hashed.withColumn(_ROUTE, route_column(HASH, num_slots)).repartition(
             num_slots, _ROUTE).drop(_ROUTE)  # fmt: skip
-        stage_a = assign_fn(
-            self.link, fleet.names, int(instant), prepare=record_check(spec, deletes),
-            method="locate" if deletes else "assign",
-            refuse_known=spec.record_key if operation == "insert" else (),
-        )  # fmt: skip
         stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes)
         if fused:
             return routed.mapInArrow(carry_errors(in_slot_task(stage_a, stage_b, num_slots)),
@@ -177,7 +218,7 @@ class SparkWriter:
         if self.fleet is None:
             source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)
             self.fleet = AssignerFleet(self.link, self.spec.table_id[:8], num_slots,
-                                       self.spec.bucket_options, source)  # fmt: skip
+                                       self.spec.bucket_options, source, wait=False)  # fmt: skip
         return self.fleet
 
 
