@@ -156,7 +156,10 @@ class Peer:
     def upsert(self, f: Path) -> float:
         if self.server is None:
             self.server = subprocess.Popen(
-                self._args("serve", []), env=self.env, text=True, stdin=subprocess.PIPE,
+                self._args("serve", []),
+                env=self.env,
+                text=True,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
         assert self.server.stdin is not None and self.server.stdout is not None
@@ -251,8 +254,13 @@ def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: flo
             for i, f in enumerate(plan[(n, "idle")]):
                 quiet_since = time.monotonic()
                 for system in _turn(order, i):  # first writes while this driver idles
-                    target = tables / ("dynbucket-first" if system == "dynbucket"
-                                       else f"{system}-first" if system == "spark" else system)
+                    target = tables / (
+                        "dynbucket-first"
+                        if system == "dynbucket"
+                        else f"{system}-first"
+                        if system == "spark"
+                        else system
+                    )
                     sut = running[system]
                     got = _first(system, target, plan[(n, "first")][i],
                                  sut if isinstance(sut, Peer) else None)  # fmt: skip

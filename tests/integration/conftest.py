@@ -17,7 +17,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def runtime() -> Iterator[Runtime]:
-    with Runtime() as rt:
+    # Spark writes go through Spark tasks, the path these tests are about; the driver path
+    # of small DataFrames (the default) has tests of its own (write/test_driver.py) and a
+    # third of the model workloads.
+    with Runtime(driver_write_max_bytes=0) as rt:
         yield rt
 
 

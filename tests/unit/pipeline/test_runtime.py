@@ -55,7 +55,10 @@ def test_jvm_options_open_every_package_the_design_lists() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [("executors", 0, "executors=0"), ("executor_memory", "4 GB", "executor_memory='4 GB'"),
-     ("num_cpus", -2, "num_cpus=-2"), ("object_store_memory", 1000, "75 MiB")],
+     ("num_cpus", -2, "num_cpus=-2"), ("object_store_memory", 1000, "75 MiB"),
+     ("driver_write_max_bytes", -1, "driver_write_max_bytes=-1: must be an integer >= 0"),
+     ("driver_write_max_bytes", "8m", "driver_write_max_bytes='8m'"),
+     ("driver_write_max_bytes", True, "driver_write_max_bytes=True")],
 )  # fmt: skip
 def test_bad_runtime_config_names_field_and_value(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
