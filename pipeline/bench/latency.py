@@ -49,6 +49,10 @@ SYSTEMS = ("dynbucket", "spark", "delta", "paimon")
 LABELS = {"dynbucket": "dynbucket", "spark": "plain spark", "delta": "delta-rs MERGE",
           "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
 CASES = ("first", "warm", "idle")
+#: Where a new process's first write goes: dynbucket into the copy made after loading (the
+#: warm driver's actors stay current), plain Spark into a folder of its own; the peers into
+#: their one table.
+FIRST_WRITES_INTO = {"dynbucket": "dynbucket-first", "spark": "spark-first"}
 
 
 # --- the workload ----------------------------------------------------------------------------
@@ -239,7 +243,7 @@ def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: flo
             print(f"loading {LABELS[system]} ...", flush=True)
             running[system] = _load(system, rt, tables, loads, bucket_rows, python)
         if "dynbucket" in running:  # the first writes' copy, as loaded
-            shutil.copytree(tables / "dynbucket", tables / "dynbucket-first")
+            shutil.copytree(tables / "dynbucket", tables / FIRST_WRITES_INTO["dynbucket"])
             ours = running["dynbucket"]
             assert isinstance(ours, Ours)
             ours.open()
@@ -254,13 +258,7 @@ def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: flo
             for i, f in enumerate(plan[(n, "idle")]):
                 quiet_since = time.monotonic()
                 for system in _turn(order, i):  # first writes while this driver idles
-                    target = tables / (
-                        "dynbucket-first"
-                        if system == "dynbucket"
-                        else f"{system}-first"
-                        if system == "spark"
-                        else system
-                    )
+                    target = tables / FIRST_WRITES_INTO.get(system, system)
                     sut = running[system]
                     got = _first(system, target, plan[(n, "first")][i],
                                  sut if isinstance(sut, Peer) else None)  # fmt: skip
