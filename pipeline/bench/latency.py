@@ -13,7 +13,7 @@ only grow (a stream's). Every system applies the same file in turn, in three cas
 * ``warm``: this process, after a write of the same size that is not counted.
 * ``idle``: this process, its last write at least ``idle`` seconds ago (2 minutes: Spark stops
   Python workers idle for a minute). The ``first`` cases run during the wait, and the wait
-  goes on after them.
+  goes on after them, at least ``SETTLE_S`` seconds.
 
 Systems: ``dynbucket`` (``Table.upsert`` of ``spark.read.parquet(file)``; Spark DataFrames this
 small are written by the driver, ``write/driver.py``), ``spark`` (plain Spark appending the
@@ -49,6 +49,8 @@ SYSTEMS = ("dynbucket", "spark", "delta", "paimon")
 LABELS = {"dynbucket": "dynbucket", "spark": "plain spark", "delta": "delta-rs MERGE",
           "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
 CASES = ("first", "warm", "idle")
+#: Seconds of quiet after the ``first`` writes' processes end, before an ``idle`` write.
+SETTLE_S = 20.0
 #: Where a new process's first write goes: dynbucket into the copy made after loading (the
 #: warm driver's actors stay current), plain Spark into a folder of its own; the peers into
 #: their one table.
@@ -265,7 +267,9 @@ def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: flo
                     seconds.setdefault((system, n, "first"), []).append(got["seconds"])
                     if "process_seconds" in got:
                         process.setdefault((system, n), []).append(got["process_seconds"])
-                time.sleep(max(0.0, idle - (time.monotonic() - quiet_since)))
+                # The machine settles after the new processes' engines stop, however long
+                # they took, and this driver has been idle at least ``idle`` seconds.
+                time.sleep(max(SETTLE_S, idle - (time.monotonic() - quiet_since)))
                 for system in _turn(order, i):
                     seconds.setdefault((system, n, "idle"), []).append(running[system].upsert(f))
             print(f"  first {n:,}: " + _line(seconds, n, "first"), flush=True)
