@@ -33,6 +33,7 @@ from dynbucket.pipeline.format.table_spec import (
 from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime, active_runtime
+from dynbucket.pipeline.write.file_scan import bare_file_stream
 from dynbucket.pipeline.write.local import LocalWriter
 from dynbucket.pipeline.write.results import WriteResult
 from dynbucket.pipeline.write.spark import SparkWriter, StreamBatch
@@ -260,11 +261,11 @@ class Table:
         stream_id = query_name or hashlib.sha1(
             os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]  # fmt: skip
         writer = self._spark_writer()
+        file_stream = bare_file_stream(streaming_df)
 
         def batch(df: DataFrame, batch_id: int) -> None:
-            result = writer.write(
-                df, operation, self.assigner_slots, StreamBatch(stream_id, batch_id)
-            )
+            result = writer.write(df, operation, self.assigner_slots,
+                                  StreamBatch(stream_id, batch_id), file_stream)  # fmt: skip
             if on_batch is not None:
                 on_batch(batch_id, result)
 

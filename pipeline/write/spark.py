@@ -19,7 +19,9 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
    actor that restarted mid-instant makes the instant retry once with a new fleet.
 
 A DataFrame whose plan is at most ``driver_max_bytes`` skips step 3's Spark stages: it is
-collected and written in this process, tagged by the same actors (``write/driver.py``).
+collected and written in this process, tagged by the same actors (``write/driver.py``); when
+it is a bare scan of Parquet files, the driver reads the files itself and no Spark job runs
+at all (``write/file_scan.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.pipeline.write.driver import collect_hashed, estimated_bytes, write_in_driver
+from dynbucket.pipeline.write.file_scan import read_scanned
 from dynbucket.pipeline.write.index_source import RLIIndexSource
 from dynbucket.pipeline.write.instant import InstantWrite, StreamBatch
 from dynbucket.pipeline.write.results import Laps, WriteResult
@@ -104,12 +107,15 @@ class SparkWriter:
                 self.fleet = None
 
     def write(self, df: DataFrame, operation: str, slots: int | None = None,
-              stream: StreamBatch | None = None) -> WriteResult:  # fmt: skip
-        """One instant; retried once if an assigner actor restarted in the middle of it."""
+              stream: StreamBatch | None = None,
+              file_stream: bool = False) -> WriteResult:  # fmt: skip
+        """One instant; retried once if an assigner actor restarted in the middle of it.
+        ``file_stream``: ``df`` is a micro-batch of a bare Parquet file stream
+        (:func:`~dynbucket.pipeline.write.file_scan.bare_file_stream`)."""
         fused = True
         for attempt in (1, 2, 3):
             try:
-                return self._write(df, operation, slots, stream, fused)
+                return self._write(df, operation, slots, stream, fused, file_stream)
             except SlotLayoutError:
                 if not fused:
                     raise
@@ -125,8 +131,10 @@ class SparkWriter:
     # --- one attempt ---------------------------------------------------------------------
 
     def _write(self, df: DataFrame, operation: str, slots: int | None,
-               stream: StreamBatch | None, fused: bool) -> WriteResult:  # fmt: skip
+               stream: StreamBatch | None, fused: bool,
+               file_stream: bool) -> WriteResult:  # fmt: skip
         laps = Laps()
+        given = df
         df = conform_spark(df, self.spec, operation == "delete")
         num_slots = slots or self.default_slots
         in_driver = self._small(df)
@@ -137,8 +145,12 @@ class SparkWriter:
                     return w.skipped_result()
                 fleet = self._fleet_for(num_slots, w.based_on)
                 if in_driver:  # while the actors of a new fleet start
-                    batches = collect_hashed(df, self.spec.record_key)
-                    laps.lap("collect")
+                    batches = read_scanned(given, self.spec, operation == "delete", file_stream)
+                    if batches is not None:
+                        laps.lap("read")
+                    else:
+                        batches = collect_hashed(df, self.spec.record_key)
+                        laps.lap("collect")
                 w.open(fleet)
                 laps.lap("prepare")
                 stage_a = self._stage_a(fleet, w.id, operation)
