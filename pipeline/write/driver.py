@@ -7,7 +7,8 @@ of a few thousand rows needs none of that. When the DataFrame's plan says it is 
 (``RuntimeConfig.driver_write_max_bytes``), the write:
 
 1. collects it as Arrow, with the key hash computed by Spark's own ``xxhash64`` as on the
-   Spark path (a JVM-only job: no Python worker takes part);
+   Spark path (a JVM-only job: no Python worker takes part), or, for a bare scan of Parquet
+   files, reads the files here without any job (``write/file_scan.py``);
 2. tags the rows through the same slot actors as the Spark path (stage A's function, run
    here), so every key gets the bucket it would get there;
 3. writes the file groups and index entries with the one file-group writer, in this

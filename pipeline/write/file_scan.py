@@ -15,9 +15,10 @@ None and Spark collects as before:
 2. The files are those of Spark's own scan (its ``FileScanRDD``, in its order, so ties
    between duplicate keys resolve as on the Spark path), local, without partition values
    from the folder names, and not written by a Spark that rebased old dates.
-3. Each file has the DataFrame's fields with exactly the Arrow types Spark's would convert
-   to (Spark reads some types differently: INT96 or millisecond timestamps, unsigned ints,
-   binary as string; those go to Spark).
+3. Each file has the DataFrame's fields, by name (not with Spark matching columns by field
+   id), with exactly the Arrow types Spark's would convert to (Spark reads some types
+   differently: INT96 or millisecond timestamps, unsigned ints, binary as string; those go
+   to Spark).
 4. The key fields are of types ``keyhash`` hashes as Spark does.
 """
 
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _PARQUET = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 _SCAN_RDD = "org.apache.spark.sql.execution.datasources.FileScanRDD"
+_FIELD_IDS = "spark.sql.parquet.fieldId.read.enabled"
 #: File metadata keys of a Spark that wrote dates or INT96 in the legacy hybrid calendar.
 _LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 
@@ -69,6 +71,8 @@ def read_scanned(df: DataFrame, spec: TableSpec, deletes: bool,
         bare_stream: ``df`` is a micro-batch of a stream :func:`bare_file_stream` accepted.
     """
     try:
+        if str(df.sparkSession.conf.get(_FIELD_IDS, "false")).lower() == "true":
+            return None  # Spark matches columns by field id, pyarrow by name
         qe = df._jdf.queryExecution()
         if not (bare_stream or _bare_relation(qe.optimizedPlan())):
             return None

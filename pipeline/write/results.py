@@ -29,9 +29,9 @@ class WriteResult:
     files_written: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time per step of the instant: in process ``prepare``, ``assign``, ``write``; for
-    a Spark DataFrame ``prepare`` and ``spark`` (Spark tasks), or ``collect``, ``prepare``
-    and ``driver`` (a small one, written by the driver); then ``commit``, ``snapshot`` and
-    the ``total``."""
+    a Spark DataFrame ``prepare`` and ``spark`` (Spark tasks), or ``collect`` (``read`` when
+    the driver read its Parquet files itself), ``prepare`` and ``driver`` (a small one,
+    written by the driver); then ``commit``, ``snapshot`` and the ``total``."""
     stages: dict[str, float] = field(default_factory=dict)
     """Seconds per stage of the work on rows, summed over the threads and Spark tasks that
     ran it (a stage's sum can exceed the wall time of its step): ``check`` (records),

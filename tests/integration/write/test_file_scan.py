@@ -85,7 +85,7 @@ def test_files_read_in_the_driver_equal_what_spark_collects(
 
 
 @pytest.mark.parametrize("case", ["filter", "project", "partition folders", "ms timestamps",
-                                  "unsigned ints", "missing field", "renamed case"])
+                                  "unsigned ints", "missing field", "renamed case", "field ids"])
 def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
     spark: Any, runtime: Runtime, tmp_path: Path, case: str
 ) -> None:
@@ -116,7 +116,12 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
         df = df.filter("v > 3")
     elif case == "project":
         df = df.select("id", "n", "day", "v", "price", "at", df.id.alias("note"))
-    assert read_scanned(df, spec, deletes=False) is None
+    if case == "field ids":
+        spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    try:
+        assert read_scanned(df, spec, deletes=False) is None
+    finally:
+        spark.conf.unset("spark.sql.parquet.fieldId.read.enabled")
     if case != "partition folders":  # its extra field is refused by the schema check
         assert _spark_collects(df, spec).num_rows > 0  # and Spark reads it
 
