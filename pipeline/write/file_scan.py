@@ -13,8 +13,9 @@ None and Spark collects as before:
    read), or the stream the micro-batch comes from is one Parquet ``StreamingRelation``
    (checked once per stream by :func:`bare_file_stream`: no filter, projection or join).
 2. The files are those of Spark's own scan (its ``FileScanRDD``, in its order, so ties
-   between duplicate keys resolve as on the Spark path), local, without partition values
-   from the folder names, and not written by a Spark that rebased old dates.
+   between duplicate keys resolve as on the Spark path), each read whole by one piece of
+   the scan, local, without partition values from the folder names, and not written by a
+   Spark that rebased old dates.
 3. Each file has the DataFrame's fields, by name (not with Spark matching columns by field
    id), with exactly the Arrow types Spark's would convert to (Spark reads some types
    differently: INT96 or millisecond timestamps, unsigned ints, binary as string; those go
@@ -107,7 +108,8 @@ def _bare_relation(plan: Any) -> bool:
 
 def _scanned_files(rdd: Any) -> list[str] | None:
     """2. The local paths Spark's file scan reads, in its order; None if the scan is not one
-    narrow chain down to a ``FileScanRDD`` or a file carries partition values."""
+    narrow chain down to a ``FileScanRDD``, a file carries partition values, or Spark split
+    a file (small files of a small write seldom are: a split is at least 4 MiB)."""
     while rdd.getClass().getName() != _SCAN_RDD:
         deps = rdd.dependencies()
         if deps.size() != 1:
@@ -123,8 +125,9 @@ def _scanned_files(rdd: Any) -> list[str] | None:
             if not uri.startswith("file:"):
                 return None
             path = unquote(urlparse(uri).path)
-            if path not in paths:  # a file split into several pieces is read whole
-                paths.append(path)
+            if path in paths:  # split into pieces: Spark's row order could interleave files
+                return None
+            paths.append(path)
     return paths
 
 

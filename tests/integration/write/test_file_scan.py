@@ -85,7 +85,8 @@ def test_files_read_in_the_driver_equal_what_spark_collects(
 
 
 @pytest.mark.parametrize("case", ["filter", "project", "partition folders", "ms timestamps",
-                                  "unsigned ints", "missing field", "renamed case", "field ids"])
+                                  "unsigned ints", "missing field", "renamed case", "field ids",
+                                  "split file"])
 def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
     spark: Any, runtime: Runtime, tmp_path: Path, case: str
 ) -> None:
@@ -103,6 +104,9 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
         pq.write_table(rows.set_column(3, "v", rows["v"].cast(pa.uint32())), folder / "a.parquet")
     elif case == "renamed case":
         pq.write_table(rows.rename_columns(["ID", *rows.column_names[1:]]), folder / "a.parquet")
+    elif case == "split file":  # 4 row groups; Spark splits it into pieces of ~1 kB
+        pq.write_table(rows, folder / "a.parquet", row_group_size=5)
+        pq.write_table(rows, folder / "b.parquet")
     else:
         pq.write_table(rows, folder / "a.parquet")
     if case == "missing field":
@@ -116,12 +120,18 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
         df = df.filter("v > 3")
     elif case == "project":
         df = df.select("id", "n", "day", "v", "price", "at", df.id.alias("note"))
-    if case == "field ids":
-        spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    confs = {"field ids": {"spark.sql.parquet.fieldId.read.enabled": "true"},
+             "split file": {"spark.sql.files.maxPartitionBytes": "1024",
+                            "spark.sql.files.openCostInBytes": "0"}}.get(case, {})  # fmt: skip
+    for key, value in confs.items():
+        spark.conf.set(key, value)
     try:
         assert read_scanned(df, spec, deletes=False) is None
+        if case == "split file":  # the scan Spark plans really has pieces of one file
+            assert df.rdd.getNumPartitions() > 2
     finally:
-        spark.conf.unset("spark.sql.parquet.fieldId.read.enabled")
+        for key in confs:
+            spark.conf.unset(key)
     if case != "partition folders":  # its extra field is refused by the schema check
         assert _spark_collects(df, spec).num_rows > 0  # and Spark reads it
 
