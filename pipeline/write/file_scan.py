@@ -32,7 +32,6 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dynbucket.actors.errors import InvalidInputError
 from dynbucket.pipeline.format.columns import HASH
 from dynbucket.pipeline.format.keyhash import hash_columns
 from dynbucket.pipeline.format.records import conform, required_fields
@@ -86,9 +85,8 @@ def read_scanned(df: DataFrame, spec: TableSpec, deletes: bool,
             return None
         table = conform(table, spec.schema, required_fields(spec, deletes))
         hashes = hash_columns([table.column(k) for k in spec.record_key], spec.record_key)
-    except InvalidInputError:  # a key type keyhash does not hash: Spark's xxhash64 does
-        return None
-    except Exception as e:  # noqa: BLE001 - any surprise: Spark reads it as before
+    except Exception as e:  # noqa: BLE001 - e.g. a key type keyhash does not hash (Spark's
+        # xxhash64 does), or any surprise: Spark reads it as before
         log.debug("reading the scanned files in the driver failed; Spark collects", exc_info=e)
         return None
     return [b for b in table.append_column(HASH, pa.array(hashes)).to_batches() if b.num_rows]
