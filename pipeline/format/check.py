@@ -11,7 +11,9 @@ to do about it (nothing is changed):
 4. The latest snapshot reads; no bucket has two file groups (I4).
 5. The record-level index agrees with the live rows (I6): each live key has one entry,
    naming its bucket and file group; keys without a live row hold entries only as far as
-   the file group ever deleted keys (deleted keys keep their bucket).
+   the file group ever deleted keys (deleted keys keep their bucket). A simple-bucket or
+   consistent-hashing table has no index: each live key must sit in the bucket its
+   partition's layout computes.
 6. No data or index file belongs to an instant the timeline does not have.
 """
 
@@ -27,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.actors.errors import DynBucketError
-from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, PARTITION
+from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, PARTITION
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi import log_file
 from dynbucket.pipeline.format.hudi.meta_fields import record_keys
+from dynbucket.pipeline.format.keyhash import hash_columns
 from dynbucket.pipeline.format.layout import bucket_of, index_instant
 from dynbucket.pipeline.format.lock import WriterLock
 from dynbucket.pipeline.format.paths import RLI_DIR
@@ -92,7 +95,9 @@ def check(store: TableStore) -> CheckReport:
     _guarded(report, "the files of completed instants",
              lambda: _files(store, spec, timeline, completed, report))  # 3.
     rows = _snapshot(store, spec, report)  # 4.
-    if rows is not None:
+    if rows is not None and spec.stateless:
+        _guarded(report, "the bucket layout", lambda: _layout(store, spec, rows, report))  # 5.
+    elif rows is not None:
         _guarded(report, "the record-level index",
                  lambda: _index(store, spec, rows, timeline, completed, report))  # 5.
     _guarded(report, "the table's files", lambda: _orphans(store, timeline, report))  # 6.
@@ -238,6 +243,24 @@ def _index(store: TableStore, spec: TableSpec, rows: pa.Table, timeline: Timelin
                            "have no live row, more than the file group ever deleted "
                            f"({deleted.get((partition, bucket), 0)}): entries of keys never "
                            "written", _REBUILD)  # fmt: skip
+
+
+def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckReport) -> None:
+    """Stateless schemes: every live key sits in the bucket its partition's layout computes
+    (I1 for a scheme whose bucket is a function of the key)."""
+    layouts = Snapshot(store, spec).layouts()
+    keyed = rows.append_column(HASH, pa.array(hash_columns(
+        [rows.column(k) for k in spec.record_key], spec.record_key)))  # fmt: skip
+    for partition in pc.unique(keyed.column(PARTITION)).to_pylist():
+        mine = keyed.filter(pc.equal(keyed.column(PARTITION), partition))
+        wrong = mine.column(BUCKET).to_numpy() != layouts.locate(partition, mine)
+        if wrong.any():
+            keys = record_keys(mine.filter(pa.array(wrong)), spec.record_key).to_pylist()
+            report.add(f"partition {partition!r}: {int(wrong.sum())} live key(s) are not in "
+                       f"the bucket the {spec.index_engine} layout puts them in (e.g. "
+                       f"{keys[:3]}): writes and lookups will not find them (I1)",
+                       "restore the partition and .hoodie/.dynbucket/buckets/ from a backup "
+                       "of the same time")  # fmt: skip
 
 
 _REBUILD = ("the index disagrees with the data: restore .hoodie/.dynbucket/rli/ from a backup "

@@ -54,9 +54,9 @@ from dynbucket.pipeline.format.layout import (
     file_slices,
 )
 from dynbucket.pipeline.format.merge import KEY, merge, read_slice
-from dynbucket.pipeline.format.records import dedupe
+from dynbucket.pipeline.format.records import dedupe, insert_conflict
 from dynbucket.pipeline.format.rli import RecordLevelIndex, entries_for
-from dynbucket.pipeline.format.stale import stale_updates
+from dynbucket.pipeline.format.stale import live_among, stale_updates
 from dynbucket.pipeline.format.storage import FileWriter, TableStore, WriteBatch
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.transaction import WrittenFile
@@ -93,6 +93,10 @@ class GroupWrites:
             for stage, spent in seconds.items():
                 self.seconds[stage] = self.seconds.get(stage, 0.0) + spent
 
+    def add_not_found(self, keys: int) -> None:
+        with self._lock:
+            self.keys_not_found += keys
+
     def add(self, written: WrittenFile) -> None:
         with self._lock:
             self.files.append(written)
@@ -111,8 +115,14 @@ def write_file_groups(
     deletes: bool,
     part: str | None = None,
     threads: int = 1,
+    refuse_known: bool = False,
 ) -> GroupWrites:
     """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``).
+
+    In a table of a stateless scheme (simple bucket, consistent hashing) no assigner knows
+    which keys are new: each group's slice tells (its live keys are read), deletes of keys
+    it does not hold are counted as not found, an insert of a key it holds is refused
+    (``refuse_known``), and no index entries are written.
 
     1. Rows without a bucket (deletes of keys the table never had) are counted, not written.
     2. The rows are split into file groups (partition, bucket); each partition's current
@@ -151,12 +161,17 @@ def write_file_groups(
         with out.timed("dedupe"):
             group = dedupe(spec, group, deletes=deletes)
         fslice = current[partition].get(bucket)
+        if spec.stateless:
+            with out.timed("known"):
+                group = _mark_known(store, spec, fslice, group, deletes, refuse_known, out)
+            if group.num_rows == 0:
+                return partition, None
         file_id = fslice.file_id if fslice else file_id_for(spec.table_id, instant, partition,
                                                              bucket)  # fmt: skip
         written = _write_group(store, files, spec, instant, partition, file_id, fslice, group,
                                out)  # fmt: skip
         out.add(written)
-        if not written.inserts:
+        if not written.inserts or spec.stateless:
             return partition, None
         return partition, entries_for(group.filter(group.column(IS_NEW)), spec, bucket,
                                       file_id, instant)  # fmt: skip
@@ -194,6 +209,28 @@ def write_file_groups(
         raise
     out.files.sort(key=lambda f: f.path)
     return out
+
+
+def _mark_known(
+    store: TableStore, spec: TableSpec, fslice: FileSlice | None, group: pa.Table,
+    deletes: bool, refuse_known: bool, out: GroupWrites,
+) -> pa.Table:  # fmt: skip
+    """A group's rows with ``_is_new`` from the keys its slice holds (stateless schemes);
+    deletes of keys it does not hold are left out and counted as not found."""
+    if fslice is None:
+        known = pa.array(np.zeros(group.num_rows, np.bool_))
+    else:
+        known = live_among(store, spec, fslice, record_keys(group, spec.record_key))
+    if refuse_known and pc.any(known).as_py():
+        sample = group.filter(known).select(list(spec.record_key)).slice(0, 3).to_pylist()
+        raise insert_conflict(int(pc.sum(known).as_py()), sample)
+    group = group.set_column(group.schema.get_field_index(IS_NEW), IS_NEW, pc.invert(known))
+    if deletes:
+        missing = group.num_rows - int(pc.sum(known).as_py() or 0)
+        if missing:
+            out.add_not_found(missing)
+            group = group.filter(known)
+    return group
 
 
 def _write_group(

@@ -13,3 +13,5 @@ TIMELINE_DIR = f"{META_DIR}/timeline"
 RLI_DIR = f"{META_DIR}/rli"
 #: Where the first, unreleased layout kept its metadata (at the table's root).
 OLD_LAYOUT_DIR = ".dynbucket"
+#: Bucket layouts of the stateless schemes: ``<instant>.json`` per instant that changed one.
+BUCKET_LAYOUT_DIR = f"{META_DIR}/buckets"

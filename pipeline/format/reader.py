@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from dynbucket.actors.errors import DynBucketError, InstantNotFoundError, TableCorruptedError
+from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME
@@ -217,12 +219,17 @@ class Snapshot:
     def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:
         spec = self.spec
         index = RecordLevelIndex(self.store, spec)
+        layouts = self.layouts()
         out = []
         for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
             mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
-            entries = index.lookup(partition, mine.column(HASH).to_numpy(), self.visible)
+            if layouts.stateless:
+                buckets = layouts.locate(partition, mine)
+            else:
+                entries = index.lookup(partition, mine.column(HASH).to_numpy(), self.visible)
+                buckets = entries.column(BUCKET).to_numpy()
             slices = self.bucket_files(partition)
-            for bucket in np.unique(entries.column(BUCKET).to_numpy()).tolist():
+            for bucket in np.unique(buckets).tolist():
                 fslice = slices.get(bucket)
                 if fslice is None:
                     continue
@@ -236,8 +243,18 @@ class Snapshot:
             return self.output_schema(None, meta_columns).empty_table()
         return pa.concat_tables(out)
 
+    def layouts(self) -> BucketLayouts:
+        """The bucket layout of every partition as of this snapshot (stateless schemes)."""
+        return BucketLayouts.load(self.store, self.spec.bucket_options, self.spec.record_key,
+                                  self.visible)  # fmt: skip
+
     def stats(self) -> pa.Table:
-        """Per partition and bucket: keys (index entries), bytes and files of its slice."""
+        """Per partition and bucket: keys, bytes and files of its slice. Keys are index
+        entries (dynamic buckets) or the slice's live keys (stateless schemes, which also
+        say each partition's ``num_buckets`` or each bucket's ring range, and leave out
+        buckets their layout retired)."""
+        if self.spec.stateless:
+            return self._stateless_stats()
         index = RecordLevelIndex(self.store, self.spec)
         rows = []
         for partition in self.partitions():
@@ -251,6 +268,27 @@ class Snapshot:
                 rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
                              "keys": int(keys[bucket]) if bucket < len(keys) else 0,
                              "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
+        if rows:
+            return pa.Table.from_pylist(rows)
+        return pa.table(
+            {"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())}
+        )
+
+    def _stateless_stats(self) -> pa.Table:
+        layouts = self.layouts()
+        keys = list(self.spec.record_key)
+
+        def one(ref: SliceRef) -> dict[str, Any] | None:
+            partition, fslice = ref.partition, ref.slice
+            if fslice.bucket not in layouts.buckets(partition):
+                return None
+            live = read_slice(self.store, self.spec, fslice, keys)
+            return {"partition": partition, "bucket": fslice.bucket, FILE_ID: fslice.file_id,
+                    "keys": live.num_rows, "bytes": fslice.size, "files": len(fslice.files),
+                    **layouts.facts(partition, fslice.bucket)}  # fmt: skip
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            rows = [r for r in pool.map(one, self.slices()) if r is not None]
         if rows:
             return pa.Table.from_pylist(rows)
         return pa.table(

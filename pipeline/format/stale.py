@@ -48,13 +48,7 @@ def stale_updates(
         if updates.num_rows == 0:
             return 0
     keys = record_keys(updates, spec.record_key)  # 3.
-    columns = list(dict.fromkeys([*spec.record_key, ordering, COMMIT_TIME]))
-    base = None
-    if fslice.base is not None:
-        base = read_base(store, spec, fslice.base, columns)
-        base = base.append_column(KEY, record_keys(base, spec.record_key))
-    logs = [read_log(store, spec, f, columns) for f in fslice.logs]
-    base, logs = _only_keys(base, logs, keys)
+    base, logs = _records_of(store, spec, fslice, keys)
     delta = updates.select(list(dict.fromkeys([*spec.record_key, ordering])))
     delta = delta.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), delta.num_rows))
     delta = delta.append_column(KEY, keys)
@@ -64,6 +58,37 @@ def stale_updates(
     live = merge(spec, base, [*logs, delta])
     won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
     return updates.num_rows - won
+
+
+def live_among(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
+               ) -> pa.Array:  # fmt: skip
+    """Which of ``keys`` (record keys, as Hudi spells them) are live in the slice: its files'
+    keys, ordering values and commit times are read, only the records of ``keys`` kept, and
+    merged as a reader merges them (the merge costs what the keys asked about cost, not
+    what the group holds)."""
+    base, logs = _records_of(store, spec, fslice, keys)
+    if not logs:  # a base file alone: its keys are live
+        return pc.is_in(keys, value_set=base.column(KEY) if base is not None else pa.array(
+            [], pa.string()))  # fmt: skip
+    if base is not None:
+        base = base.select([c for c in logs[0].column_names if c != OP]).cast(
+            pa.schema([f for f in logs[0].schema if f.name != OP]))  # fmt: skip
+    live = merge(spec, base, logs)
+    return pc.is_in(keys, value_set=live.column(KEY))
+
+
+def _records_of(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
+                ) -> tuple[pa.Table | None, list[pa.Table]]:  # fmt: skip
+    """The slice's records of ``keys`` (base, logs): key fields, ordering field, commit
+    time and ``_key``, read from every file of the slice."""
+    ordering = [spec.ordering_field] if spec.ordering_field else []
+    columns = list(dict.fromkeys([*spec.record_key, *ordering, COMMIT_TIME]))
+    base = None
+    if fslice.base is not None:
+        base = read_base(store, spec, fslice.base, columns)
+        base = base.append_column(KEY, record_keys(base, spec.record_key))
+    logs = [read_log(store, spec, f, columns) for f in fslice.logs]
+    return _only_keys(base, logs, keys)
 
 
 def _only_keys(

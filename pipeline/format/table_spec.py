@@ -28,6 +28,12 @@ from dynbucket.actors.errors import (
     TableExistsError,
 )
 from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.pipeline.format.buckets.options import (
+    DYNAMIC,
+    ENGINES,
+    IndexOptions,
+    engine_of,
+)
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, RESERVED
 from dynbucket.pipeline.format.hudi import avro, properties
 from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
@@ -41,7 +47,6 @@ from dynbucket.pipeline.format.paths import (
 from dynbucket.pipeline.format.storage import TableStore
 
 FORMAT_VERSION = 2
-INDEX_ENGINE = "dynamic-bucket"
 HUDI_TABLE_VERSION = 6
 DATABASE = "default"
 _NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -57,7 +62,9 @@ class TableSpec:
     record_key: tuple[str, ...]
     partition_by: tuple[str, ...] = ()
     ordering_field: str | None = None
-    bucket_options: DynamicBucketOptions = field(default_factory=DynamicBucketOptions)
+    bucket_options: IndexOptions = field(default_factory=DynamicBucketOptions)
+    """The bucket index: dynamic (assigner actors, a record-level index), simple or
+    consistent hashing (``format/buckets/``)."""
     options: TableOptions = field(default_factory=TableOptions)
     table_id: str = ""
     name: str = "dynbucket_table"
@@ -114,6 +121,17 @@ class TableSpec:
                     f"ordering_field={self.ordering_field!r} has type {t}, which has no order; "
                     "use a number, timestamp, date or string field"
                 )
+
+    @property
+    def index_engine(self) -> str:
+        """``dynamic-bucket``, ``simple-bucket`` or ``consistent-hashing``."""
+        return engine_of(self.bucket_options)
+
+    @property
+    def stateless(self) -> bool:
+        """Whether a key's bucket is a function of the key and the layout (no assigner,
+        no record-level index)."""
+        return self.index_engine != DYNAMIC
 
     @property
     def meta_fields(self) -> tuple[str, ...]:
@@ -202,7 +220,7 @@ class TableSpec:
             "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
             "schema-fields": [f"{f.name}: {f.type}" for f in self.schema],
             "ordering-field": self.ordering_field,
-            "index": {"engine": INDEX_ENGINE, **self.bucket_options.to_properties()},
+            "index": {"engine": self.index_engine, **self.bucket_options.to_properties()},
             "options": self.options.own_properties(),
         }
         return json.dumps(doc, indent=2).encode()
@@ -219,9 +237,10 @@ class TableSpec:
                     f"version {FORMAT_VERSION}: use the dynbucket that wrote it"
                 )
             engine = doc["index"].get("engine")
-            if engine != INDEX_ENGINE:
+            if engine not in ENGINES:
                 raise TableCorruptedError(
-                    f"{where}: index engine {engine!r} is not {INDEX_ENGINE!r}"
+                    f"{where}: index engine {engine!r} is not one of {sorted(ENGINES)}; "
+                    "use the dynbucket that wrote it"
                 )
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["schema"])))
             hudi_options = {
@@ -234,7 +253,7 @@ class TableSpec:
                 record_key=tuple(_list(hoodie["hoodie.table.recordkey.fields"])),
                 partition_by=tuple(_list(hoodie.get("hoodie.table.partition.fields", ""))),
                 ordering_field=doc["ordering-field"],
-                bucket_options=DynamicBucketOptions.from_properties(
+                bucket_options=ENGINES[engine].from_properties(
                     {k: v for k, v in doc["index"].items() if k != "engine"}
                 ),
                 options=TableOptions.from_properties({**doc.get("options", {}), **hudi_options}),

@@ -23,7 +23,7 @@ from dynbucket.pipeline.format.hudi import properties
 from dynbucket.pipeline.format.hudi.commit import WriteStat, commit_metadata
 from dynbucket.pipeline.format.hudi.files import PARTITION_METADATA
 from dynbucket.pipeline.format.lock import WriterLock
-from dynbucket.pipeline.format.paths import HOODIE_DIR, RLI_DIR
+from dynbucket.pipeline.format.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR
 from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.timeline import HUDI_ACTIONS, Instant, Timeline
@@ -184,10 +184,11 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     # files start with ``<id>.``; temporary files of either keep the name.
     token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
     hoodie = store.path(HOODIE_DIR)
-    index_dir = store.path(RLI_DIR)
+    # Inside .hoodie/, only the index entries and bucket layouts are an instant's files.
+    own = (store.path(RLI_DIR) + "/", store.path(BUCKET_LAYOUT_DIR) + "/")
     for info in store.walk(store.root):
         inside_meta = info.path.startswith(hoodie + "/")
-        if inside_meta and not info.path.startswith(index_dir + "/"):
+        if inside_meta and not info.path.startswith(own):
             continue
         if token.search(info.base_name.lstrip(".")) or (
             info.base_name == PARTITION_METADATA and _created_by(store, info.path, instant.id)

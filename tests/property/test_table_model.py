@@ -6,6 +6,11 @@ values), deletes (of known and unknown keys), compactions, index compactions, co
 fail at the last moment, and writers that die mid-instant. After each step the snapshot must
 equal the model (dict per partition), no two file groups may share a bucket id in a
 partition (I4), and every live key must sit in the bucket it first got (I1).
+
+The same sequences run once per bucket scheme: dynamic (the default, 200 sequences), simple
+bucket and consistent hashing (40 each), whose sequences also grow the table (a rescale by 2
+or by 3, or a rebalance) half-way and at random: there a key moves exactly where the new
+layout says (its Hudi hash mod the new count, its range of the new ring), and nowhere else.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import pytest
 
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.errors import CommitFailedError
-from dynbucket.pipeline.format.columns import BUCKET, FILE_ID
+from dynbucket.pipeline.format.buckets.hudi_hash import bucket_ids, list_hashes
+from dynbucket.pipeline.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
+from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH
+from dynbucket.pipeline.format.keyhash import hash_columns
 from dynbucket.pipeline.format.options import TableOptions
 from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.table import Table
@@ -29,6 +37,8 @@ from tests.hudi_readers import check_hudi_reads, hudi_can_merge
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()),
                     ("ts", pa.int64())])  # fmt: skip
 SEQUENCES = 200
+#: Sequences of each stateless scheme.
+STATELESS_SEQUENCES = 40
 STEPS = 7
 #: Every how many sequences hudi-rs reads the table after each step (it costs ~10 ms a read).
 HUDI_EVERY = 4
@@ -92,16 +102,20 @@ class Model:
             if record is None or old in ((), None) or record[1] >= old[1]:  # type: ignore[index]
                 self.log[key] = record
 
-    def compact(self) -> None:
+    def compact(self, keys: set[Key] | None = None) -> None:
+        """A compaction (``keys``: only those keys' groups, as a rescale or rebalance
+        rewrites some groups into base files)."""
         if self.copy_on_write:
             return
         for key in list(self.log):
+            if keys is not None and key not in keys:
+                continue
             live = self.live(key)
             if live is None:
                 self.base.pop(key, None)
             else:
                 self.base[key] = live
-        self.log.clear()
+            del self.log[key]
 
     def expected(self) -> set[tuple[str, str, int, int]]:
         return {(k, p, *live) for p, k in self.base.keys() | self.log.keys()
@@ -124,6 +138,41 @@ def _batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def _rewritten(table: Table, instant: str) -> set[Key]:
+    """Keys whose rows live in a base file ``instant`` wrote."""
+    groups = {r.slice.file_id for r in table.snapshot().slices()
+              if r.slice.base is not None and r.slice.base.instant == instant}  # fmt: skip
+    return {(r["region"], r["id"]) for r in table.to_arrow().to_pylist()
+            if r[FILE_ID] in groups}  # fmt: skip
+
+
+def _grow(table: Table, rng: random.Random, model: Model) -> None:
+    """A rescale (by 2 or 3) or a rebalance; every live key must then sit where the new
+    layout puts it (checked in ``_check``), so the model forgets the old buckets."""
+    if isinstance(table.spec.bucket_options, SimpleBucketIndex):
+        done = table.rescale(rng.choice([2, 3]))
+    else:
+        done = table.rebalance()
+    if done.instant is not None:
+        model.compact(_rewritten(table, done.instant))
+        model.first_bucket.clear()
+
+
+def _layout_buckets(table: Table, snap: pa.Table) -> list[int]:
+    """Each row's bucket as the layout in force computes it (stateless schemes)."""
+    layouts = table.snapshot().layouts()
+    out = []
+    for r in snap.to_pylist():
+        row = pa.table({"id": [r["id"]]})
+        if isinstance(table.spec.bucket_options, SimpleBucketIndex):
+            out.append(int(bucket_ids(list_hashes(row, ["id"]),
+                                      layouts.num_buckets(r["_partition"]))[0]))  # fmt: skip
+        else:
+            row = row.append_column(HASH, pa.array(hash_columns([row.column("id")])))
+            out.append(int(layouts.ring(r["_partition"]).locate(row.column(HASH).to_numpy())[0]))
+    return out
+
+
 def _check(table: Table, model: Model, before: str | None, last: bool = False) -> None:
     """The model, I1, I2, I4; and hudi-rs reads the same (``before``: the latest completed
     instant before the step, for an incremental read; ``last``: also as of every instant)."""
@@ -138,18 +187,35 @@ def _check(table: Table, model: Model, before: str | None, last: bool = False) -
     for r in snap.to_pylist():
         first = model.first_bucket.setdefault((r["region"], r["id"]), r[BUCKET])
         assert r[BUCKET] == first  # I1
+    if table.spec.stateless:  # where the scheme says, and nowhere else
+        assert snap.column(BUCKET).to_pylist() == _layout_buckets(table, snap)
     if model.hudi_checks and hudi_can_merge(table):
         check_hudi_reads(table, incremental_after=before, time_travel=last)
 
 
-@pytest.mark.parametrize("seed", range(SEQUENCES))
+def _index(scheme: str, rng: random.Random) -> Any:
+    if scheme == "simple":
+        return SimpleBucketIndex(num_buckets=rng.choice([1, 2, 3]),
+                                 partition_buckets=rng.choice([{}, {"region=eu": 1}]))
+    if scheme == "consistent":
+        return ConsistentHashingIndex(initial_buckets=rng.choice([1, 2]),
+                                      max_keys_per_bucket=rng.choice([2, 3, 5]),
+                                      min_keys_per_bucket=1)  # fmt: skip
+    return DynamicBucketOptions(max_keys_per_bucket=rng.choice([1, 2, 3, 5]))
+
+
+CASES = [("dynamic", s) for s in range(SEQUENCES)] + [
+    (scheme, s) for scheme in ("simple", "consistent") for s in range(STATELESS_SEQUENCES)
+]
+
+
+@pytest.mark.parametrize(("scheme", "seed"), CASES)
 def test_random_sequences_match_the_model(
-    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, scheme: str, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(seed)
     table = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "region", "ts",
-        DynamicBucketOptions(max_keys_per_bucket=rng.choice([1, 2, 3, 5])),
+        str(tmp_path / "t"), SCHEMA, "id", "region", "ts", _index(scheme, rng),
         TableOptions(lock_lease_seconds=30,
                      table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
                      populate_meta_fields=rng.random() < 0.8),
@@ -158,12 +224,18 @@ def test_random_sequences_match_the_model(
     model.hudi_checks = seed % HUDI_EVERY == 0
     dead: list[str] = []
     keys = rng.choice([4, 10, 25])
-    for _ in range(STEPS):
+    grow = 1 if table.spec.stateless else 0
+    for at in range(STEPS):
         before = table.latest_instant()
         step = rng.choices(
-            ["upsert", "delete", "compact", "index", "fail", "die"], [6, 2, 1, 1, 1, 1]
+            ["upsert", "delete", "compact", "index", "fail", "die", "grow"],
+            [6, 2, 1, 1, 1, 1, grow],
         )[0]
-        if step == "upsert":
+        if grow and at == STEPS // 2:
+            step = "grow"
+        if step == "grow":
+            _grow(table, rng, model)
+        elif step == "upsert":
             batch = _batch(rng, keys)
             done = table.upsert(pa.Table.from_pylist(batch, SCHEMA))
             model.upsert(batch, _into_base(table, done.instant))

@@ -29,7 +29,7 @@ def record_keys(rows: pa.Table, key_fields: Sequence[str]) -> pa.Array:
     """Record keys as Hudi's key generators spell them: the value of a single key field
     (``SimpleKeyGenerator``), ``field:value,field:value`` for several
     (``ComplexKeyGenerator``)."""
-    texts = [_text(rows.column(name)) for name in key_fields]
+    texts = [key_text(rows.column(name)) for name in key_fields]
     if len(texts) == 1:
         return texts[0]
     parts = []
@@ -41,7 +41,8 @@ def record_keys(rows: pa.Table, key_fields: Sequence[str]) -> pa.Array:
     return pc.binary_join_element_wise(*pairs, ",")
 
 
-def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+def key_text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One key field as text, as Hudi's key generators spell its values."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if pa.types.is_dictionary(column.type):
