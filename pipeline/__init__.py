@@ -17,6 +17,9 @@ _LAZY = {
     "RuntimeConfig": "dynbucket.pipeline.runtime",
     "Table": "dynbucket.pipeline.table",
     "DynamicBucketIndex": "dynbucket.pipeline.options",
+    "SimpleBucketIndex": "dynbucket.pipeline.options",
+    "ConsistentHashingIndex": "dynbucket.pipeline.options",
+    "RegroupResult": "dynbucket.pipeline.options",
     "TableOptions": "dynbucket.pipeline.options",
     "WriteResult": "dynbucket.pipeline.write.results",
     **{

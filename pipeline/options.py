@@ -1,7 +1,10 @@
-"""The options a user gives a table: the dynamic bucket index and the table options.
+"""The options a user gives a table: its bucket index and the table options.
 
-:class:`DynamicBucketIndex` is the persisted :class:`DynamicBucketOptions` plus the one
-setting that is a choice of each write, not of the table: the number of assigner slots.
+Three indexes: :class:`DynamicBucketIndex` (the persisted :class:`DynamicBucketOptions` plus
+the one setting that is a choice of each write, not of the table: the number of assigner
+slots), :class:`SimpleBucketIndex` (Hudi's bucket index: a fixed count per partition, grown
+by ``Table.rescale``) and :class:`ConsistentHashingIndex` (a ring of hash ranges per
+partition, split and merged by ``Table.rebalance``).
 """
 
 from __future__ import annotations
@@ -10,9 +13,18 @@ from dataclasses import dataclass
 
 from dynbucket.actors.errors import ConfigError
 from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.pipeline.format.buckets.options import (
+    ConsistentHashingIndex,
+    IndexOptions,
+    SimpleBucketIndex,
+)
+from dynbucket.pipeline.format.buckets.regroup import RegroupResult
 from dynbucket.pipeline.format.options import TableOptions
 
-__all__ = ["DynamicBucketIndex", "DynamicBucketOptions", "TableOptions"]
+__all__ = [
+    "ConsistentHashingIndex", "DynamicBucketIndex", "DynamicBucketOptions", "IndexOptions",
+    "RegroupResult", "SimpleBucketIndex", "TableOptions",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dynbucket.actors.errors import InvalidInputError, RuntimeSetupError
 from dynbucket.actors.link import RayLink
 from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.pipeline.format import services
+from dynbucket.pipeline.format.buckets import regroup
 from dynbucket.pipeline.format.check import CheckReport, check
 from dynbucket.pipeline.format.reader import Snapshot, read_ref
 from dynbucket.pipeline.format.rli import RecordLevelIndex
@@ -31,7 +32,7 @@ from dynbucket.pipeline.format.table_spec import (
     table_name_for,
 )
 from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
+from dynbucket.pipeline.options import DynamicBucketIndex, IndexOptions, TableOptions
 from dynbucket.pipeline.runtime import Runtime, active_runtime
 from dynbucket.pipeline.write.file_scan import bare_file_stream
 from dynbucket.pipeline.write.local import LocalWriter
@@ -77,7 +78,7 @@ class Table:
         record_key: str | Sequence[str],
         partition_by: str | Sequence[str] = (),
         ordering_field: str | None = None,
-        index: DynamicBucketIndex | DynamicBucketOptions | None = None,
+        index: IndexOptions | None = None,
         options: TableOptions | None = None,
         filesystem: pafs.FileSystem | None = None,
         runtime: Runtime | None = None,
@@ -92,7 +93,8 @@ class Table:
             record_key: the field(s) identifying a record (unique per partition).
             partition_by: field(s) naming hive-style partitions.
             ordering_field: when two records of a key meet, the larger value wins.
-            index: bucket options and assigner slots (``DynamicBucketIndex``).
+            index: the bucket index: ``DynamicBucketIndex`` (bucket options and assigner
+                slots; the default), ``SimpleBucketIndex`` or ``ConsistentHashingIndex``.
             options: table options (cleaning, index compaction, lease).
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
             runtime: the Spark-on-Ray runtime for Spark writes and reads (default: the
@@ -209,7 +211,9 @@ class Table:
         return self.snapshot(as_of).lookup(keys, meta_columns)
 
     def stats(self, as_of: str | None = None) -> pa.Table:
-        """Per partition and bucket: keys (index entries), live rows and bytes."""
+        """Per partition and bucket: keys, bytes and files; for a simple-bucket table also
+        each partition's ``num_buckets``, for consistent hashing each bucket's ring range
+        (``range_start``, ``range_end``)."""
         return self.snapshot(as_of).stats()
 
     def history(self) -> list[dict[str, Any]]:
@@ -316,13 +320,47 @@ class Table:
     # --- services ------------------------------------------------------------------------
 
     def compact(self, partitions: Sequence[str] | None = None) -> services.ServiceResult:
-        return services.compact(self.store, self.spec, partitions)
+        return self._service(lambda: services.compact(self.store, self.spec, partitions))
+
+    def rescale(self, multiple: float, partitions: Sequence[str] | None = None,
+                allow_shuffle: bool = False) -> regroup.RegroupResult:  # fmt: skip
+        """Multiplies the bucket count of a simple-bucket table's ``partitions`` (default:
+        all) by ``multiple``, as one instant: with a whole multiple ``k`` each file group's
+        rows are rewritten into its ``k`` new buckets (``b, b+N, ..., b+(k-1)N``) by the
+        job that reads it; otherwise, with ``allow_shuffle=True``, each partition is
+        rewritten whole. Readers see the old layout or the new, never a mix.
+
+        Raises:
+            ConfigError: not a simple-bucket table, or a multiple refused (the message
+                says why and what to give).
+        """
+        return regroup.rescale(self.store, self.spec, multiple, partitions, allow_shuffle)
+
+    def rebalance(self) -> regroup.RegroupResult:
+        """Splits each bucket of a consistent-hashing table over ``max_keys_per_bucket``
+        into two ranges and merges adjacent buckets under ``min_keys_per_bucket``,
+        rewriting only those file groups, as one instant.
+
+        Raises:
+            ConfigError: not a consistent-hashing table.
+        """
+        return regroup.rebalance(self.store, self.spec)
 
     def compact_index(self, min_files: int | None = None) -> services.ServiceResult:
-        return services.compact_index(self.store, self.spec, min_files)
+        return self._service(lambda: services.compact_index(self.store, self.spec, min_files))
 
     def clean(self, retain: int | None = None) -> services.ServiceResult:
-        return services.clean(self.store, self.spec, retain)
+        return self._service(lambda: services.clean(self.store, self.spec, retain))
+
+    def _service(self, run: Callable[[], services.ServiceResult]) -> services.ServiceResult:
+        """Runs a table service of this process. It moves no key, so the assigner caches of
+        this table's writes stay valid across its instant (``SparkWriter.carry``) instead
+        of being replaced as after another writer's commit."""
+        before = self.latest_instant()
+        result = run()
+        if result.instant is not None and self._spark is not None:
+            self._spark.carry(before, result.instant)
+        return result
 
     def check(self) -> CheckReport:
         """Reads the whole table and reports what is wrong and what to do (changes

@@ -21,13 +21,12 @@ from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
 from dynbucket.pipeline.format.records import annotate, insert_conflict
 from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.pipeline.write.batches import ROWS_PER_CALL, joined
 
 #: A ``mapInArrow`` function: a task's Arrow batches in, batches out. Stage functions also
 #: take a dict that they add the seconds of their stages to (one per task).
 ArrowFn = Callable[..., Iterator[pa.RecordBatch]]
 
-#: Rows per actor call (Spark hands Python 10,000-row Arrow batches by default).
-ROWS_PER_CALL = 65_536
 
 
 def tagged_schema(schema: StructType) -> StructType:
@@ -113,7 +112,7 @@ def assign_fn(
         # 2. Send each call before taking the answer of the one before, so the actor
         #    works while this task checks the next rows.
         in_flight: tuple[list[pa.RecordBatch], list[Any]] | None = None
-        for batch in _joined(batches, rows_per_call):
+        for batch in joined(batches, rows_per_call):
             sent = send(batch)
             if in_flight is not None:
                 yield from receive(*in_flight)
@@ -122,28 +121,6 @@ def assign_fn(
             yield from receive(*in_flight)
 
     return tag
-
-
-def _joined(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
-    """The batches joined into batches of at least ``rows`` rows (the last may be short)."""
-    pending: list[pa.RecordBatch] = []
-    count = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        pending.append(batch)
-        count += batch.num_rows
-        if count >= rows:
-            yield _concat(pending)
-            pending, count = [], 0
-    if pending:
-        yield _concat(pending)
-
-
-def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _refuse_known(batch: pa.RecordBatch, key_fields: Sequence[str]) -> None:

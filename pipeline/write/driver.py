@@ -63,6 +63,7 @@ def write_in_driver(
     instant: str,
     visible: frozenset[str],
     deletes: bool,
+    refuse_known: bool = False,
 ) -> GroupWrites:
     """2-3. Tags ``batches`` with ``stage_a`` (the Spark path's assign stage) and writes
     them; the seconds of both stages are in the result."""
@@ -72,6 +73,7 @@ def write_in_driver(
     tagged = list(stage_a(iter(batches), seconds))
     rows = pa.Table.from_batches(tagged)
     written = write_file_groups(store, spec, instant, rows, visible, deletes, DRIVER_PART,
-                                threads=os.cpu_count() or 1)  # fmt: skip
+                                threads=os.cpu_count() or 1,
+                                refuse_known=refuse_known)  # fmt: skip
     written.add_seconds(seconds)
     return written

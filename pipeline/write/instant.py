@@ -45,6 +45,23 @@ class Assigners(Protocol):
     def buckets_created(self) -> int: ...
 
 
+class NoAssigners:
+    """The assigners of a stateless bucket scheme: none (no checkpoint to open, no cache to
+    snapshot or abort); the buckets a write created are the new file groups it wrote."""
+
+    def begin(self, checkpoint: int, latest_successful: int) -> None:
+        pass
+
+    def snapshot(self, checkpoint: int, latest_successful: int) -> None:
+        pass
+
+    def abort(self, checkpoint: int) -> int:
+        return 0
+
+    def buckets_created(self) -> int:
+        return 0
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamBatch:
     """A micro-batch of a stream: committed at most once per (stream, batch id)."""
@@ -112,9 +129,12 @@ class InstantWrite:
         for f in written.files:
             self.txn.add(f)
         data = [f for f in written.files if f.kind in ("base", "log")]
+        created = self._assigners.buckets_created() - self._created
+        if isinstance(self._assigners, NoAssigners):
+            created = sum(1 for f in data if f.kind == "base" and f.prev_commit is None)
         result = WriteResult(
             instant=self.id, operation=self.operation, rows_written=sum(f.rows for f in data),
-            buckets_created=self._assigners.buckets_created() - self._created,
+            buckets_created=created,
             files_written=len(data), keys_inserted=written.keys_inserted,
             keys_updated=written.keys_updated, keys_stale=written.keys_stale,
             keys_deleted=written.keys_deleted,

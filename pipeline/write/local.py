@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from dynbucket.actors.assigner import BucketAssigner
 from dynbucket.actors.errors import InvalidInputError
+from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
 from dynbucket.pipeline.format.columns import BUCKET, HASH, IS_NEW, PARTITION
 from dynbucket.pipeline.format.file_groups import write_file_groups
 from dynbucket.pipeline.format.records import insert_conflict, prepare
@@ -23,7 +24,8 @@ from dynbucket.pipeline.format.storage import TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.write.index_source import RLIIndexSource
-from dynbucket.pipeline.write.instant import OPERATIONS, InstantWrite
+from dynbucket.pipeline.write.instant import OPERATIONS, InstantWrite, NoAssigners
+from dynbucket.pipeline.write.locate_stage import with_buckets
 from dynbucket.pipeline.write.results import Laps, WriteResult
 
 
@@ -48,13 +50,23 @@ class LocalWriter:
         laps.lap("prepare")
         begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", operation)
         with InstantWrite(begin, operation, laps=laps) as w:
-            assigner = self._assigner_for(w.based_on)
-            w.open(assigner)
-            rows = _tag(assigner, w.checkpoint, rows, operation, self.spec.record_key)
+            if self.spec.stateless:
+                w.open(NoAssigners())
+                layouts = BucketLayouts.load(self.store, self.spec.bucket_options,
+                                             self.spec.record_key, w.visible())  # fmt: skip
+                rows = pa.Table.from_batches(
+                    [with_buckets(layouts, b) for b in rows.combine_chunks().to_batches()],
+                    schema=_tagged_schema(rows.schema))  # fmt: skip
+            else:
+                assigner = self._assigner_for(w.based_on)
+                w.open(assigner)
+                rows = _tag(assigner, w.checkpoint, rows, operation, self.spec.record_key)
             laps.lap("assign")
             written = write_file_groups(self.store, self.spec, w.id, rows, w.visible(),
                                         deletes=operation == "delete",
-                                        threads=os.cpu_count() or 1)  # fmt: skip
+                                        threads=os.cpu_count() or 1,
+                                        refuse_known=self.spec.stateless
+                                        and operation == "insert")  # fmt: skip
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
             result = w.commit(written)
@@ -67,6 +79,10 @@ class LocalWriter:
             source = RLIIndexSource(self.store.uri, self.spec, self.store.fs)
             self._assigner = BucketAssigner(0, 1, self.spec.bucket_options, source)
         return self._assigner
+
+
+def _tagged_schema(schema: pa.Schema) -> pa.Schema:
+    return schema.append(pa.field(BUCKET, pa.int32())).append(pa.field(IS_NEW, pa.bool_()))
 
 
 def _tag(

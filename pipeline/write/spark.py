@@ -38,6 +38,7 @@ from dynbucket.actors.errors import (
 )
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
+from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
 from dynbucket.pipeline.format.columns import BUCKET, HASH, OP, PARTITION
 from dynbucket.pipeline.format.records import fit_types, required_fields
 from dynbucket.pipeline.format.storage import TableStore
@@ -48,7 +49,8 @@ from dynbucket.pipeline.write.assign_stage import ArrowFn, assign_fn, record_che
 from dynbucket.pipeline.write.driver import collect_hashed, estimated_bytes, write_in_driver
 from dynbucket.pipeline.write.file_scan import read_scanned
 from dynbucket.pipeline.write.index_source import RLIIndexSource
-from dynbucket.pipeline.write.instant import InstantWrite, StreamBatch
+from dynbucket.pipeline.write.instant import InstantWrite, NoAssigners, StreamBatch
+from dynbucket.pipeline.write.locate_stage import locate_fn
 from dynbucket.pipeline.write.results import Laps, WriteResult
 from dynbucket.pipeline.write.routing import route_column
 from dynbucket.pipeline.write.write_stage import (
@@ -95,9 +97,16 @@ class SparkWriter:
         the actors start while the caller prepares its first write. Their caches are empty,
         so they match the table as of ``latest``; a commit by another writer before the
         first write replaces them as usual."""
-        if self.fleet is None:
+        if self.fleet is None and not self.spec.stateless:
             self._fleet_for(slots or self.default_slots, latest)
             self._seen = latest
+
+    def carry(self, before: str | None, service: str) -> None:
+        """A table service of this process committed ``service`` on top of ``before``: it
+        moved no key, so a fleet that matched ``before`` matches ``service`` (bucket sizes,
+        which a compaction changes, are listed again at each write's ``begin``)."""
+        if self._seen == before:
+            self._seen = service
 
     def close(self) -> None:
         if self.fleet is not None:
@@ -143,7 +152,7 @@ class SparkWriter:
             with InstantWrite(begin, operation, stream, laps) as w:
                 if w.skipped:
                     return w.skipped_result()
-                fleet = self._fleet_for(num_slots, w.based_on)
+                fleet = None if self.spec.stateless else self._fleet_for(num_slots, w.based_on)
                 if in_driver:  # while the actors of a new fleet start
                     batches = read_scanned(given, self.spec, operation == "delete", file_stream)
                     if batches is not None:
@@ -151,21 +160,35 @@ class SparkWriter:
                     else:
                         batches = collect_hashed(df, self.spec.record_key)
                         laps.lap("collect")
-                w.open(fleet)
+                w.open(fleet if fleet is not None else NoAssigners())
                 laps.lap("prepare")
-                stage_a = self._stage_a(fleet, w.id, operation)
+                if fleet is not None:
+                    stage_a = self._stage_a(fleet, w.id, operation)
+                else:
+                    layouts = BucketLayouts.load(self.store, self.spec.bucket_options,
+                                                 self.spec.record_key, w.visible())  # fmt: skip
+                    stage_a = locate_fn(layouts, record_check(self.spec, operation == "delete"))
+                refuse = self.spec.stateless and operation == "insert"
                 if in_driver:
                     written = write_in_driver(batches, stage_a, self.store, self.spec, w.id,
-                                              w.visible(), operation == "delete")  # fmt: skip
+                                              w.visible(), operation == "delete",
+                                              refuse)  # fmt: skip
                     laps.lap("driver")
                     shuffles = 0
+                elif fleet is None:  # stateless: buckets computed in stage A, one shuffle
+                    job = self._stateless_job(df, stage_a, w.id, w.visible(), operation)
+                    written = from_rows(job.collect())
+                    laps.lap("spark")
+                    shuffles = 1
                 else:
                     fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
                     job = self._job(df, stage_a, w.id, w.visible(), operation, num_slots, fused)
                     written = from_rows(job.collect())
                     laps.lap("spark")
                     shuffles = 1 if fused else 2
-                result = w.commit(written, {"slots": num_slots, "shuffles": shuffles})
+                meta = {"shuffles": shuffles} if fleet is None else {"slots": num_slots,
+                                                                     "shuffles": shuffles}
+                result = w.commit(written, meta)
         except Exception as e:
             mapped = _from_spark(e)
             if mapped is e:
@@ -209,6 +232,21 @@ class SparkWriter:
         tagged = routed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
         shuffled = tagged.repartition(PARTITION, BUCKET)
         return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN)
+
+    def _stateless_job(self, df: DataFrame, stage_a: ArrowFn, instant: str,
+                       visible: frozenset[str], operation: str) -> DataFrame:  # fmt: skip
+        """Stage A computes each row's bucket where the row is (no actor, no routing); one
+        shuffle by (partition, bucket) brings each file group's rows to one writer task."""
+        from pyspark.sql import functions as F
+
+        spec = self.spec
+        deletes = operation == "delete"
+        hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
+        tagged_struct = _with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
+        tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
+        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes,
+                           refuse_known=operation == "insert")  # fmt: skip
+        return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN)
 
     def _one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
         """Whether every completed commit of the table was written with ``num_slots`` slots

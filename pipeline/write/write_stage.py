@@ -50,8 +50,10 @@ def write_fn(
     instant: str,
     visible: frozenset[str],
     deletes: bool,
+    refuse_known: bool = False,
 ) -> ArrowFn:
-    """A ``mapInArrow`` function writing the file groups of its task."""
+    """A ``mapInArrow`` function writing the file groups of its task (``refuse_known``: an
+    insert into a stateless-scheme table, where the writer finds known keys)."""
 
     def write(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
               ) -> Iterator[pa.RecordBatch]:  # fmt: skip
@@ -64,7 +66,8 @@ def write_fn(
         part = f"p{task.partitionId() if task is not None else 0}"
         store = TableStore.at(uri, filesystem)
         rows = pa.Table.from_batches(collected)
-        written = write_file_groups(store, spec, instant, rows, visible, deletes, part)
+        written = write_file_groups(store, spec, instant, rows, visible, deletes, part,
+                                    refuse_known=refuse_known)  # fmt: skip
         written.add_seconds(seconds or {})
         yield to_rows(written)
 

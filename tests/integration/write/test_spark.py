@@ -272,3 +272,24 @@ def test_an_update_only_stream_reloads_the_index_only_without_a_cache_budget(
         assert (r.keys_updated, r.keys_inserted) == (len(keys[::3]), 0)
     assert sum(s["bootstraps"] for s in t._spark.fleet.stats()) - loaded == reloads
     assert {r["v"] for r in checked_live_rows(t) if r["id"] == "k0"} == {3}
+
+
+def test_a_compaction_of_this_table_keeps_its_assigner_fleet(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """A compaction, clean or index compaction moves no key: the next write reuses the
+    fleet and its caches (no new actors, no bootstrap), and every key keeps its bucket."""
+    t = _table(tmp_path, runtime, cap=2)
+    try:
+        t.upsert(_df(spark, [(f"k{i}", "d0", i, 1) for i in range(6)]), assigner_slots=2)
+        fleet, before = t._spark_writer().fleet, _check_index(t)
+        assert t.compact().instant is not None
+        t.clean(retain=1)
+        r = t.upsert(_df(spark, [("k0", "d0", 9, 2), ("k9", "d0", 9, 2)]), assigner_slots=2)
+        assert t._spark_writer().fleet is fleet
+        assert (r.keys_inserted, r.keys_updated) == (1, 1)
+        after = _check_index(t)
+        assert {k: after[k] for k in before} == before
+        assert max(t.stats().column("keys").to_pylist()) <= 2
+    finally:
+        t.close()

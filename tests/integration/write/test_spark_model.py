@@ -22,7 +22,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
+from dynbucket.actors.errors import InvalidInputError
+from dynbucket.pipeline.options import (
+    ConsistentHashingIndex,
+    DynamicBucketIndex,
+    SimpleBucketIndex,
+    TableOptions,
+)
 from dynbucket.pipeline.runtime import Runtime, RuntimeConfig
 from dynbucket.pipeline.table import Table
 from tests.dead_writer import die_mid_instant
@@ -63,6 +69,23 @@ def _sized(spark: Any, folder: Path) -> Callable[[Any], Any]:
     return frame
 
 
+def _path_of(t: Table, spark: Any, tmp_path: Path, seed: int) -> Callable[[Any], Any]:
+    """A third of the workloads through the driver (``write/driver.py``; the session's
+    runtime says never), the others through Spark tasks: how to make their DataFrames."""
+    if seed % 3 != 0:
+        return _passthrough
+    t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
+    return _sized(spark, tmp_path / "in")
+
+
+def _upserted(model: dict[str, tuple[int, int]], rows: list[tuple[str, str, int, int]]) -> None:
+    """The model after an upsert: a key takes the row with the largest ordering value."""
+    for key, _, v, ts in rows:
+        old = model.get(key)
+        if old is None or ts >= old[1]:
+            model[key] = (v, ts)
+
+
 def _bucket_keys(t: Table) -> dict[str, dict[int, int]]:
     out: dict[str, dict[int, int]] = defaultdict(dict)
     for r in t.stats().to_pylist():
@@ -87,10 +110,7 @@ def test_workload_matches_the_model(
         TableOptions(table_type=table_type, lock_lease_seconds=30),
         runtime=runtime,
     )
-    frame = _passthrough
-    if seed % 3 == 0:  # through the driver (write/driver.py); the session's runtime says never
-        t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
-        frame = _sized(spark, tmp_path / "in")
+    frame = _path_of(t, spark, tmp_path, seed)
     model: dict[str, tuple[int, int]] = {}
     first_bucket: dict[str, int] = {}
     keys = rng.choice([12, 30, 60])
@@ -107,10 +127,7 @@ def test_workload_matches_the_model(
                     frame(spark.createDataFrame(rows, "id string, day string, v long, ts long")),
                     assigner_slots=slots,
                 )
-                for key, _, v, ts in rows:
-                    old = model.get(key)
-                    if old is None or ts >= old[1]:
-                        model[key] = (v, ts)
+                _upserted(model, rows)
             elif kind == "delete":
                 gone = [(f"k{k}", DAYS[k % 3]) for k in rng.sample(range(keys + 5), 4)]
                 t.delete(frame(spark.createDataFrame(gone, "id string, day string")),
@@ -161,3 +178,91 @@ def _check(
             assert all(buckets[b] == cap for b in same_slot), (partition, created, buckets)
         ids = [r.slice.bucket for r in t.snapshot().slices([partition])]
         assert len(ids) == len(set(ids))  # I4
+
+
+#: Workloads per stateless scheme (simple bucket, consistent hashing).
+STATELESS_WORKLOADS = 10
+
+
+def _stateless_index(scheme: str, rng: random.Random) -> Any:
+    if scheme == "simple":
+        return SimpleBucketIndex(num_buckets=rng.choice([1, 2, 3]),
+                                 partition_buckets=rng.choice([{}, {"day=d1": 4}]))
+    return ConsistentHashingIndex(initial_buckets=rng.choice([1, 2]),
+                                  max_keys_per_bucket=rng.choice([3, 5]), min_keys_per_bucket=1)
+
+
+def _layout_ok(t: Table) -> None:
+    """Every live key sits where its partition's layout puts it (no index to ask)."""
+    report = t.check()
+    assert report.healthy, report.summary()
+
+
+@pytest.mark.parametrize(("scheme", "seed"), [(s, n) for s in ("simple", "consistent")
+                                              for n in range(STATELESS_WORKLOADS)])
+def test_stateless_workload_matches_the_model(
+    spark: Any, runtime: Runtime, tmp_path: Path, scheme: str, seed: int
+) -> None:
+    """The same workloads for the stateless schemes, through Spark tasks (no actors) or the
+    driver, with a rescale or rebalance after the second batch: keys keep their buckets
+    except across it, and sit where the layout says (``dynbucket check``) after every batch;
+    hudi-rs reads every instant, before and after the growth, as dynbucket does."""
+    rng = random.Random(seed)
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", "ts", _stateless_index(scheme, rng),
+        TableOptions(table_type="MERGE_ON_READ" if seed % 2 == 0 else "COPY_ON_WRITE",
+                     lock_lease_seconds=30),
+        runtime=runtime,
+    )  # fmt: skip
+    frame = _path_of(t, spark, tmp_path, seed)
+    model: dict[str, tuple[int, int]] = {}
+    first_bucket: dict[str, int] = {}
+    keys = rng.choice([12, 30, 60])
+    next_fresh = 10_000
+    try:
+        for step in range(BATCHES):
+            last = t.latest_instant()
+            kind = rng.choices(["upsert", "delete", "insert"], [6, 2, 1])[0] if step else "upsert"
+            if kind == "upsert":
+                rows = _batch(rng, keys, step)
+                r = t.upsert(frame(spark.createDataFrame(rows, "id string, day string, v long, "
+                                                               "ts long")))  # fmt: skip
+                fresh_keys = {k for k, *_ in rows} - set(model)
+                assert r.keys_inserted == len(fresh_keys)
+                _upserted(model, rows)
+            elif kind == "delete":
+                gone = [(f"k{k}", DAYS[k % 3]) for k in rng.sample(range(keys + 5), 4)]
+                r = t.delete(frame(spark.createDataFrame(gone, "id string, day string")))
+                assert r.keys_deleted + r.keys_not_found == 4
+                assert r.keys_deleted == len({k for k, _ in gone} & set(model))
+                for key, _ in gone:
+                    model.pop(key, None)
+            else:
+                fresh = [(f"k{next_fresh + i}", DAYS[i % 3], i, step) for i in range(5)]
+                next_fresh += 5
+                t.insert(frame(spark.createDataFrame(fresh, "id string, day string, v long, "
+                                                            "ts long")))  # fmt: skip
+                model.update({key: (v, ts) for key, _, v, ts in fresh})
+            live = t.to_arrow().to_pylist()
+            assert {r["id"]: (r["v"], r["ts"]) for r in live} == model
+            for r in live:
+                assert first_bucket.setdefault(r["id"], r["_bucket"]) == r["_bucket"]  # I1
+            _layout_ok(t)
+            check_hudi_reads(t, incremental_after=last)
+            if step == 1:  # growth: keys move only here, where the new layout says
+                (t.rescale(2) if scheme == "simple" else t.rebalance())
+                first_bucket.clear()
+                _layout_ok(t)
+                assert {r["id"]: (r["v"], r["ts"]) for r in t.to_arrow().to_pylist()} == model
+                check_hudi_reads(t)
+        known = t.to_arrow().to_pylist()[0]
+        with pytest.raises(InvalidInputError, match="already exist"):
+            t.insert(spark.createDataFrame([(known["id"], known["day"], 0, 0)],
+                                           "id string, day string, v long, ts long"))
+        assert {r["id"]: (r["v"], r["ts"]) for r in t.to_arrow().to_pylist()} == model
+        assert not t.record_index.partitions()  # no index, no actors: nothing but the files
+        t.compact()
+        t.clean(retain=2)
+        check_hudi_reads(t)
+    finally:
+        t.close()
