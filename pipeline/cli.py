@@ -170,6 +170,15 @@ def _bench_latency(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_engines(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.bench import engines
+    from dynbucket.pipeline.runtime import Runtime
+
+    with Runtime(**({"driver_write_max_bytes": 0} if args.spark_tasks else {})) as rt:
+        engines.run(rt, args.base_rows, args.capacity, args.schemes, args.workdir, args.png)
+    return 0
+
+
 def _count(text: str) -> int:
     return int(float(text))
 
@@ -293,6 +302,18 @@ def parser() -> argparse.ArgumentParser:
                      help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
     lat.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     lat.set_defaults(func=_bench_latency)
+    eng = bench_sub.add_parser("engines", help="every bucket scheme on one growing, skewed "
+                               "workload", parents=[loud])  # fmt: skip
+    eng.add_argument("--base-rows", type=_count, default=100_000,
+                     help="keys of the first upsert (the table ends 10x larger)")
+    eng.add_argument("--capacity", type=_count, default=50_000, help="keys per bucket")
+    eng.add_argument("--schemes", type=lambda t: t.split(","),
+                     default=["dynamic", "simple", "simple-partition", "consistent"])
+    eng.add_argument("--spark-tasks", action="store_true",
+                     help="every upsert by Spark tasks (default: small ones by the driver)")
+    eng.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
+    eng.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
+    eng.set_defaults(func=_bench_engines)
     return p
 
 
