@@ -282,10 +282,11 @@ def test_a_compaction_of_this_table_keeps_its_assigner_fleet(
     t = _table(tmp_path, runtime, cap=2)
     try:
         t.upsert(_df(spark, [(f"k{i}", "d0", i, 1) for i in range(6)]), assigner_slots=2)
+        t.upsert(_df(spark, [("k1", "d0", 7, 2)]), assigner_slots=2)  # a log to compact
         fleet, before = t._spark_writer().fleet, _check_index(t)
         assert t.compact().instant is not None
         t.clean(retain=1)
-        r = t.upsert(_df(spark, [("k0", "d0", 9, 2), ("k9", "d0", 9, 2)]), assigner_slots=2)
+        r = t.upsert(_df(spark, [("k0", "d0", 9, 3), ("k9", "d0", 9, 3)]), assigner_slots=2)
         assert t._spark_writer().fleet is fleet
         assert (r.keys_inserted, r.keys_updated) == (1, 1)
         after = _check_index(t)
