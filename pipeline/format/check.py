@@ -33,7 +33,7 @@ from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, PARTITION
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi import log_file
 from dynbucket.pipeline.format.hudi.meta_fields import record_keys
-from dynbucket.pipeline.format.keyhash import hash_columns
+from dynbucket.pipeline.format.keyhash import key_hashes
 from dynbucket.pipeline.format.layout import bucket_of, index_instant
 from dynbucket.pipeline.format.lock import WriterLock
 from dynbucket.pipeline.format.paths import RLI_DIR
@@ -249,8 +249,7 @@ def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckRep
     """Stateless schemes: every live key sits in the bucket its partition's layout computes
     (I1 for a scheme whose bucket is a function of the key)."""
     layouts = Snapshot(store, spec).layouts()
-    keyed = rows.append_column(HASH, pa.array(hash_columns(
-        [rows.column(k) for k in spec.record_key], spec.record_key)))  # fmt: skip
+    keyed = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key)))
     for partition in pc.unique(keyed.column(PARTITION)).to_pylist():
         mine = keyed.filter(pc.equal(keyed.column(PARTITION), partition))
         wrong = mine.column(BUCKET).to_numpy() != layouts.locate(partition, mine)

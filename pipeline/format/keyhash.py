@@ -157,6 +157,11 @@ def hash_columns(
     return seeds.view(np.int64)
 
 
+def key_hashes(rows: pa.Table, key_fields: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Spark's ``xxhash64`` of each row's record key (the ``_hash`` every write carries)."""
+    return hash_columns([rows.column(k) for k in key_fields], key_fields)
+
+
 def _valid(array: pa.Array) -> npt.NDArray[np.bool_]:
     if array.null_count == 0:
         return np.ones(len(array), dtype=np.bool_)

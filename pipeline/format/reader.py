@@ -268,11 +268,7 @@ class Snapshot:
                 rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
                              "keys": int(keys[bucket]) if bucket < len(keys) else 0,
                              "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
-        if rows:
-            return pa.Table.from_pylist(rows)
-        return pa.table(
-            {"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())}
-        )
+        return _stats_table(rows)
 
     def _stateless_stats(self) -> pa.Table:
         layouts = self.layouts()
@@ -289,11 +285,7 @@ class Snapshot:
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             rows = [r for r in pool.map(one, self.slices()) if r is not None]
-        if rows:
-            return pa.Table.from_pylist(rows)
-        return pa.table(
-            {"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())}
-        )
+        return _stats_table(rows)
 
     def output_schema(self, columns: Sequence[str] | None, meta_columns: bool) -> pa.Schema:
         return self.output_schema_of(self.spec, columns, meta_columns)
@@ -314,6 +306,13 @@ class Snapshot:
                 pa.field(INSTANT, pa.string()),
             ]
         return pa.schema(fields)
+
+
+def _stats_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Stats rows as a table (no bucket yet: the two key columns, empty)."""
+    if rows:
+        return pa.Table.from_pylist(rows)
+    return pa.table({"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())})
 
 
 def _scan(

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from dynbucket.actors.errors import InvalidInputError, NullKeyError, SchemaMismatchError
 from dynbucket.pipeline.format.columns import DELETE, HASH, OP, PARTITION, UPSERT
-from dynbucket.pipeline.format.keyhash import hash_columns
+from dynbucket.pipeline.format.keyhash import key_hashes
 from dynbucket.pipeline.format.merge import dedupe_batch
 from dynbucket.pipeline.format.partitioning import partition_paths
 from dynbucket.pipeline.format.table_spec import TableSpec
@@ -141,8 +141,7 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
                           "not be null,")  # fmt: skip
     data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
     if with_hash:
-        hashes = hash_columns([data.column(k) for k in spec.record_key], spec.record_key)
-        data = data.append_column(HASH, pa.array(hashes))
+        data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))
     op = DELETE if deletes else UPSERT
     return data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
 

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dynbucket.pipeline.format.columns import HASH
-from dynbucket.pipeline.format.keyhash import hash_columns
+from dynbucket.pipeline.format.keyhash import key_hashes
 from dynbucket.pipeline.format.records import conform, required_fields
 from dynbucket.pipeline.format.table_spec import TableSpec
 
@@ -84,7 +84,7 @@ def read_scanned(df: DataFrame, spec: TableSpec, deletes: bool,
         if table is None:
             return None
         table = conform(table, spec.schema, required_fields(spec, deletes))
-        hashes = hash_columns([table.column(k) for k in spec.record_key], spec.record_key)
+        hashes = key_hashes(table, spec.record_key)
     except Exception as e:  # noqa: BLE001 - e.g. a key type keyhash does not hash (Spark's
         # xxhash64 does), or any surprise: Spark reads it as before
         log.debug("reading the scanned files in the driver failed; Spark collects", exc_info=e)

@@ -118,7 +118,7 @@ def _hudi_parts(values: Sequence[str], key_fields: Sequence[str]) -> list[str | 
         f"{name}:{value}" for name, value in zip(key_fields, values, strict=True))  # fmt: skip
     pairs: dict[str, str] = {}
     for piece in record_key.split(","):
-        bits = [b for b in piece.split(":")]
+        bits = piece.split(":")
         while len(bits) > 1 and bits[-1] == "":  # Java's split drops trailing empties
             bits.pop()
         if len(bits) < 2 or bits[0] in pairs:

@@ -42,7 +42,7 @@ from dynbucket.pipeline.format.buckets.ring import Ring, changed, plan_rebalance
 from dynbucket.pipeline.format.columns import HASH
 from dynbucket.pipeline.format.file_groups import moved_to, write_base
 from dynbucket.pipeline.format.hudi.files import base_name
-from dynbucket.pipeline.format.keyhash import hash_columns
+from dynbucket.pipeline.format.keyhash import key_hashes
 from dynbucket.pipeline.format.layout import FileSlice, file_id_for
 from dynbucket.pipeline.format.merge import read_slice
 from dynbucket.pipeline.format.reader import Snapshot
@@ -159,7 +159,7 @@ def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) ->
             assert snapshot is not None
             ring = layouts.ring(p)
             slices = snapshot.bucket_files(p)
-            hashes = {b: key_hashes(store, spec, s) for b, s in slices.items()
+            hashes = {b: _live_hashes(store, spec, s) for b, s in slices.items()
                       if b in ring.buckets}  # fmt: skip
             new = plan_rebalance(ring, hashes, index.max_keys_per_bucket,
                                  index.min_keys_per_bucket)  # fmt: skip
@@ -174,16 +174,17 @@ def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) ->
                     threads)  # fmt: skip
 
 
-def key_hashes(store: TableStore, spec: TableSpec, fslice: FileSlice) -> np.ndarray:
+def _live_hashes(store: TableStore, spec: TableSpec, fslice: FileSlice) -> np.ndarray:
     """The ``xxhash64`` of every live key of a file group."""
-    keys = read_slice(store, spec, fslice, list(spec.record_key))
-    return hash_columns([keys.column(k) for k in spec.record_key], spec.record_key)
+    return key_hashes(read_slice(store, spec, fslice, list(spec.record_key)), spec.record_key)
 
 
 def _overlapping(old: Ring, new: Ring, buckets: Sequence[int]
                  ) -> list[tuple[list[int], list[int]]]:  # fmt: skip
     """The changed buckets in sets whose old and new ranges overlap: (old buckets, new
-    buckets) per set."""
+    buckets) per set. Both rings cover the whole hash space and unchanged ranges are the
+    same in both, so every changed old range is covered by changed new ranges: a merged-away
+    bucket is in the set of the range that took it."""
     def ranges(ring: Ring) -> dict[int, tuple[int, int]]:
         return {b: ring.range_of(b) for b in ring.buckets if b in buckets}
 
@@ -198,8 +199,6 @@ def _overlapping(old: Ring, new: Ring, buckets: Sequence[int]
             group[0].update(o)
             group[1].update(n)
         sets.append(group)
-    retired = set(before) - {a for o, _ in sets for a in o}
-    sets += [({a}, set()) for a in retired]
     return [(sorted(o), sorted(n)) for o, n in sets]
 
 
@@ -245,8 +244,7 @@ def _rewrite(store: TableStore, spec: TableSpec, instant: str, job: _Job,
     rows = pa.concat_tables(parts) if parts else None
     targets = np.zeros(0, np.int32)
     if rows is not None and rows.num_rows:  # 2.
-        keyed = rows.append_column(HASH, pa.array(hash_columns(
-            [rows.column(k) for k in spec.record_key], spec.record_key)))  # fmt: skip
+        keyed = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key)))
         targets = layouts.locate(p, keyed)
         stray = set(np.unique(targets).tolist()) - set(job.targets)
         assert not stray, f"rows of {p} left their job's buckets: {sorted(stray)}"
