@@ -89,6 +89,11 @@ class CommitFailedError(TableError):
     """A commit could not be completed; what it wrote was rolled back."""
 
 
+class UnsupportedStorageError(TableError):
+    """The table's storage cannot do what safe commits need (an exclusive create); nothing
+    was written."""
+
+
 # --- assigner ------------------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ _LAZY = {
             "DynBucketError", "ConfigError", "InvalidInputError", "SchemaMismatchError",
             "TableError", "NotATableError", "TableExistsError", "TableCorruptedError",
             "InstantNotFoundError", "ConcurrentWriteError", "CommitFailedError",
+            "UnsupportedStorageError",
             "RuntimeSetupError", "AssignerError",
         )
     },

@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+import pyarrow.fs as pafs
+
 from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.paths import RLI_DIR
 from dynbucket.pipeline.format.storage import TableStore
@@ -93,8 +95,13 @@ class FileSlice:
 
 def data_files(store: TableStore, partition: str) -> list[DataFile]:
     """Every data file in a partition folder, visible or not."""
+    return parsed_data_files(store.list_files(store.path(partition)))
+
+
+def parsed_data_files(infos: Iterable[pafs.FileInfo]) -> list[DataFile]:
+    """The data files (base and log files, by Hudi's names) among listed files."""
     out = []
-    for info in store.list_files(store.path(partition)):
+    for info in infos:
         parsed = names.parse(info.base_name)
         if parsed is not None:
             out.append(DataFile(parsed.instant, info.path, parsed.kind, int(info.size or 0),

@@ -11,6 +11,7 @@ row). Key lookups go through the record-level index and open only the keys' grou
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,9 +25,8 @@ import pyarrow.dataset as pads
 from dynbucket.actors.errors import DynBucketError, InstantNotFoundError, TableCorruptedError
 from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
-from dynbucket.pipeline.format.hudi import files as names
 from dynbucket.pipeline.format.hudi.meta_fields import COMMIT_TIME
-from dynbucket.pipeline.format.layout import DataFile, FileSlice, file_slices
+from dynbucket.pipeline.format.layout import DataFile, FileSlice, file_slices, parsed_data_files
 from dynbucket.pipeline.format.merge import (
     fill_meta,
     in_files,
@@ -88,45 +88,62 @@ class Snapshot:
         """The newest completed instant (of any action) when the snapshot was taken."""
         self._completed = completed
         self._slices: list[SliceRef] | None = None
+        self._listed: dict[str, list[SliceRef]] = {}
 
     # --- file slices ---------------------------------------------------------------------
 
     def slices(self, partitions: Sequence[str] | None = None) -> list[SliceRef]:
-        """Latest visible slice of every file group (of ``partitions`` when given)."""
+        """Latest visible slice of every file group (of ``partitions`` when given).
+
+        Asked for some partitions, the snapshot lists only their folders (a write touches a
+        few partitions: on an object store a walk of the whole table would cost a listing
+        request per thousand files of it); asked for all, it walks the table once.
+        """
+        if self._slices is None and partitions is not None:
+            refs = []
+            for p in sorted(set(partitions)):
+                if p not in self._listed:
+                    self._listed[p] = self._slices_of({p: parsed_data_files(
+                        self.store.list_files(self.store.path(p)))})  # fmt: skip
+                refs += self._listed[p]
+            return refs
         if self._slices is None:
             by_partition: dict[str, list[DataFile]] = {}
             hoodie = self.store.path(HOODIE_DIR)
             for info in self.store.walk(self.store.root):
                 if info.path.startswith(hoodie + "/"):
                     continue
-                parsed = names.parse(info.base_name)
-                if parsed is None:
-                    continue
                 partition = os.path.dirname(info.path)[len(self.store.root) :].strip("/")
-                by_partition.setdefault(partition, []).append(
-                    DataFile(parsed.instant, info.path, parsed.kind, int(info.size or 0),
-                             parsed.file_id, parsed.base_instant, parsed.version)
-                )  # fmt: skip
-            self._check_listed(by_partition)
-            self._slices = [
-                SliceRef(p, s)
-                for p in sorted(by_partition)
-                for s in file_slices(by_partition[p], self.visible)
-            ]
+                by_partition.setdefault(partition, []).extend(parsed_data_files([info]))
+            self._slices = self._slices_of(by_partition, whole=True)
         wanted = None if partitions is None else set(partitions)
         return [r for r in self._slices if wanted is None or r.partition in wanted]
 
-    def _check_listed(self, by_partition: dict[str, list[DataFile]]) -> None:
-        """Every data file a visible commit lists is on storage (files of instants before
-        the last clean's horizon may have been cleaned)."""
+    def _slices_of(
+        self, by_partition: dict[str, list[DataFile]], whole: bool = False
+    ) -> list[SliceRef]:
+        self._check_listed(by_partition, whole)
+        return [
+            SliceRef(p, s)
+            for p in sorted(by_partition)
+            for s in file_slices(by_partition[p], self.visible)
+        ]
+
+    def _check_listed(self, by_partition: dict[str, list[DataFile]], whole: bool) -> None:
+        """Every data file a visible commit lists (in the listed partitions, unless
+        ``whole``) is on storage (files of instants before the last clean's horizon may have
+        been cleaned)."""
         present = {f.path for files in by_partition.values() for f in files}
+        folders = {self.store.path(p) for p in by_partition}
         for instant in self._completed:
             if instant.action not in HUDI_ACTIONS or instant.id not in self.visible:
                 continue
             if self.earliest_retained is not None and instant.id < self.earliest_retained:
                 continue
             for f in self.timeline.metadata(instant)["files"]:
-                if f["kind"] == "data" and f["path"] not in present:
+                if f["kind"] != "data" or f["path"] in present:
+                    continue
+                if whole or posixpath.dirname(f["path"]) in folders:
                     raise TableCorruptedError(
                         f"{f['path']}: a data file of completed instant {instant.id} is "
                         "missing; restore it from a backup (reading on would lose its rows)"

@@ -4,7 +4,7 @@ rollback of what dead writers left; and the history of the timeline."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,13 @@ from dynbucket.pipeline.format.file_groups import moved_to, write_base
 from dynbucket.pipeline.format.hudi.files import base_name
 from dynbucket.pipeline.format.layout import TEMPORARY, data_files, index_files
 from dynbucket.pipeline.format.merge import read_slice
+from dynbucket.pipeline.format.paths import (
+    BUCKET_LAYOUT_DIR,
+    HOODIE_DIR,
+    META_DIR,
+    RLI_DIR,
+    TIMELINE_DIR,
+)
 from dynbucket.pipeline.format.reader import Snapshot
 from dynbucket.pipeline.format.rli import RecordLevelIndex
 from dynbucket.pipeline.format.storage import TableStore
@@ -107,11 +114,14 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
         earliest = completed[-keep]
         visible = {i.id for i in txn.timeline.completed()}
         removed = 0
+        folders = []
         for partition in Snapshot(store, spec).partitions():
             removed += _clean_files(store, data_files(store, partition), visible, earliest, True)
+            folders.append(store.path(partition))
         for partition in RecordLevelIndex(store, spec).partitions():
             removed += _clean_files(store, index_files(store, partition), visible, earliest, False)
-        removed += _clean_temporary(store, visible)
+            folders.append(store.path(RLI_DIR, partition))
+        removed += _clean_temporary(store, visible, folders)
         txn.commit({"earliest-retained": earliest, "files-removed": removed})
         return ServiceResult("clean", txn.id, 0, removed)
 
@@ -136,17 +146,24 @@ def _clean_files(
     return removed
 
 
-def _clean_temporary(store: TableStore, visible: set[str]) -> int:
+def _clean_temporary(store: TableStore, visible: set[str], folders: Iterable[str]) -> int:
     """Temporary files that killed task attempts left behind, for completed instants (a
-    pending instant's are removed by its rollback)."""
+    pending instant's are removed by its rollback). Only local filesystems write files
+    under temporary names, beside their final names: in the data and index ``folders``
+    that clean lists anyway, and in the table's metadata folders, never in a walk of the
+    whole table."""
+    if not store.is_local:
+        return 0
     removed = 0
-    for info in store.walk(store.root):
-        if not TEMPORARY.match(info.base_name):
-            continue
-        instant = _INSTANT_IN_NAME.search(info.base_name)
-        if instant is not None and instant.group(1) in visible:
-            store.delete(info.path)
-            removed += 1
+    meta = [store.path(d) for d in (HOODIE_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)]
+    for folder in sorted({*folders, *meta}):
+        for info in store.list_files(folder):
+            if not TEMPORARY.match(info.base_name):
+                continue
+            instant = _INSTANT_IN_NAME.search(info.base_name)
+            if instant is not None and instant.group(1) in visible:
+                store.delete(info.path)
+                removed += 1
     return removed
 
 

@@ -1,9 +1,11 @@
 """A table's root on any pyarrow filesystem, with the few primitives the table layer needs.
 
 Atomicity: on a local filesystem a file is published by writing a temporary name and
-renaming it (atomic on POSIX); on object stores (S3, GCS) one PUT is atomic by itself, so the
-file is written in place. Exclusive creation is exact on local filesystems (``O_EXCL``); on
-object stores it is a write followed by a read-back check (see ``create_exclusive``).
+renaming it (atomic on POSIX); on object stores (S3) one PUT is atomic by itself, so the
+file is written in place and nothing relies on a rename. Exclusive creation is exact on both:
+a hard link locally, S3's conditional write (``If-None-Match: *``) on S3
+(``object_store.ConditionalPut``); a store that offers neither refuses the write
+(``UnsupportedStorageError``) rather than fall back to a check-then-put.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from dynbucket.pipeline.format.object_store import ConditionalPut
+
 
 @dataclass(frozen=True)
 class TableStore:
@@ -34,7 +38,9 @@ class TableStore:
     def at(cls, uri: str, filesystem: pafs.FileSystem | None = None) -> TableStore:
         """Resolves ``uri`` (a local path, ``file://``, ``s3://``, ...) to a store."""
         if filesystem is not None:
-            return cls(filesystem, uri.rstrip("/"), uri)
+            # ``s3://bucket/t`` on a given filesystem is the path ``bucket/t`` on it.
+            path = uri.split("://", 1)[1] if "://" in uri else uri
+            return cls(filesystem, path.rstrip("/") or "/", uri)
         if "://" not in uri:
             uri = os.path.abspath(os.path.expanduser(uri))
         fs, path = pafs.FileSystem.from_uri(uri)
@@ -115,34 +121,33 @@ class TableStore:
         wins, and no reader ever sees the file without its content. ``durable``: the file
         and its folder are flushed to disk (not needed where losing the file in a power cut
         is harmless: a lease, an instant's request that its inflight file follows).
-        Object stores offer no exclusive create through pyarrow: the file is written when
-        absent and read back, which narrows but does not close the race between two
-        creators.
+        On S3 the object is created by one conditional PUT (``If-None-Match: *``): the
+        store refuses every creator but the first. Other filesystems raise
+        :class:`UnsupportedStorageError` (fail closed).
         """
         directory = posixpath.dirname(path)
+        if not self.is_local:
+            return self._conditional().put_if_absent(path, data)
         self.fs.create_dir(directory, recursive=True)
-        if self.is_local:
-            tmp = self._temporary(path)
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    if durable:
-                        f.flush()
-                        os.fsync(f.fileno())
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-            if durable:
-                _fsync(directory)
-            return True
-        if self.exists(path):
+        tmp = self._temporary(path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.link(tmp, path)
+        except FileExistsError:
             return False
-        with self.fs.open_output_stream(path) as f:
-            f.write(data)
-        return self.read_bytes(path) == data
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        if durable:
+            _fsync(directory)
+        return True
+
+    def _conditional(self) -> ConditionalPut:
+        return ConditionalPut(self.fs)
 
     @staticmethod
     def _temporary(path: str) -> str:
@@ -224,10 +229,10 @@ class WriteBatch:
         """Writes ``path`` through ``write(target)`` under a temporary name, to be
         published with the batch; returns the file's size."""
         store = self.store
-        store.fs.create_dir(posixpath.dirname(path), recursive=True)
-        if not store.is_local:
+        if not store.is_local:  # no folders to make on an object store: a PUT is enough
             write(path)
             return int(store.fs.get_file_info(path).size)
+        store.fs.create_dir(posixpath.dirname(path), recursive=True)
         tmp = store._temporary(path)
         with self._lock:
             self._staged.append((tmp, path))

@@ -9,7 +9,11 @@ import pyarrow.fs as pafs
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.actors.errors import InstantNotFoundError, TableCorruptedError
+from dynbucket.actors.errors import (
+    InstantNotFoundError,
+    TableCorruptedError,
+    UnsupportedStorageError,
+)
 from dynbucket.pipeline.format import merge
 from dynbucket.pipeline.options import TableOptions
 from dynbucket.pipeline.table import Table
@@ -76,18 +80,16 @@ def test_lookup_opens_only_the_keys_file_groups(
     assert set(found.column("_bucket").to_pylist()) == set(opened)
 
 
-def test_a_table_on_a_non_local_pyarrow_filesystem(tmp_path: Path) -> None:
-    # SubTreeFileSystem is not LocalFileSystem: writes, exclusive creation and reads take the
-    # object-store paths (no rename, no O_EXCL, no memory map).
+def test_a_filesystem_without_an_exclusive_create_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    # SubTreeFileSystem is neither local nor S3: no O_EXCL, no conditional write. A
+    # check-then-put would let two writers both take the table: it fails closed instead.
     (tmp_path / "bucket").mkdir()
     fs = pafs.SubTreeFileSystem(str(tmp_path / "bucket"), pafs.LocalFileSystem())
-    t = Table.create("warehouse/t", SCHEMA, "id", "day", filesystem=fs)
-    assert not t.store.is_local
-    t.upsert(_rows(id=["a", "b"], day=["d", "e"], v=[1, 2]))
-    t.upsert(_rows(id=["a"], day=["d"], v=[5]))
-    again = Table.open("warehouse/t", filesystem=fs)
-    assert _ids(again.to_arrow()) == {"a": 5, "b": 2}
-    assert (tmp_path / "bucket" / "warehouse" / "t" / ".hoodie" / "hoodie.properties").exists()
+    with pytest.raises(UnsupportedStorageError, match="SubTreeFileSystem offers none"):
+        Table.create("warehouse/t", SCHEMA, "id", "day", filesystem=fs)
+    assert list((tmp_path / "bucket").rglob("*")) == []
 
 
 @pytest.mark.parametrize("which", ["base", "log"])

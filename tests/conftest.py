@@ -1,0 +1,22 @@
+"""Fixtures every kind of test may use: the S3 test server (started once per session, only
+when a test asks for it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests import s3
+
+# Before any test starts Ray or Spark: their processes inherit the AWS settings.
+s3.configure()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3.S3Server]:
+    server = s3.S3Server(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
