@@ -46,3 +46,79 @@ def test_spark_tasks_write_a_table_on_s3_that_hudi_reads(
     again = Table.open(uri)
     assert again.to_arrow().num_rows == 21
     assert isinstance(again.store.fs, pafs.S3FileSystem)
+
+
+#: Trials of the race; each has three writers start at once.
+RACE_TRIALS = 20
+RACERS = 3
+
+
+def _racer(uri: str, me: int, barrier: Any, results: Any) -> None:
+    """One of the racing processes: per trial, take the lease with the others at once (and
+    hold it until all have tried), then upsert a row of its own with the others at once."""
+    table = Table.open(uri)
+    for trial in range(RACE_TRIALS):
+        try:
+            results.put(_race_once(table, trial, me, barrier))
+        except Exception as e:  # reported, so the test fails naming it rather than hang
+            results.put((trial, me, repr(e), False))
+            barrier.abort()
+            return
+
+
+def _race_once(table: Table, trial: int, me: int, barrier: Any) -> tuple[int, int, bool, bool]:
+    from dynbucket.actors.errors import ConcurrentWriteError
+    from dynbucket.pipeline.format.lock import WriterLock
+
+    barrier.wait()
+    lock = WriterLock(table.store, lease_seconds=30)
+    try:
+        lock.acquire()
+        held = True
+    except ConcurrentWriteError:
+        held = False
+    barrier.wait()  # every racer has tried while the winner holds it
+    lock.release()
+    barrier.wait()
+    row = pa.table({"id": [f"t{trial}-w{me}"], "day": ["d0"], "v": [me], "ts": [trial]},
+                   schema=SCHEMA)  # fmt: skip
+    try:
+        table.upsert(row)
+        wrote = True
+    except ConcurrentWriteError:
+        wrote = False
+    return trial, me, held, wrote
+
+
+def test_three_processes_racing_for_an_s3_table_one_holds_it_and_nothing_is_lost(
+    s3_server: S3Server,
+) -> None:
+    import multiprocessing as mp
+
+    uri = s3_server.uri()
+    Table.create(uri, SCHEMA, "id", "day", "ts")
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(RACERS, timeout=120), ctx.Queue()
+    procs = [ctx.Process(target=_racer, args=(uri, i, barrier, results)) for i in range(RACERS)]
+    for p in procs:
+        p.start()
+    outcomes = []
+    while len(outcomes) < RACE_TRIALS * RACERS:
+        outcomes.append(results.get(timeout=300))
+        assert isinstance(outcomes[-1][2], bool), f"a racer failed: {outcomes[-1]}"
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    by_trial: dict[int, list[tuple[int, bool, bool]]] = {}
+    for trial, me, held, wrote in outcomes:
+        by_trial.setdefault(trial, []).append((me, held, wrote))
+    for trial, racers in by_trial.items():
+        assert sum(held for _, held, _ in racers) == 1, (trial, racers)  # one holder
+        assert any(wrote for *_, wrote in racers), (trial, racers)
+    # Every upsert that returned is there once; every refused one is absent.
+    t = Table.open(uri)
+    written = sorted(f"t{trial}-w{me}" for trial, me, _, wrote in outcomes if wrote)
+    assert sorted(t.to_arrow(columns=["id"]).column("id").to_pylist()) == written
+    completed = [i.id for i in t.timeline.completed("commit")]
+    assert len(completed) == len(set(completed)) == len(written)  # no instant taken twice
+    assert t.timeline.pending() == []
