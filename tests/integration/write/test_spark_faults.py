@@ -47,18 +47,25 @@ def _rows(keys: range, v: int) -> list[tuple[str, str, int, int]]:
     return [(f"k{i}", f"d{i % 3}", v, v) for i in keys]
 
 
-def _table(tmp_path: Path, runtime: Runtime, **options: Any) -> Table:
+@pytest.fixture(params=["local", "s3"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each fault on a local table and on one on the S3 test server."""
+    if request.param == "s3":
+        return str(request.getfixturevalue("s3_server").uri())
+    return str(tmp_path / "t")
+
+
+def _table(location: str, runtime: Runtime, **options: Any) -> Table:
     return Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+        location, SCHEMA, "id", "day", "ts",
         DynamicBucketIndex(max_keys_per_bucket=50), TableOptions(**options), runtime=runtime,
     )  # fmt: skip
 
 
 def _files_on_storage(t: Table) -> set[str]:
     """Data files (base and log files) and index files."""
-    root = Path(t.store.root)
-    return {str(p) for p in root.rglob("*") if p.is_file()
-            and (parse(p.name) is not None or ".dynbucket/rli/" in str(p))}  # fmt: skip
+    return {i.path for i in t.store.walk(t.store.root)
+            if parse(i.base_name) is not None or ".dynbucket/rli/" in i.path}  # fmt: skip
 
 
 def _files_committed(t: Table) -> set[str]:
@@ -106,10 +113,10 @@ def small_arrow_batches(spark: Any) -> Iterator[None]:
 
 
 def test_an_actor_dying_mid_batch_retries_the_instant(
-    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    spark: Any, runtime: Runtime, tmp_path: Path, location: str, monkeypatch: pytest.MonkeyPatch,
     small_arrow_batches: None, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    t = _table(tmp_path, runtime)
+    t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "killed"
@@ -146,10 +153,11 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
 
 @pytest.mark.parametrize("stage", ["assign_fn", "write_fn"])
 def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
-    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
-) -> None:
+    spark: Any, runtime: Runtime, tmp_path: Path, location: str,
+    monkeypatch: pytest.MonkeyPatch, stage: str,
+) -> None:  # fmt: skip
     """Hudi's #11527: a retried task must not give one bucket a second file id."""
-    t = _table(tmp_path, runtime)
+    t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 400), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "failed-once"
@@ -177,14 +185,14 @@ def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
 
 
 def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
-    spark: Any, runtime: Runtime, tmp_path: Path
+    spark: Any, runtime: Runtime, tmp_path: Path, location: str
 ) -> None:
     """Speculation: two copies of a stage-B task run side by side; either copy's output
     is the same set of names with the same rows."""
     from dynbucket.pipeline.format.keyhash import hash_columns
     from dynbucket.pipeline.write.write_stage import write_fn
 
-    t = _table(tmp_path, runtime)
+    t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 300), 1), DDL), assigner_slots=1)
     old = t.to_arrow()
     instant = str(int(t.latest_instant() or "0") + 1)
@@ -226,14 +234,15 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
     new_files = _files_on_storage(t) - _files_committed(t)
     assert new_files == written  # no temporary or second-attempt file left beside them
     for path in written:
-        assert Path(path).stat().st_size > 0
-    assert not any(".tmp-" in p.name for p in Path(t.store.root).rglob("*"))
+        assert t.store.fs.get_file_info(path).size > 0
+    assert not any(".tmp-" in i.base_name for i in t.store.walk(t.store.root))
 
 
 def test_a_failure_after_assignment_and_before_commit_aborts_everywhere(
-    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    t = _table(tmp_path, runtime)
+    spark: Any, runtime: Runtime, tmp_path: Path, location: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 200), 1), DDL), assigner_slots=2)
     before = _state(t)
     files = _files_on_storage(t)
