@@ -13,8 +13,11 @@ READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | 
 demo: $(STAMP)
 	$(VENV)/bin/dynbucket demo $(ARGS)
 
+# Two sessions, one Ray each: the suite on an embedded Ray, then tests/cluster on a
+# multi-node Ray cluster (Ray's test cluster: a head and two worker nodes on this machine).
 test: $(STAMP) $(READERS_STAMP)
 	$(VENV)/bin/python -m pytest $(ARGS)
+	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/pip install -q ruff mypy

@@ -56,7 +56,10 @@ class AssignerFleet:
             f"dynbucket/{label}/{fleet_id}/slot-{i}-of-{num_slots}" for i in range(num_slots)
         ]
         self.handles = [
-            assigner_actor_class(name=name, namespace=link.namespace, num_cpus=num_cpus).remote(
+            # SPREAD: over a cluster, the slots (their caches: memory, bootstrap reads) land
+            # on as many nodes as there are, one after another, not all beside the driver.
+            assigner_actor_class(name=name, namespace=link.namespace, num_cpus=num_cpus,
+                                 scheduling_strategy="SPREAD").remote(
                 i, num_slots, options, source_factory
             )
             for i, name in enumerate(self.names)

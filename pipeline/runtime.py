@@ -124,6 +124,9 @@ class RuntimeConfig:
     """Cores per executor; None: the machine's cores (embedded), 2 when joining a cluster."""
     executor_memory: str = "4g"
     """JVM heap per executor."""
+    executor_placement: str | None = None
+    """How executors are placed over a cluster's nodes: a Ray placement group strategy
+    (``"SPREAD"``: one per node as far as they go; ``"PACK"``, ...); None: Ray's default."""
     driver_memory: str = "2g"
     """JVM heap of the Spark driver (runs in this process's child JVM)."""
     object_store_memory: int | None = None
@@ -155,6 +158,12 @@ class RuntimeConfig:
                     f"RuntimeConfig.{name}={value!r}: must be a JVM memory size such as "
                     "'512m' or '4g'"
                 )
+        placements = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+        if self.executor_placement is not None and self.executor_placement not in placements:
+            raise ConfigError(
+                f"RuntimeConfig.executor_placement={self.executor_placement!r}: must be None "
+                f"or one of {', '.join(placements)} (Ray placement group strategies)"
+            )
         limit = self.driver_write_max_bytes
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ConfigError(
@@ -354,6 +363,7 @@ class Runtime:
                 num_executors=cfg.executors,
                 executor_cores=cores,
                 executor_memory=cfg.executor_memory,
+                placement_group_strategy=cfg.executor_placement,
                 # Connects the driver JVM to Ray, which RayDP's from_spark needs; RayDP does
                 # not support it over Ray client (ray://).
                 fault_tolerant_mode=not (cfg.address or "").startswith("ray://"),

@@ -3,6 +3,7 @@ when a test asks for it)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -11,6 +12,10 @@ from tests import s3
 
 # Before any test starts Ray or Spark: their processes inherit the AWS settings.
 s3.configure()
+
+# The multi-node cluster's tests need a Ray of their own (one per process): ``make test``
+# runs them in a second session, with DYNBUCKET_CLUSTER_TESTS=1.
+collect_ignore = [] if os.environ.get("DYNBUCKET_CLUSTER_TESTS") else ["cluster"]
 
 
 @pytest.fixture(scope="session")

@@ -58,7 +58,8 @@ def test_jvm_options_open_every_package_the_design_lists() -> None:
      ("num_cpus", -2, "num_cpus=-2"), ("object_store_memory", 1000, "75 MiB"),
      ("driver_write_max_bytes", -1, "driver_write_max_bytes=-1: must be an integer >= 0"),
      ("driver_write_max_bytes", "8m", "driver_write_max_bytes='8m'"),
-     ("driver_write_max_bytes", True, "driver_write_max_bytes=True")],
+     ("driver_write_max_bytes", True, "driver_write_max_bytes=True"),
+     ("executor_placement", "spread", "executor_placement=.spread.: must be None or one of")],
 )  # fmt: skip
 def test_bad_runtime_config_names_field_and_value(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
