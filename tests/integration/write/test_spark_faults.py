@@ -318,7 +318,7 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
             schema=SCHEMA,
         )  # fmt: skip
         pq.write_table(rows, incoming / f"b{b}.parquet")
-    t = _table(tmp_path, runtime, lock_lease_seconds=3.0)
+    t = _table(str(tmp_path / "t"), runtime, lock_lease_seconds=3.0)
     checkpoint, stuck = tmp_path / "ckpt", tmp_path / "stuck"
     script = tmp_path / "driver.py"
     script.write_text(CHILD)
