@@ -1,7 +1,11 @@
 """A multi-node Ray cluster on this machine (Ray's own test cluster: a head and two worker
-nodes, each a raylet with its own resources), Spark on it with one executor per node as far
-as they go, and the S3 test server for its tables. Started once for this folder's tests,
-which ``make test`` runs in a pytest session of their own (one Ray per process)."""
+nodes, each a raylet with its own resources and, as on a real cluster, its own address),
+Spark on it with one executor per node as far as they go, and the S3 test server for its
+tables. Started once for this folder's tests, which ``make test`` runs in a pytest session
+of their own (one Ray per process).
+
+Ray and RayDP find a process's node by its address: with one address for all three nodes,
+RayDP's Java driver could join a worker node, and Spark died with that node."""
 
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ def cluster() -> Iterator[Any]:
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
-        for _ in range(2):
-            c.add_node(num_cpus=2)
+        for i in range(2):
+            c.add_node(num_cpus=2, node_ip_address=f"127.0.0.{i + 2}")
         c.wait_for_nodes()
         yield c
     finally:
