@@ -73,6 +73,22 @@ class SortedRun:
             )
         )
 
+    @classmethod
+    def union(cls, parts: list[tuple[U64, U16]]) -> SortedRun:
+        """One run of disjoint sorted parts (keys, buckets), merged in pairs, round by round:
+        ``n log k`` for ``k`` parts of ``n`` keys in all, where merging each part into the
+        growing run would cost ``n k``."""
+        parts = [p for p in parts if len(p[0])]
+        while len(parts) > 1:
+            paired = []
+            for (ka, ba), (kb, bb) in zip(parts[::2], parts[1::2], strict=False):
+                keys = np.empty(len(ka) + len(kb), np.uint64)
+                buckets = np.empty(len(keys), np.uint16)
+                kernels.merge_sorted(ka, ba, kb, bb, keys, buckets)
+                paired.append((keys, buckets))
+            parts = paired + ([parts[-1]] if len(parts) % 2 else [])
+        return cls(*parts[0]) if parts else cls.empty()
+
     def merged(self, keys: U64, buckets: U16) -> SortedRun:
         """A new run holding this run's entries and the sorted ``keys`` (not in this run)."""
         if len(keys) == 0:

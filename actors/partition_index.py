@@ -34,7 +34,7 @@ class PartitionLoad:
     bucket_bytes: I64 | None = None
     """Bytes of each bucket's file group (latest base + deltas), when fullness is in bytes."""
     entries_scanned: int = 0
-    """Index entries read to produce this load (every slot's)."""
+    """Index entries read from storage to produce this load."""
 
     @classmethod
     def empty(cls) -> PartitionLoad:

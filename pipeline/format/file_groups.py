@@ -116,6 +116,7 @@ def write_file_groups(
     part: str | None = None,
     threads: int = 1,
     refuse_known: bool = False,
+    index_slots: int = 1,
 ) -> GroupWrites:
     """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``).
 
@@ -182,7 +183,8 @@ def write_file_groups(
     def one_index(partition: str, parts: list[pa.Table]) -> None:
         with out.timed("index"):
             table = pa.concat_tables(parts)
-            f = index.write(partition, instant, table, part=part, files=files)
+            f = index.write(partition, instant, table, part=part, files=files,
+                            slots=index_slots)  # fmt: skip
         out.add(WrittenFile(partition, f.path, "index", table.num_rows, f.size))
 
     # A partition's index file is written as soon as its last group is.

@@ -3,20 +3,29 @@
 Under ``.hoodie/.dynbucket/rli/<partition path>/``: one ``<instant>.delta.parquet`` per commit that
 inserted new keys into the partition, and ``<instant>.base.parquet`` when index compaction
 merged them. Entries (record key fields, ``_hash``, ``_bucket``, ``_file_id``, ``_instant``)
-are written in the same instant as the data they index (I6) and never change afterwards; each
-file is sorted by ``_hash``, so a slot's cache bootstraps from it without sorting.
+are written in the same instant as the data they index (I6) and never change afterwards.
+
+Each file is grouped by assigner slot (``pmod(_hash, slots)``, the slot count of the write
+that made it) and sorted by ``_hash`` within a slot; its footer says the slot count, the
+entries of each slot and of each bucket. A slot's cache bootstraps from its own section of
+each file, already sorted, and counts every slot's keys per bucket from the footers: it
+reads about ``1 / gcd(slots then, slots now)`` of the partition's index, not all of it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from dynbucket.actors.keys import slot_of
 from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH, INSTANT
 from dynbucket.pipeline.format.layout import (
     DataFile,
@@ -28,8 +37,29 @@ from dynbucket.pipeline.format.paths import RLI_DIR
 from dynbucket.pipeline.format.storage import FileWriter, TableStore
 from dynbucket.pipeline.format.table_spec import TableSpec
 
-#: Rows per Parquet row group: small enough that hash-range statistics prune point lookups.
+#: Rows per Parquet row group: small enough that hash-range statistics prune point lookups,
+#: and that a slot's section of a file is read with little of its neighbours'.
 ROW_GROUP = 64 * 1024
+
+#: Footer keys of an index file: the slot count its entries are grouped by, the entries of
+#: each slot (comma-separated), and of each bucket (``bucket:count`` pairs).
+SLOTS_KEY = b"dynbucket.index.slots"
+SLOT_ROWS_KEY = b"dynbucket.index.slot-rows"
+BUCKET_ROWS_KEY = b"dynbucket.index.bucket-rows"
+
+
+@dataclass(frozen=True)
+class SlotSlice:
+    """What one slot reads of a partition's index (:meth:`RecordLevelIndex.slot_slice`)."""
+
+    runs: list[pa.Table]
+    """This slot's entries, in runs each sorted by hash."""
+    bucket_keys: npt.NDArray[np.int64]
+    """Entries per bucket id, counting every slot's (from the footers)."""
+    entries_read: int
+    """Entries read from storage (this slot's, and neighbours' sharing a row group)."""
+    entries_total: int
+    """Entries the partition's index holds."""
 
 
 class RecordLevelIndex:
@@ -53,13 +83,22 @@ class RecordLevelIndex:
         kind: str = "delta",
         part: str | None = None,
         files: FileWriter | None = None,
+        slots: int = 1,
     ) -> DataFile:
-        """Writes a partition's new entries of ``instant``, sorted by hash (``part``: which
-        writer task, when several write the same partition in one instant; ``files``: a
-        batch to write it with, else it is published at once)."""
+        """Writes a partition's new entries of ``instant``, grouped by slot of ``slots`` and
+        sorted by hash within (``part``: which writer task, when several write the same
+        partition in one instant; ``files``: a batch to write it with, else it is
+        published at once)."""
         entries = entries.select(self.schema.names).cast(self.schema)
-        order = np.argsort(entries.column(HASH).to_numpy(), kind="stable")
-        entries = entries.take(pa.array(order))
+        hashes = entries.column(HASH).to_numpy()
+        slot = slot_of(hashes, slots)
+        entries = entries.take(pa.array(np.lexsort((hashes, slot))))
+        buckets = np.bincount(entries.column(BUCKET).to_numpy(), minlength=0)
+        entries = entries.replace_schema_metadata({
+            SLOTS_KEY: str(slots).encode(),
+            SLOT_ROWS_KEY: ",".join(map(str, np.bincount(slot, minlength=slots))).encode(),
+            BUCKET_ROWS_KEY: ",".join(f"{b}:{n}" for b, n in enumerate(buckets) if n).encode(),
+        })  # fmt: skip
         path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
         # Keys and hashes are unique: a dictionary of them is work for nothing.
         repeating = [BUCKET, FILE_ID, INSTANT]
@@ -81,7 +120,9 @@ class RecordLevelIndex:
         merged = pads.dataset(
             [f.path for f in files], format="parquet", filesystem=self.store.fs, schema=self.schema
         ).to_table()
-        return self.write(partition, instant, merged, kind="base")
+        # The slot count of the newest file: the one the table's writes use now.
+        slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs))[0]
+        return self.write(partition, instant, merged, kind="base", slots=slots)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -106,16 +147,43 @@ class RecordLevelIndex:
         tables = [pq.read_table(f.path, columns=cols, filesystem=self.store.fs) for f in files]
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
-    def sorted_runs(
-        self, partition: str, visible: Collection[str], columns: Sequence[str]
-    ) -> tuple[list[pa.Table], int]:
-        """The partition's index files, each sorted by hash, and the entries they hold."""
+    def slot_slice(self, partition: str, visible: Collection[str], columns: Sequence[str],
+                   slot: int, num_slots: int) -> SlotSlice:  # fmt: skip
+        """The entries of ``partition`` that belong to ``slot`` of ``num_slots``.
+
+        1. Per visible file, its footer: slot count ``S``, entries per slot and per bucket.
+        2. The file's slots that can hold a key of ``slot``: ``r`` with
+           ``r = slot (mod gcd(S, num_slots))`` (a hash is ``r`` mod ``S`` and ``slot`` mod
+           ``num_slots`` at once only then); one of them when ``S == num_slots``.
+        3. Read the row groups covering their rows, cut to those rows, and keep the keys of
+           ``slot`` (all of them when ``S`` is a multiple of ``num_slots``).
+        """
         base, deltas = self.files(partition, visible)
-        files = ([base] if base else []) + deltas
-        runs = [
-            pq.read_table(f.path, columns=list(columns), filesystem=self.store.fs) for f in files
-        ]
-        return runs, sum(r.num_rows for r in runs)
+        runs: list[pa.Table] = []
+        counts = np.zeros(0, np.int64)
+        read = total = 0
+        for f in ([base] if base else []) + deltas:
+            parquet = pq.ParquetFile(f.path, filesystem=self.store.fs)
+            slots, slot_rows, bucket_rows = _parse_footer(parquet)
+            total += parquet.metadata.num_rows
+            if bucket_rows is None:  # an older file: read whole, counted here
+                table = parquet.read(columns=list({*columns, BUCKET}))
+                bucket_rows = np.bincount(table.column(BUCKET).to_numpy())
+            counts = _add(counts, bucket_rows)
+            ends = np.cumsum(slot_rows)
+            g = math.gcd(slots, num_slots)
+            for r in range(slot % g, slots, g):
+                start, stop = int(ends[r] - slot_rows[r]), int(ends[r])
+                if start == stop:
+                    continue
+                section, first = _read_rows(parquet, start, stop, columns)
+                read += section.num_rows
+                section = section.slice(start - first, stop - start)
+                if slots % num_slots:
+                    mine = slot_of(section.column(HASH).to_numpy(), num_slots) == slot
+                    section = section.filter(pa.array(mine))
+                runs.append(section)
+        return SlotSlice(runs, counts, read, total)
 
     def lookup(self, partition: str, hashes: np.ndarray, visible: Collection[str]) -> pa.Table:
         """The entries of ``partition`` whose hash is in ``hashes`` (row groups that cannot
@@ -154,3 +222,40 @@ def entries_for(
         pa.repeat(pa.scalar(instant), n),
     ]
     return pa.Table.from_arrays(columns, names=[*spec.record_key, HASH, BUCKET, FILE_ID, INSTANT])
+
+
+def _parse_footer(
+    parquet: pq.ParquetFile,
+) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    """Slot count, entries per slot and entries per bucket id from an index file's footer;
+    a file written before footers were (sorted by hash alone) is one slot, buckets unknown."""
+    metadata = parquet.schema_arrow.metadata or {}
+    if SLOTS_KEY not in metadata:
+        return 1, np.array([parquet.metadata.num_rows], np.int64), None
+    slots = int(metadata[SLOTS_KEY])
+    slot_rows = np.array(metadata[SLOT_ROWS_KEY].decode().split(","), np.int64)
+    pairs = [p.split(":") for p in metadata[BUCKET_ROWS_KEY].decode().split(",") if p]
+    bucket_rows = np.zeros(max((int(b) for b, _ in pairs), default=-1) + 1, np.int64)
+    for b, n in pairs:
+        bucket_rows[int(b)] = int(n)
+    return slots, slot_rows, bucket_rows
+
+
+def _read_rows(
+    parquet: pq.ParquetFile, start: int, stop: int, columns: Sequence[str]
+) -> tuple[pa.Table, int]:
+    """The row groups of ``parquet`` that hold rows ``[start, stop)``, and the first row
+    they hold."""
+    groups, first, at = [], None, 0
+    for i in range(parquet.metadata.num_row_groups):
+        n = parquet.metadata.row_group(i).num_rows
+        if at < stop and at + n > start:
+            groups.append(i)
+            first = at if first is None else first
+        at += n
+    return parquet.read_row_groups(groups, columns=list(columns)), int(first or 0)
+
+
+def _add(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    n = max(len(a), len(b))
+    return np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))

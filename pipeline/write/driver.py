@@ -64,6 +64,7 @@ def write_in_driver(
     visible: frozenset[str],
     deletes: bool,
     refuse_known: bool = False,
+    index_slots: int = 1,
 ) -> GroupWrites:
     """2-3. Tags ``batches`` with ``stage_a`` (the Spark path's assign stage) and writes
     them; the seconds of both stages are in the result."""
@@ -74,6 +75,7 @@ def write_in_driver(
     rows = pa.Table.from_batches(tagged)
     written = write_file_groups(store, spec, instant, rows, visible, deletes, DRIVER_PART,
                                 threads=os.cpu_count() or 1,
-                                refuse_known=refuse_known)  # fmt: skip
+                                refuse_known=refuse_known,
+                                index_slots=index_slots)  # fmt: skip
     written.add_seconds(seconds)
     return written

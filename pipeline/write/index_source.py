@@ -1,18 +1,19 @@
 """The assigner's view of the record-level index: bootstrap loads and file-group sizes.
 
 Picklable, so each assigner actor builds its own. Reads only committed files (the instant in
-flight is invisible), only the ``_hash`` and ``_bucket`` columns, and keeps the slot's keys;
-index files are sorted by hash already, so the slot's run is a merge, not a sort.
+flight is invisible), only the ``_hash`` and ``_bucket`` columns, and only the slot's own
+section of each index file, sorted by hash already: the slot's run is a merge, not a sort.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dynbucket.actors.cache import SortedRun
-from dynbucket.actors.keys import slot_of, to_cache_keys
+from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.pipeline.format.columns import BUCKET, HASH
 from dynbucket.pipeline.format.layout import data_files, file_slices
@@ -46,31 +47,26 @@ class RLIIndexSource:
         return frozenset(i.id for i in Timeline(self.store).completed())
 
     def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
-        runs, scanned = RecordLevelIndex(self.store, self.spec).sorted_runs(
-            partition, self._visible(), [HASH, BUCKET]
+        """``slot``'s entries of ``partition`` (its own section of each index file, not the
+        whole partition), with every slot's key count per bucket (from the footers)."""
+        part = RecordLevelIndex(self.store, self.spec).slot_slice(
+            partition, self._visible(), [HASH, BUCKET], slot, num_slots
         )
-        counts = np.zeros(0, np.int64)
-        merged = SortedRun.empty()
-        for table in runs:
-            hashes = table.column(HASH).to_numpy()
-            buckets = table.column(BUCKET).to_numpy()
-            if len(buckets):
-                counts = _add(counts, np.bincount(buckets))
-            mine = slot_of(hashes, num_slots) == slot
-            keys = to_cache_keys(hashes[mine])
-            merged = (
-                merged.merged(keys, buckets[mine].astype(np.uint16))
-                if len(merged)
-                else SortedRun(keys, buckets[mine].astype(np.uint16))
-            )
+        runs = [(to_cache_keys(t.column(HASH).to_numpy()),
+                 t.column(BUCKET).to_numpy().astype(np.uint16)) for t in part.runs]  # fmt: skip
+        del part.runs[:]
+        merged = SortedRun.union(runs)
+        del runs
+        # What the reads allocated goes back to the system, not to the slot's resident size.
+        pa.default_memory_pool().release_unused()
         return PartitionLoad(
             keys=merged.keys,
             buckets=merged.buckets,
-            bucket_keys=counts,
+            bucket_keys=part.bucket_keys,
             bucket_bytes=self.bucket_bytes(partition)
             if self.spec.bucket_options.by_bytes
             else None,
-            entries_scanned=scanned,
+            entries_scanned=part.entries_read,
         )
 
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
@@ -81,7 +77,3 @@ class RLIIndexSource:
             out[s.bucket] += s.size
         return out
 
-
-def _add(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    n = max(len(a), len(b))
-    return np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))

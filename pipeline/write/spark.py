@@ -172,7 +172,7 @@ class SparkWriter:
                 if in_driver:
                     written = write_in_driver(batches, stage_a, self.store, self.spec, w.id,
                                               w.visible(), operation == "delete",
-                                              refuse)  # fmt: skip
+                                              refuse, index_slots=num_slots)  # fmt: skip
                     laps.lap("driver")
                     shuffles = 0
                 elif fleet is None:  # stateless: buckets computed in stage A, one shuffle
@@ -224,7 +224,8 @@ class SparkWriter:
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         routed = hashed.withColumn(_ROUTE, route_column(HASH, num_slots)).repartition(
             num_slots, _ROUTE).drop(_ROUTE)  # fmt: skip
-        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes)
+        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes,
+                           index_slots=num_slots)  # fmt: skip
         if fused:
             return routed.mapInArrow(carry_errors(in_slot_task(stage_a, stage_b, num_slots)),
                                      WRITTEN)  # fmt: skip

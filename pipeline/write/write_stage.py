@@ -51,9 +51,11 @@ def write_fn(
     visible: frozenset[str],
     deletes: bool,
     refuse_known: bool = False,
+    index_slots: int = 1,
 ) -> ArrowFn:
     """A ``mapInArrow`` function writing the file groups of its task (``refuse_known``: an
-    insert into a stateless-scheme table, where the writer finds known keys)."""
+    insert into a stateless-scheme table, where the writer finds known keys;
+    ``index_slots``: the write's slot count, which groups its index files)."""
 
     def write(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
               ) -> Iterator[pa.RecordBatch]:  # fmt: skip
@@ -67,7 +69,8 @@ def write_fn(
         store = TableStore.at(uri, filesystem)
         rows = pa.Table.from_batches(collected)
         written = write_file_groups(store, spec, instant, rows, visible, deletes, part,
-                                    refuse_known=refuse_known)  # fmt: skip
+                                    refuse_known=refuse_known,
+                                    index_slots=index_slots)  # fmt: skip
         written.add_seconds(seconds or {})
         yield to_rows(written)
 

@@ -138,3 +138,23 @@ def test_pending_assign_matches_a_dict_on_many_batches() -> None:
         for k, b in zip(keys.tolist(), buckets.tolist(), strict=True):
             assert ref.setdefault(k, b) == b
     assert len(table) == len(ref)
+
+
+@pytest.mark.parametrize("parts", [0, 1, 2, 5, 8])
+def test_union_of_disjoint_sorted_parts_is_one_sorted_run(parts: int) -> None:
+    rng = np.random.default_rng(parts)
+    keys = rng.choice(2**40, 5000, replace=False).astype(np.uint64)
+    buckets = (keys % 977).astype(np.uint16)
+    which = rng.integers(0, max(parts, 1), len(keys))
+    pieces = []
+    for p in range(parts):
+        mine = np.sort(keys[which == p])
+        pieces.append((mine, (mine % 977).astype(np.uint16)))
+    run = SortedRun.union(pieces)
+    expected = np.sort(keys) if parts else np.empty(0, np.uint64)
+    assert run.keys.tolist() == expected.tolist()
+    assert run.buckets.tolist() == (expected % 977).astype(np.uint16).tolist()
+    out = np.full(len(keys), -1, np.int32)
+    assert run.lookup(keys, out) == (len(keys) if parts else 0)
+    if parts:
+        assert (out == buckets).all()
