@@ -170,6 +170,16 @@ def _bench_latency(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_scale(args: argparse.Namespace) -> int:
+    from dynbucket.pipeline.bench import scale
+    from dynbucket.pipeline.runtime import Runtime
+
+    with Runtime(driver_write_max_bytes=0) as rt:  # every write by Spark tasks and slots
+        scale.run(rt, args.rows, args.upsert_rows, args.runs, args.slots, args.bucket_rows,
+                  args.workdir)  # fmt: skip
+    return 0
+
+
 def _bench_engines(args: argparse.Namespace) -> int:
     from dynbucket.pipeline.bench import engines
     from dynbucket.pipeline.runtime import Runtime
@@ -314,6 +324,16 @@ def parser() -> argparse.ArgumentParser:
     eng.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     eng.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     eng.set_defaults(func=_bench_engines)
+    sc = bench_sub.add_parser("scale", help="a 1M upsert into a 200M-row table vs 5M rows; "
+                              "bootstrap, memory per key, slices", parents=[loud])  # fmt: skip
+    sc.add_argument("--rows", type=_count, default=200_000_000,
+                    help="rows (keys) of the large table, in two partitions")
+    sc.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
+    sc.add_argument("--runs", type=int, default=3, help="steady-state upserts and bootstraps")
+    sc.add_argument("--slots", type=int, default=2, help="assigner slots of the writes")
+    sc.add_argument("--bucket-rows", type=_count, default=1_000_000, help="keys per bucket")
+    sc.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
+    sc.set_defaults(func=_bench_scale)
     return p
 
 
