@@ -3,10 +3,10 @@ from the process (no Spark or Ray here)."""
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -38,8 +38,14 @@ def test_half_updates_of_distinct_keys_half_new_two_partitions(
 
 
 def test_resident_memory_is_read_from_the_process() -> None:
-    before = scale._rss(os.getpid())
-    block = np.ones(64 << 20, np.uint8)  # 64 MiB, touched
-    after = scale._rss(os.getpid())
-    assert after - before >= 60 << 20
-    del block
+    # Fresh pages from the kernel (an anonymous map, each page written): the heap may
+    # reuse pages this long-lived process freed earlier, which would add nothing.
+    block = mmap.mmap(-1, 64 << 20)
+    try:
+        before = scale._rss(os.getpid())
+        for at in range(0, len(block), mmap.PAGESIZE):
+            block[at] = 1
+        after = scale._rss(os.getpid())
+        assert after - before >= 60 << 20
+    finally:
+        block.close()
