@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.actors.fleet import AssignerFleet
+from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
 from dynbucket.pipeline.bench.report import Measurement, print_report, timed
 from dynbucket.pipeline.format.keyhash import hash_columns
@@ -118,15 +119,13 @@ def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
         before = [_rss(p) for p in pids]
         latest = int(table.latest_instant() or -1)
         fleet.begin(latest + 1, latest)
-        import ray
-
-        from dynbucket.actors.keys import slot_of
-
         hashes = probe.column("_hash").to_numpy()
         calls = []
         for slot in range(slots):  # one key of each slot
             mine = probe.filter(pa.array(slot_of(hashes, slots) == slot)).slice(0, 1)
             calls.append((slot, mine))
+        import ray
+
         seconds, _ = timed(lambda: ray.get([fleet.handles[s].assign.remote(latest + 1, batch)
                                             for s, batch in calls]))  # fmt: skip
         time.sleep(1.0)  # the allocator's freed pages go back to the system
@@ -146,9 +145,8 @@ def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
         fleet.close()
 
 
-def _probe(table: Table) -> pa.Table:
-    """Some keys of the partition, with their hash (as stage A sends them)."""
-    del table
+def _probe() -> pa.Table:
+    """Some keys of partition p0, with their hash (as stage A sends them)."""
     keys = pa.array([f"key-{i}" for i in range(0, 8000, 2)])  # in p0
     return pa.table({"_partition": pa.array([PARTITION] * len(keys)),
                      "_hash": pa.array(hash_columns([keys]))})  # fmt: skip
@@ -189,7 +187,7 @@ def run(rt: Runtime, rows: int, upsert_rows: int, runs: int, slots: int, bucket_
         large = tables[rows]
         for table in tables.values():
             table.close()  # their fleets go: only the measured fleet holds keys now
-        probe = _probe(large)
+        probe = _probe()
         # 2-3. Into one slot.
         ones = [bootstrap(rt, large, 1, probe, f"scale-one-{i}") for i in range(runs)]
         for o in ones:

@@ -54,7 +54,8 @@ class RLIIndexSource:
         )
         runs = [(to_cache_keys(t.column(HASH).to_numpy()),
                  t.column(BUCKET).to_numpy().astype(np.uint16)) for t in part.runs]  # fmt: skip
-        del part.runs[:]
+        bucket_keys, entries_read = part.bucket_keys, part.entries_read
+        del part  # its Arrow tables: only the cache's arrays stay
         merged = SortedRun.union(runs)
         del runs
         # What the reads allocated goes back to the system, not to the slot's resident size.
@@ -62,11 +63,11 @@ class RLIIndexSource:
         return PartitionLoad(
             keys=merged.keys,
             buckets=merged.buckets,
-            bucket_keys=part.bucket_keys,
+            bucket_keys=bucket_keys,
             bucket_bytes=self.bucket_bytes(partition)
             if self.spec.bucket_options.by_bytes
             else None,
-            entries_scanned=part.entries_read,
+            entries_scanned=entries_read,
         )
 
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:

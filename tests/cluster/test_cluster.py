@@ -30,6 +30,12 @@ def _rows(keys: range, v: int) -> list[tuple[str, str, int, int]]:
     return [(f"k{i}", f"d{i % 3}", v, v) for i in keys]
 
 
+def _table(s3_server: S3Server, runtime: Runtime, capacity: int, slots: int) -> Table:
+    return Table.create(s3_server.uri(), SCHEMA, "id", "day", "ts",
+                        DynamicBucketIndex(max_keys_per_bucket=capacity, assigner_slots=slots),
+                        runtime=runtime)  # fmt: skip
+
+
 def _actor_nodes(table: Table) -> tuple[set[str], set[str]]:
     """The nodes of the table's live slot actors, and of the Spark executors (from the GCS's
     actor table: the state API needs the dashboard, which the test cluster does not run)."""
@@ -46,9 +52,7 @@ def _actor_nodes(table: Table) -> tuple[set[str], set[str]]:
 def test_slots_and_executors_run_on_more_than_one_node(
     cluster: Any, runtime: Runtime, spark: Any, s3_server: S3Server
 ) -> None:
-    t = Table.create(s3_server.uri(), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=50, assigner_slots=3),
-                     runtime=runtime)  # fmt: skip
+    t = _table(s3_server, runtime, capacity=50, slots=3)
     try:
         r = t.upsert(spark.createDataFrame(_rows(range(600), 1), DDL))
         assert r.keys_inserted == 600
@@ -70,9 +74,7 @@ def test_workload_on_the_cluster_matches_the_model(
 def test_a_worker_node_removed_mid_upsert_loses_nothing(
     cluster: Any, runtime: Runtime, spark: Any, s3_server: S3Server
 ) -> None:
-    t = Table.create(s3_server.uri(), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=400, assigner_slots=6),
-                     runtime=runtime)  # fmt: skip
+    t = _table(s3_server, runtime, capacity=400, slots=6)
     try:
         t.upsert(spark.createDataFrame(_rows(range(3000), 1), DDL))
         before = {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in checked_live_rows(t)}
