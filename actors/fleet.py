@@ -15,10 +15,14 @@ from typing import Any
 
 from dynbucket.actors.actor import assigner_actor_class
 from dynbucket.actors.assigner import IndexSource
+from dynbucket.actors.errors import RuntimeSetupError
 from dynbucket.actors.link import RayLink
 from dynbucket.actors.options import DynamicBucketOptions
 
 log = logging.getLogger(__name__)
+
+_TOKEN_MEMORY = 1 << 20
+"""Bytes of Ray's logical memory each slot reserves: enough for Ray to honour its placement."""
 
 
 class AssignerFleet:
@@ -55,18 +59,23 @@ class AssignerFleet:
         self.names = [
             f"dynbucket/{label}/{fleet_id}/slot-{i}-of-{num_slots}" for i in range(num_slots)
         ]
-        self.handles = [
-            # SPREAD: over a cluster, the slots (their caches: memory, bootstrap reads) land
-            # on as many nodes as there are, one after another, not all beside the driver.
-            assigner_actor_class(name=name, namespace=link.namespace, num_cpus=num_cpus,
-                                 scheduling_strategy="SPREAD").remote(
-                i, num_slots, options, source_factory
-            )
-            for i, name in enumerate(self.names)
-        ]
-        if wait:
-            import ray
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        # Over a cluster, the slots (their caches: memory, bootstrap reads) go to the nodes in
+        # turn, not all beside the driver. The affinity is soft: a slot whose node is gone, or
+        # cannot hold it, is started (and restarted) elsewhere. Ray places an actor that asks
+        # for no resource on a random node whatever its strategy (ray#25344; seen: SPREAD put
+        # 3 slots on one of 3 nodes), hence the token 1 MiB of Ray's logical memory.
+        nodes = slot_nodes(ray.nodes(), num_slots, offset=int(fleet_id, 16))
+        self.handles = [
+            assigner_actor_class(
+                name=name, namespace=link.namespace, num_cpus=num_cpus, memory=_TOKEN_MEMORY,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
+            ).remote(i, num_slots, options, source_factory)
+            for i, (name, node) in enumerate(zip(self.names, nodes, strict=True))
+        ]  # fmt: skip
+        if wait:
             ray.get([h.ping.remote() for h in self.handles])
 
     def begin(self, checkpoint: int, latest_successful: int) -> None:
@@ -125,3 +134,25 @@ class AssignerFleet:
             if len(results) == len(self.handles):
                 return [results[i] for i in range(len(self.handles))]
             time.sleep(0.2)
+
+
+def slot_nodes(nodes: list[dict[str, Any]], num_slots: int, offset: int = 0) -> list[str]:
+    """The node of each slot: the alive nodes with CPUs (where Spark tasks, whose cores the
+    slots use, can run; a head started with no CPUs stays free), in turn from ``offset``.
+
+    Args:
+        nodes: ``ray.nodes()``.
+        num_slots: number of slots N.
+        offset: where the turn starts, so that the slot 0 of every table is not on one node.
+
+    Returns:
+        N node ids, the slots in order.
+    """
+    alive = sorted(n["NodeID"] for n in nodes if n.get("Alive"))
+    working = sorted(n["NodeID"] for n in nodes
+                     if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)  # fmt: skip
+    pool = working or alive
+    if not pool:
+        raise RuntimeSetupError("Ray lists no alive node to start the assigner slots on; "
+                                "check that the Ray cluster is up (ray status)")
+    return [pool[(offset + i) % len(pool)] for i in range(num_slots)]
