@@ -72,6 +72,9 @@ class AssignerActor:
     def abort(self, checkpoint: int) -> int:
         return self._core.abort(checkpoint)
 
+    def reset(self) -> int:
+        return self._core.reset()
+
     def stats(self) -> dict[str, Any]:
         return self._core.stats().as_dict()
 

@@ -214,6 +214,19 @@ class BucketAssigner:
                 )
             self._stats.evictions += 1
 
+    def reset(self) -> int:
+        """Drops every partition's cache, as after a restart but keeping the process: another
+        writer committed, so any of them may miss keys. Each bootstraps again at its next
+        touch. Returns how many partitions were dropped.
+
+        Raises:
+            AssignerError: a partition holds uncommitted mappings (abort them first).
+        """
+        names = list(self.partitions)
+        for name in names:
+            self.evict(name)
+        return len(names)
+
     # --- introspection -------------------------------------------------------------------
 
     def buckets_created(self) -> int:

@@ -95,6 +95,22 @@ class AssignerFleet:
             self.close()
             return 0
 
+    def reset(self) -> bool:
+        """Empties every slot's caches (another writer committed), keeping the processes: a
+        second or two less than a new fleet, and the slots stay on their nodes. A slot that
+        cannot be reached or refuses (uncommitted mappings) closes the fleet instead.
+
+        Returns:
+            Whether the fleet is still open.
+        """
+        try:
+            self._all("reset")
+            return True
+        except Exception as e:
+            log.warning("could not empty the assigner caches (%s); closing them", e)
+            self.close()
+            return False
+
     @property
     def closed(self) -> bool:
         return not self.handles

@@ -22,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from dynbucket.actors.keys import slot_of
@@ -117,6 +116,8 @@ class RecordLevelIndex:
         files = ([base] if base else []) + deltas
         if len(files) < 2:
             return None
+        import pyarrow.dataset as pads  # here: it loads pandas, which a slot actor never needs
+
         merged = pads.dataset(
             [f.path for f in files], format="parquet", filesystem=self.store.fs, schema=self.schema
         ).to_table()
@@ -193,6 +194,8 @@ class RecordLevelIndex:
         if not files or len(hashes) == 0:
             return self.schema.empty_table()
         wanted = pa.array(np.unique(hashes), pa.int64())
+        import pyarrow.dataset as pads  # here: it loads pandas, which a slot actor never needs
+
         dataset = pads.dataset(
             [f.path for f in files], format="parquet", filesystem=self.store.fs, schema=self.schema
         )

@@ -260,11 +260,13 @@ class SparkWriter:
         return True
 
     def _fleet_for(self, num_slots: int, based_on: str | None) -> AssignerFleet:
-        """The fleet, replaced when the slot count changed, another writer committed, or an
-        abort found a slot gone."""
+        """The fleet: emptied when another writer committed, replaced when the slot count
+        changed or an abort found a slot gone."""
         fleet = self.fleet
-        if fleet is not None and (fleet.closed or fleet.num_slots != num_slots
-                                  or based_on != self._seen):  # fmt: skip
+        if (fleet is not None and not fleet.closed and fleet.num_slots == num_slots
+                and based_on != self._seen and fleet.reset()):  # fmt: skip
+            self._seen = based_on  # empty caches match any committed state
+        if fleet is not None and (fleet.closed or fleet.num_slots != num_slots):
             self.close()
         if self.fleet is None:
             source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)

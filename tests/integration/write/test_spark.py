@@ -274,6 +274,34 @@ def test_an_update_only_stream_reloads_the_index_only_without_a_cache_budget(
     assert {r["v"] for r in checked_live_rows(t) if r["id"] == "k0"} == {3}
 
 
+def test_another_writers_commit_empties_the_fleets_caches_and_keeps_its_actors(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """A commit by another writer (here: a second handle on the table, writing in its own
+    process's way) leaves the fleet's caches stale: the next write empties them, keeping the
+    actors, and sees the other writer's keys in their buckets."""
+    t = _table(tmp_path, runtime, cap=2)
+    try:
+        t.upsert(_df(spark, [(f"k{i}", "d0", i, 1) for i in range(4)]), assigner_slots=2)
+        fleet = t._spark_writer().fleet
+        assert fleet is not None
+        handles, loaded = list(fleet.handles), sum(s["bootstraps"] for s in fleet.stats())
+        other = Table.open(t.uri)
+        other.upsert(pa.table({"id": ["k8", "k9"], "day": ["d0", "d0"], "v": [8, 9],
+                               "ts": [1, 1]}, schema=SCHEMA))  # fmt: skip
+        theirs = {k: b for k, b in _check_index(t).items() if k[1] in ("k8", "k9")}
+        r = t.upsert(_df(spark, [("k8", "d0", 80, 2), ("k9", "d0", 90, 2),
+                                 ("k10", "d0", 10, 2)]), assigner_slots=2)  # fmt: skip
+        assert t._spark_writer().fleet is fleet and fleet.handles == handles
+        assert sum(s["bootstraps"] for s in fleet.stats()) > loaded  # read again
+        assert (r.keys_inserted, r.keys_updated) == (1, 2)
+        after = _check_index(t)
+        assert {k: after[k] for k in theirs} == theirs  # I1 across writers
+        assert max(t.stats().column("keys").to_pylist()) <= 2
+    finally:
+        t.close()
+
+
 def test_a_compaction_of_this_table_keeps_its_assigner_fleet(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:

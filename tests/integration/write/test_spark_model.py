@@ -1,7 +1,7 @@
 """The full Spark + Ray path against an in-memory reference: 30 seeded multi-batch workloads.
 
 Each workload has inserts, updates and deletes over several partitions, a small bucket
-capacity (buckets fill up), and a slot count that changes between batches; half the
+capacity (buckets fill up), and a slot count that changes half-way; half the
 workloads write merge-on-read tables, half copy-on-write; a third are written by the driver
 (small DataFrames' default path), the others by Spark tasks. After every batch: the snapshot
 equals the model; every key keeps its first bucket (I1); no bucket holds more keys than its
@@ -124,6 +124,10 @@ def _dynamic_workload(
 ) -> None:
     rng = random.Random(seed)
     cap = rng.choice([2, 3, 5])
+    # The slot count changes once, half-way: each change starts a new fleet of actor
+    # processes (a second or two here), and the table's own count is the first, so that the
+    # fleet started with the table serves the first batches.
+    counts = rng.sample([1, 2, 3], 2)
     table_type = "MERGE_ON_READ" if seed % 2 == 0 else "COPY_ON_WRITE"
     t = Table.create(
         location,
@@ -131,7 +135,7 @@ def _dynamic_workload(
         "id",
         "day",
         "ts",
-        DynamicBucketIndex(max_keys_per_bucket=cap),
+        DynamicBucketIndex(max_keys_per_bucket=cap, assigner_slots=counts[0]),
         TableOptions(table_type=table_type, lock_lease_seconds=30),
         runtime=runtime,
     )
@@ -142,7 +146,7 @@ def _dynamic_workload(
     next_fresh = 10_000
     try:
         for step in range(BATCHES):
-            slots = rng.choice([1, 2, 3])
+            slots = counts[step >= BATCHES // 2]
             before = _bucket_keys(t)
             last = t.latest_instant()
             kind = rng.choices(["upsert", "delete", "insert"], [6, 2, 1])[0]

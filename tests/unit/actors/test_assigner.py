@@ -106,6 +106,28 @@ def test_abort_drops_exactly_the_aborted_mappings() -> None:
     assert buckets == [0, 0, 0] and is_new == [False, True, False]
 
 
+def test_reset_after_another_writer_sees_its_keys_and_buckets() -> None:
+    rli = MemoryRLI()
+    d = Driver(rli, 1, CAP3)
+    assert d.write("p", [1, 2]) == [0, 0]
+    # Another writer commits 3 into bucket 0 and 4, 5, 6 into bucket 1: the cache misses them.
+    rli.entries["p"].update({3: 0, 4: 1, 5: 1, 6: 1})
+    loads = rli.loads
+    assert d.slots[0].reset() == 1
+    assert d.slots[0].partitions == {}
+    # Bootstrapped again at the next touch: 4 keeps bucket 1, and 7 opens bucket 2 (0 and 1
+    # are full), where the stale cache would have moved 4 into bucket 0 (I1).
+    assert d.write("p", [4, 7]) == [1, 2]
+    assert rli.loads == loads + 1
+
+
+def test_reset_refuses_while_mappings_are_uncommitted() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    d.assign_open(1, "p", [1])
+    with pytest.raises(AssignerError, match="uncommitted mappings"):
+        d.slots[0].reset()
+
+
 def test_a_key_seen_again_in_the_same_checkpoint_is_still_new() -> None:
     # A retried or speculative Spark task sends its rows twice: same bucket, still new,
     # so that the RLI entry is written by whichever attempt's output commits.
