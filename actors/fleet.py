@@ -87,13 +87,8 @@ class AssignerFleet:
     def abort(self, checkpoint: int) -> int:
         """Drops the checkpoint's mappings in every slot. A slot that cannot be reached lost
         them with its state; the fleet then closes, and the next write starts a new one."""
-        try:
-            return sum(self._all("abort", checkpoint))
-        except Exception as e:
-            log.warning("could not abort checkpoint %s in the actors (%s); closing them",
-                        checkpoint, e)  # fmt: skip
-            self.close()
-            return 0
+        dropped = self._all_or_close("abort", checkpoint)
+        return sum(dropped) if dropped is not None else 0
 
     def reset(self) -> bool:
         """Empties every slot's caches (another writer committed), keeping the processes: a
@@ -103,13 +98,7 @@ class AssignerFleet:
         Returns:
             Whether the fleet is still open.
         """
-        try:
-            self._all("reset")
-            return True
-        except Exception as e:
-            log.warning("could not empty the assigner caches (%s); closing them", e)
-            self.close()
-            return False
+        return self._all_or_close("reset") is not None
 
     @property
     def closed(self) -> bool:
@@ -129,6 +118,15 @@ class AssignerFleet:
         for h in self.handles:
             ray.kill(h, no_restart=True)
         self.handles = []
+
+    def _all_or_close(self, method: str, *args: Any) -> list[Any] | None:
+        """``_all``, or None having closed the fleet when a slot failed it."""
+        try:
+            return self._all(method, *args)
+        except Exception as e:
+            log.warning("assigner slots failed %s%s (%s); closing them", method, args, e)
+            self.close()
+            return None
 
     def _all(self, method: str, *args: Any) -> list[Any]:
         """Calls ``method`` on every slot. A slot that Ray is restarting answers
@@ -164,10 +162,9 @@ def slot_nodes(nodes: list[dict[str, Any]], num_slots: int, offset: int = 0) -> 
     Returns:
         N node ids, the slots in order.
     """
-    alive = sorted(n["NodeID"] for n in nodes if n.get("Alive"))
-    working = sorted(n["NodeID"] for n in nodes
-                     if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)  # fmt: skip
-    pool = working or alive
+    alive = [n for n in nodes if n.get("Alive")]
+    working = [n for n in alive if n.get("Resources", {}).get("CPU", 0) > 0]
+    pool = sorted(n["NodeID"] for n in working or alive)
     if not pool:
         raise RuntimeSetupError("Ray lists no alive node to start the assigner slots on; "
                                 "check that the Ray cluster is up (ray status)")

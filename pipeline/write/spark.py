@@ -263,10 +263,12 @@ class SparkWriter:
         """The fleet: emptied when another writer committed, replaced when the slot count
         changed or an abort found a slot gone."""
         fleet = self.fleet
-        if (fleet is not None and not fleet.closed and fleet.num_slots == num_slots
-                and based_on != self._seen and fleet.reset()):  # fmt: skip
+        if fleet is not None and fleet.num_slots != num_slots:
+            self.close()
+        elif fleet is not None and based_on != self._seen:
+            fleet.reset()  # closes the fleet if a slot fails it
             self._seen = based_on  # empty caches match any committed state
-        if fleet is not None and (fleet.closed or fleet.num_slots != num_slots):
+        if self.fleet is not None and self.fleet.closed:
             self.close()
         if self.fleet is None:
             source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)
