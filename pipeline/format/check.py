@@ -145,12 +145,33 @@ def _files(store: TableStore, spec: TableSpec, timeline: Timeline, completed: li
     for instant in completed:
         if instant.id < earliest:
             continue
-        for f in timeline.metadata(instant)["files"]:
+        metadata = timeline.metadata(instant)
+        _adds_up(instant, metadata, timeline, report)
+        for f in metadata["files"]:
             report.files += 1
             problem = _unreadable(store, spec, f["path"])
             if problem is not None:
                 report.add(f"{f['path']} ({f['kind']} file of completed instant {instant.id}) "
                            f"{problem}", "restore it from a backup")  # fmt: skip
+
+
+def _adds_up(instant: Instant, metadata: dict, timeline: Timeline, report: CheckReport) -> None:
+    """A commit names each file once, and a rescale or rebalance wrote as many rows as it
+    read (a file named twice was written by two jobs: one of them lost its rows)."""
+    twice = [p for p, n in Counter(f["path"] for f in metadata["files"]).items() if n > 1]
+    if twice:
+        report.add(f"completed instant {instant.id} names {len(twice)} file(s) twice (e.g. "
+                   f"{twice[:2]}): two writers wrote one file, and the rows of one are lost",
+                   _RESTORE_INSTANT)  # fmt: skip
+    rows_read = metadata.get("rows-read")
+    if rows_read is None or instant.action not in HUDI_ACTIONS:
+        return
+    stats = (timeline.raw(instant).get("partitionToWriteStats") or {}).values()
+    written = sum(int(s.get("numWrites", 0)) for group in stats for s in group)
+    if written != rows_read:
+        report.add(f"completed instant {instant.id} ({metadata.get('operation')}) read "
+                   f"{rows_read} live rows and wrote {written}: its bucket layout lost or "
+                   "doubled rows", _RESTORE_INSTANT)  # fmt: skip
 
 
 def _unreadable(store: TableStore, spec: TableSpec, path: str) -> str | None:
@@ -262,6 +283,9 @@ def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckRep
                        "of the same time")  # fmt: skip
 
 
+_RESTORE_INSTANT = ("restore the table from a backup taken before that instant (its earlier "
+                    "file slices may still hold the rows: time travel to the instant before "
+                    "it reads them)")
 _REBUILD = ("the index disagrees with the data: restore .hoodie/.dynbucket/rli/ from a backup "
             "of the same time as the data")  # fmt: skip
 

@@ -21,6 +21,7 @@ files and layout or the new, never a mix.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from dynbucket.actors.cache import MAX_BUCKET_ID
-from dynbucket.actors.errors import ConfigError
+from dynbucket.actors.errors import CommitFailedError, ConfigError
 from dynbucket.pipeline.format.buckets.layouts import (
     BucketLayouts,
     ring_layout,
@@ -124,7 +125,10 @@ def rescale(store: TableStore, spec: TableSpec, multiple: float,
                 continue
             changes[p] = simple_layout(int(new))
             counts[p] = (n, int(new))
-            slices = snapshot.bucket_files(p) if snapshot else {}
+            # Only the buckets of the layout in force hold rows: a group a shrink retired
+            # holds an empty base file and is no job's source (its bucket id may come back
+            # as one of the targets, and two jobs must never write one group).
+            slices = _live_groups(snapshot, p, n)
             if whole:
                 k = int(factor)
                 jobs += [_Job(p, (s,), tuple(b + j * n for j in range(k)))
@@ -133,6 +137,14 @@ def rescale(store: TableStore, spec: TableSpec, multiple: float,
                 jobs.append(_Job(p, tuple(slices.values()), tuple(range(int(new)))))
         return _run(store, spec, txn, snapshot, layouts, changes, jobs, counts, "rescale",
                     threads)  # fmt: skip
+
+
+def _live_groups(snapshot: Snapshot | None, partition: str, buckets: int
+                 ) -> dict[int, FileSlice]:  # fmt: skip
+    """bucket -> slice of the groups of a simple-bucket partition's ``buckets`` in force."""
+    if snapshot is None:
+        return {}
+    return {b: s for b, s in snapshot.bucket_files(partition).items() if b < buckets}
 
 
 def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) -> RegroupResult:
@@ -215,26 +227,40 @@ def _run(store: TableStore, spec: TableSpec, txn: Transaction, snapshot: Snapsho
     existing = {(r.partition, r.slice.bucket): r.slice for r in snapshot.slices()
                 } if snapshot else {}  # fmt: skip
 
-    def run(job: _Job) -> list[WrittenFile]:
+    def run(job: _Job) -> tuple[list[WrittenFile], int]:
         return _rewrite(store, spec, txn.id, job, new_layouts, existing)
 
     with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
-        written = [f for files in pool.map(run, jobs) for f in files]
+        done = list(pool.map(run, jobs))
+    written = [f for files, _ in done for f in files]
+    rows_in = sum(n for _, n in done)
+    rows_out = sum(f.rows for f in written)
+    twice = [p for p, n in Counter(f.path for f in written).items() if n > 1]
+    if twice or rows_in != rows_out:
+        # Two jobs writing one group, or rows lost on the way, would commit a loss.
+        raise CommitFailedError(
+            f"{action} of {store.uri} wrote {rows_out} rows of the {rows_in} it read"
+            + (f" and wrote {twice[:2]} twice" if twice else "")
+            + "; nothing was committed: report this as a dynbucket bug"
+        )
     for f in written:
         txn.add(f)
     write_layouts(store, txn.id, changes)
     read = sum(s.size for job in jobs for s in job.sources)
     total = sum(r.slice.size for r in snapshot.slices()) if snapshot else 0
-    txn.commit({action: {p: list(c) for p, c in counts.items()}, "bytes-read": read})
+    txn.commit({action: {p: list(c) for p, c in counts.items()}, "bytes-read": read,
+                "rows-read": rows_in})  # fmt: skip
     return RegroupResult(action, txn.id, counts, sum(len(j.sources) for j in jobs),
-                         len(written), sum(f.rows for f in written), read,
-                         sum(f.size for f in written), total)  # fmt: skip
+                         len(written), rows_out, read, sum(f.size for f in written),
+                         total)  # fmt: skip
 
 
 def _rewrite(store: TableStore, spec: TableSpec, instant: str, job: _Job,
              layouts: BucketLayouts, existing: dict[tuple[str, int], FileSlice]
-             ) -> list[WrittenFile]:  # fmt: skip
-    """1. Reads the live rows of the job's sources (meta fields kept).
+             ) -> tuple[list[WrittenFile], int]:  # fmt: skip
+    """Returns the files written and the live rows read.
+
+    1. Reads the live rows of the job's sources (meta fields kept).
     2. Each row's bucket under the new layout (one of the job's targets, by construction).
     3. One base file per target that gets rows or already has a group; an empty base file
        for each source whose bucket the new layout retired."""
@@ -266,4 +292,4 @@ def _rewrite(store: TableStore, spec: TableSpec, instant: str, job: _Job,
         out.append(WrittenFile(p, path, "base", mine.num_rows, size, file_id, bucket,
                                inserts=mine.num_rows if old is None else 0,
                                prev_commit=old.base_instant if old else None))  # fmt: skip
-    return out
+    return out, rows.num_rows if rows is not None else 0

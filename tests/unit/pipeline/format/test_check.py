@@ -3,6 +3,7 @@ table types); each kind of damage is found, named, and given a fix; nothing is c
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable
@@ -13,8 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
+from dynbucket.pipeline.format.buckets.options import SimpleBucketIndex
 from dynbucket.pipeline.format.check import check
 from dynbucket.pipeline.format.rli import RecordLevelIndex
+from dynbucket.pipeline.format.timeline import _METADATA
 from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.options import TableOptions
 from dynbucket.pipeline.table import Table
@@ -95,6 +98,16 @@ def _lost_instant(t: Table) -> None:
         f.unlink()
 
 
+def _named_twice(t: Table) -> None:
+    """The newest commit lists one of its files twice (what two jobs writing one file left)."""
+    path = _newest(t, ".hoodie/*.deltacommit")
+    doc = json.loads(path.read_bytes())
+    stats = next(iter(doc["partitionToWriteStats"].values()))
+    stats.append(dict(stats[0]))
+    path.write_text(json.dumps(doc))
+    _METADATA.clear()  # this process parsed it before the damage
+
+
 DAMAGE: list[tuple[str, Callable[[Table], None], str]] = [
     ("a deleted data file", lambda t: _newest(t, "day=d2/*.parquet").unlink(),
      r"day=d2/.*\.parquet \(data file of completed instant \d+\) is missing"),
@@ -112,6 +125,8 @@ DAMAGE: list[tuple[str, Callable[[Table], None], str]] = [
     ("a dead writer's pending instant", _dead_writer, r"left pending by a writer that died"),
     ("files of an instant the timeline lost", _lost_instant,
      r"file\(s\) of instant \d+, which is not on the timeline"),
+    ("a commit that names a file twice", _named_twice,
+     r"completed instant \d+ names 1 file\(s\) twice"),
 ]  # fmt: skip
 
 
@@ -136,3 +151,20 @@ def test_a_live_key_without_its_index_entry_is_found(tmp_path: Path) -> None:
         pq.write_table(kept, f)
     found = [str(f) for f in check(t.store).findings]
     assert any("1 live key(s) have no index entry" in f for f in found), found
+
+
+def test_a_rescale_that_wrote_fewer_rows_than_it_read_is_found(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                     SimpleBucketIndex(num_buckets=2))  # fmt: skip
+    t.upsert(_rows(range(40), 1))
+    done = t.rescale(2)
+    assert t.check().healthy
+    path = Path(t.uri) / ".hoodie" / f"{done.instant}.deltacommit"
+    doc = json.loads(path.read_bytes())
+    stat = doc["partitionToWriteStats"]["day=d1"][0]
+    stat["numWrites"] -= 1  # as if one row of the group never reached its file
+    path.write_text(json.dumps(doc))
+    _METADATA.clear()
+    found = [str(f) for f in check(t.store).findings]
+    assert any(re.search(rf"instant {done.instant} \(rescale\) read 40 live rows and wrote 39",
+                         f) for f in found), found  # fmt: skip

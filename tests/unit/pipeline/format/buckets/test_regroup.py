@@ -14,6 +14,7 @@ from dynbucket.pipeline.format.buckets.hudi_hash import bucket_ids, list_hashes
 from dynbucket.pipeline.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.pipeline.format.options import TableOptions
 from dynbucket.pipeline.table import Table
+from tests.hudi_readers import hudi_read
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64())])
 KEYS = ["hello", "user-42", "", "k0000001", "order_9999"]  # pinned in test_hudi_hash
@@ -119,3 +120,22 @@ def test_stateless_tables_keep_their_index_definition(tmp_path: Path) -> None:
         SimpleBucketIndex(num_buckets=2, partition_buckets={"(": 3})
     with pytest.raises(ConfigError, match="more than half"):
         ConsistentHashingIndex(max_keys_per_bucket=10, min_keys_per_bucket=6)
+
+
+@pytest.mark.parametrize("grow", [2, 3, 1.5])
+def test_a_shrink_then_a_growth_keeps_every_row(tmp_path: Path, grow: float) -> None:
+    """The groups a shrink retired hold empty base files; a growth after it must not make
+    them sources (their job wrote an empty file over the moved rows of a live group)."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "region", "v",
+                     SimpleBucketIndex(num_buckets=4))  # fmt: skip
+    keys = [f"k{i}" for i in range(2000)]
+    t.upsert(_rows(keys))
+    assert t.rescale(0.5, allow_shuffle=True).partitions == {"region=eu": (4, 2)}
+    done = t.rescale(grow, allow_shuffle=True)
+    assert done.partitions == {"region=eu": (2, int(2 * grow))} and done.rows == 2000
+    rows = t.to_arrow()
+    assert sorted(rows.column("id").to_pylist()) == sorted(keys)
+    assert rows.column("_bucket").to_pylist() == bucket_ids(list_hashes(rows, ["id"]),
+                                                            int(2 * grow)).tolist()  # fmt: skip
+    assert sorted(hudi_read(t.uri).column("id").to_pylist()) == sorted(keys)
+    assert t.check().healthy
