@@ -113,7 +113,8 @@ def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequenc
     n = len(records)
     types = {f.name: f.type for f in spec.file_schema()}
     out = {c: pa.nulls(n, types.get(c, pa.string())) for c in columns}
-    out[COMMIT_TIME] = pa.repeat(pa.scalar(block.instant if block else ""), n)
+    if COMMIT_TIME in out:  # asked for: a delete's is its commit's (never a new column)
+        out[COMMIT_TIME] = pa.repeat(pa.scalar(block.instant if block else ""), n)
     out[KEY] = pa.array([r[0] for r in records], pa.string())
     out[OP] = pa.repeat(pa.scalar(DELETE, pa.int8()), n)
     return pa.table(out)

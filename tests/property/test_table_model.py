@@ -7,15 +7,21 @@ fail at the last moment, and writers that die mid-instant. After each step the s
 equal the model (dict per partition), no two file groups may share a bucket id in a
 partition (I4), and every live key must sit in the bucket it first got (I1).
 
+After every step every read shape runs too: without meta columns, a projection, the
+read-optimized view (base files only), time travel to an earlier step, and a point lookup
+of known, deleted and unknown keys; each must equal what the model held then.
+
 The same sequences run once per bucket scheme: dynamic (the default, 200 sequences), simple
-bucket and consistent hashing (40 each), whose sequences also grow the table (a rescale by 2
-or by 3, or a rebalance) half-way and at random: there a key moves exactly where the new
-layout says (its Hudi hash mod the new count, its range of the new ring), and nowhere else.
+bucket and consistent hashing (40 each), whose sequences also regroup the table half-way and
+at random: a rescale that grows or shrinks a partition (by 2, 3, 1/2, 1/3, 3/2 or 2/3), or
+a rebalance (splits and merges): there a key moves exactly where the new layout says (its
+Hudi hash mod the new count, its range of the new ring), and nowhere else.
 """
 
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,7 @@ from tests.hudi_readers import check_hudi_reads, hudi_can_merge
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()),
                     ("ts", pa.int64())])  # fmt: skip
+KEY_SCHEMA = pa.schema(SCHEMA.field(n) for n in ("id", "region"))
 SEQUENCES = 200
 #: Sequences of each stateless scheme.
 STATELESS_SEQUENCES = 40
@@ -63,6 +70,8 @@ class Model:
         self.known: set[Key] = set()
         self.first_bucket: dict[Key, int] = {}
         self.hudi_checks = False
+        self.history: dict[str, set[tuple[str, str, int, int]]] = {}
+        """instant -> what the table held then (for time travel)."""
 
     def live(self, key: Key) -> Record | None:
         base = self.base.get(key)
@@ -121,6 +130,10 @@ class Model:
         return {(k, p, *live) for p, k in self.base.keys() | self.log.keys()
                 if (live := self.live((p, k))) is not None}  # fmt: skip
 
+    def base_files(self) -> set[tuple[str, str, int, int]]:
+        """What a read-optimized query reads: the base records alone."""
+        return {(k, p, *record) for (p, k), record in self.base.items()}
+
 
 def _into_base(table: Table, instant: str) -> set[Key]:
     """Keys whose rows live in a base file ``instant`` wrote for a new file group."""
@@ -146,11 +159,24 @@ def _rewritten(table: Table, instant: str) -> set[Key]:
             if r[FILE_ID] in groups}  # fmt: skip
 
 
+#: Rescale multiples drawn: growths and shrinks, whole and not.
+MULTIPLES = [Fraction(2), Fraction(3), Fraction(1, 2), Fraction(1, 3), Fraction(3, 2),
+             Fraction(2, 3)]  # fmt: skip
+
+
 def _grow(table: Table, rng: random.Random, model: Model) -> None:
-    """A rescale (by 2 or 3) or a rebalance; every live key must then sit where the new
-    layout puts it (checked in ``_check``), so the model forgets the old buckets."""
+    """A rescale of one partition (growing or shrinking it) or a rebalance; every live key
+    must then sit where the new layout puts it (checked in ``_check``), so the model
+    forgets the old buckets."""
     if isinstance(table.spec.bucket_options, SimpleBucketIndex):
-        done = table.rescale(rng.choice([2, 3]))
+        partitions = table.snapshot().partitions()
+        if not partitions:
+            return
+        p = rng.choice(partitions)
+        n = table.snapshot().layouts().num_buckets(p)
+        fits = [m for m in MULTIPLES if (n * m).denominator == 1]
+        m = rng.choice(fits)
+        done = table.rescale(float(m), partitions=[p], allow_shuffle=m.denominator != 1)
     else:
         done = table.rebalance()
     if done.instant is not None:
@@ -173,12 +199,42 @@ def _layout_buckets(table: Table, snap: pa.Table) -> list[int]:
     return out
 
 
-def _check(table: Table, model: Model, before: str | None, last: bool = False) -> None:
-    """The model, I1, I2, I4; and hudi-rs reads the same (``before``: the latest completed
-    instant before the step, for an incremental read; ``last``: also as of every instant)."""
+def _rows(table: pa.Table) -> set[tuple[str, str, int, int]]:
+    return {(r["id"], r["region"], r["v"], r["ts"]) for r in table.to_pylist()}
+
+
+def _read_shapes(table: Table, model: Model, rng: random.Random) -> None:
+    """Every read shape a user has, against the model: no meta columns, a projection,
+    read-optimized, time travel to an earlier step, a lookup of some keys."""
+    expected = model.expected()
+    plain = table.to_arrow(meta_columns=False)
+    assert plain.column_names == SCHEMA.names and _rows(plain) == expected
+    projected = table.to_arrow(columns=["id", "ts"])
+    assert projected.column_names[:2] == ["id", "ts"] and "v" not in projected.column_names
+    assert sorted((r["id"], r["ts"]) for r in projected.to_pylist()) == sorted(
+        (k, ts) for k, _, _, ts in expected)  # fmt: skip
+    optimized = table.to_arrow(read_optimized=True, meta_columns=False)
+    assert _rows(optimized) == model.base_files()
+    model.history[table.latest_instant() or ""] = expected
+    then = rng.choice(sorted(model.history))
+    if then:
+        assert _rows(table.to_arrow(as_of=then)) == model.history[then]
+    probe = [{"id": f"k{rng.randrange(30)}", "region": rng.choice(["eu", "us", "ap"])}
+             for _ in range(4)]  # fmt: skip
+    found = table.lookup(pa.Table.from_pylist(probe, KEY_SCHEMA), meta_columns=False)
+    wanted = {(r["id"], r["region"]) for r in probe}
+    assert _rows(found) == {row for row in expected if row[:2] in wanted}
+
+
+def _check(table: Table, model: Model, before: str | None, rng: random.Random,
+           last: bool = False) -> None:  # fmt: skip
+    """The model, I1, I2, I4, every read shape; and hudi-rs reads the same (``before``: the
+    latest completed instant before the step, for an incremental read; ``last``: also as
+    of every instant)."""
     snap = table.to_arrow()
-    got = {(r["id"], r["region"], r["v"], r["ts"]) for r in snap.to_pylist()}
+    got = _rows(snap)
     assert got == model.expected()
+    _read_shapes(table, model, rng)
     assert snap.num_rows == len(got)  # I2: one live row per (partition, key)
     for partition in table.snapshot().partitions():
         buckets = [s.bucket for s in table.snapshot().bucket_files(partition).values()]
@@ -242,9 +298,7 @@ def test_random_sequences_match_the_model(
         elif step == "delete":
             gone = [{"id": f"k{rng.randrange(keys + 3)}", "region": rng.choice(["eu", "us"])}
                     for _ in range(rng.randrange(1, 5))]  # fmt: skip
-            table.delete(
-                pa.Table.from_pylist(gone, pa.schema(SCHEMA.field(n) for n in ("id", "region")))
-            )
+            table.delete(pa.Table.from_pylist(gone, KEY_SCHEMA))
             model.delete(gone)
         elif step == "compact":
             table.compact()
@@ -263,9 +317,9 @@ def test_random_sequences_match_the_model(
         elif step == "die":
             dead.append(die_mid_instant(table, _batch(rng, keys)))
             assert Timeline(table.store).pending()  # readers must not see it
-        _check(table, model, before)
+        _check(table, model, before, rng)
     # An explicit rollback takes whatever a dead writer left, and no file of it remains.
     table.rollback()
     assert not Timeline(table.store).pending()
     assert not [p for p in (tmp_path / "t").rglob("*") if any(i in p.name for i in dead)]
-    _check(table, model, None, last=True)
+    _check(table, model, None, rng, last=True)

@@ -135,3 +135,15 @@ def test_a_data_file_lost_while_reading_is_named(table: Table) -> None:
     Path(base.path).unlink()  # no clean: the table lost it
     with pytest.raises(TableCorruptedError, match=f"{base.name}.*restore it from a backup"):
         snapshot.to_arrow()
+
+
+def test_after_a_delete_every_read_shape_reads_without_meta_columns(table: Table) -> None:
+    """The README's sequence on merge-on-read: a log that starts with a delete block must
+    not add a meta column the read did not ask for."""
+    table.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[1, 2]))
+    table.delete(pa.table({"id": ["b"], "day": ["d"]}))
+    plain = table.to_arrow(meta_columns=False)
+    assert plain.column_names == ["id", "day", "v"] and _ids(plain) == {"a": 1}
+    assert table.to_arrow(columns=["id"]).column("id").to_pylist() == ["a"]
+    found = table.lookup(pa.table({"id": ["a", "b"], "day": ["d", "d"]}), meta_columns=False)
+    assert _ids(found) == {"a": 1}
