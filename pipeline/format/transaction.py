@@ -2,7 +2,8 @@
 
 1. Take the table's writer lease (I9).
 2. Roll back instants a crashed writer left pending (their files are removed, I5).
-3. Note the latest completed instant: the commit's precondition.
+3. Note the latest completed instant, the commit's precondition, and read its metadata
+   (a write never builds on a commit that does not read).
 4. Request and start a new instant; write files named with it.
 5. Commit: the lease is still ours and the timeline still ends at the noted instant
    ("expected X, found Y"); then one atomic publish of the metadata. Any failure rolls the
@@ -94,7 +95,12 @@ class Transaction:
             timeline = Timeline(store, spec.options.merge_on_read)
             for pending in timeline.pending():
                 rollback_instant(store, timeline, pending)
-            based_on = timeline.latest_completed()
+            completed = timeline.completed()
+            based_on = completed[-1].id if completed else None
+            if completed:
+                # A latest commit that does not read fails every read; a write on top of it
+                # would commit into a table nobody can read (TableCorruptedError, its fix).
+                timeline.raw(completed[-1])
             instant = timeline.request(action)
             plan = {"operation": operation, "based-on": based_on}
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too

@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
+from dynbucket.actors.errors import TableCorruptedError
 from dynbucket.pipeline.format.options import TableOptions
+from dynbucket.pipeline.format.timeline import _METADATA
 from dynbucket.pipeline.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -65,3 +68,22 @@ def test_sigkill_before_completion_shows_nothing_and_is_rolled_back(tmp_path: Pa
     assert sorted(reader.to_arrow(meta_columns=False).column("id").to_pylist()) == ["a", "b", "c"]
     # The dead instant's keys are unknown again (their index entries went with it).
     assert reader.insert(pa.table({"id": ["n1"], "day": ["d2"], "v": [0]})).keys_inserted == 1
+
+
+def test_a_write_on_an_unreadable_latest_commit_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2]}))
+    latest = t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [3]})).instant
+    commit = Path(t.uri) / ".hoodie" / f"{latest}.deltacommit"
+    commit.write_bytes(commit.read_bytes()[:100])  # cut short
+    _METADATA.clear()  # this process parsed it before the damage
+    def files() -> list[Path]:  # the lease is taken and given back: not a write
+        return sorted(p for p in Path(t.uri).rglob("*") if "writer.lease" not in p.name)
+
+    before = files()
+    with pytest.raises(TableCorruptedError, match=rf"completed instant {latest} is not a "
+                       r"complete JSON document.*delete it and run `dynbucket rollback`"):
+        Table.open(t.uri).upsert(pa.table({"id": ["c"], "day": ["d2"], "v": [1]}))
+    assert files() == before
