@@ -127,13 +127,14 @@ def write_file_groups(
 
     1. Rows without a bucket (deletes of keys the table never had) are counted, not written.
     2. The rows are split into file groups (partition, bucket); each partition's current
-       slices are listed once, and a partition written for the first time gets its
-       ``.hoodie_partition_metadata``.
+       slices are listed once.
     3. Per group, as one job (``threads`` jobs at a time; pyarrow releases the GIL): its
        rows, one record per key, one file (module doc), the index entries of its new keys.
     4. Per partition, as one job: one index file with the entries of the new keys (``part``
        tells apart the files several writer tasks of one instant write into one partition).
-    5. Every file written is flushed to disk and put in place at once (``WriteBatch``).
+    5. A partition that got a data file for the first time gets its
+       ``.hoodie_partition_metadata``; every file written is flushed to disk and put in
+       place at once (``WriteBatch``).
     """
     out = GroupWrites()
     # 1.
@@ -149,7 +150,6 @@ def write_file_groups(
         for partition in dict.fromkeys(g[0] for g in groups):
             slices = file_slices(data_files(store, partition), visible)
             current[partition] = {s.bucket: s for s in slices}
-            _partition_metadata(store, partition, instant)
 
     # 3.
     # What a group's writing reads (not the partition path and bucket: one value a group).
@@ -204,6 +204,10 @@ def write_file_groups(
             for index_job in indexes:
                 index_job.result()
         # 5.
+        # Only a partition that got a file is one (deletes of keys a new partition never
+        # had write nothing there: no folder holding only its metadata).
+        for partition in sorted({f.partition for f in out.files if f.kind != "index"}):
+            _partition_metadata(store, partition, instant)
         with out.timed("flush"):
             files.publish()
     except BaseException:

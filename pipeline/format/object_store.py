@@ -12,6 +12,9 @@ A store that does not honour the header (it answers ``501 Not Implemented``, or 
 would make every create look won; dynbucket fails closed instead: the first exclusive create
 on a store is followed by a second, conditional put of the same key, which must be refused
 (:meth:`ConditionalPut._probe`). Stores other than S3 raise at once.
+
+Deletes go through the same client (one ``DeleteObject``): pyarrow's ``delete_file`` puts a
+zero-byte folder object in place of a folder it empties, and a table on S3 has none.
 """
 
 from __future__ import annotations
@@ -73,6 +76,11 @@ class ConditionalPut:
             return bool(data) and self._content(client, bucket, key) == data
         self._probe(bucket, key, data)
         return True
+
+    def delete(self, path: str) -> None:
+        """Deletes ``path`` (``bucket/key``); a key that is not there is no error (as S3)."""
+        bucket, _, key = path.partition("/")
+        self._client().delete_object(Bucket=bucket, Key=key)
 
     # --- internals -----------------------------------------------------------------------
 

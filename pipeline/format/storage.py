@@ -169,7 +169,11 @@ class TableStore:
                 directory = posixpath.dirname(directory)
 
     def delete(self, path: str) -> None:
-        if self.exists(path):
+        """Deletes the file at ``path`` if it is there. On S3 one ``DeleteObject``: pyarrow's
+        ``delete_file`` leaves a zero-byte folder object behind when the folder empties."""
+        if not self.is_local:
+            self._conditional().delete(path)
+        elif self.exists(path):
             self.fs.delete_file(path)
 
     def write_parquet(self, path: str, table: pa.Table, **options: object) -> int:

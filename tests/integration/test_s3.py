@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from dynbucket.pipeline.options import DynamicBucketIndex
+from dynbucket.pipeline.options import DynamicBucketIndex, SimpleBucketIndex, TableOptions
 from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.table import Table
 from tests.hudi_readers import check_hudi_reads
@@ -122,3 +122,26 @@ def test_three_processes_racing_for_an_s3_table_one_holds_it_and_nothing_is_lost
     completed = [i.id for i in t.timeline.completed("commit")]
     assert len(completed) == len(set(completed)) == len(written)  # no instant taken twice
     assert t.timeline.pending() == []
+
+
+def test_no_folder_objects_after_writes_deletes_and_services(s3_server: S3Server) -> None:
+    """In process, on S3: every operation that deletes files (rollback of a failed
+    instant, compaction, index compaction, clean) and a stateless delete of unknown keys in
+    a new partition leave no zero-byte folder object and no partition without data."""
+    uri = s3_server.uri()
+    t = Table.create(uri, SCHEMA, "id", "day", "ts", DynamicBucketIndex(max_keys_per_bucket=4),
+                     TableOptions(cleaner_commits_retained=1))  # fmt: skip
+    t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2], "ts": [1, 1]}))
+    t.upsert(pa.table({"id": ["a", "c"], "day": ["d1", "d1"], "v": [3, 4], "ts": [2, 2]}))
+    t.delete(pa.table({"id": ["b"], "day": ["d1"]}))
+    assert t.compact_index(min_files=2).instant is not None
+    t.compact()
+    t.clean()
+    simple = Table.create(s3_server.uri("s"), SCHEMA, "id", "day", "ts",
+                          SimpleBucketIndex(num_buckets=2))  # fmt: skip
+    simple.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1], "ts": [1]}))
+    assert simple.delete(pa.table({"id": ["x"], "day": ["d9"]})).keys_not_found == 1
+    keys = s3_server.keys(uri) + s3_server.keys(simple.uri)
+    assert [k for k in keys if k.endswith("/")] == []
+    assert not [k for k in keys if "/day=d9/" in k]
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 3, "c": 4}

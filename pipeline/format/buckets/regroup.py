@@ -101,8 +101,7 @@ def rescale(store: TableStore, spec: TableSpec, multiple: float,
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
         visible = snapshot.visible if snapshot else frozenset()
         layouts = BucketLayouts.load(store, index, spec.record_key, visible)
-        names = list(partitions) if partitions is not None else (
-            snapshot.partitions() if snapshot else [])  # fmt: skip
+        names = _partitions_of(snapshot, partitions)
         changes, jobs, counts = {}, [], {}
         for p in names:
             n = layouts.num_buckets(p)
@@ -137,6 +136,29 @@ def rescale(store: TableStore, spec: TableSpec, multiple: float,
                 jobs.append(_Job(p, tuple(slices.values()), tuple(range(int(new)))))
         return _run(store, spec, txn, snapshot, layouts, changes, jobs, counts, "rescale",
                     threads)  # fmt: skip
+
+
+def _partitions_of(snapshot: Snapshot | None, asked: Sequence[str] | None) -> list[str]:
+    """The partitions a rescale changes: ``asked`` (each once), every one of them the
+    table's; default all the table's.
+
+    Raises:
+        ConfigError: a partition the table does not have (nothing is written).
+    """
+    have = snapshot.partitions() if snapshot else []
+    if asked is None:
+        return have
+    if isinstance(asked, str):
+        asked = [asked]
+    names = list(dict.fromkeys(asked))
+    unknown = [p for p in names if p not in set(have)]
+    if unknown:
+        raise ConfigError(
+            f"rescale partitions={unknown!r}: the table has no such partition (it has "
+            f"{have[:10]!r}{' ...' if len(have) > 10 else ''}); give partition paths as "
+            "stats() names them, e.g. 'region=eu'"
+        )
+    return names
 
 
 def _live_groups(snapshot: Snapshot | None, partition: str, buckets: int

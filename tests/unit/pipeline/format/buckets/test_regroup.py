@@ -71,9 +71,15 @@ def test_a_multiple_that_is_not_whole_is_refused_unless_shuffling(tmp_path: Path
         t.rescale(1.5)
     with pytest.raises(ConfigError, match="not a whole bucket count"):
         t.rescale(1.3, allow_shuffle=True)
+    with pytest.raises(ConfigError, match=r"partitions=\['nope'\]: the table has no such "
+                       r"partition \(it has \['region=eu'\]\)"):
+        t.rescale(2, partitions=["region=eu", "nope"])
     assert t.latest_instant() == latest and not t.timeline.pending()
-    done = t.rescale(1.5, allow_shuffle=True)  # 4 -> 6: every group rewritten
-    assert done.partitions == {"region=eu": (4, 6)}
+    # A name given twice is one partition, multiplied once.
+    assert t.rescale(2, partitions=["region=eu", "region=eu"]).partitions == {
+        "region=eu": (4, 8)}  # fmt: skip
+    done = t.rescale(0.75, allow_shuffle=True)  # 8 -> 6: every group rewritten
+    assert done.partitions == {"region=eu": (8, 6)}
     rows = t.to_arrow()
     assert rows.column("_bucket").to_pylist() == bucket_ids(list_hashes(rows, ["id"]), 6).tolist()
     t.rescale(0.5, allow_shuffle=True)  # 6 -> 3: buckets 3..5 retired (empty base files)
@@ -138,4 +144,14 @@ def test_a_shrink_then_a_growth_keeps_every_row(tmp_path: Path, grow: float) -> 
     assert rows.column("_bucket").to_pylist() == bucket_ids(list_hashes(rows, ["id"]),
                                                             int(2 * grow)).tolist()  # fmt: skip
     assert sorted(hudi_read(t.uri).column("id").to_pylist()) == sorted(keys)
+    assert t.check().healthy
+
+
+def test_deletes_of_unknown_keys_in_a_new_partition_leave_no_folder(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "region", "v",
+                     SimpleBucketIndex(num_buckets=2))  # fmt: skip
+    t.upsert(_rows(KEYS))
+    r = t.delete(pa.table({"id": ["nobody", "none"], "region": ["mars", "eu"]}))
+    assert r.keys_not_found == 2 and r.files_written == 0
+    assert not (tmp_path / "t" / "region=mars").exists()
     assert t.check().healthy
