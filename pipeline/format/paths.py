@@ -11,6 +11,8 @@ META_DIR = f"{HOODIE_DIR}/.dynbucket"
 TABLE_FILE = f"{META_DIR}/table.json"
 TIMELINE_DIR = f"{META_DIR}/timeline"
 RLI_DIR = f"{META_DIR}/rli"
+#: Each instant's decided outcome (committed or rolled back): ``outcome.py``.
+OUTCOME_DIR = f"{META_DIR}/outcomes"
 #: Where the first, unreleased layout kept its metadata (at the table's root).
 OLD_LAYOUT_DIR = ".dynbucket"
 #: Bucket layouts of the stateless schemes: ``<instant>.json`` per instant that changed one.

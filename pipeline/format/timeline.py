@@ -265,6 +265,14 @@ class Timeline:
             self._remove_states(instant, (State.REQUESTED, State.INFLIGHT))
         return done
 
+    def is_published(self, instant: Instant) -> bool:
+        """Whether the instant's completed file is there (whatever this view of it says)."""
+        done = Instant(instant.id, instant.action, State.COMPLETED)
+        if instant.action == "commit" and self.merge_on_read is None:
+            return any(self.store.exists(self.store.path(file_name(done, State.COMPLETED, m)))
+                       for m in (True, False))  # fmt: skip
+        return self.store.exists(self._path(done, State.COMPLETED))
+
     def discard(self, instant: Instant) -> None:
         """Removes a pending instant's state files (after its files were rolled back)."""
         if instant.completed:

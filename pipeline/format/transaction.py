@@ -1,13 +1,18 @@
 """One instant of a writer: lease, instant, files, and an atomic commit that checks what it read.
 
 1. Take the table's writer lease (I9).
-2. Roll back instants a crashed writer left pending (their files are removed, I5).
+2. Settle the instants another writer left pending (``outcome``): roll each back (its files
+   removed, I5) unless its writer had decided it committed, then publish it.
 3. Note the latest completed instant, the commit's precondition, and read its metadata
    (a write never builds on a commit that does not read).
 4. Request and start a new instant; write files named with it.
 5. Commit: the lease is still ours and the timeline still ends at the noted instant
-   ("expected X, found Y"); then one atomic publish of the metadata. Any failure rolls the
-   instant back, so nothing of it is ever read.
+   ("expected X, found Y"); then the commit point, the exclusive create of the instant's
+   outcome (refused when a newer writer rolled the instant back while this one stalled:
+   a pause of any length ends in a refused commit, never a lost one); then one atomic
+   publish of the metadata. Any failure before the commit point rolls the instant back,
+   so nothing of it is ever read; after it, the instant is committed and is published
+   (by this writer, or else by the next one).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynbucket.actors.errors import CommitFailedError, ConcurrentWriteError
+from dynbucket.pipeline.format import outcome
 from dynbucket.pipeline.format.hudi import properties
 from dynbucket.pipeline.format.hudi.commit import WriteStat, commit_metadata
 from dynbucket.pipeline.format.hudi.files import PARTITION_METADATA
@@ -94,7 +100,7 @@ class Transaction:
         try:
             timeline = Timeline(store, spec.options.merge_on_read)
             for pending in timeline.pending():
-                rollback_instant(store, timeline, pending)
+                settle(store, timeline, pending, lock.owner)
             completed = timeline.completed()
             based_on = completed[-1].id if completed else None
             if completed:
@@ -139,14 +145,22 @@ class Transaction:
                     f"{self.based_on}, found {found}: another writer committed in between"
                 )
             body = self._document(metadata or {})
-            self.timeline.complete(self.instant, body)
+            outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
         except BaseException as e:
             self.abort()
             if isinstance(e, CommitFailedError | ConcurrentWriteError):
                 raise
             raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
-        self.done = True
-        self.lock.release()
+        self.done = True  # committed: from here on nothing of it is rolled back
+        try:
+            _publish(self.store, self.timeline, self.instant, body)
+        except Exception as e:
+            raise CommitFailedError(
+                f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
+                "readers see it once the next writer (or `dynbucket rollback`) publishes it"
+            ) from e
+        finally:
+            self.lock.release()
         return body
 
     def _document(self, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -178,6 +192,45 @@ class Transaction:
             rollback_instant(self.store, self.timeline, self.instant)
         finally:
             self.lock.release()
+
+
+#: Attempts of a committed instant's publish before the writer leaves it to the next one.
+_PUBLISH_TRIES = 3
+
+
+def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]
+             ) -> None:  # fmt: skip
+    """Publishes a committed instant (a few attempts), then forgets its outcome."""
+    for attempt in range(_PUBLISH_TRIES):
+        try:
+            timeline.complete(instant, body)
+            break
+        except OSError:
+            if attempt == _PUBLISH_TRIES - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    outcome.forget(store, instant.id)
+
+
+def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str) -> str:
+    """Ends another writer's pending instant as its outcome says (deciding it rolled back
+    if it has none yet); returns what was done: ``rolled back``, ``published`` or
+    ``nothing`` (it was published in between)."""
+    decided = outcome.decide_rollback(store, instant.id, writer)
+    if decided is None:
+        return "nothing"
+    if decided.state == outcome.COMMITTED:
+        assert decided.document is not None
+        _publish(store, timeline, instant, decided.document)
+        log.info("published instant %s, which its writer had committed", instant.id)
+        return "published"
+    if timeline.is_published(instant):
+        # Its writer published and forgot its outcome after our look at the timeline.
+        if decided.writer == writer:
+            outcome.forget(store, instant.id)
+        return "nothing"
+    rollback_instant(store, timeline, instant)
+    return "rolled back"
 
 
 def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) -> list[str]:

@@ -247,10 +247,10 @@ def test_a_failure_after_assignment_and_before_commit_aborts_everywhere(
     before = _state(t)
     files = _files_on_storage(t)
 
-    def fail(self: Timeline, *args: Any, **kw: Any) -> None:
+    def fail(*args: Any, **kw: Any) -> None:
         raise OSError("injected: the timeline's storage went away")
 
-    monkeypatch.setattr(Timeline, "complete", fail)
+    monkeypatch.setattr(outcome, "decide_commit", fail)
     with pytest.raises(CommitFailedError, match="injected"):
         t.upsert(spark.createDataFrame(_rows(range(100, 400), 2), DDL), assigner_slots=2)
     monkeypatch.undo()

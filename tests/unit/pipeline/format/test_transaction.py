@@ -1,4 +1,7 @@
-"""A writer killed with SIGKILL after writing data and index files, before completing (I5)."""
+"""A writer killed with SIGKILL after writing data and index files: before its commit point
+nothing of it shows and the next writer rolls it back; after it (its outcome decided,
+its completed file not yet published) the next writer publishes it and nothing is lost
+(I5). A write on top of a commit that does not read is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.actors.errors import TableCorruptedError
+from dynbucket.pipeline.format import outcome
 from dynbucket.pipeline.format.options import TableOptions
 from dynbucket.pipeline.format.timeline import _METADATA
 from dynbucket.pipeline.table import Table
@@ -23,32 +27,37 @@ CHILD = r"""
 import sys, time
 import pyarrow as pa
 from dynbucket.pipeline.table import Table
+from dynbucket.pipeline.format import outcome
 from dynbucket.pipeline.format.timeline import Timeline
 
-def stall(self, instant, metadata):
-    print("WRITTEN", instant.id, flush=True)  # data and index files are on disk now
+def stall(*args, **kwargs):
+    print("WRITTEN", flush=True)  # data and index files are on disk now
     time.sleep(3600)
 
-Timeline.complete = stall
+if sys.argv[2] == "before":
+    outcome.decide_commit = stall  # before the commit point
+else:
+    Timeline.complete = stall  # decided, not yet published
 t = Table.open(sys.argv[1])
 t.upsert(pa.table({"id": [f"n{i}" for i in range(50)] + ["a"], "day": ["d2"] * 50 + ["d1"],
                    "v": list(range(50)) + [99]}))
 """
 
 
-def test_sigkill_before_completion_shows_nothing_and_is_rolled_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("point", ["before", "after"])
+def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
                      options=TableOptions(lock_lease_seconds=1.0))  # fmt: skip
     t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2]}))
     before = t.to_arrow().sort_by("id")
 
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, t.uri], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", CHILD, t.uri, point], stdout=subprocess.PIPE, text=True
     )
     assert child.stdout is not None
-    line = child.stdout.readline().split()
-    assert line[0] == "WRITTEN", line
-    dead = line[1]
+    assert child.stdout.readline().split() == ["WRITTEN"]
+    reader = Table.open(t.uri)
+    (dead,) = [i.id for i in reader.timeline.pending()]
     written = [p for p in Path(t.uri).rglob("*") if dead in p.name]
     assert any(".log." in p.name or p.parent.name == "day=d2" for p in written)
     assert any(".dynbucket/rli" in str(p) for p in written)  # index files too
@@ -56,18 +65,24 @@ def test_sigkill_before_completion_shows_nothing_and_is_rolled_back(tmp_path: Pa
     child.wait()
 
     # Readers see the previous snapshot exactly, and the dead instant as pending.
-    reader = Table.open(t.uri)
     assert reader.to_arrow().sort_by("id").equals(before)
-    assert [i.id for i in reader.timeline.pending()] == [dead]
-
     time.sleep(1.2)  # the dead writer's lease runs out
     result = reader.upsert(pa.table({"id": ["c"], "day": ["d1"], "v": [3]}))
     assert result.instant > dead
-    assert not [p for p in Path(t.uri).rglob("*") if dead in p.name]
     assert reader.timeline.pending() == []
-    assert sorted(reader.to_arrow(meta_columns=False).column("id").to_pylist()) == ["a", "b", "c"]
-    # The dead instant's keys are unknown again (their index entries went with it).
-    assert reader.insert(pa.table({"id": ["n1"], "day": ["d2"], "v": [0]})).keys_inserted == 1
+    live = {r["id"]: r["v"] for r in reader.to_arrow(meta_columns=False).to_pylist()}
+    if point == "before":
+        left = [p for p in Path(t.uri).rglob("*") if dead in p.name]
+        assert [p.parent.name for p in left] == ["outcomes"]  # the fence for its writer
+        assert outcome.read(reader.store, dead).state == outcome.ROLLED_BACK
+        assert live == {"a": 1, "b": 2, "c": 3}
+        # The dead instant's keys are unknown again (their index entries went with it).
+        assert reader.insert(pa.table({"id": ["n1"], "day": ["d2"], "v": [0]})).keys_inserted == 1
+    else:  # committed at its commit point: published by the next writer, nothing lost
+        assert dead in [i.id for i in reader.timeline.completed()]
+        assert live == {"a": 99, "b": 2, "c": 3, **{f"n{i}": i for i in range(50)}}
+        assert reader.check().healthy
+        assert not list(Path(t.uri).rglob(".hoodie/.dynbucket/outcomes/*"))
 
 
 def test_a_write_on_an_unreadable_latest_commit_is_refused_and_writes_nothing(
