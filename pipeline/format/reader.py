@@ -380,11 +380,21 @@ def read_ref(
 def missing_file(
     store: TableStore, instant: str | None, seen: str | None, error: BaseException
 ) -> DynBucketError:
-    """What a file a snapshot lists but cannot read means: when a clean finished after the
-    snapshot was taken (its newest instant ``seen``) and no longer retains the snapshot's
-    ``instant``, the snapshot is gone (:class:`InstantNotFoundError`); otherwise the table
-    lost a file (:class:`TableCorruptedError` naming it)."""
+    """What a file a snapshot lists but cannot read means: when a clean that runs now, or
+    finished after the snapshot was taken (its newest instant ``seen``), no longer retains
+    the snapshot's ``instant``, the snapshot is gone (:class:`InstantNotFoundError`);
+    otherwise the table lost a file (:class:`TableCorruptedError` naming it)."""
     timeline = Timeline(store)
+    # Running cleans first: one that completes in between is then found among the completed.
+    for clean in [i for i in timeline.pending() if i.action == "clean"]:
+        earliest = timeline.plan(clean).get("earliest-retained")
+        if instant is not None and earliest and instant < earliest:
+            return InstantNotFoundError(
+                f"instant {instant} is no longer retained: clean {clean.id}, running while "
+                f"this read ran, keeps file slices from {earliest} on and removed files this "
+                f"read needed ({error}); read the table again (its latest instant), or "
+                "retain more instants (cleaner.commits-retained)"
+            )
     for clean in reversed(timeline.completed("clean")):
         if seen is not None and clean.id <= seen:
             break

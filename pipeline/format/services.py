@@ -112,6 +112,9 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
             txn.abort()
             return ServiceResult("clean", None)
         earliest = completed[-keep]
+        # Said before any file goes: a read that finds a file gone while this clean runs
+        # learns that its instant is no longer retained (reader.missing_file).
+        txn.record_plan({"earliest-retained": earliest})
         visible = {i.id for i in txn.timeline.completed()}
         removed = 0
         folders = []

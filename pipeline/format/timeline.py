@@ -217,6 +217,16 @@ class Timeline:
             _METADATA.popitem(last=False)
         return doc
 
+    def plan(self, instant: Instant) -> dict[str, Any]:
+        """What a pending instant's inflight file says it will do ({} when it has no
+        readable plan, or is no longer pending)."""
+        path = self.store.path(file_name(instant, State.INFLIGHT, self.merge_on_read is not False))
+        try:
+            doc = json.loads(self.store.read_bytes(path))
+        except (FileNotFoundError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
     def metadata(self, instant: Instant) -> dict[str, Any]:
         """What a completed instant recorded: ``operation``, ``files`` (each with its absolute
         ``path``) and dynbucket's own entries (``stats``, ``stream``, ``slots``, ...)."""

@@ -82,6 +82,8 @@ class Transaction:
     based_on: str | None
     operation: str
     files: list[WrittenFile] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)
+    """What the inflight instant says it will do (readers of a pending clean read it)."""
     started: float = field(default_factory=time.perf_counter)
     done: bool = False
 
@@ -112,7 +114,7 @@ class Transaction:
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
                 plan = commit_metadata([], operation, spec.avro_schema(), plan)
             instant = timeline.start(instant, plan)
-            return cls(store, spec, timeline, lock, instant, based_on, operation)
+            return cls(store, spec, timeline, lock, instant, based_on, operation, plan=plan)
         except BaseException:
             lock.release()
             raise
@@ -127,6 +129,12 @@ class Transaction:
     @property
     def id(self) -> str:
         return self.instant.id
+
+    def record_plan(self, entries: dict[str, Any]) -> None:
+        """Adds ``entries`` to the inflight instant's plan, before the instant acts on them
+        (a clean says which instants it keeps before it removes a file)."""
+        self.plan = {**self.plan, **entries}
+        self.instant = self.timeline.start(self.instant, self.plan)
 
     def add(self, written: WrittenFile) -> None:
         self.files.append(written)

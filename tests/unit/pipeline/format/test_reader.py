@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from dynbucket.actors.errors import (
     UnsupportedStorageError,
 )
 from dynbucket.pipeline.format import merge
+from dynbucket.pipeline.format.transaction import Transaction
 from dynbucket.pipeline.options import TableOptions
 from dynbucket.pipeline.table import Table
 
@@ -126,6 +128,35 @@ def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
                            f"retained: clean {clean}.*read the table again"):  # fmt: skip
             read()
     assert _ids(t.to_arrow()) == {"a": 9, "b": 2}
+
+
+def test_a_reader_racing_a_running_clean_is_told_the_instant_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clean has removed the files and not yet completed: the reader sees only a
+    pending clean, whose plan says what it keeps."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    for v in range(3):
+        t.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[v, v]))
+    snapshot = t.snapshot()
+    snapshot.slices()
+    t.upsert(_rows(id=["a"], day=["d"], v=[9]))
+    t.compact()
+    seen: list[BaseException] = []
+    commit = Transaction.commit
+
+    def read_then_commit(self: Transaction, metadata: dict | None = None) -> dict:
+        if self.instant.action == "clean":  # its files are gone, its instant is inflight
+            with pytest.raises(InstantNotFoundError) as e:
+                snapshot.to_arrow()
+            seen.append(e.value)
+        return commit(self, metadata)
+
+    monkeypatch.setattr(Transaction, "commit", read_then_commit)
+    clean = t.clean(retain=1)
+    assert clean.files_removed > 0 and len(seen) == 1
+    assert re.search(rf"instant {snapshot.instant} is no longer retained: clean {clean.instant}, "
+                     r"running while this read ran.*read the table again", str(seen[0]))
 
 
 def test_a_data_file_lost_while_reading_is_named(table: Table) -> None:
