@@ -2,8 +2,8 @@
 a newer writer, locally and on S3, each time in a real paused process:
 
 * paused after its lease check and the timeline's ("expected X, found X"), before its
-  commit point: the newer writer takes the lease and rolls its instant back; resumed, it is refused (``ConcurrentWriteError``) and
-  nothing of it shows;
+  commit point: the newer writer takes the lease and rolls its instant back; resumed, it
+  is refused (``ConcurrentWriteError``) and nothing of it shows;
 * paused after its commit point, before its publish: the newer writer publishes it first
   and builds on it; resumed, it returns its result, and its rows are there.
 

@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.actors.errors import CommitFailedError
+from dynbucket.pipeline.format import outcome
 from dynbucket.pipeline.format.hudi.files import parse
 from dynbucket.pipeline.format.options import TableOptions
-from dynbucket.pipeline.format.timeline import Timeline
 from dynbucket.pipeline.options import DynamicBucketIndex
 from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.table import Table
