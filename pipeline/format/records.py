@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from dynbucket.actors.errors import InvalidInputError, NullKeyError, SchemaMismatchError
 from dynbucket.pipeline.format.columns import DELETE, HASH, OP, PARTITION, UPSERT
+from dynbucket.pipeline.format.hudi.meta_fields import key_text
 from dynbucket.pipeline.format.keyhash import key_hashes
 from dynbucket.pipeline.format.merge import dedupe_batch
 from dynbucket.pipeline.format.partitioning import partition_paths
@@ -130,6 +131,8 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
     ``_partition``, ``_hash`` (unless the rows carry it, as from Spark) and ``_op``."""
     for name in spec.record_key:
         _no_nulls(data, name, NullKeyError, "record key field", "every record needs a key")
+    if len(spec.record_key) > 1:
+        _unambiguous_keys(data, spec.record_key)
     if not deletes:
         if spec.ordering_field is not None:
             _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
@@ -183,6 +186,25 @@ def _first_of_each(data: pa.Table, keys: Sequence[str]) -> pa.Array:
         .aggregate([("_row", "min")])
     )
     return grouped.column("_row_min").combine_chunks().sort()
+
+
+def _unambiguous_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
+    """With several key fields a record's identity is Hudi's record key text,
+    ``k1:v1,k2:v2``, by which every Hudi reader merges; a ``,`` in a value makes two
+    different keys one text (``k1="x,k2:y", k2="z"`` and ``k1="x", k2="y,k2:z"``), so such
+    values are refused rather than read as one record by Hudi and as two by the writer."""
+    for name in key_fields:
+        text = key_text(data.column(name))
+        hit = pc.match_substring(text, ",")
+        if pc.any(hit).as_py():
+            first = pc.index(hit, True).as_py()
+            raise InvalidInputError(
+                f"record key field {name!r} has the value {text[first].as_py()!r} (row "
+                f"{first}), which holds ','; with several key fields Hudi's record key is "
+                f"'{':…,'.join(key_fields)}:…', and a ',' in a value lets two different keys "
+                "spell one record key (Hudi's readers would merge them into one record): use "
+                "key values without ',' (or one key field). Nothing was written."
+            )
 
 
 def _no_nulls(

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors.errors import DynBucketError
+from dynbucket.actors.errors import DynBucketError, InvalidInputError
 from dynbucket.pipeline.runtime import Runtime
 from dynbucket.pipeline.table import Table
 from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
-from tests.unit.pipeline.test_hostile_input import files, folders
+from tests.unit.pipeline.test_hostile_input import COLLIDING, COMPOSITE, KEY_MESSAGE, files, folders
 
 OLD = pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]},
                schema=SCHEMA)  # fmt: skip
@@ -68,3 +68,17 @@ def test_both_paths_take_and_refuse_the_same_input(
     if case.error is not None:
         assert re.search(case.message, by_arrow[1]), by_arrow[1]
         assert re.search(case.message, by_spark[1]), by_spark[1]
+
+
+def test_spark_refuses_composite_keys_whose_record_key_texts_collide(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    t = Table.create(str(tmp_path / "t"), COMPOSITE, ["k1", "k2"], "day", runtime=runtime)
+    with t:
+        t.upsert(pa.table({"k1": ["a"], "k2": ["b"], "day": ["d"], "v": [0]}))
+        before, dirs = files(tmp_path), folders(tmp_path)
+        with pytest.raises(InvalidInputError, match=KEY_MESSAGE):
+            t.upsert(spark.createDataFrame(COLLIDING.to_pylist(), "k1 string, k2 string, "
+                                           "day string, v long"))  # fmt: skip
+        assert files(tmp_path) == before and folders(tmp_path) == dirs
+        assert len(t.history()) == 1

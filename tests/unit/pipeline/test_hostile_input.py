@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -13,9 +14,15 @@ import pytest
 from dynbucket.actors.errors import (
     DynBucketError,
     InstantNotFoundError,
+    InvalidInputError,
     NotATableError,
     TableCorruptedError,
     TableExistsError,
+)
+from dynbucket.pipeline.options import (
+    ConsistentHashingIndex,
+    DynamicBucketOptions,
+    SimpleBucketIndex,
 )
 from dynbucket.pipeline.table import Table
 from tests.hostile import (
@@ -160,3 +167,31 @@ def test_places_that_are_not_tables(tmp_path: Path) -> None:
     with pytest.raises(DynBucketError):
         Table.open(str(tmp_path / "nowhere"))
     assert a_file.read_text() == "id\n1\n"
+
+
+#: Two different composite keys whose Hudi record keys are one text: "k1:x,k2:y,k2:z".
+COLLIDING = pa.table({"k1": ["x,k2:y", "x"], "k2": ["z", "y,k2:z"], "day": ["d", "d"],
+                      "v": [1, 2]})  # fmt: skip
+COMPOSITE = pa.schema([("k1", pa.string()), ("k2", pa.string()), ("day", pa.string()),
+                       ("v", pa.int64())])  # fmt: skip
+KEY_MESSAGE = (r"record key field 'k1' has the value 'x,k2:y' \(row 0\), which holds ','.*"
+               r"'k1:…,k2:…'.*use key values without ','.*Nothing was written")  # fmt: skip
+
+
+@pytest.mark.parametrize("index", [DynamicBucketOptions(max_keys_per_bucket=2),
+                                   SimpleBucketIndex(num_buckets=2),
+                                   ConsistentHashingIndex(initial_buckets=2)],
+                         ids=["dynamic", "simple", "consistent"])  # fmt: skip
+def test_composite_keys_whose_record_key_texts_collide_are_refused(
+    tmp_path: Path, index: Any
+) -> None:
+    t = Table.create(str(tmp_path / "t"), COMPOSITE, ["k1", "k2"], "day", index=index)
+    t.upsert(pa.table({"k1": ["a:b"], "k2": ["c"], "day": ["d"], "v": [0]}))  # ':' alone is fine
+    before, dirs = files(tmp_path), folders(tmp_path)
+    for write in (t.upsert, t.insert, t.delete):
+        with pytest.raises(InvalidInputError, match=KEY_MESSAGE):
+            write(COLLIDING if write != t.delete else COLLIDING.select(["k1", "k2", "day"]))
+    with pytest.raises(InvalidInputError, match=r"record key field 'k2' has the value 'y,k2:z'"):
+        t.upsert(COLLIDING.slice(1))
+    assert files(tmp_path) == before and folders(tmp_path) == dirs
+    assert len(t.history()) == 1
