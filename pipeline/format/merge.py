@@ -200,7 +200,8 @@ def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool)
         older = state.column(spec.ordering_field).take(at)
         was_deleted = pc.equal(state.column(OP).take(at), DELETE)
         # Delete records carry no ordering value (null): for them ``wins`` does not matter.
-        newer_or_tie = pc.greater_equal(delta.column(spec.ordering_field), older).fill_null(True)
+        newer_or_tie = pc.greater_equal(ordering_keys(delta.column(spec.ordering_field)),
+                                        ordering_keys(older)).fill_null(True)  # fmt: skip
         wins = pc.or_(pc.or_(pc.invert(matched), was_deleted), newer_or_tie)
     else:
         wins = pa.repeat(pa.scalar(True), delta.num_rows)
@@ -220,8 +221,22 @@ def _ordering_rank(
     """Dense rank of the ordering value at ``positions`` (zeros without an ordering field)."""
     if spec.ordering_field is None:
         return np.zeros(len(positions), np.int64)
-    values = rows.column(spec.ordering_field).take(pa.array(positions))
+    values = ordering_keys(rows.column(spec.ordering_field).take(pa.array(positions)))
     return pc.rank(values, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.int64)
+
+
+def ordering_keys(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Ordering values as Hudi compares them (Java's ``compareTo``): floating values in
+    Java's total order, where -0.0 is below 0.0 (IEEE comparison calls them equal), as
+    int64 keys of their bits; nulls stay null; other types as they are."""
+    if not pa.types.is_floating(values.type):
+        return values
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    x = array.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    x = np.where(np.isnan(x), np.nan, x)  # one NaN, as Java's doubleToLongBits makes it
+    bits = x.view(np.int64)
+    keys = np.where(bits < 0, bits ^ np.int64(0x7FFF_FFFF_FFFF_FFFF), bits)
+    return pa.array(keys, pa.int64(), mask=array.is_null().to_numpy(zero_copy_only=False))
 
 
 def _select(

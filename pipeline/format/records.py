@@ -137,6 +137,7 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
         if spec.ordering_field is not None:
             _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
                       "give every record an ordering value (larger wins on merge)")  # fmt: skip
+            _no_nans(data, spec.ordering_field)
         for f in spec.schema:
             if not f.nullable and f.name not in spec.record_key:
                 _no_nulls(data, f.name, InvalidInputError, "field",
@@ -186,6 +187,24 @@ def _first_of_each(data: pa.Table, keys: Sequence[str]) -> pa.Array:
         .aggregate([("_row", "min")])
     )
     return grouped.column("_row_min").combine_chunks().sort()
+
+
+def _no_nans(data: pa.Table, name: str) -> None:
+    """NaN is refused as an ordering value: merges compare ordering values, and NaN
+    compares as nothing else does (IEEE: never larger; Java: larger than everything)."""
+    column = data.column(name)
+    if not pa.types.is_floating(column.type):
+        return
+    nans = pc.is_nan(column)
+    count = int(pc.sum(nans).as_py() or 0)
+    if count:
+        first = pc.index(nans, True).as_py()
+        raise InvalidInputError(
+            f"ordering field {name!r} is NaN in {count} row(s) (first at row {first}); an "
+            "ordering value decides which record wins a merge, and NaN orders unlike any "
+            "number (never larger by IEEE, larger than all by Java's compareTo, which Hudi "
+            "uses): give a number. Nothing was written."
+        )
 
 
 def _unambiguous_keys(data: pa.Table, key_fields: Sequence[str]) -> None:

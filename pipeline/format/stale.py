@@ -42,8 +42,10 @@ def stale_updates(
         return 0
     newest = _largest_ordering(store, spec, fslice)  # 2.
     if newest is not None:
-        below = pc.less(updates.column(ordering), pa.scalar(newest).cast(
-            updates.schema.field(ordering).type))  # fmt: skip
+        kind = updates.schema.field(ordering).type
+        # Floats: a tie may be -0.0 against 0.0 (statistics do not tell), which Hudi orders.
+        below = (pc.less_equal if pa.types.is_floating(kind) else pc.less)(
+            updates.column(ordering), pa.scalar(newest).cast(kind))
         updates = updates.filter(below)
         if updates.num_rows == 0:
             return 0

@@ -19,6 +19,7 @@ from dynbucket.actors.errors import (
     TableCorruptedError,
     TableExistsError,
 )
+from dynbucket.pipeline.format.options import TableOptions
 from dynbucket.pipeline.options import (
     ConsistentHashingIndex,
     DynamicBucketOptions,
@@ -35,6 +36,7 @@ from tests.hostile import (
     CreateCase,
     InputCase,
 )
+from tests.hudi_readers import hudi_read
 
 
 def files(root: Path) -> list[str]:
@@ -195,3 +197,33 @@ def test_composite_keys_whose_record_key_texts_collide_are_refused(
         t.upsert(COLLIDING.slice(1))
     assert files(tmp_path) == before and folders(tmp_path) == dirs
     assert len(t.history()) == 1
+
+
+FLOAT_ORDERED = pa.schema([("id", pa.string()), ("day", pa.string()), ("o", pa.float64()),
+                           ("v", pa.int64())])  # fmt: skip
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_signed_zero_orders_as_hudi_orders_and_nan_is_refused(
+    tmp_path: Path, table_type: str
+) -> None:
+    """Java's compareTo, which Hudi's merge uses, puts -0.0 below 0.0: an update of 0.0 by
+    -0.0 loses, of -0.0 by 0.0 wins, within a batch too; hudi-rs reads the same."""
+    t = Table.create(str(tmp_path / "t"), FLOAT_ORDERED, "id", "day", "o",
+                     options=TableOptions(table_type=table_type))  # fmt: skip
+
+    def rows(ids: list[str], o: list[float], v: list[int]) -> pa.Table:
+        return pa.table({"id": ids, "day": ["d"] * len(ids), "o": o, "v": v}, FLOAT_ORDERED)
+
+    t.upsert(rows(["a", "c", "z"], [1.0, 0.0, -0.0], [1, 1, 1]))
+    # c: 0.0 then -0.0 (loses); z: -0.0 then 0.0 (wins); n: 0.0 and -0.0 in one batch.
+    r = t.upsert(rows(["a", "c", "z", "n", "n"], [2.0, -0.0, 0.0, 0.0, -0.0], [2, 2, 2, 2, 3]))
+    assert (r.keys_updated, r.keys_stale, r.keys_inserted) == (2, 1, 1)
+    ours = {row["id"]: row["v"] for row in t.to_arrow().to_pylist()}
+    assert ours == {"a": 2, "c": 1, "z": 2, "n": 2}
+    assert {row["id"]: row["v"] for row in hudi_read(t.uri).to_pylist()} == ours
+    before = files(tmp_path)
+    with pytest.raises(InvalidInputError, match=r"ordering field 'o' is NaN in 1 row\(s\) "
+                       r"\(first at row 1\).*give a number\. Nothing was written"):
+        t.upsert(rows(["a", "c"], [3.0, float("nan")], [3, 3]))
+    assert files(tmp_path) == before

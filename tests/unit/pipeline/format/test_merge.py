@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from dynbucket.pipeline.format.columns import DELETE, UPSERT
-from dynbucket.pipeline.format.merge import KEY, merge
+from dynbucket.pipeline.format.merge import KEY, merge, ordering_keys
 from dynbucket.pipeline.format.table_spec import TableSpec
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
@@ -70,3 +70,14 @@ def test_keys_are_compared_whole() -> None:
     base = _base([("a", 1, 5), ("ab", 2, 5)])
     d1 = _delta([("abc", 9, 0, UPSERT), ("a", None, None, DELETE)], "2")
     assert _live(merge(SPEC, base, [d1])) == {"ab": (2, 5), "abc": (9, 0)}
+
+
+def test_ordering_keys_order_floats_as_java_compares_them() -> None:
+    values = [float("-inf"), -1.5, -0.0, 0.0, 1e-300, 2.0, float("inf"), float("nan")]
+    for type_ in (pa.float64(), pa.float32()):
+        keys = ordering_keys(pa.array(values, type_)).to_pylist()
+        assert keys == sorted(keys) and len(set(keys)) == len(keys) - (type_ == pa.float32())
+    with_null = ordering_keys(pa.chunked_array([[1.0, None], [-0.0]]))
+    assert with_null.null_count == 1 and with_null[2].as_py() < 0
+    ints = pa.array([3, 1])
+    assert ordering_keys(ints) is ints
