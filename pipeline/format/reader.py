@@ -144,10 +144,22 @@ class Snapshot:
                 if f["kind"] != "data" or f["path"] in present:
                     continue
                 if whole or posixpath.dirname(f["path"]) in folders:
-                    raise TableCorruptedError(
-                        f"{f['path']}: a data file of completed instant {instant.id} is "
-                        "missing; restore it from a backup (reading on would lose its rows)"
-                    )
+                    self._missing(instant.id, f["path"])
+
+    def _missing(self, instant: str, path: str) -> None:
+        """A listed file of a visible commit is not there: a clean that ran since this
+        snapshot was taken removed it (nothing this snapshot reads, when the snapshot is at
+        or after the clean's horizon; else the snapshot is gone), or the table lost it."""
+        lost = TableCorruptedError(
+            f"{path}: a data file of completed instant {instant} is missing; restore it from "
+            "a backup (reading on would lose its rows)"
+        )
+        horizon = cleaning_horizon(self.timeline)
+        if horizon is None or instant >= horizon.earliest:
+            raise lost
+        if self.instant is not None and self.instant < horizon.earliest:
+            raise horizon.gone(self.instant, lost)
+        # Superseded by a base file at or before the horizon, which the clean kept.
 
     def partitions(self) -> list[str]:
         return sorted({r.partition for r in self.slices()})
@@ -380,38 +392,55 @@ def read_ref(
 def missing_file(
     store: TableStore, instant: str | None, seen: str | None, error: BaseException
 ) -> DynBucketError:
-    """What a file a snapshot lists but cannot read means: when a clean that runs now, or
-    finished after the snapshot was taken (its newest instant ``seen``), no longer retains
-    the snapshot's ``instant``, the snapshot is gone (:class:`InstantNotFoundError`);
-    otherwise the table lost a file (:class:`TableCorruptedError` naming it)."""
-    timeline = Timeline(store)
-    # Running cleans first: one that completes in between is then found among the completed.
-    for clean in [i for i in timeline.pending() if i.action == "clean"]:
-        earliest = timeline.plan(clean).get("earliest-retained")
-        if instant is not None and earliest and instant < earliest:
-            return InstantNotFoundError(
-                f"instant {instant} is no longer retained: clean {clean.id}, running while "
-                f"this read ran, keeps file slices from {earliest} on and removed files this "
-                f"read needed ({error}); read the table again (its latest instant), or "
-                "retain more instants (cleaner.commits-retained)"
-            )
-    for clean in reversed(timeline.completed("clean")):
-        if seen is not None and clean.id <= seen:
-            break
-        earliest = timeline.metadata(clean).get("earliest-retained")
-        if instant is not None and earliest and instant < earliest:
-            return InstantNotFoundError(
-                f"instant {instant} is no longer retained: clean {clean.id}, which finished "
-                f"while this read ran, keeps file slices from {earliest} on and removed files "
-                f"this read needed ({error}); read the table again (its latest instant), or "
-                "retain more instants (cleaner.commits-retained)"
-            )
+    """What a file a snapshot lists but cannot read means: when a clean that runs now or
+    has run no longer retains the snapshot's ``instant``, the snapshot is gone
+    (:class:`InstantNotFoundError`); otherwise the table lost a file
+    (:class:`TableCorruptedError` naming it). ``seen`` is kept for callers' symmetry: a
+    clean's horizon, not its time, decides."""
+    horizon = cleaning_horizon(Timeline(store))
+    if instant is not None and horizon is not None and instant < horizon.earliest:
+        return horizon.gone(instant, error)
     if isinstance(error, TableCorruptedError):
         return error
     return TableCorruptedError(
         f"{error}: a data file of completed instant(s) up to {instant} is missing; restore "
         "it from a backup (reading on would lose its rows)"
     )
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """The newest cleaning horizon: file slices before ``earliest`` may be gone."""
+
+    clean: str
+    earliest: str
+    running: bool
+
+    def gone(self, instant: str, error: BaseException) -> InstantNotFoundError:
+        when = "running while this read ran" if self.running else "which ran while this read did"
+        return InstantNotFoundError(
+            f"instant {instant} is no longer retained: clean {self.clean}, {when}, keeps file "
+            f"slices from {self.earliest} on and removed files this read needed ({error}); "
+            "read the table again (its latest instant), or retain more instants "
+            "(cleaner.commits-retained)"
+        )
+
+
+def cleaning_horizon(timeline: Timeline) -> Horizon | None:
+    """The largest ``earliest-retained`` of the running cleans (from their plans, which they
+    record before removing a file) and the completed ones. Running cleans are read first:
+    one that completes in between is then among the completed."""
+    found: list[Horizon] = []
+    for clean in [i for i in timeline.pending() if i.action == "clean"]:
+        earliest = timeline.plan(clean).get("earliest-retained")
+        if earliest:
+            found.append(Horizon(clean.id, earliest, True))
+    for clean in reversed(timeline.completed("clean")):
+        earliest = timeline.metadata(clean).get("earliest-retained")
+        if earliest:
+            found.append(Horizon(clean.id, earliest, False))
+            break  # horizons only grow: the newest completed clean's is the largest
+    return max(found, key=lambda h: h.earliest, default=None)
 
 
 def _unique(names: Sequence[str]) -> list[str]:

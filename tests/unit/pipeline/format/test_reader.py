@@ -159,6 +159,20 @@ def test_a_reader_racing_a_running_clean_is_told_the_instant_is_gone(
                      r"running while this read ran.*read the table again", str(seen[0]))
 
 
+def test_a_latest_snapshot_reads_whole_when_a_clean_removes_what_it_supersedes(
+    tmp_path: Path,
+) -> None:
+    """The snapshot was taken before the clean and lists the table after it: the files the
+    clean removed are of slices the snapshot does not read (it is at the horizon)."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    for v in range(3):
+        t.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[v, v]))
+    t.compact()
+    snapshot = t.snapshot()  # not listed yet
+    assert t.clean(retain=1).files_removed > 0
+    assert _ids(snapshot.to_arrow()) == {"a": 2, "b": 2}
+
+
 def test_a_data_file_lost_while_reading_is_named(table: Table) -> None:
     table.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[1, 2]))
     snapshot = table.snapshot()
