@@ -5,8 +5,9 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
 
 1. Check the DataFrame's schema against the table's (before any instant starts), by the same
    rule as in-process writes.
-2. The fleet: one actor per slot, kept across writes, replaced when the slot count changes or
-   another writer committed in between (its caches would be stale).
+2. The fleet: one actor per slot, kept across writes; emptied (``reset``) when another writer
+   committed in between (its caches would be stale), replaced when the slot count changes
+   or a slot is lost.
 3. Spark: hash keys (``xxhash64``) and route each slot's rows to one task; stage A checks the
    rows, computes partition paths and tags buckets through the slot's actor; a shuffle by
    (partition, bucket); stage B writes each file group once and the index entries.
@@ -16,7 +17,8 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
    shuffle. Each row is checked (``bucket mod N == hash mod N``); a violation fails the
    attempt with ``SlotLayoutError`` and the write is redone with two shuffles.
 4. A dynbucket error raised in a task reaches the driver as itself (``carry_errors``). An
-   actor that restarted mid-instant makes the instant retry once with a new fleet.
+   actor that restarted mid-instant makes the instant run again with a new fleet (twice
+   at most; ``WRITE_RETRIES``).
 
 A DataFrame whose plan is at most ``driver_max_bytes`` skips step 3's Spark stages: it is
 collected and written in this process, tagged by the same actors (``write/driver.py``); when
@@ -52,6 +54,7 @@ from dynbucket.pipeline.write.index_source import RLIIndexSource
 from dynbucket.pipeline.write.instant import InstantWrite, NoAssigners, StreamBatch
 from dynbucket.pipeline.write.locate_stage import locate_fn
 from dynbucket.pipeline.write.results import Laps, WriteResult
+from dynbucket.pipeline.write.retry import RetryPolicy
 from dynbucket.pipeline.write.routing import route_column
 from dynbucket.pipeline.write.write_stage import (
     WRITTEN,
@@ -66,6 +69,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _ROUTE = "_route"
+#: A write's retries per cause: once with two shuffles (unfused, the cause cannot recur),
+#: twice with a new fleet.
+WRITE_RETRIES = RetryPolicy({SlotLayoutError: 1, AssignerRestartedError: 2})
 
 __all__ = ["SparkWriter", "StreamBatch", "conform_spark"]
 
@@ -118,24 +124,25 @@ class SparkWriter:
     def write(self, df: DataFrame, operation: str, slots: int | None = None,
               stream: StreamBatch | None = None,
               file_stream: bool = False) -> WriteResult:  # fmt: skip
-        """One instant; retried once if an assigner actor restarted in the middle of it.
-        ``file_stream``: ``df`` is a micro-batch of a bare Parquet file stream
+        """One instant, run again (``WRITE_RETRIES``, each cause on its own budget) when a
+        file group spans assigner slots (then with two shuffles) or an assigner actor
+        restarted in the middle of it (then with a new fleet). ``file_stream``: ``df`` is a
+        micro-batch of a bare Parquet file stream
         (:func:`~dynbucket.pipeline.write.file_scan.bare_file_stream`)."""
-        fused = True
-        for attempt in (1, 2, 3):
-            try:
-                return self._write(df, operation, slots, stream, fused, file_stream)
-            except SlotLayoutError:
-                if not fused:
-                    raise
+        fused = [True]
+
+        def attempt() -> WriteResult:
+            return self._write(df, operation, slots, stream, fused[0], file_stream)
+
+        def before_retry(error: BaseException) -> None:
+            if isinstance(error, SlotLayoutError):
                 log.warning("a file group spans assigner slots; writing with two shuffles")
-                fused = False
-            except AssignerRestartedError:
-                if attempt == 3:
-                    raise
+                fused[0] = False
+            else:
                 log.warning("an assigner actor restarted during the write; retrying it")
                 self.close()
-        raise AssertionError("unreachable")
+
+        return WRITE_RETRIES.run(attempt, before_retry)
 
     # --- one attempt ---------------------------------------------------------------------
 

@@ -1,0 +1,42 @@
+"""How often a write runs again, per cause: each cause of a retry has a budget of its own.
+
+A Spark write is retried for unrelated reasons (a file group that spans assigner slots:
+once, with two shuffles; an assigner actor that restarted: with a new fleet, twice). A
+shared attempt counter lets one cause use up the other's attempts, or ends the loop with
+no attempt left for the last cause; here each cause counts only its own retries, whatever
+the order they come in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class RetryPolicy:
+    """Runs an attempt until it succeeds, retrying each cause up to its budget.
+
+    Args:
+        budgets: exception class -> retries it may cause (an error of no listed class, or
+            of a class whose budget is spent, propagates).
+    """
+
+    def __init__(self, budgets: Mapping[type[BaseException], int]) -> None:
+        if any(n < 0 for n in budgets.values()):
+            raise ValueError(f"retry budgets must be >= 0, got {dict(budgets)}")
+        self.budgets = dict(budgets)
+
+    def run(self, attempt: Callable[[], T], before_retry: Callable[[BaseException], None]) -> T:
+        """``attempt()`` until it returns; ``before_retry(error)`` runs before each retry."""
+        left = dict(self.budgets)
+        while True:
+            try:
+                return attempt()
+            except tuple(left) as e:
+                cause = next(c for c in left if isinstance(e, c))
+                if left[cause] == 0:
+                    raise
+                left[cause] -= 1
+                before_retry(e)
