@@ -17,10 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dynbucket.actors import columns, kernels
+from dynbucket.actors import kernels
 from dynbucket.actors.assigner import BucketAssigner, IndexSource
-from dynbucket.actors.errors import InvalidInputError
-from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.base import columns
+from dynbucket.base.errors import InvalidInputError
+from dynbucket.base.options import DynamicBucketOptions
 
 
 class AssignerActor:

@@ -12,10 +12,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors import kernels
-from dynbucket.actors.cache import MAX_BUCKET_ID
-from dynbucket.actors.errors import BucketSpaceExhaustedError, ConfigError
-from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.actors.partition_index import PartitionIndex
+from dynbucket.base.columns import MAX_BUCKET_ID
+from dynbucket.base.errors import BucketSpaceExhaustedError, ConfigError
+from dynbucket.base.options import DynamicBucketOptions
 
 
 class BucketAllocator:

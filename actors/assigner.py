@@ -17,10 +17,10 @@ import numpy.typing as npt
 
 from dynbucket.actors.allocator import BucketAllocator
 from dynbucket.actors.cache import MISSING
-from dynbucket.actors.errors import AssignerError, AssignerRestartedError
 from dynbucket.actors.keys import slot_of, to_cache_keys
-from dynbucket.actors.options import DynamicBucketOptions
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
+from dynbucket.base.errors import AssignerError, AssignerRestartedError
+from dynbucket.base.options import DynamicBucketOptions
 
 #: Checkpoint id meaning "none yet".
 NO_CHECKPOINT = -1

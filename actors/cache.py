@@ -22,8 +22,6 @@ U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]
 I32 = npt.NDArray[np.int32]
 
-#: Largest bucket id the cache can hold (uint16; 0xFFFF marks empty and 0xFFFE reserved slots).
-MAX_BUCKET_ID = int(kernels.RESERVED) - 1
 #: ``out`` value of a lookup that found nothing.
 MISSING = -1
 #: Keys per directory segment, at least: a segment is one cache line to scan, and the

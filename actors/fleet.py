@@ -15,9 +15,9 @@ from typing import Any
 
 from dynbucket.actors.actor import assigner_actor_class
 from dynbucket.actors.assigner import IndexSource
-from dynbucket.actors.errors import RuntimeSetupError
 from dynbucket.actors.link import RayLink
-from dynbucket.actors.options import DynamicBucketOptions
+from dynbucket.base.errors import RuntimeSetupError
+from dynbucket.base.options import DynamicBucketOptions
 
 log = logging.getLogger(__name__)
 

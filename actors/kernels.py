@@ -14,10 +14,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from dynbucket.base.columns import MAX_BUCKET_ID
+
 #: Bucket value marking an empty slot of a pending table; bucket ids stay below it.
 EMPTY = np.uint16(0xFFFF)
-#: Bucket value of a slot claimed by ``table_reserve`` and not yet filled.
-RESERVED = np.uint16(0xFFFE)
+#: Bucket value of a slot claimed by ``table_reserve`` and not yet filled; bucket ids stay
+#: below it (``MAX_BUCKET_ID``: the cache keeps them in 16 bits).
+RESERVED = np.uint16(MAX_BUCKET_ID + 1)
 
 
 @njit(cache=True, nogil=True)

@@ -1,7 +1,7 @@
 """Key hashes as the assigner sees them: routing to slots, and cache keys.
 
 A record key's 64-bit hash is Spark's ``xxhash64`` of the key fields (a signed long); the
-same value is computed in Python by ``dynbucket.pipeline.format.keyhash``.
+same value is computed in Python by ``dynbucket.base.keyhash``.
 """
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dynbucket.base.keyhash import slot_of
+
 _SIGN = np.uint64(1 << 63)
 
-
-def slot_of(hashes: npt.NDArray[np.int64], num_slots: int) -> npt.NDArray[np.int64]:
-    """The assigner slot of each key hash: ``pmod(hash, num_slots)``, as Spark computes it."""
-    return np.remainder(hashes, np.int64(num_slots))
+__all__ = ["slot_of", "to_cache_keys"]
 
 
 def to_cache_keys(hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:

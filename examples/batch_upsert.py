@@ -11,7 +11,7 @@ import tempfile
 
 import pyarrow as pa
 
-from dynbucket.pipeline import DynamicBucketIndex, Runtime, Table
+from dynbucket import DynamicBucketIndex, Runtime, Table
 
 SCHEMA = pa.schema([("user_id", pa.string()), ("country", pa.string()),
                     ("plan", pa.string()), ("updated_at", pa.int64())])  # fmt: skip

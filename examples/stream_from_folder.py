@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dynbucket.actors.errors import NotATableError
-from dynbucket.pipeline import DynamicBucketIndex, Runtime, Table
+from dynbucket import DynamicBucketIndex, NotATableError, Runtime, Table
 
 SCHEMA = pa.schema([("sensor", pa.string()), ("site", pa.string()),
                     ("reading", pa.float64()), ("at", pa.int64())])  # fmt: skip

@@ -11,8 +11,8 @@ from typing import TextIO
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.demo import run_demo
-    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.demo import run_demo
+    from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
         run = run_demo(rt, args.path, args.batches, args.rows, args.keys_per_bucket,
@@ -22,11 +22,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from dynbucket.actors.errors import DynBucketError
-    from dynbucket.pipeline import ingest
-    from dynbucket.pipeline.options import TableOptions
-    from dynbucket.pipeline.runtime import Runtime
-    from dynbucket.pipeline.table import Table
+    from dynbucket import ingest
+    from dynbucket.base.errors import DynBucketError
+    from dynbucket.options import TableOptions
+    from dynbucket.runtime import Runtime
+    from dynbucket.table import Table
 
     # Everything that can be checked before Ray and Spark start is checked first.
     fmt = ingest.input_format(args.files, args.format)
@@ -64,7 +64,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.table import Table
+    from dynbucket.table import Table
 
     table = Table.open(args.table)
     spec = table.spec
@@ -95,7 +95,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.table import Table
+    from dynbucket.table import Table
 
     table = Table.open(args.table)
     print(table.compact())
@@ -107,8 +107,8 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.format.check import check
-    from dynbucket.pipeline.format.storage import TableStore
+    from dynbucket.format.storage.store import TableStore
+    from dynbucket.format.table.check import check
 
     report = check(TableStore.at(args.table))
     for note in report.notes:
@@ -120,7 +120,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _rollback(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.table import Table
+    from dynbucket.table import Table
 
     rolled = Table.open(args.table).rollback()
     print(f"rolled back {len(rolled)} pending instant(s): {', '.join(rolled) or '-'}")
@@ -128,8 +128,8 @@ def _rollback(args: argparse.Namespace) -> int:
 
 
 def _bench_datapath(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import datapath
-    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.bench import datapath
+    from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
         datapath.run(rt, args.sizes, args.runs, args.cases or datapath.CASES)
@@ -137,22 +137,22 @@ def _bench_datapath(args: argparse.Namespace) -> int:
 
 
 def _bench_read(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import read
+    from dynbucket.bench import read
 
     read.run(args.rows, args.runs, args.workdir)
     return 0
 
 
 def _bench_assigner(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import assigner
+    from dynbucket.bench import assigner
 
     assigner.run(args.keys, args.runs, not args.no_actor, args.workdir)
     return 0
 
 
 def _bench_upsert(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import upsert
-    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.bench import upsert
+    from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
         upsert.run(rt, args.sizes, args.upsert_rows, args.runs, args.systems, args.workdir,
@@ -161,8 +161,8 @@ def _bench_upsert(args: argparse.Namespace) -> int:
 
 
 def _bench_latency(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import latency
-    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.bench import latency
+    from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
         latency.run(rt, args.table_rows, args.sizes, args.runs, args.idle, args.systems,
@@ -171,8 +171,8 @@ def _bench_latency(args: argparse.Namespace) -> int:
 
 
 def _bench_scale(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import scale
-    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.bench import scale
+    from dynbucket.runtime import Runtime
 
     with Runtime(driver_write_max_bytes=0) as rt:  # every write by Spark tasks and slots
         scale.run(rt, args.rows, args.upsert_rows, args.runs, args.slots, args.bucket_rows,
@@ -181,8 +181,8 @@ def _bench_scale(args: argparse.Namespace) -> int:
 
 
 def _bench_engines(args: argparse.Namespace) -> int:
-    from dynbucket.pipeline.bench import engines
-    from dynbucket.pipeline.runtime import Runtime
+    from dynbucket.bench import engines
+    from dynbucket.runtime import Runtime
 
     with Runtime(**({"driver_write_max_bytes": 0} if args.spark_tasks else {})) as rt:
         engines.run(rt, args.base_rows, args.capacity, args.schemes, args.workdir, args.png)
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.verbose or args.command not in RUNTIME_COMMANDS:
         return _run(args, sys.stderr)
-    from dynbucket.pipeline.console import log_path, quiet
+    from dynbucket.console import log_path, quiet
 
     path = log_path(args.command if args.command != "bench" else f"bench-{args.bench}")
     try:
@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, errors: TextIO) -> int:
-    from dynbucket.actors.errors import DynBucketError
+    from dynbucket.base.errors import DynBucketError
 
     try:
         return int(args.func(args))

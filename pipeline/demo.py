@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.results import WriteResult
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write.results import WriteResult
 
 SCHEMA = pa.schema([("order_id", pa.string()), ("region", pa.string()), ("amount", pa.int64()),
                     ("updated_at", pa.int64())])  # fmt: skip

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from dynbucket.actors.errors import ConfigError, InvalidInputError, NotATableError
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec, load_table
+from dynbucket.base.errors import ConfigError, InvalidInputError, NotATableError
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec, load_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

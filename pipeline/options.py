@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dynbucket.actors.errors import ConfigError
-from dynbucket.actors.options import DynamicBucketOptions
-from dynbucket.pipeline.format.buckets.options import (
+from dynbucket.base.errors import ConfigError
+from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.format.buckets.options import (
     ConsistentHashingIndex,
     IndexOptions,
     SimpleBucketIndex,
 )
-from dynbucket.pipeline.format.buckets.regroup import RegroupResult
-from dynbucket.pipeline.format.options import TableOptions
+from dynbucket.format.buckets.regroup import RegroupResult
+from dynbucket.format.table.options import TableOptions
 
 __all__ = [
     "ConsistentHashingIndex", "DynamicBucketIndex", "DynamicBucketOptions", "IndexOptions",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from dynbucket.actors.errors import ConfigError, JavaNotFoundError, RuntimeSetupError
+from dynbucket.base.errors import ConfigError, JavaNotFoundError, RuntimeSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -16,28 +16,28 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from dynbucket.actors.errors import InvalidInputError, RuntimeSetupError
 from dynbucket.actors.link import RayLink
-from dynbucket.actors.options import DynamicBucketOptions
-from dynbucket.pipeline.format import services
-from dynbucket.pipeline.format.buckets import regroup
-from dynbucket.pipeline.format.check import CheckReport, check
-from dynbucket.pipeline.format.reader import Snapshot, read_ref
-from dynbucket.pipeline.format.rli import RecordLevelIndex
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import (
+from dynbucket.base.errors import InvalidInputError, RuntimeSetupError
+from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.format.buckets import regroup
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table import services
+from dynbucket.format.table.check import CheckReport, check
+from dynbucket.format.table.snapshot import Snapshot, read_ref
+from dynbucket.format.table.spec import (
     TableSpec,
     create_table,
     load_table,
     table_name_for,
 )
-from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.options import DynamicBucketIndex, IndexOptions, TableOptions
-from dynbucket.pipeline.runtime import Runtime, active_runtime
-from dynbucket.pipeline.write.file_scan import bare_file_stream
-from dynbucket.pipeline.write.local import LocalWriter
-from dynbucket.pipeline.write.results import WriteResult
-from dynbucket.pipeline.write.spark import SparkWriter, StreamBatch
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.options import DynamicBucketIndex, IndexOptions, TableOptions
+from dynbucket.runtime import Runtime, active_runtime
+from dynbucket.write.file_scan import bare_file_stream
+from dynbucket.write.local import LocalWriter
+from dynbucket.write.results import WriteResult
+from dynbucket.write.spark import SparkWriter, StreamBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

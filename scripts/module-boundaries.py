@@ -59,7 +59,7 @@ def traced(fn, out_dir):  # type: ignore[no-untyped-def]
 def main() -> None:
     from pyspark.sql import DataFrame
 
-    from dynbucket.pipeline import DynamicBucketIndex, Runtime, Table
+    from dynbucket import DynamicBucketIndex, Runtime, Table
 
     original = DataFrame.mapInArrow
     DataFrame.mapInArrow = lambda self, fn, schema, *a, **k: original(  # type: ignore[method-assign]

@@ -7,11 +7,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.pipeline.format.columns import BUCKET, IS_NEW
-from dynbucket.pipeline.format.file_groups import write_file_groups
-from dynbucket.pipeline.format.records import prepare
-from dynbucket.pipeline.format.transaction import Transaction
-from dynbucket.pipeline.table import Table
+from dynbucket.base.columns import BUCKET, IS_NEW
+from dynbucket.format.file_group.writer import write_file_groups
+from dynbucket.format.records.incoming import prepare
+from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.table import Table
 
 
 def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.actors.errors import (
+from dynbucket.base.errors import (
     ConfigError,
     DynBucketError,
     InvalidInputError,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.pipeline.table import Table
+from dynbucket.table import Table
 
 READERS_PYTHON = Path(__file__).resolve().parents[1] / ".venv-readers" / "bin" / "python"
 COMMIT_TIME = "_hoodie_commit_time"

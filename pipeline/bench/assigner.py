@@ -30,10 +30,10 @@ import pyarrow as pa
 from dynbucket.actors import BucketAssigner, DynamicBucketOptions, PartitionLoad
 from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.format.keyhash import hash_columns
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.index_source import RLIIndexSource
+from dynbucket.base.keyhash import hash_columns
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.table import Table
+from dynbucket.write.index_source import RLIIndexSource
 
 BATCH = 100_000
 OPTIONS = DynamicBucketOptions(max_keys_per_bucket=2_000_000)

@@ -26,11 +26,11 @@ import pyarrow as pa
 from dynbucket.actors import DynamicBucketOptions, columns
 from dynbucket.actors.assigner import EmptySource
 from dynbucket.actors.fleet import AssignerFleet
-from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.write.assign_stage import assign_fn, tagged_schema
+from dynbucket.base.keyhash import slot_of
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.runtime import Runtime
+from dynbucket.write.assign_stage import assign_fn, tagged_schema
 
 
 def synthetic_keys(spark, rows: int, partitions: int = 4):

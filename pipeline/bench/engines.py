@@ -41,15 +41,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.options import (
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.options import (
     ConsistentHashingIndex,
     DynamicBucketIndex,
     SimpleBucketIndex,
     TableOptions,
 )
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
 
 SCHEMES = ("dynamic", "simple", "simple-partition", "consistent")
 #: Shares of the 8 partitions' keys: the largest 100 times the smallest.

@@ -39,11 +39,11 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.bench.upsert import LOAD_CHUNK, WORKER, peers_python, records
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.bench.upsert import LOAD_CHUNK, WORKER, peers_python, records
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
 
 SYSTEMS = ("dynbucket", "spark", "delta", "paimon")
 LABELS = {"dynbucket": "dynbucket", "spark": "plain spark", "delta": "delta-rs MERGE",
@@ -188,7 +188,7 @@ class Peer:
 
 
 def first_write(system: str, target: str, f: str) -> dict[str, float]:
-    """In a new process (``python -m dynbucket.pipeline.bench.latency``): the engine up, then
+    """In a new process (``python -m dynbucket.bench.latency``): the engine up, then
     the timed first write; returns its seconds and the process's seconds until then."""
     born = time.perf_counter()
     with Runtime() as rt:
@@ -212,7 +212,7 @@ def _first(system: str, target: Path, f: Path, peer: Peer | None) -> dict[str, A
         return peer.call("upsert", [f])
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)  # its own embedded Ray, as a new driver on this machine
-    out = subprocess.run([sys.executable, "-m", "dynbucket.pipeline.bench.latency", system,
+    out = subprocess.run([sys.executable, "-m", "dynbucket.bench.latency", system,
                           str(target), str(f)],
                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
     if out.returncode != 0:

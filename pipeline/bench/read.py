@@ -23,10 +23,10 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.format.columns import BUCKET, HASH
-from dynbucket.pipeline.format.hudi import log_file
-from dynbucket.pipeline.table import Table
+from dynbucket.base.columns import BUCKET, HASH
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.format.hudi import log_file
+from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("amount", pa.int64()),
                     ("ts", pa.int64()), ("note", pa.string())])  # fmt: skip

@@ -35,14 +35,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.actors.fleet import AssignerFleet
-from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.format.keyhash import hash_columns
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.index_source import RLIIndexSource
+from dynbucket.base.keyhash import hash_columns, slot_of
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write.index_source import RLIIndexSource
 
 SMALL = 5_000_000
 CHUNK = 5_000_000

@@ -51,11 +51,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.bench.report import Measurement, print_report, timed
-from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.results import WriteResult
+from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.options import DynamicBucketIndex, TableOptions
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write.results import WriteResult
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
 LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
@@ -200,7 +200,7 @@ class Floor:
     def _write(self, rows: pa.Table, folder: Path) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from dynbucket.pipeline.format.keyhash import hash_columns
+        from dynbucket.base.keyhash import hash_columns
 
         parts = pc.dictionary_encode(rows.column("part")).combine_chunks()
         buckets = np.mod(hash_columns([rows.column("key")], ["key"]), self.buckets)

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
-from dynbucket.actors import columns
-from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
-from dynbucket.pipeline.format.records import annotate, insert_conflict
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.write.batches import ROWS_PER_CALL, joined
+from dynbucket.base import columns
+from dynbucket.base.keyhash import slot_of
+from dynbucket.format.records.incoming import annotate, insert_conflict
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.write.batches import ROWS_PER_CALL, joined
 
 #: A ``mapInArrow`` function: a task's Arrow batches in, batches out. Stage functions also
 #: take a dict that they add the seconds of their stages to (one per task).

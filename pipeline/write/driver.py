@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from dynbucket.pipeline.format.columns import HASH
-from dynbucket.pipeline.format.file_groups import GroupWrites, write_file_groups
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.write.assign_stage import ArrowFn
+from dynbucket.base.columns import HASH
+from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.write.assign_stage import ArrowFn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

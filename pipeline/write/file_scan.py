@@ -4,7 +4,7 @@ Every Spark job costs 0.1-0.2 s on these machines, even one that collects a sing
 plain local-mode Spark job costs 0.1 s); reading a 40k-row Parquet file with pyarrow takes
 3 ms. A streaming micro-batch of a file source, or ``spark.read.parquet(...)``, is exactly
 the rows of its files, so the driver path (``write/driver.py``) reads those files itself and
-hashes the keys with ``format/keyhash.py`` (XXH64, equal to Spark's ``xxhash64``).
+hashes the keys with ``base/keyhash.py`` (XXH64, equal to Spark's ``xxhash64``).
 
 This is taken only when nothing can differ from what Spark would read; any doubt returns
 None and Spark collects as before:
@@ -32,10 +32,10 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dynbucket.pipeline.format.columns import HASH
-from dynbucket.pipeline.format.keyhash import key_hashes
-from dynbucket.pipeline.format.records import conform, required_fields
-from dynbucket.pipeline.format.table_spec import TableSpec
+from dynbucket.base.columns import HASH
+from dynbucket.base.keyhash import key_hashes
+from dynbucket.format.records.incoming import conform, required_fields
+from dynbucket.format.table.spec import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -64,7 +64,7 @@ def bare_file_stream(streaming_df: DataFrame) -> bool:
 def read_scanned(df: DataFrame, spec: TableSpec, deletes: bool,
                  bare_stream: bool = False) -> list[pa.RecordBatch] | None:  # fmt: skip
     """The rows of ``df`` read from its Parquet files, fitted to the table's schema and with
-    ``_hash``, as :func:`~dynbucket.pipeline.write.driver.collect_hashed` would return them
+    ``_hash``, as :func:`~dynbucket.write.driver.collect_hashed` would return them
     after ``conform_spark``; None when they cannot be read without Spark (module doc).
 
     Args:

@@ -15,12 +15,12 @@ import pyarrow.fs as pafs
 from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.partition_index import PartitionLoad
-from dynbucket.pipeline.format.columns import BUCKET, HASH
-from dynbucket.pipeline.format.layout import data_files, file_slices
-from dynbucket.pipeline.format.rli import RecordLevelIndex
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.format.timeline import Timeline
+from dynbucket.base.columns import BUCKET, HASH
+from dynbucket.format.file_group.slices import data_files, file_slices
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import Timeline
 
 
 class RLIIndexSource:

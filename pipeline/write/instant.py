@@ -25,10 +25,10 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from dynbucket.actors.assigner import NO_CHECKPOINT
-from dynbucket.pipeline.format.file_groups import GroupWrites
-from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.format.transaction import Transaction
-from dynbucket.pipeline.write.results import Laps, WriteResult
+from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.write.results import Laps, WriteResult
 
 OPERATIONS = ("upsert", "insert", "delete")
 

@@ -15,18 +15,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dynbucket.actors.assigner import BucketAssigner
-from dynbucket.actors.errors import InvalidInputError
-from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
-from dynbucket.pipeline.format.columns import BUCKET, HASH, IS_NEW, PARTITION
-from dynbucket.pipeline.format.file_groups import write_file_groups
-from dynbucket.pipeline.format.records import insert_conflict, prepare
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.format.transaction import Transaction
-from dynbucket.pipeline.write.index_source import RLIIndexSource
-from dynbucket.pipeline.write.instant import OPERATIONS, InstantWrite, NoAssigners
-from dynbucket.pipeline.write.locate_stage import with_buckets
-from dynbucket.pipeline.write.results import Laps, WriteResult
+from dynbucket.base.columns import BUCKET, HASH, IS_NEW, PARTITION
+from dynbucket.base.errors import InvalidInputError
+from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.file_group.writer import write_file_groups
+from dynbucket.format.records.incoming import insert_conflict, prepare
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.write.index_source import RLIIndexSource
+from dynbucket.write.instant import OPERATIONS, InstantWrite, NoAssigners
+from dynbucket.write.locate_stage import with_buckets
+from dynbucket.write.results import Laps, WriteResult
 
 
 class LocalWriter:

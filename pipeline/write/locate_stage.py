@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
-from dynbucket.pipeline.format.columns import BUCKET, IS_NEW, PARTITION
-from dynbucket.pipeline.write.batches import ROWS_PER_CALL, joined
+from dynbucket.base.columns import BUCKET, IS_NEW, PARTITION
+from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.write.batches import ROWS_PER_CALL, joined
 
 
 def locate_fn(

@@ -32,31 +32,31 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from dynbucket.actors.errors import (
+from dynbucket.actors.fleet import AssignerFleet
+from dynbucket.actors.link import RayLink
+from dynbucket.base.columns import BUCKET, HASH, OP, PARTITION
+from dynbucket.base.errors import (
     AssignerRestartedError,
     DynBucketError,
     SlotLayoutError,
     from_wire,
 )
-from dynbucket.actors.fleet import AssignerFleet
-from dynbucket.actors.link import RayLink
-from dynbucket.pipeline.format.buckets.layouts import BucketLayouts
-from dynbucket.pipeline.format.columns import BUCKET, HASH, OP, PARTITION
-from dynbucket.pipeline.format.records import fit_types, required_fields
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.format.transaction import Transaction
-from dynbucket.pipeline.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
-from dynbucket.pipeline.write.driver import collect_hashed, estimated_bytes, write_in_driver
-from dynbucket.pipeline.write.file_scan import read_scanned
-from dynbucket.pipeline.write.index_source import RLIIndexSource
-from dynbucket.pipeline.write.instant import InstantWrite, NoAssigners, StreamBatch
-from dynbucket.pipeline.write.locate_stage import locate_fn
-from dynbucket.pipeline.write.results import Laps, WriteResult
-from dynbucket.pipeline.write.retry import RetryPolicy
-from dynbucket.pipeline.write.routing import route_column
-from dynbucket.pipeline.write.write_stage import (
+from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.records.incoming import fit_types, required_fields
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
+from dynbucket.write.driver import collect_hashed, estimated_bytes, write_in_driver
+from dynbucket.write.file_scan import read_scanned
+from dynbucket.write.index_source import RLIIndexSource
+from dynbucket.write.instant import InstantWrite, NoAssigners, StreamBatch
+from dynbucket.write.locate_stage import locate_fn
+from dynbucket.write.results import Laps, WriteResult
+from dynbucket.write.retry import RetryPolicy
+from dynbucket.write.routing import route_column
+from dynbucket.write.write_stage import (
     WRITTEN,
     carry_errors,
     from_rows,
@@ -128,7 +128,7 @@ class SparkWriter:
         file group spans assigner slots (then with two shuffles) or an assigner actor
         restarted in the middle of it (then with a new fleet). ``file_stream``: ``df`` is a
         micro-batch of a bare Parquet file stream
-        (:func:`~dynbucket.pipeline.write.file_scan.bare_file_stream`)."""
+        (:func:`~dynbucket.write.file_scan.bare_file_stream`)."""
         fused = [True]
 
         def attempt() -> WriteResult:
@@ -286,7 +286,7 @@ class SparkWriter:
 
 def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
     """The DataFrame with the table's fields, in order, by the rule of
-    :func:`~dynbucket.pipeline.format.records.fit_types` (widening casts only).
+    :func:`~dynbucket.format.records.incoming.fit_types` (widening casts only).
 
     Raises:
         SchemaMismatchError: extra or missing fields, or a type that does not widen.

@@ -19,14 +19,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from dynbucket.actors.errors import DynBucketError, SlotLayoutError, to_wire
-from dynbucket.actors.keys import slot_of
-from dynbucket.pipeline.format.columns import BUCKET, HASH
-from dynbucket.pipeline.format.file_groups import GroupWrites, write_file_groups
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.format.transaction import WrittenFile
-from dynbucket.pipeline.write.assign_stage import ArrowFn
+from dynbucket.base.columns import BUCKET, HASH
+from dynbucket.base.errors import DynBucketError, SlotLayoutError, to_wire
+from dynbucket.base.keyhash import slot_of
+from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.transaction import WrittenFile
+from dynbucket.write.assign_stage import ArrowFn
 
 #: One row per file a task wrote (a ``WrittenFile``), and one row (kind ``counts``) of what
 #: happened to keys.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dynbucket.pipeline.runtime import Runtime
+from dynbucket.runtime import Runtime
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dynbucket.actors.errors import DynBucketError
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
+from dynbucket.base.errors import DynBucketError
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
 from tests.integration.invariants import checked_live_rows
 from tests.integration.write.test_spark_model import _dynamic_workload
 from tests.s3 import S3Server

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynbucket.pipeline.runtime import Runtime
+from dynbucket.runtime import Runtime
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynbucket.pipeline.table import Table
+from dynbucket.table import Table
 
 
 def checked_live_rows(t: Table) -> list[dict[str, Any]]:

@@ -50,7 +50,7 @@ def test_demo_streams_prints_layout_saves_png_and_leaves_no_process(tmp_path: Pa
 
 
 def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
-    from dynbucket.pipeline.table import Table
+    from dynbucket.table import Table
 
     table = str(tmp_path / "t")
     day1, day2 = tmp_path / "day1.csv", tmp_path / "day2.csv"
@@ -108,7 +108,7 @@ def _log_named(text: str) -> Path:
 def test_ingest_checks_its_inputs_before_starting_anything(tmp_path: Path) -> None:
     """With no Java to be found, any start of Ray and Spark would fail with
     JavaNotFoundError: each of these is refused by its own one-line error first."""
-    from dynbucket.pipeline.table import Table
+    from dynbucket.table import Table
 
     table = str(tmp_path / "t")
     Table.create(table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id",
@@ -131,7 +131,7 @@ def test_ingest_checks_its_inputs_before_starting_anything(tmp_path: Path) -> No
 
 
 def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path) -> None:
-    from dynbucket.pipeline.table import Table
+    from dynbucket.table import Table
 
     table = str(tmp_path / "t")
     Table.create(table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id",

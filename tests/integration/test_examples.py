@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.pipeline.runtime import Runtime
+from dynbucket.runtime import Runtime
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.pipeline.options import DynamicBucketIndex, TableOptions
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
+from dynbucket.options import DynamicBucketIndex, TableOptions
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads, daft_read, rows_by_key
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64()),

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from dynbucket.actors.errors import RuntimeSetupError
-from dynbucket.pipeline.runtime import Runtime
+from dynbucket.base.errors import RuntimeSetupError
+from dynbucket.runtime import Runtime
 
 
 def test_spark_runs_on_ray_with_python_workers(runtime: Runtime) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from dynbucket.pipeline.options import DynamicBucketIndex, SimpleBucketIndex, TableOptions
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
+from dynbucket.options import DynamicBucketIndex, SimpleBucketIndex, TableOptions
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 from tests.integration.invariants import checked_live_rows
 from tests.s3 import S3Server
@@ -67,8 +67,8 @@ def _racer(uri: str, me: int, barrier: Any, results: Any) -> None:
 
 
 def _race_once(table: Table, trial: int, me: int, barrier: Any) -> tuple[int, int, bool, bool]:
-    from dynbucket.actors.errors import ConcurrentWriteError
-    from dynbucket.pipeline.format.lock import WriterLock
+    from dynbucket.base.errors import ConcurrentWriteError
+    from dynbucket.format.timeline.lock import WriterLock
 
     barrier.wait()
     lock = WriterLock(table.store, lease_seconds=30)

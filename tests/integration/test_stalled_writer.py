@@ -23,9 +23,9 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from dynbucket.pipeline.format import outcome
-from dynbucket.pipeline.format.options import TableOptions
-from dynbucket.pipeline.table import Table
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import outcome
+from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 from tests.s3 import S3Server
 
@@ -35,9 +35,9 @@ LEASE_SECONDS = 2.0
 CHILD = r"""
 import os, signal, sys
 import pyarrow as pa
-from dynbucket.pipeline.format import outcome
-from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.table import Table
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.table import Table
 
 def pause():
     print("PAUSED", flush=True)

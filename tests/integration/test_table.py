@@ -14,8 +14,8 @@ import pyarrow.dataset as pads
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.pipeline.format.keyhash import hash_columns
-from dynbucket.pipeline.table import Table
+from dynbucket.base.keyhash import hash_columns
+from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.date32()), ("v", pa.int64())])
 

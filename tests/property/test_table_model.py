@@ -29,15 +29,15 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.actors.errors import CommitFailedError
-from dynbucket.pipeline.format import outcome
-from dynbucket.pipeline.format.buckets.hudi_hash import bucket_ids, list_hashes
-from dynbucket.pipeline.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
-from dynbucket.pipeline.format.columns import BUCKET, FILE_ID, HASH
-from dynbucket.pipeline.format.keyhash import hash_columns
-from dynbucket.pipeline.format.options import TableOptions
-from dynbucket.pipeline.format.timeline import Timeline
-from dynbucket.pipeline.table import Table
+from dynbucket.base.columns import BUCKET, FILE_ID, HASH
+from dynbucket.base.errors import CommitFailedError
+from dynbucket.base.keyhash import hash_columns
+from dynbucket.format.buckets.hudi_hash import bucket_ids, list_hashes
+from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads, hudi_can_merge
 

@@ -1,4 +1,5 @@
-"""Imports point down only: actors -> format -> write -> API (docs/design.md, "Layers").
+"""Imports point down only: base -> (actors | format) -> write -> API (docs/design.md,
+"Layers"); the assigner and the format, side by side, never import each other.
 
 Every ``import`` of every module is read from its source (also imports inside functions and
 under ``TYPE_CHECKING``), so a lazy import cannot hide an upward edge.
@@ -12,15 +13,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"actors": "dynbucket.actors", "pipeline": "dynbucket.pipeline"}
+PACKAGES = {"actors": "dynbucket.actors", "pipeline": "dynbucket"}
 
 #: Layer of a module: the longest matching prefix wins.
 LAYERS = {
-    "dynbucket.actors": 0,
-    "dynbucket.pipeline.format": 1,
-    "dynbucket.pipeline.write": 2,
-    "dynbucket.pipeline": 3,
+    "dynbucket.base": 0,
+    "dynbucket.actors": 1,
+    "dynbucket.format": 1,
+    "dynbucket.write": 2,
+    "dynbucket": 3,
 }
+#: Rooms of one layer that must not import each other.
+SIBLINGS = ("dynbucket.actors", "dynbucket.format")
 #: The Ray shells of the assigner: the only modules of ``actors`` that may use Ray.
 RAY_SHELLS = {"dynbucket.actors.actor", "dynbucket.actors.fleet", "dynbucket.actors.link"}
 ENGINES = ("ray", "raydp", "pyspark")
@@ -30,6 +34,8 @@ def _modules() -> dict[str, Path]:
     out = {}
     for folder, package in PACKAGES.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
             rel = path.relative_to(ROOT / folder).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
             out[".".join([package, *parts])] = path
@@ -71,11 +77,15 @@ def _layer(module: str) -> int | None:
 MODULES = _modules()
 
 
-def test_the_tree_has_the_four_rooms() -> None:
+def _room(module: str) -> str | None:
+    return next((r for r in SIBLINGS if module == r or module.startswith(r + ".")), None)
+
+
+def test_the_tree_has_the_rooms() -> None:
     layers = {_layer(m) for m in MODULES}
     assert layers == {0, 1, 2, 3}
-    assert any(m.startswith("dynbucket.pipeline.format.") for m in MODULES)
-    assert any(m.startswith("dynbucket.pipeline.write.") for m in MODULES)
+    for room in ("dynbucket.base.", "dynbucket.format.", "dynbucket.write.", "dynbucket.actors."):
+        assert any(m.startswith(room) for m in MODULES), room
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -92,6 +102,15 @@ def test_imports_point_down(module: str) -> None:
         }
     )
     assert upward == [], f"{module} (layer {own}) imports from a layer above it: {upward}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _room(m) is not None))
+def test_the_assigner_and_the_format_do_not_import_each_other(module: str) -> None:
+    """``actors/`` holds the assigner and its Ray shells only: what both need is in base."""
+    own = _room(module)
+    across = sorted({i for i in _imports(module, MODULES[module])
+                     if (room := _room(i)) is not None and room != own})  # fmt: skip
+    assert across == [], f"{module} imports from its sibling room: {across}"
 
 
 @pytest.mark.parametrize(
@@ -111,9 +130,10 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     pass on anything)."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "def f():\n    from dynbucket.pipeline.table import Table\nfrom ..write import spark\n"
+        "def f():\n    from dynbucket.table import Table\nfrom ..write import spark\n"
     )
-    found = _imports("dynbucket.pipeline.format.probe", probe)
-    assert "dynbucket.pipeline.table.Table" in found
-    assert "dynbucket.pipeline.write.spark" in found
-    assert _layer("dynbucket.pipeline.table") == 3 and _layer("dynbucket.pipeline.format.x") == 1
+    found = _imports("dynbucket.format.probe", probe)
+    assert "dynbucket.table.Table" in found
+    assert "dynbucket.write.spark" in found
+    assert _layer("dynbucket.table") == 3 and _layer("dynbucket.format.x") == 1
+    assert _layer("dynbucket.base.errors") == 0 and _room("dynbucket.actors.fleet") is not None

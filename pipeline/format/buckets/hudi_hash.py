@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from dynbucket.actors.errors import InvalidInputError
-from dynbucket.pipeline.format.hudi.meta_fields import key_text
+from dynbucket.base.errors import InvalidInputError
+from dynbucket.format.hudi.meta_fields import key_text
 
 
 @njit(cache=True, nogil=True)

@@ -20,17 +20,17 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from dynbucket.actors.errors import TableCorruptedError
-from dynbucket.pipeline.format.buckets.hudi_hash import bucket_ids, list_hashes
-from dynbucket.pipeline.format.buckets.options import (
+from dynbucket.base.columns import HASH
+from dynbucket.base.errors import TableCorruptedError
+from dynbucket.format.buckets.hudi_hash import bucket_ids, list_hashes
+from dynbucket.format.buckets.options import (
     ConsistentHashingIndex,
     IndexOptions,
     SimpleBucketIndex,
 )
-from dynbucket.pipeline.format.buckets.ring import Ring
-from dynbucket.pipeline.format.columns import HASH
-from dynbucket.pipeline.format.paths import BUCKET_LAYOUT_DIR
-from dynbucket.pipeline.format.storage import TableStore
+from dynbucket.format.buckets.ring import Ring
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR
 
 _NUM = "num-buckets"
 _RING = "ring"

@@ -1,7 +1,7 @@
 """The definitions of the stateless bucket schemes, persisted with the table.
 
 A table's index is one of three (``engine`` in ``table.json``): ``dynamic-bucket``
-(:class:`~dynbucket.actors.options.DynamicBucketOptions`, assigner actors and a record-level
+(:class:`~dynbucket.base.options.DynamicBucketOptions`, assigner actors and a record-level
 index), ``simple-bucket`` (:class:`SimpleBucketIndex`) and ``consistent-hashing``
 (:class:`ConsistentHashingIndex`). The last two need no assigner: a key's bucket is computed
 from the key and the partition's layout (``layouts.py``).
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from dynbucket.actors.cache import MAX_BUCKET_ID
-from dynbucket.actors.errors import ConfigError
-from dynbucket.actors.options import DynamicBucketOptions, PersistedOptions, option
+from dynbucket.base.columns import MAX_BUCKET_ID
+from dynbucket.base.errors import ConfigError
+from dynbucket.base.options import DynamicBucketOptions, PersistedOptions, option
 
 DYNAMIC = "dynamic-bucket"
 SIMPLE = "simple-bucket"

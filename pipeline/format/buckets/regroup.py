@@ -30,26 +30,25 @@ from fractions import Fraction
 import numpy as np
 import pyarrow as pa
 
-from dynbucket.actors.cache import MAX_BUCKET_ID
-from dynbucket.actors.errors import CommitFailedError, ConfigError
-from dynbucket.pipeline.format.buckets.layouts import (
+from dynbucket.base.columns import HASH, MAX_BUCKET_ID
+from dynbucket.base.errors import CommitFailedError, ConfigError
+from dynbucket.base.keyhash import key_hashes
+from dynbucket.format.buckets.layouts import (
     BucketLayouts,
     ring_layout,
     simple_layout,
     write_layouts,
 )
-from dynbucket.pipeline.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
-from dynbucket.pipeline.format.buckets.ring import Ring, changed, plan_rebalance
-from dynbucket.pipeline.format.columns import HASH
-from dynbucket.pipeline.format.file_groups import moved_to, write_base
-from dynbucket.pipeline.format.hudi.files import base_name
-from dynbucket.pipeline.format.keyhash import key_hashes
-from dynbucket.pipeline.format.layout import FileSlice, file_id_for
-from dynbucket.pipeline.format.merge import read_slice
-from dynbucket.pipeline.format.reader import Snapshot
-from dynbucket.pipeline.format.storage import TableStore
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.format.transaction import Transaction, WrittenFile
+from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
+from dynbucket.format.buckets.ring import Ring, changed, plan_rebalance
+from dynbucket.format.file_group.merge import read_slice
+from dynbucket.format.file_group.slices import FileSlice, file_id_for
+from dynbucket.format.file_group.writer import moved_to, write_base
+from dynbucket.format.hudi.files import base_name
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.snapshot import Snapshot
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 
 
 @dataclass(frozen=True)

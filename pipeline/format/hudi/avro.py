@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.actors.errors import SchemaMismatchError
+from dynbucket.base.errors import SchemaMismatchError
 
 # --- schemas ------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.pipeline.format.hudi.avro import Reader, Writer
+from dynbucket.format.hudi.avro import Reader, Writer
 
 MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1

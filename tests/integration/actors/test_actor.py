@@ -11,13 +11,13 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions, columns
-from dynbucket.actors.errors import AssignerRestartedError
 from dynbucket.actors.fleet import AssignerFleet
-from dynbucket.actors.keys import slot_of
 from dynbucket.actors.link import RayLink
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.index_source import RLIIndexSource
+from dynbucket.base.errors import AssignerRestartedError
+from dynbucket.base.keyhash import slot_of
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write.index_source import RLIIndexSource
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 
@@ -61,7 +61,7 @@ def test_killed_slot_actor_comes_back_and_keeps_every_bucket(
             schema=SCHEMA,
         )
     )
-    from dynbucket.pipeline.format.keyhash import hash_columns
+    from dynbucket.base.keyhash import hash_columns
 
     live = table.to_arrow()
     committed = {

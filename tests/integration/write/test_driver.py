@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors.errors import InvalidInputError, NullKeyError
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime, RuntimeConfig
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.driver import estimated_bytes
+from dynbucket.base.errors import InvalidInputError, NullKeyError
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime, RuntimeConfig
+from dynbucket.table import Table
+from dynbucket.write.driver import estimated_bytes
 from tests.integration.invariants import checked_live_rows
 
 SCHEMA = pa.schema(

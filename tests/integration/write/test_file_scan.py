@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.pipeline.format.table_spec import TableSpec
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime, RuntimeConfig
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.driver import collect_hashed
-from dynbucket.pipeline.write.file_scan import bare_file_stream, read_scanned
-from dynbucket.pipeline.write.spark import conform_spark
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime, RuntimeConfig
+from dynbucket.table import Table
+from dynbucket.write.driver import collect_hashed
+from dynbucket.write.file_scan import bare_file_stream, read_scanned
+from dynbucket.write.spark import conform_spark
 
 UTC = dt.UTC
 #: The table: a composite key, a field the files carry narrower (int32), one they may lack.

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors.errors import DynBucketError, InvalidInputError
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
+from dynbucket.base.errors import DynBucketError, InvalidInputError
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
 from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
 from tests.unit.pipeline.test_hostile_input import COLLIDING, COMPOSITE, KEY_MESSAGE, files, folders
 

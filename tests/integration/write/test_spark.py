@@ -8,19 +8,18 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dynbucket.actors.errors import (
+from dynbucket.base.errors import (
     InvalidInputError,
     InvalidPartitionValueError,
     NullKeyError,
     SchemaMismatchError,
 )
-from dynbucket.actors.keys import slot_of
-from dynbucket.pipeline.format.keyhash import hash_columns
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write.routing import route_column, spark_hash_int
-from dynbucket.pipeline.write.spark import StreamBatch
+from dynbucket.base.keyhash import hash_columns, slot_of
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write.routing import route_column, spark_hash_int
+from dynbucket.write.spark import StreamBatch
 from tests.integration.invariants import checked_live_rows
 
 SCHEMA = pa.schema(
@@ -229,7 +228,7 @@ def test_one_shuffle_only_while_the_slot_count_holds(
     spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    from dynbucket.pipeline.write.spark import SparkWriter
+    from dynbucket.write.spark import SparkWriter
 
     t = _table(tmp_path, runtime, cap=4)
     shuffles = []
@@ -242,7 +241,7 @@ def test_one_shuffle_only_while_the_slot_count_holds(
     # Told (wrongly) that the layout allows one shuffle, the rows' own check catches buckets
     # of 2-slot days under 3 slots, and the write is redone with two shuffles.
     monkeypatch.setattr(SparkWriter, "_one_slot_count", lambda self, timeline, n: True)
-    with caplog.at_level("WARNING", logger="dynbucket.pipeline.write.spark"):
+    with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]),
                  assigner_slots=3)  # fmt: skip
     assert "spans assigner slots" in caplog.text

@@ -26,14 +26,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors.errors import CommitFailedError
-from dynbucket.pipeline.format import outcome
-from dynbucket.pipeline.format.hudi.files import parse
-from dynbucket.pipeline.format.options import TableOptions
-from dynbucket.pipeline.options import DynamicBucketIndex
-from dynbucket.pipeline.runtime import Runtime
-from dynbucket.pipeline.table import Table
-from dynbucket.pipeline.write import spark as spark_writer
+from dynbucket.base.errors import CommitFailedError
+from dynbucket.format.hudi.files import parse
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import outcome
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write import spark as spark_writer
 from tests.integration.invariants import checked_live_rows
 from tests.integration.processes import marked_env, wait_until_gone
 
@@ -138,7 +138,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
         return tag_then_kill
 
     monkeypatch.setattr(spark_writer, "assign_fn", killing_assign_fn)
-    with caplog.at_level("WARNING", logger="dynbucket.pipeline.write.spark"):
+    with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.upsert(spark.createDataFrame(_rows(range(1500, 6000), 2), DDL), assigner_slots=2)
     assert flag.exists()
     assert "restarted during the write; retrying" in caplog.text
@@ -189,8 +189,8 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
 ) -> None:
     """Speculation: two copies of a stage-B task run side by side; either copy's output
     is the same set of names with the same rows."""
-    from dynbucket.pipeline.format.keyhash import hash_columns
-    from dynbucket.pipeline.write.write_stage import write_fn
+    from dynbucket.base.keyhash import hash_columns
+    from dynbucket.write.write_stage import write_fn
 
     t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 300), 1), DDL), assigner_slots=1)
@@ -270,8 +270,8 @@ CHILD = textwrap.dedent(
     f"""
     import sys, time
     from pathlib import Path
-    from dynbucket.pipeline import Runtime, Table
-    from dynbucket.pipeline.format.transaction import Transaction
+    from dynbucket import Runtime, Table
+    from dynbucket.format.timeline.transaction import Transaction
 
     table_uri, incoming, checkpoint, stuck = sys.argv[1:]
     commit = Transaction.commit

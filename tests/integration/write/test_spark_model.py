@@ -22,15 +22,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dynbucket.actors.errors import InvalidInputError
-from dynbucket.pipeline.options import (
+from dynbucket.base.errors import InvalidInputError
+from dynbucket.options import (
     ConsistentHashingIndex,
     DynamicBucketIndex,
     SimpleBucketIndex,
     TableOptions,
 )
-from dynbucket.pipeline.runtime import Runtime, RuntimeConfig
-from dynbucket.pipeline.table import Table
+from dynbucket.runtime import Runtime, RuntimeConfig
+from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads
 from tests.s3 import S3Server

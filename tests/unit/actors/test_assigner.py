@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dynbucket.actors import BucketAssigner, DynamicBucketOptions
-from dynbucket.actors.errors import (
+from dynbucket.base.errors import (
     AssignerError,
     AssignerRestartedError,
     BucketSpaceExhaustedError,

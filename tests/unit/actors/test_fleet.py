@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from dynbucket.actors.errors import RuntimeSetupError
 from dynbucket.actors.fleet import slot_nodes
+from dynbucket.base.errors import RuntimeSetupError
 
 
 def _node(node_id: str, cpus: float, alive: bool = True) -> dict[str, Any]:

@@ -1,0 +1,32 @@
+"""Names of the columns dynbucket adds to records, files and reads, and the bucket id range.
+
+The assigner reads and adds the first four (shared with the Spark stages); the format adds
+the others. A table's own fields may not use any of these names.
+"""
+
+PARTITION = "_partition"
+"""Partition path of the row (hive style, ``field=value/...``); "" for unpartitioned."""
+HASH = "_hash"
+"""64-bit hash of the row's record key (Spark's ``xxhash64`` of the key fields)."""
+BUCKET = "_bucket"
+"""Bucket id the assigner chose (int32)."""
+IS_NEW = "_is_new"
+"""Whether the key is not yet committed in the record-level index (bool)."""
+
+INSTANT = "_instant"
+"""The instant that last wrote the row (in data files and reads)."""
+OP = "_op"
+"""What a delta-file row does: :data:`UPSERT` or :data:`DELETE` (int8)."""
+FILE_ID = "_file_id"
+"""The row's file group (in index files and reads)."""
+SEQ = "_seq"
+"""Position of a record in its batch or commit order, while merging."""
+
+RESERVED = frozenset({HASH, INSTANT, OP, PARTITION, BUCKET, FILE_ID, IS_NEW, SEQ})
+
+#: ``_op`` values in delta files.
+UPSERT, DELETE = 0, 1
+
+#: The largest bucket id: the assigner's cache keeps bucket ids in 16 bits, one value of
+#: which marks a slot in use (``actors.kernels.RESERVED``).
+MAX_BUCKET_ID = 0xFFFD

@@ -1,0 +1,326 @@
+"""Merge-on-read of one file slice: base file + log files -> the group's live rows.
+
+Rule, per key, over its records in commit order (base first): a delete removes what came
+before; of the upserts after the last delete, the one with the largest ordering value wins,
+and a tie goes to the later commit. Without an ordering field the latest commit wins. Only
+rows whose key appears in a later commit take part; other base rows pass through untouched.
+Keys are the records' Hudi record keys (``_hoodie_record_key``, or the same string built from
+the key fields when meta fields are not written): delete blocks name keys that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dynbucket.base.columns import DELETE, OP, SEQ, UPSERT
+from dynbucket.base.errors import TableCorruptedError
+from dynbucket.format.file_group.slices import DataFile, FileSlice
+from dynbucket.format.hudi import log_file
+from dynbucket.format.hudi.meta_fields import COMMIT_TIME, RECORD_KEY, record_keys
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+
+#: The record key string of each row while merging.
+KEY = "_key"
+
+
+def read_slice(
+    store: TableStore,
+    spec: TableSpec,
+    fslice: FileSlice,
+    columns: Sequence[str] | None = None,
+    meta: Sequence[str] = (COMMIT_TIME,),
+) -> pa.Table:
+    """The live rows of a file group: ``columns`` (table fields; default all) and the
+    ``meta`` fields asked for (``_hoodie_commit_time`` by default: the commit that last wrote
+    each row; without meta fields in the files, the instant of the file a row was read
+    from)."""
+    wanted = list(columns) if columns is not None else spec.schema.names
+    out_cols = _unique([*wanted, *meta])
+    if fslice.base is not None and not fslice.logs:
+        return spec.as_table_types(read_base(store, spec, fslice.base, out_cols))
+    needed = merge_columns(spec, out_cols)
+    base = read_base(store, spec, fslice.base, needed) if fslice.base is not None else None
+    logs = [read_log(store, spec, f, needed) for f in fslice.logs]
+    return merge_slice(spec, base, logs, out_cols)
+
+
+def merge_columns(spec: TableSpec, columns: Sequence[str]) -> list[str]:
+    """What merging a slice reads to return ``columns``: also the key and ordering fields."""
+    return _unique([*columns, *spec.record_key, *_ordering(spec)])
+
+
+def merge_slice(
+    spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table], columns: Sequence[str]
+) -> pa.Table:
+    """The live ``columns`` of a slice from its base rows and its logs' records (as
+    :func:`read_base` and :func:`read_log` return them)."""
+    rows = merge(spec, _keyed(spec, base) if base is not None else None, logs)
+    return spec.as_table_types(rows.select(list(columns)))
+
+
+def in_files(spec: TableSpec, columns: Sequence[str]) -> list[str]:
+    """Which of ``columns`` data files hold (meta fields only when populated)."""
+    return [c for c in columns if c in spec.schema.names or c in spec.meta_fields]
+
+
+def read_base(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of a base file (meta fields the file does not hold are filled in)."""
+    table = _read_parquet(store, f.path, in_files(spec, columns))
+    return fill_meta(spec, table, columns, f.instant, f.name)
+
+
+def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
+    """One log file's records as one commit's delta: upserts (``_op`` 0) from its data
+    blocks, deletes (``_op`` 1, other fields null) from its delete blocks, with ``_key``."""
+    try:
+        blocks = log_file.read_blocks(store.read_buffer(f.path))
+    except ValueError as e:
+        raise TableCorruptedError(
+            f"{f.path}: damaged log file ({e}); restore it from a backup, or roll back the "
+            f"instant {f.instant} that wrote it"
+        ) from e
+    except FileNotFoundError as e:
+        raise TableCorruptedError(
+            f"{f.path}: a log file of completed instant {f.instant} is missing; restore it "
+            "from a backup"
+        ) from e
+    in_file = in_files(spec, columns)
+    parts = []
+    for block in blocks:
+        if block.type == log_file.PARQUET_DATA:
+            data = pq.ParquetFile(pa.BufferReader(block.content)).read(in_file, use_threads=False)
+            data = fill_meta(spec, data, columns, block.instant, f.file_id)
+            data = _keyed(spec, data)
+            parts.append(data.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()),
+                                                          data.num_rows)))  # fmt: skip
+        elif block.type == log_file.DELETE:
+            parts.append(_delete_rows(spec, block, columns))
+    if not parts:
+        return _delete_rows(spec, None, columns)
+    schema = parts[0].schema
+    return pa.concat_tables([p.cast(schema) for p in parts])
+
+
+def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequence[str]) -> pa.Table:
+    records = log_file.read_deletes(block) if block is not None else []
+    n = len(records)
+    types = {f.name: f.type for f in spec.file_schema()}
+    out = {c: pa.nulls(n, types.get(c, pa.string())) for c in columns}
+    if COMMIT_TIME in out:  # asked for: a delete's is its commit's (never a new column)
+        out[COMMIT_TIME] = pa.repeat(pa.scalar(block.instant if block else ""), n)
+    out[KEY] = pa.array([r[0] for r in records], pa.string())
+    out[OP] = pa.repeat(pa.scalar(DELETE, pa.int8()), n)
+    return pa.table(out)
+
+
+def fill_meta(
+    spec: TableSpec, table: pa.Table, columns: Sequence[str], instant: str, file_name: str
+) -> pa.Table:
+    """Adds the meta fields asked for that ``table`` lacks (files without meta fields)."""
+    n = table.num_rows
+    for name in columns:
+        if name in table.column_names:
+            continue
+        if name == COMMIT_TIME:
+            table = table.append_column(name, pa.repeat(pa.scalar(instant), n))
+        elif name == RECORD_KEY:
+            table = table.append_column(name, record_keys(table, spec.record_key))
+        elif name.startswith("_hoodie_"):
+            table = table.append_column(name, pa.repeat(pa.scalar(file_name), n))
+    return table.select(list(columns))
+
+
+def _keyed(spec: TableSpec, rows: pa.Table) -> pa.Table:
+    """``rows`` with ``_key``, the record key string (the key field itself when it is one
+    string field: no second column to read)."""
+    return rows.append_column(KEY, record_keys(rows, spec.record_key))
+
+
+def merge(spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table]) -> pa.Table:
+    """Live rows of a slice: ``base`` (with ``_key``, no ``_op``) and its log records
+    ``logs`` (one table per commit, with ``_key`` and ``_op``, oldest first).
+
+    As Hudi merges a slice (``DefaultHoodieRecordPayload``; deletes carry no ordering value):
+
+    1. The log records fold, commit by commit, into one record per key: a delete replaces
+       what came before it; an upsert replaces a delete, or an upsert whose ordering value is
+       not larger.
+    2. The base rows meet that: a key whose log record is a delete is gone; a key whose log
+       record is an upsert takes it, unless the base row's ordering value is larger.
+
+    So a delete followed by an upsert of a smaller ordering value brings back the base
+    row, not the upsert (Hudi's readers do the same; the same writes compacted in between, or
+    on a copy-on-write table, give the upsert). Keys are matched exactly, as strings.
+    """
+    columns = [c for c in logs[0].column_names if c != OP]
+    schema = logs[0].select(columns).schema
+    state = base.select(columns).cast(schema) if base is not None else schema.empty_table()
+    state = state.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), state.num_rows))
+    folded = logs[0].slice(0, 0)
+    for delta in logs:  # 1.
+        folded = _fold(spec, folded, delta, keep_deletes=True)
+    return _fold(spec, state, folded, keep_deletes=False).drop_columns([OP])  # 2.
+
+
+def _positions(state: pa.Table, delta: pa.Table) -> pa.Array:
+    """For each delta row, the position of its key in ``state`` (null when absent).
+
+    Keys are compared as strings, exactly, in one pass: a hash table over the delta's keys
+    (the commit's records), probed with every state row's key.
+    """
+    in_delta = pc.index_in(state.column(KEY), value_set=delta.column(KEY))
+    hit = pc.is_valid(in_delta).to_numpy(zero_copy_only=False)
+    found = np.zeros(delta.num_rows, np.int64)
+    present = np.zeros(delta.num_rows, np.bool_)
+    rows = in_delta.filter(pa.array(hit)).to_numpy(zero_copy_only=False)
+    found[rows] = np.flatnonzero(hit)
+    present[rows] = True
+    return pa.array(found, pa.int64(), mask=~present)
+
+
+def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool) -> pa.Table:
+    """``state`` (one record per key) after ``delta`` (one record per key): a delete in
+    ``delta`` replaces the key's record (and stays as a delete record when
+    ``keep_deletes``, else removes it); an upsert replaces a missing record, a delete, or an
+    upsert whose ordering value is not larger."""
+    if state.num_rows == 0:  # the first commit of the logs: nothing to meet
+        return delta if keep_deletes else delta.filter(pc.not_equal(delta.column(OP), DELETE))
+    pos = _positions(state, delta)
+    matched = pc.is_valid(pos)
+    at = pos.fill_null(0)
+    deleted = pc.equal(delta.column(OP), DELETE)
+    if spec.ordering_field is not None and state.num_rows:
+        older = state.column(spec.ordering_field).take(at)
+        was_deleted = pc.equal(state.column(OP).take(at), DELETE)
+        # Delete records carry no ordering value (null): for them ``wins`` does not matter.
+        newer_or_tie = pc.greater_equal(ordering_keys(delta.column(spec.ordering_field)),
+                                        ordering_keys(older)).fill_null(True)  # fmt: skip
+        wins = pc.or_(pc.or_(pc.invert(matched), was_deleted), newer_or_tie)
+    else:
+        wins = pa.repeat(pa.scalar(True), delta.num_rows)
+    added = wins if keep_deletes else pc.and_(pc.invert(deleted), wins)
+    replaced = pc.and_(matched, pc.or_(deleted, wins)).to_numpy(zero_copy_only=False)
+    keep = np.ones(state.num_rows, np.bool_)
+    keep[at.to_numpy(zero_copy_only=False)[replaced]] = False
+    # Most commits replace some rows and add all of theirs: filter only what changes.
+    kept = state if keep.all() else state.filter(pa.array(keep))
+    new = delta if pc.all(added).as_py() else delta.filter(added)
+    return pa.concat_tables([kept, new.select(state.column_names)])
+
+
+def _ordering_rank(
+    spec: TableSpec, rows: pa.Table, positions: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Dense rank of the ordering value at ``positions`` (zeros without an ordering field)."""
+    if spec.ordering_field is None:
+        return np.zeros(len(positions), np.int64)
+    values = ordering_keys(rows.column(spec.ordering_field).take(pa.array(positions)))
+    return pc.rank(values, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.int64)
+
+
+def ordering_keys(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Ordering values as Hudi compares them (Java's ``compareTo``): floating values in
+    Java's total order, where -0.0 is below 0.0 (IEEE comparison calls them equal), as
+    int64 keys of their bits; nulls stay null; other types as they are."""
+    if not pa.types.is_floating(values.type):
+        return values
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    x = array.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    x = np.where(np.isnan(x), np.nan, x)  # one NaN, as Java's doubleToLongBits makes it
+    bits = x.view(np.int64)
+    keys = np.where(bits < 0, bits ^ np.int64(0x7FFF_FFFF_FFFF_FFFF), bits)
+    return pa.array(keys, pa.int64(), mask=array.is_null().to_numpy(zero_copy_only=False))
+
+
+def _select(
+    group: npt.NDArray[np.int64],
+    seq: npt.NDArray[np.int64],
+    op: npt.NDArray[np.int8],
+    rank: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """Positions of each group's live record, if it has one (the rule in the module doc)."""
+    n = len(group)
+    if n == 0:
+        return np.empty(0, np.int64)
+    # 1. Records of a key together, in commit order.
+    order = np.lexsort((seq, group))
+    group_s = group[order]
+    starts = np.flatnonzero(np.r_[True, group_s[1:] != group_s[:-1]])
+    run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    # 2. Position of each key's last delete (-1 when none); what precedes it is gone.
+    pos = np.arange(n)
+    op_s = op[order]
+    last_delete = np.maximum.reduceat(np.where(op_s == DELETE, pos, -1), starts)
+    alive = np.flatnonzero((op_s == UPSERT) & (pos > last_delete[run]))
+    # 3. Of the live upserts of a key: largest ordering value, then latest commit.
+    best = alive[np.lexsort((seq[order][alive], rank[order][alive], run[alive]))]
+    last_of_run = np.r_[run[best][1:] != run[best][:-1], True] if len(best) else best.astype(bool)
+    return np.sort(order[best[last_of_run]])
+
+
+def _winners(spec: TableSpec, rows: pa.Table, key_fields: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Positions (in ``rows``, with ``_op`` and ``_seq``) of each key's live record."""
+    if rows.num_rows == 0:
+        return np.empty(0, np.int64)
+    positions = np.arange(rows.num_rows)
+    return _select(
+        _key_codes(rows, key_fields),
+        rows.column(SEQ).to_numpy().astype(np.int64),
+        rows.column(OP).to_numpy(),
+        _ordering_rank(spec, rows, positions),
+    )
+
+
+def _key_codes(rows: pa.Table, key_fields: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Equal keys -> equal integers (any key types, several fields)."""
+    codes = np.zeros(rows.num_rows, np.int64)
+    for name in key_fields:
+        column = rows.column(name)
+        column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        c = pc.dictionary_encode(column).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        codes = codes * (int(c.max()) + 1) + c if len(c) else codes
+        if len(key_fields) > 1:
+            codes = np.unique(codes, return_inverse=True)[1].astype(np.int64)
+    return codes
+
+
+def dedupe_batch(rows: pa.Table, spec: TableSpec, key_fields: Sequence[str]) -> pa.Table:
+    """One record per key within a batch: the largest ordering value, ties to the last row."""
+    if rows.num_rows <= 1:
+        return rows
+    added = [] if OP in rows.column_names else [OP]
+    if added:
+        rows = rows.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), rows.num_rows))
+    rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int32)))
+    return rows.take(pa.array(_winners(spec, rows, key_fields))).drop_columns([*added, SEQ])
+
+
+def _read_parquet(store: TableStore, path: str, columns: list[str]) -> pa.Table:
+    try:
+        # Local files are memory-mapped: decoding reads the page cache without a copy.
+        if store.is_local:
+            return pq.ParquetFile(path, memory_map=True).read(columns=columns)
+        return pq.read_table(path, columns=columns, filesystem=store.fs)
+    except FileNotFoundError as e:
+        raise TableCorruptedError(
+            f"{path}: a data file of a completed instant is missing; restore it from a backup"
+        ) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TableCorruptedError(
+            f"{path}: unreadable data file ({e}); restore it from a backup"
+        ) from e
+
+
+def _ordering(spec: TableSpec) -> list[str]:
+    return [spec.ordering_field] if spec.ordering_field else []
+
+
+def _unique(names: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(names))

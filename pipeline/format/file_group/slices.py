@@ -1,0 +1,154 @@
+"""File groups and file slices: the view a reader builds of a partition's files.
+
+A bucket is one file group, ``<bucket id, 8 digits>-<uuid tail>`` (Hudi's bucket-index
+naming). Its files (names in ``hudi/files.py``) are base files and log files; a file slice
+is a base file and the log files written after it (they name its instant as their base
+instant). A file is visible at instant ``t`` when the instant that wrote it is completed and
+``<= t``; a group's slice at ``t`` is its newest visible base plus that base's visible logs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+
+from dynbucket.format.hudi import files as names
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import RLI_DIR
+
+_INDEX = re.compile(r"^(?P<instant>\d{17})\.(?P<kind>base|delta)(\.[0-9a-z-]+)?\.parquet$")
+#: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
+TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
+_NAMESPACE = uuid.UUID("7d3c0a52-9a57-4c1e-9f4e-0b0d1b1e8a11")
+
+
+def file_id_for(table_id: str, instant: str, partition: str, bucket: int) -> str:
+    """The file id of a new bucket: deterministic in (table, instant, partition, bucket), so a
+    retried or speculative task writing the same new bucket names the same file group (I4)."""
+    tail = str(uuid.uuid5(_NAMESPACE, f"{table_id}/{instant}/{partition}/{bucket}"))[8:]
+    return f"{bucket:08d}{tail}"
+
+
+def bucket_of(file_id: str) -> int:
+    return int(file_id[:8])
+
+
+def index_name(instant: str, kind: str, part: str | None = None) -> str:
+    """Index file name; ``part`` tells apart files that several writer tasks of one instant
+    write for the same partition."""
+    return f"{instant}.{kind}.{part}.parquet" if part else f"{instant}.{kind}.parquet"
+
+
+@dataclass(frozen=True, order=True)
+class DataFile:
+    """One file of a file group (or of a partition's index)."""
+
+    instant: str
+    """The instant that wrote it."""
+    path: str
+    kind: str  # "base" or "log" (index files: "base" or "delta")
+    size: int = field(compare=False)
+    file_id: str = field(compare=False, default="")
+    base_instant: str = field(compare=False, default="")
+    """A log file's slice: the instant of its base file."""
+    version: int = field(compare=False, default=0)
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass
+class FileSlice:
+    """A file group as a reader sees it: its newest base plus the logs written after it."""
+
+    file_id: str
+    base: DataFile | None = None
+    logs: list[DataFile] = field(default_factory=list)
+
+    @property
+    def bucket(self) -> int:
+        return bucket_of(self.file_id)
+
+    @property
+    def files(self) -> list[DataFile]:
+        return ([self.base] if self.base else []) + self.logs
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def base_instant(self) -> str:
+        """The instant of the slice's base file (a base-less slice: its first log's)."""
+        if self.base is not None:
+            return self.base.instant
+        return self.logs[0].base_instant if self.logs else ""
+
+    def next_log_version(self) -> int:
+        return max((f.version for f in self.logs), default=0) + 1
+
+
+def data_files(store: TableStore, partition: str) -> list[DataFile]:
+    """Every data file in a partition folder, visible or not."""
+    return parsed_data_files(store.list_files(store.path(partition)))
+
+
+def parsed_data_files(infos: Iterable[pafs.FileInfo]) -> list[DataFile]:
+    """The data files (base and log files, by Hudi's names) among listed files."""
+    out = []
+    for info in infos:
+        parsed = names.parse(info.base_name)
+        if parsed is not None:
+            out.append(DataFile(parsed.instant, info.path, parsed.kind, int(info.size or 0),
+                                parsed.file_id, parsed.base_instant, parsed.version))  # fmt: skip
+    return out
+
+
+def index_instant(name: str) -> str | None:
+    """The instant that wrote an index file, from its name (None: not an index file)."""
+    m = _INDEX.match(name)
+    return m["instant"] if m is not None else None
+
+
+def index_files(store: TableStore, partition: str) -> list[DataFile]:
+    """Every index file of a partition, visible or not."""
+    out = []
+    for info in store.list_files(store.path(RLI_DIR, partition)):
+        m = _INDEX.match(info.base_name)
+        if m is not None:
+            out.append(DataFile(m["instant"], info.path, m["kind"], int(info.size or 0)))
+    return out
+
+
+def latest_slice(
+    files: Iterable[DataFile], visible: Collection[str]
+) -> tuple[DataFile | None, list[DataFile]]:
+    """The newest visible base and the visible logs (or index deltas) after it, oldest
+    first."""
+    seen = sorted(f for f in files if f.instant in visible)
+    bases = [f for f in seen if f.kind == "base"]
+    base = bases[-1] if bases else None
+    if base is None:
+        return None, [f for f in seen if f.kind != "base"]
+    after = [f for f in seen if f.kind != "base" and f.instant > base.instant]
+    if base.file_id:  # a data file group: its logs name the base as theirs
+        after = [f for f in after if f.base_instant == base.instant]
+    return base, sorted(after, key=lambda f: (f.instant, f.version))
+
+
+def file_slices(files: Iterable[DataFile], visible: Collection[str]) -> list[FileSlice]:
+    """The slice of every file group with a visible file, by bucket id."""
+    groups: dict[str, list[DataFile]] = {}
+    for f in files:
+        groups.setdefault(f.file_id, []).append(f)
+    out = []
+    for file_id, group in groups.items():
+        base, logs = latest_slice(group, visible)
+        if base is not None or logs:
+            out.append(FileSlice(file_id, base, logs))
+    return sorted(out, key=lambda s: (s.bucket, s.file_id))

@@ -1,0 +1,136 @@
+"""Stale updates: upserts of known keys that lose to the record the table holds.
+
+A stale update is written all the same (readers merge it away, as Hudi's do), but a write
+reports it apart from the updates that took effect (``keys_stale``). Knowing which are stale
+needs the slice's records only for the updates whose ordering value is below the largest the
+slice's files hold, which their Parquet statistics say without reading a row; and then only
+the records of those updates' keys take part in the merge.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dynbucket.base.columns import OP, UPSERT
+from dynbucket.format.file_group.merge import KEY, merge, read_base, read_log
+from dynbucket.format.file_group.slices import FileSlice
+from dynbucket.format.hudi import log_file
+from dynbucket.format.hudi.meta_fields import COMMIT_TIME, record_keys
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+
+
+def stale_updates(
+    store: TableStore, spec: TableSpec, fslice: FileSlice, updates: pa.Table, instant: str
+) -> int:
+    """How many of ``updates`` (upserts of keys the group has) lose to the record the group
+    holds, as a reader merges them (by the ordering value; see ``merge``). They are written
+    all the same (readers merge them away), but do not count as updated.
+
+    1. Without an ordering field the latest commit wins: none is stale.
+    2. An update whose ordering value is not below the largest the slice's files hold (their
+       Parquet statistics) wins whatever its key holds: only the others are suspects, and
+       without suspects nothing is read.
+    3. The slice's keys, ordering values and commit times are read, only the records of the
+       suspects' keys kept (one hash probe per file), and merged with the suspects as a
+       reader would merge them; the suspects that did not win are counted.
+    """
+    ordering = spec.ordering_field
+    if ordering is None or updates.num_rows == 0:  # 1.
+        return 0
+    newest = _largest_ordering(store, spec, fslice)  # 2.
+    if newest is not None:
+        kind = updates.schema.field(ordering).type
+        # Floats: a tie may be -0.0 against 0.0 (statistics do not tell), which Hudi orders.
+        below = (pc.less_equal if pa.types.is_floating(kind) else pc.less)(
+            updates.column(ordering), pa.scalar(newest).cast(kind))
+        updates = updates.filter(below)
+        if updates.num_rows == 0:
+            return 0
+    keys = record_keys(updates, spec.record_key)  # 3.
+    base, logs = _records_of(store, spec, fslice, keys)
+    delta = updates.select(list(dict.fromkeys([*spec.record_key, ordering])))
+    delta = delta.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), delta.num_rows))
+    delta = delta.append_column(KEY, keys)
+    delta = delta.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), delta.num_rows))
+    if logs:
+        delta = delta.select(logs[0].column_names).cast(logs[0].schema)
+    live = merge(spec, base, [*logs, delta])
+    won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
+    return updates.num_rows - won
+
+
+def live_among(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
+               ) -> pa.Array:  # fmt: skip
+    """Which of ``keys`` (record keys, as Hudi spells them) are live in the slice: its files'
+    keys, ordering values and commit times are read, only the records of ``keys`` kept, and
+    merged as a reader merges them (the merge costs what the keys asked about cost, not
+    what the group holds)."""
+    base, logs = _records_of(store, spec, fslice, keys)
+    if not logs:  # a base file alone: its keys are live
+        return pc.is_in(keys, value_set=base.column(KEY) if base is not None else pa.array(
+            [], pa.string()))  # fmt: skip
+    if base is not None:
+        base = base.select([c for c in logs[0].column_names if c != OP]).cast(
+            pa.schema([f for f in logs[0].schema if f.name != OP]))  # fmt: skip
+    live = merge(spec, base, logs)
+    return pc.is_in(keys, value_set=live.column(KEY))
+
+
+def _records_of(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
+                ) -> tuple[pa.Table | None, list[pa.Table]]:  # fmt: skip
+    """The slice's records of ``keys`` (base, logs): key fields, ordering field, commit
+    time and ``_key``, read from every file of the slice."""
+    ordering = [spec.ordering_field] if spec.ordering_field else []
+    columns = list(dict.fromkeys([*spec.record_key, *ordering, COMMIT_TIME]))
+    base = None
+    if fslice.base is not None:
+        base = read_base(store, spec, fslice.base, columns)
+        base = base.append_column(KEY, record_keys(base, spec.record_key))
+    logs = [read_log(store, spec, f, columns) for f in fslice.logs]
+    return _only_keys(base, logs, keys)
+
+
+def _only_keys(
+    base: pa.Table | None, logs: list[pa.Table], keys: pa.Array
+) -> tuple[pa.Table | None, list[pa.Table]]:
+    """The records of ``keys`` alone, in the base and each log (one hash table of the keys,
+    probed with every file's keys at once)."""
+    parts = ([base] if base is not None else []) + logs
+    chunks = [chunk for part in parts for chunk in part.column(KEY).chunks]
+    found = pc.is_in(pa.chunked_array(chunks, pa.string()), value_set=keys)
+    found = found.combine_chunks()  # a mask per part is then a slice (no copy)
+    kept, at = [], 0
+    for part in parts:
+        kept.append(part.filter(found.slice(at, part.num_rows)))
+        at += part.num_rows
+    return (kept[0], kept[1:]) if base is not None else (None, kept)
+
+
+def _largest_ordering(store: TableStore, spec: TableSpec, fslice: FileSlice) -> object | None:
+    """The largest ordering value in the slice's data files, from their Parquet statistics
+    (None when a file has none, or the type's values do not compare as Python values)."""
+    ordering = spec.ordering_field
+    assert ordering is not None
+    t = spec.schema.field(ordering).type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)):
+        return None
+    footers = []
+    if fslice.base is not None:  # its footer alone (a ranged read on object stores)
+        footers.append(pq.read_metadata(fslice.base.path, filesystem=store.fs))
+    for f in fslice.logs:
+        for block in log_file.read_blocks(store.read_buffer(f.path)):
+            if block.type == log_file.PARQUET_DATA:
+                footers.append(pq.ParquetFile(pa.BufferReader(block.content)).metadata)
+    largest = None
+    for meta in footers:
+        at = meta.schema.to_arrow_schema().get_field_index(ordering)
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(at).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            if largest is None or stats.max > largest:
+                largest = stats.max
+    return largest

@@ -1,0 +1,264 @@
+"""The partitioned record-level index (RLI): per data partition, key -> bucket, insert-only.
+
+Under ``.hoodie/.dynbucket/rli/<partition path>/``: one ``<instant>.delta.parquet`` per commit that
+inserted new keys into the partition, and ``<instant>.base.parquet`` when index compaction
+merged them. Entries (record key fields, ``_hash``, ``_bucket``, ``_file_id``, ``_instant``)
+are written in the same instant as the data they index (I6) and never change afterwards.
+
+Each file is grouped by assigner slot (``pmod(_hash, slots)``, the slot count of the write
+that made it) and sorted by ``_hash`` within a slot; its footer says the slot count, the
+entries of each slot and of each bucket. A slot's cache bootstraps from its own section of
+each file, already sorted, and counts every slot's keys per bucket from the footers: it
+reads about ``1 / gcd(slots then, slots now)`` of the partition's index, not all of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
+from dynbucket.base.keyhash import slot_of
+from dynbucket.format.file_group.slices import (
+    DataFile,
+    index_files,
+    index_name,
+    latest_slice,
+)
+from dynbucket.format.storage.store import FileWriter, TableStore
+from dynbucket.format.table.paths import RLI_DIR
+from dynbucket.format.table.spec import TableSpec
+
+#: Rows per Parquet row group: small enough that hash-range statistics prune point lookups,
+#: and that a slot's section of a file is read with little of its neighbours'.
+ROW_GROUP = 64 * 1024
+
+#: Footer keys of an index file: the slot count its entries are grouped by, the entries of
+#: each slot (comma-separated), and of each bucket (``bucket:count`` pairs).
+SLOTS_KEY = b"dynbucket.index.slots"
+SLOT_ROWS_KEY = b"dynbucket.index.slot-rows"
+BUCKET_ROWS_KEY = b"dynbucket.index.bucket-rows"
+
+
+@dataclass(frozen=True)
+class SlotSlice:
+    """What one slot reads of a partition's index (:meth:`RecordLevelIndex.slot_slice`)."""
+
+    runs: list[pa.Table]
+    """This slot's entries, in runs each sorted by hash."""
+    bucket_keys: npt.NDArray[np.int64]
+    """Entries per bucket id, counting every slot's (from the footers)."""
+    entries_read: int
+    """Entries read from storage (this slot's, and neighbours' sharing a row group)."""
+    entries_total: int
+    """Entries the partition's index holds."""
+
+
+class RecordLevelIndex:
+    """Reads and writes one table's partitioned record-level index."""
+
+    def __init__(self, store: TableStore, spec: TableSpec) -> None:
+        self.store = store
+        self.spec = spec
+        self.schema = spec.index_schema()
+
+    def dir(self, partition: str) -> str:
+        return self.store.path(RLI_DIR, partition)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def write(
+        self,
+        partition: str,
+        instant: str,
+        entries: pa.Table,
+        kind: str = "delta",
+        part: str | None = None,
+        files: FileWriter | None = None,
+        slots: int = 1,
+    ) -> DataFile:
+        """Writes a partition's new entries of ``instant``, grouped by slot of ``slots`` and
+        sorted by hash within (``part``: which writer task, when several write the same
+        partition in one instant; ``files``: a batch to write it with, else it is
+        published at once)."""
+        entries = entries.select(self.schema.names).cast(self.schema)
+        hashes = entries.column(HASH).to_numpy()
+        slot = slot_of(hashes, slots)
+        entries = entries.take(pa.array(np.lexsort((hashes, slot))))
+        buckets = np.bincount(entries.column(BUCKET).to_numpy(), minlength=0)
+        entries = entries.replace_schema_metadata({
+            SLOTS_KEY: str(slots).encode(),
+            SLOT_ROWS_KEY: ",".join(map(str, np.bincount(slot, minlength=slots))).encode(),
+            BUCKET_ROWS_KEY: ",".join(f"{b}:{n}" for b, n in enumerate(buckets) if n).encode(),
+        })  # fmt: skip
+        path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
+        # Keys and hashes are unique: a dictionary of them is work for nothing.
+        repeating = [BUCKET, FILE_ID, INSTANT]
+        size = (files or self.store).write_parquet(
+            path, entries, row_group_size=ROW_GROUP, write_statistics=[HASH],
+            use_dictionary=repeating,
+        )  # fmt: skip
+        return DataFile(instant, path, kind, size)
+
+    def compact(self, partition: str, instant: str, visible: Collection[str]) -> DataFile | None:
+        """Merges the partition's visible index files into one base file of ``instant``.
+
+        Returns None when there is nothing to merge (at most one file).
+        """
+        base, deltas = self.files(partition, visible)
+        files = ([base] if base else []) + deltas
+        if len(files) < 2:
+            return None
+        import pyarrow.dataset as pads  # here: it loads pandas, which a slot actor never needs
+
+        merged = pads.dataset(
+            [f.path for f in files], format="parquet", filesystem=self.store.fs, schema=self.schema
+        ).to_table()
+        # The slot count of the newest file: the one the table's writes use now.
+        slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs))[0]
+        return self.write(partition, instant, merged, kind="base", slots=slots)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def files(
+        self, partition: str, visible: Collection[str]
+    ) -> tuple[DataFile | None, list[DataFile]]:
+        """The partition's visible index slice: newest base, then deltas after it."""
+        return latest_slice(index_files(self.store, partition), visible)
+
+    def record_index_locations(
+        self, partition: str, visible: Collection[str], columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """Every entry of ``partition`` as Arrow, reading only ``columns`` (all by default).
+
+        The proposal's lookup path: what a slot's cache bootstraps from.
+        """
+        cols = list(columns) if columns is not None else self.schema.names
+        base, deltas = self.files(partition, visible)
+        files = ([base] if base else []) + deltas
+        if not files:
+            return self.schema.empty_table().select(cols)
+        tables = [pq.read_table(f.path, columns=cols, filesystem=self.store.fs) for f in files]
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+    def slot_slice(self, partition: str, visible: Collection[str], columns: Sequence[str],
+                   slot: int, num_slots: int) -> SlotSlice:  # fmt: skip
+        """The entries of ``partition`` that belong to ``slot`` of ``num_slots``.
+
+        1. Per visible file, its footer: slot count ``S``, entries per slot and per bucket.
+        2. The file's slots that can hold a key of ``slot``: ``r`` with
+           ``r = slot (mod gcd(S, num_slots))`` (a hash is ``r`` mod ``S`` and ``slot`` mod
+           ``num_slots`` at once only then); one of them when ``S == num_slots``.
+        3. Read the row groups covering their rows, cut to those rows, and keep the keys of
+           ``slot`` (all of them when ``S`` is a multiple of ``num_slots``).
+        """
+        base, deltas = self.files(partition, visible)
+        runs: list[pa.Table] = []
+        counts = np.zeros(0, np.int64)
+        read = total = 0
+        for f in ([base] if base else []) + deltas:
+            parquet = pq.ParquetFile(f.path, filesystem=self.store.fs)
+            slots, slot_rows, bucket_rows = _parse_footer(parquet)
+            total += parquet.metadata.num_rows
+            if bucket_rows is None:  # an older file: read whole, counted here
+                table = parquet.read(columns=list({*columns, BUCKET}))
+                bucket_rows = np.bincount(table.column(BUCKET).to_numpy())
+            counts = _add(counts, bucket_rows)
+            ends = np.cumsum(slot_rows)
+            g = math.gcd(slots, num_slots)
+            for r in range(slot % g, slots, g):
+                start, stop = int(ends[r] - slot_rows[r]), int(ends[r])
+                if start == stop:
+                    continue
+                section, first = _read_rows(parquet, start, stop, columns)
+                read += section.num_rows
+                section = section.slice(start - first, stop - start)
+                if slots % num_slots:
+                    mine = slot_of(section.column(HASH).to_numpy(), num_slots) == slot
+                    section = section.filter(pa.array(mine))
+                runs.append(section)
+        return SlotSlice(runs, counts, read, total)
+
+    def lookup(self, partition: str, hashes: np.ndarray, visible: Collection[str]) -> pa.Table:
+        """The entries of ``partition`` whose hash is in ``hashes`` (row groups that cannot
+        hold one are skipped by their hash statistics)."""
+        base, deltas = self.files(partition, visible)
+        files = ([base] if base else []) + deltas
+        if not files or len(hashes) == 0:
+            return self.schema.empty_table()
+        wanted = pa.array(np.unique(hashes), pa.int64())
+        import pyarrow.dataset as pads  # here: it loads pandas, which a slot actor never needs
+
+        dataset = pads.dataset(
+            [f.path for f in files], format="parquet", filesystem=self.store.fs, schema=self.schema
+        )
+        lo, hi = wanted[0], wanted[len(wanted) - 1]
+        expr = (pc.field(HASH) >= lo) & (pc.field(HASH) <= hi) & pc.field(HASH).isin(wanted)
+        return dataset.to_table(filter=expr)
+
+    def partitions(self) -> list[str]:
+        """Partition paths that have index files."""
+        root = self.store.path(RLI_DIR)
+        found = set()
+        for info in self.store.list_files(root, recursive=True):
+            rel = info.path[len(root) :].strip("/")
+            found.add(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        return sorted(found)
+
+
+def entries_for(
+    new_rows: pa.Table, spec: TableSpec, bucket: int, file_id: str, instant: str
+) -> pa.Table:
+    """Index entries for the new keys of one file group (rows carry key fields and ``_hash``)."""
+    n = new_rows.num_rows
+    columns = [new_rows.column(k) for k in spec.record_key] + [
+        new_rows.column(HASH),
+        pa.repeat(pa.scalar(bucket, pa.int32()), n),
+        pa.repeat(pa.scalar(file_id), n),
+        pa.repeat(pa.scalar(instant), n),
+    ]
+    return pa.Table.from_arrays(columns, names=[*spec.record_key, HASH, BUCKET, FILE_ID, INSTANT])
+
+
+def _parse_footer(
+    parquet: pq.ParquetFile,
+) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    """Slot count, entries per slot and entries per bucket id from an index file's footer;
+    a file written before footers were (sorted by hash alone) is one slot, buckets unknown."""
+    metadata = parquet.schema_arrow.metadata or {}
+    if SLOTS_KEY not in metadata:
+        return 1, np.array([parquet.metadata.num_rows], np.int64), None
+    slots = int(metadata[SLOTS_KEY])
+    slot_rows = np.array(metadata[SLOT_ROWS_KEY].decode().split(","), np.int64)
+    pairs = [p.split(":") for p in metadata[BUCKET_ROWS_KEY].decode().split(",") if p]
+    bucket_rows = np.zeros(max((int(b) for b, _ in pairs), default=-1) + 1, np.int64)
+    for b, n in pairs:
+        bucket_rows[int(b)] = int(n)
+    return slots, slot_rows, bucket_rows
+
+
+def _read_rows(
+    parquet: pq.ParquetFile, start: int, stop: int, columns: Sequence[str]
+) -> tuple[pa.Table, int]:
+    """The row groups of ``parquet`` that hold rows ``[start, stop)``, and the first row
+    they hold."""
+    groups, first, at = [], None, 0
+    for i in range(parquet.metadata.num_row_groups):
+        n = parquet.metadata.row_group(i).num_rows
+        if at < stop and at + n > start:
+            groups.append(i)
+            first = at if first is None else first
+        at += n
+    return parquet.read_row_groups(groups, columns=list(columns)), int(first or 0)
+
+
+def _add(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    n = max(len(a), len(b))
+    return np.pad(a, (0, n - len(a))) + np.pad(b, (0, n - len(b)))

@@ -1,0 +1,238 @@
+"""Records on their way into a table: fitted to the schema, checked, keyed, de-duplicated.
+
+Shared by the in-process writer and the Spark stages, so that both accept and refuse the same
+input: :func:`fit_types` is the one rule for types (a field's type must be the table's or
+widen to it without loss; nothing is cast by value), and :func:`annotate` the one check of
+keys, ordering values and partition values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dynbucket.base.columns import DELETE, HASH, OP, PARTITION, UPSERT
+from dynbucket.base.errors import InvalidInputError, NullKeyError, SchemaMismatchError
+from dynbucket.base.keyhash import key_hashes
+from dynbucket.format.file_group.merge import dedupe_batch
+from dynbucket.format.hudi.meta_fields import key_text
+from dynbucket.format.records.partitioning import partition_paths
+from dynbucket.format.table.spec import TableSpec
+
+
+def widens(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether every value of type ``have`` converts to ``want`` without loss.
+
+    Integers to integers that hold every value (unsigned to signed only when wider), floats
+    to floats as wide, timestamps to a unit as fine (any zone label: the instant is the
+    same), strings and binaries to their large or view forms and back, dictionary-encoded
+    values as their value type, and a column of nulls (type null) to any type.
+    """
+    if have == want or pa.types.is_null(have):
+        return True
+    if pa.types.is_dictionary(have):
+        return widens(have.value_type, want)
+    if pa.types.is_integer(have) and pa.types.is_integer(want):
+        signed_have, signed_want = (pa.types.is_signed_integer(t) for t in (have, want))
+        if signed_have and not signed_want:
+            return False
+        # An unsigned value needs a bit more room as a signed one (uint32 fits int64).
+        return want.bit_width >= have.bit_width + (1 if signed_want and not signed_have else 0)
+    if pa.types.is_floating(have) and pa.types.is_floating(want):
+        return want.bit_width >= have.bit_width
+    if pa.types.is_timestamp(have) and pa.types.is_timestamp(want):
+        return _UNITS.index(want.unit) >= _UNITS.index(have.unit)
+    return _text_kind(have) is not None and _text_kind(have) == _text_kind(want)
+
+
+_UNITS = ("s", "ms", "us", "ns")
+
+
+def _text_kind(t: pa.DataType) -> str | None:
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    return None
+
+
+def fit_types(
+    have: Mapping[str, pa.DataType], schema: pa.Schema, required: Sequence[str] | None = None
+) -> list[str]:
+    """Checks records' field types against the table's; returns the fields to cast.
+
+    Args:
+        have: the records' fields and their Arrow types (a Spark DataFrame's as Arrow).
+        schema: the table's schema.
+        required: fields that must be present (default: all; the others become nulls).
+
+    Raises:
+        SchemaMismatchError: naming extra fields, missing fields, or a field whose type does
+            not widen to the table's, with the fix.
+    """
+    extra = sorted(set(have) - set(schema.names))
+    if extra:
+        raise SchemaMismatchError(
+            f"field(s) {extra} are not in the table schema ({schema.names}); drop them"
+        )
+    needed = schema.names if required is None else list(dict.fromkeys(required))
+    missing = [n for n in needed if n not in have]
+    if missing:
+        raise SchemaMismatchError(f"field(s) {missing} of the table schema are missing")
+    cast = []
+    for f in schema:
+        if f.name not in have or have[f.name] == f.type:
+            continue
+        if not widens(have[f.name], f.type):
+            raise SchemaMismatchError(
+                f"field {f.name!r} has type {have[f.name]}; the table has {f.type}, and only "
+                "widening conversions are made: cast the field to "
+                f"{f.type} before writing"
+            )
+        cast.append(f.name)
+    return cast
+
+
+def conform(data: pa.Table, schema: pa.Schema, required: Sequence[str] | None = None) -> pa.Table:
+    """``data`` with the table's fields in schema order and types (:func:`fit_types`'s rule;
+    fields left out become nulls)."""
+    have = {name: data.schema.field(name).type for name in data.column_names}
+    fit_types(have, schema, required)
+    columns = [
+        data.column(f.name).cast(f.type) if f.name in have else pa.nulls(data.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def required_fields(spec: TableSpec, deletes: bool) -> list[str] | None:
+    """Fields a write must carry: all for upserts, the key and partition fields for deletes."""
+    return list(dict.fromkeys([*spec.record_key, *spec.partition_by])) if deletes else None
+
+
+def prepare(spec: TableSpec, data: pa.Table, *, deletes: bool = False) -> pa.Table:
+    """Fits records to the schema, checks them and adds ``_partition``, ``_hash`` and ``_op``.
+
+    Upserts need every field of the schema; deletes need the key and partition fields.
+
+    Raises:
+        SchemaMismatchError, NullKeyError, InvalidInputError, InvalidPartitionValueError:
+            nothing is written.
+    """
+    data = conform(data, spec.schema, required_fields(spec, deletes))
+    return annotate(spec, data, deletes=deletes)
+
+
+def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool = True) -> pa.Table:
+    """Checks keys, ordering values and fields that may not be null, and adds
+    ``_partition``, ``_hash`` (unless the rows carry it, as from Spark) and ``_op``."""
+    for name in spec.record_key:
+        _no_nulls(data, name, NullKeyError, "record key field", "every record needs a key")
+    if len(spec.record_key) > 1:
+        _unambiguous_keys(data, spec.record_key)
+    if not deletes:
+        if spec.ordering_field is not None:
+            _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
+                      "give every record an ordering value (larger wins on merge)")  # fmt: skip
+            _no_nans(data, spec.ordering_field)
+        for f in spec.schema:
+            if not f.nullable and f.name not in spec.record_key:
+                _no_nulls(data, f.name, InvalidInputError, "field",
+                          "give every record a value", ", which the table's schema says may "
+                          "not be null,")  # fmt: skip
+    data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
+    if with_hash:
+        data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))
+    op = DELETE if deletes else UPSERT
+    return data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
+
+
+def dedupe(spec: TableSpec, rows: pa.Table, *, deletes: bool) -> pa.Table:
+    """One record per (partition, key): for upserts the largest ordering value, ties to the
+    last row; for deletes the first. Rows whose key hashes all differ (the common case)
+    come back as they are, without comparing keys. Rows without ``_partition`` are of one
+    partition (a file group's)."""
+    if HASH in rows.column_names and _distinct(rows.column(HASH)):
+        return rows
+    keys = [PARTITION, *spec.record_key] if PARTITION in rows.column_names else spec.record_key
+    if deletes:
+        return rows.take(_first_of_each(rows, keys))
+    return dedupe_batch(rows, spec, list(keys))
+
+
+def _distinct(hashes: pa.ChunkedArray) -> bool:
+    """Whether every hash differs (then every key does; equal hashes of different keys
+    only cost the exact path)."""
+    values = np.sort(hashes.to_numpy())
+    return not bool(np.any(values[1:] == values[:-1]))
+
+
+def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInputError:
+    """The error of an insert that met keys the table already has."""
+    return InvalidInputError(
+        f"insert: {known} key(s) already exist in the table (e.g. {sample}); use upsert to "
+        "update them (a deleted key keeps its bucket and counts as existing)"
+    )
+
+
+def _first_of_each(data: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """Row positions keeping one delete per key (``keys``: the fields that make it one)."""
+    rows = pa.array(range(data.num_rows), pa.int64())
+    grouped = (
+        data.append_column("_row", rows)
+        .group_by(list(keys), use_threads=False)
+        .aggregate([("_row", "min")])
+    )
+    return grouped.column("_row_min").combine_chunks().sort()
+
+
+def _no_nans(data: pa.Table, name: str) -> None:
+    """NaN is refused as an ordering value: merges compare ordering values, and NaN
+    compares as nothing else does (IEEE: never larger; Java: larger than everything)."""
+    column = data.column(name)
+    if not pa.types.is_floating(column.type):
+        return
+    nans = pc.is_nan(column)
+    count = int(pc.sum(nans).as_py() or 0)
+    if count:
+        first = pc.index(nans, True).as_py()
+        raise InvalidInputError(
+            f"ordering field {name!r} is NaN in {count} row(s) (first at row {first}); an "
+            "ordering value decides which record wins a merge, and NaN orders unlike any "
+            "number (never larger by IEEE, larger than all by Java's compareTo, which Hudi "
+            "uses): give a number. Nothing was written."
+        )
+
+
+def _unambiguous_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
+    """With several key fields a record's identity is Hudi's record key text,
+    ``k1:v1,k2:v2``, by which every Hudi reader merges; a ``,`` in a value makes two
+    different keys one text (``k1="x,k2:y", k2="z"`` and ``k1="x", k2="y,k2:z"``), so such
+    values are refused rather than read as one record by Hudi and as two by the writer."""
+    for name in key_fields:
+        text = key_text(data.column(name))
+        hit = pc.match_substring(text, ",")
+        if pc.any(hit).as_py():
+            first = pc.index(hit, True).as_py()
+            raise InvalidInputError(
+                f"record key field {name!r} has the value {text[first].as_py()!r} (row "
+                f"{first}), which holds ','; with several key fields Hudi's record key is "
+                f"'{':…,'.join(key_fields)}:…', and a ',' in a value lets two different keys "
+                "spell one record key (Hudi's readers would merge them into one record): use "
+                "key values without ',' (or one key field). Nothing was written."
+            )
+
+
+def _no_nulls(
+    data: pa.Table, name: str, error: type[Exception], role: str, fix: str, why: str = ""
+) -> None:
+    column = data.column(name)
+    if column.null_count:
+        first = pc.index(pc.is_null(column), True).as_py()
+        raise error(
+            f"{role} {name!r}{why} is null in {column.null_count} row(s) (first at row "
+            f"{first}); {fix}. Nothing was written."
+        )

@@ -1,0 +1,133 @@
+"""Hive-style partition paths (``field=value/field=value``) from partition field values.
+
+Values are checked first (no null, no empty value, no ``/``, ``..`` or control character),
+then escaped as Spark escapes partition values (``%XX`` for ``# % ' * : = ? \\ { [ ] ^ "``),
+so that Spark and ``pyarrow.dataset`` (hive partitioning, URI segment decoding) read back the
+values that were written; an escaped folder name must fit in 255 bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dynbucket.base.errors import InvalidPartitionValueError, SchemaMismatchError
+
+#: Characters Spark escapes in partition values (besides '/' and control characters, which
+#: dynbucket refuses). '%' comes first so that escapes are not escaped again.
+_ESCAPED = ["%", '"', "#", "'", "*", ":", "=", "?", "\\", "{", "[", "]", "^"]
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Bytes a folder name may have (NAME_MAX of Linux filesystems; object stores allow more).
+MAX_SEGMENT_BYTES = 255
+_SUPPORTED = "string, integer, boolean or date"
+
+
+def check_partition_type(name: str, type_: pa.DataType) -> None:
+    """Raises unless values of ``type_`` can name a partition."""
+    if not (
+        pa.types.is_string(type_)
+        or pa.types.is_large_string(type_)
+        or pa.types.is_integer(type_)
+        or pa.types.is_boolean(type_)
+        or pa.types.is_date32(type_)
+    ):
+        raise SchemaMismatchError(
+            f"partition field {name!r} has type {type_}; partition fields must be {_SUPPORTED}"
+        )
+
+
+def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
+    """The partition path of each row of ``table`` ("" when the table is unpartitioned).
+
+    Raises:
+        InvalidPartitionValueError: a value is null, empty, or holds '/', '..' or a control
+            character.
+    """
+    if not fields:
+        return pa.array([""] * table.num_rows, pa.string())
+    parts = []
+    for name in fields:
+        column = table.column(name)
+        check_partition_type(name, column.type)
+        text = pc.cast(column, pa.string())
+        if isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        _check_nulls(name, text)
+        # A batch holds few distinct partition values: check and escape each once.
+        encoded = pc.dictionary_encode(text)
+        _check_values(name, encoded.dictionary)
+        paths = pc.binary_join_element_wise(f"{name}=", _escape(encoded.dictionary), "")
+        _check_lengths(name, encoded.dictionary, paths)
+        parts.append(pc.take(paths, encoded.indices))
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
+
+
+def _check_nulls(name: str, text: pa.Array) -> None:
+    nulls = text.null_count
+    if nulls:
+        raise InvalidPartitionValueError(
+            f"partition field {name!r} is null in {nulls} row(s); give every row a value "
+            "(e.g. fill nulls with a placeholder such as 'unknown')"
+        )
+
+
+def _check_values(name: str, text: pa.ChunkedArray | pa.Array) -> None:
+    bad = pc.or_(
+        pc.or_(pc.equal(text, ""), pc.match_substring(text, "/")),
+        pc.or_(pc.match_substring(text, ".."), pc.match_substring_regex(text, _CONTROL.pattern)),
+    )
+    if pc.any(bad).as_py():
+        value = text.filter(bad)[0].as_py()
+        raise InvalidPartitionValueError(
+            f"partition field {name!r} has value {value!r}; partition values must be non-empty "
+            "and hold no '/', '..' or control character: clean the value before writing"
+        )
+
+
+def _check_lengths(name: str, values: pa.Array, segments: pa.Array) -> None:
+    sizes = pc.binary_length(segments)
+    if pc.max(sizes).as_py() > MAX_SEGMENT_BYTES:
+        at = pc.index(pc.greater(sizes, MAX_SEGMENT_BYTES), True).as_py()
+        value = values[at].as_py()
+        shown = value if len(value) <= 40 else f"{value[:40]}..."
+        raise InvalidPartitionValueError(
+            f"partition field {name!r} has a value of {len(value)} characters ({shown!r}); "
+            f"its folder name '{name}=...' (escaped) takes {sizes[at].as_py()} bytes, over the "
+            f"{MAX_SEGMENT_BYTES} bytes a folder name may have: shorten the values (e.g. "
+            "partition by a prefix or a hash of them)"
+        )
+
+
+def _escape(text: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    for ch in _ESCAPED:
+        text = pc.replace_substring(text, ch, f"%{ord(ch):02X}")
+    return text
+
+
+def parse_partition_path(path: str) -> dict[str, str]:
+    """``"a=1/b=x%3Dy"`` -> ``{"a": "1", "b": "x=y"}``."""
+    if not path:
+        return {}
+    out = {}
+    for segment in path.split("/"):
+        name, sep, value = segment.partition("=")
+        if not sep:
+            raise InvalidPartitionValueError(f"partition path segment {segment!r} has no '='")
+        out[name] = unquote(value)
+    return out
+
+
+def partition_columns(
+    path: str, schema: pa.Schema, fields: Sequence[str], rows: int
+) -> list[pa.Array]:
+    """Columns holding the partition values of ``path``, typed as in ``schema``."""
+    values = parse_partition_path(path)
+    columns = []
+    for name in fields:
+        type_ = schema.field(name).type
+        columns.append(pa.repeat(pa.scalar(values[name]).cast(type_), rows))
+    return columns

@@ -1,0 +1,153 @@
+"""Exclusive creation on object stores: S3's conditional write (``If-None-Match: *``).
+
+pyarrow's filesystems write objects but cannot make a write conditional, and an object
+store has neither ``O_EXCL`` nor an atomic rename: a check-then-put lets two writers both
+"create" a lease or an instant request. S3 (since 2024-08), MinIO and other S3-compatible
+stores accept ``PutObject`` with ``If-None-Match: *``: the store itself refuses the second
+creator with ``412 Precondition Failed``. This module sends that request through boto3, with
+the endpoint, region and credentials of the table's pyarrow ``S3FileSystem``, so both talk to
+the same store as the same principal.
+
+A store that does not honour the header (it answers ``501 Not Implemented``, or ignores it)
+would make every create look won; dynbucket fails closed instead: the first exclusive create
+on a store is followed by a second, conditional put of the same key, which must be refused
+(:meth:`ConditionalPut._probe`). Stores other than S3 raise at once.
+
+Deletes go through the same client (one ``DeleteObject``): pyarrow's ``delete_file`` puts a
+zero-byte folder object in place of a folder it empties, and a table on S3 has none.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from dynbucket.base.errors import UnsupportedStorageError
+
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+_PROBED: set[tuple[Any, ...]] = set()
+_LOCK = threading.Lock()
+
+
+def s3_options(fs: pafs.FileSystem) -> dict[str, Any]:
+    """The options a pyarrow ``S3FileSystem`` was made with (endpoint, region, keys)."""
+    reconstruct = fs.__reduce__()
+    return dict(reconstruct[1][0])
+
+
+class ConditionalPut:
+    """``put_if_absent`` for the objects of one pyarrow ``S3FileSystem``."""
+
+    def __init__(self, fs: pafs.FileSystem) -> None:
+        if not isinstance(fs, pafs.S3FileSystem):
+            raise UnsupportedStorageError(
+                f"dynbucket needs an exclusive create (a conditional write) for its commits, and "
+                f"{type(fs).__name__} offers none it can use; put the table on a local or "
+                "shared POSIX filesystem, or on S3 (or an S3-compatible store that honours "
+                "If-None-Match)"
+            )
+        options = s3_options(fs)
+        self._key = tuple(sorted((k, str(v)) for k, v in options.items()))
+        self._options = options
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Creates ``path`` (``bucket/key``) holding ``data`` unless it exists; returns whether
+        this call created it.
+
+        Raises:
+            UnsupportedStorageError: the store does not honour ``If-None-Match``.
+        """
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = path.partition("/")
+        client = self._client()
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except ClientError as e:
+            status = _status(e)
+            if status == 501:
+                raise self._unsupported(f"it answered {status}") from e
+            if status not in (409, 412):  # 409: another conditional put of it is in flight
+                raise
+            # A retry of our own put whose first answer was lost is refused too: content
+            # that is ours alone (a lease names its writer) shows who created it.
+            return bool(data) and self._content(client, bucket, key) == data
+        self._probe(bucket, key, data)
+        return True
+
+    def delete(self, path: str) -> None:
+        """Deletes ``path`` (``bucket/key``); a key that is not there is no error (as S3)."""
+        bucket, _, key = path.partition("/")
+        self._client().delete_object(Bucket=bucket, Key=key)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _probe(self, bucket: str, key: str, data: bytes) -> None:
+        """Once per store and process: a second conditional put of the key just created must
+        be refused, or the store ignores the condition and no create is exclusive."""
+        if self._key in _PROBED:
+            return
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except ClientError as e:
+            if _status(e) in (412, 409):
+                with _LOCK:
+                    _PROBED.add(self._key)
+                return
+            self._client().delete_object(Bucket=bucket, Key=key)
+            raise self._unsupported(f"it answered {_status(e)}") from e
+        self._client().delete_object(Bucket=bucket, Key=key)  # what failed is not left behind
+        raise self._unsupported("it accepted a second create of the same object")
+
+    @staticmethod
+    def _content(client: Any, bucket: str, key: str) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except ClientError:
+            return None
+
+    def _unsupported(self, why: str) -> UnsupportedStorageError:
+        endpoint = self._options.get("endpoint_override") or "AWS S3"
+        return UnsupportedStorageError(
+            f"the S3 store at {endpoint} does not honour conditional writes (If-None-Match: *; "
+            f"{why}); dynbucket needs them so that exactly one of several writers creates a "
+            "lease or an instant; use a store that does (AWS S3, MinIO, ...); nothing was "
+            "committed"
+        )
+
+    def _client(self) -> Any:
+        with _LOCK:
+            client = _CLIENTS.get(self._key)
+            if client is None:
+                client = _CLIENTS[self._key] = _make_client(self._options)
+        return client
+
+
+def _make_client(options: dict[str, Any]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    endpoint = options.get("endpoint_override") or None
+    if endpoint and "://" not in endpoint:
+        endpoint = f"{options.get('scheme') or 'https'}://{endpoint}"
+    session = boto3.session.Session(
+        aws_access_key_id=options.get("access_key") or None,
+        aws_secret_access_key=options.get("secret_key") or None,
+        aws_session_token=options.get("session_token") or None,
+        region_name=options.get("region") or None,
+    )
+    style = "virtual" if options.get("force_virtual_addressing") else "path"
+    config = Config(s3={"addressing_style": style} if endpoint else {},
+                    retries={"max_attempts": 5, "mode": "standard"})  # fmt: skip
+    return session.client("s3", endpoint_url=endpoint, config=config)
+
+
+def _status(error: Any) -> int:
+    meta = error.response.get("ResponseMetadata", {})
+    return int(meta.get("HTTPStatusCode") or 0)

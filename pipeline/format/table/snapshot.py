@@ -1,0 +1,466 @@
+"""Snapshot reads: the table as of a completed instant.
+
+A snapshot is fixed at creation: the set of completed instants it sees. It lists the
+partitions' data files once (checking that every file a visible commit lists is there),
+keeps each group's latest visible slice, merges slices (in threads here; an engine such as
+Spark runs :func:`read_ref` per slice in its tasks) and adds the meta columns
+``_partition``, ``_bucket``, ``_file_id`` and ``_instant`` (the commit that last wrote the
+row). Key lookups go through the record-level index and open only the keys' groups.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
+from dynbucket.base.errors import DynBucketError, InstantNotFoundError, TableCorruptedError
+from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.file_group.merge import (
+    fill_meta,
+    in_files,
+    merge_columns,
+    merge_slice,
+    read_log,
+    read_slice,
+)
+from dynbucket.format.file_group.slices import DataFile, FileSlice, file_slices, parsed_data_files
+from dynbucket.format.hudi.meta_fields import COMMIT_TIME
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.records.incoming import prepare
+from dynbucket.format.records.partitioning import partition_columns
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import HOODIE_DIR
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Timeline
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    """One file group's slice in a partition (picklable: Spark tasks receive these)."""
+
+    partition: str
+    slice: FileSlice
+
+
+class Snapshot:
+    """The table as of one completed instant.
+
+    Raises:
+        InstantNotFoundError: ``as_of`` is not a completed instant, or was cleaned.
+        TableCorruptedError: a file a completed instant lists is missing.
+    """
+
+    def __init__(self, store: TableStore, spec: TableSpec, as_of: str | None = None) -> None:
+        self.store = store
+        self.spec = spec
+        self.timeline = timeline = Timeline(store, spec.options.merge_on_read)
+        completed = timeline.completed()
+        if as_of is not None and as_of not in {i.id for i in completed}:
+            raise InstantNotFoundError(
+                f"no completed instant {as_of} in {store.uri}; completed: "
+                f"{[i.id for i in completed][-5:]} (last five)"
+            )
+        self.instant = as_of or (completed[-1].id if completed else None)
+        cleaned = [timeline.metadata(i).get("earliest-retained") for i in completed
+                   if i.action == "clean"]  # fmt: skip
+        self.earliest_retained: str | None = max((c for c in cleaned if c), default=None)
+        if (
+            as_of is not None
+            and self.earliest_retained is not None
+            and as_of < self.earliest_retained
+        ):
+            raise InstantNotFoundError(
+                f"instant {as_of} was cleaned: the table keeps file slices from "
+                f"{self.earliest_retained} on (cleaner.commits-retained)"
+            )
+        self.visible = frozenset(i.id for i in completed if self.instant and i.id <= self.instant)
+        self.seen = completed[-1].id if completed else None
+        """The newest completed instant (of any action) when the snapshot was taken."""
+        self._completed = completed
+        self._slices: list[SliceRef] | None = None
+        self._listed: dict[str, list[SliceRef]] = {}
+
+    # --- file slices ---------------------------------------------------------------------
+
+    def slices(self, partitions: Sequence[str] | None = None) -> list[SliceRef]:
+        """Latest visible slice of every file group (of ``partitions`` when given).
+
+        Asked for some partitions, the snapshot lists only their folders (a write touches a
+        few partitions: on an object store a walk of the whole table would cost a listing
+        request per thousand files of it); asked for all, it walks the table once.
+        """
+        if self._slices is None and partitions is not None:
+            refs = []
+            for p in sorted(set(partitions)):
+                if p not in self._listed:
+                    self._listed[p] = self._slices_of({p: parsed_data_files(
+                        self.store.list_files(self.store.path(p)))})  # fmt: skip
+                refs += self._listed[p]
+            return refs
+        if self._slices is None:
+            by_partition: dict[str, list[DataFile]] = {}
+            hoodie = self.store.path(HOODIE_DIR)
+            for info in self.store.walk(self.store.root):
+                if info.path.startswith(hoodie + "/"):
+                    continue
+                partition = os.path.dirname(info.path)[len(self.store.root) :].strip("/")
+                by_partition.setdefault(partition, []).extend(parsed_data_files([info]))
+            self._slices = self._slices_of(by_partition, whole=True)
+        wanted = None if partitions is None else set(partitions)
+        return [r for r in self._slices if wanted is None or r.partition in wanted]
+
+    def _slices_of(
+        self, by_partition: dict[str, list[DataFile]], whole: bool = False
+    ) -> list[SliceRef]:
+        self._check_listed(by_partition, whole)
+        return [
+            SliceRef(p, s)
+            for p in sorted(by_partition)
+            for s in file_slices(by_partition[p], self.visible)
+        ]
+
+    def _check_listed(self, by_partition: dict[str, list[DataFile]], whole: bool) -> None:
+        """Every data file a visible commit lists (in the listed partitions, unless
+        ``whole``) is on storage (files of instants before the last clean's horizon may have
+        been cleaned)."""
+        present = {f.path for files in by_partition.values() for f in files}
+        folders = {self.store.path(p) for p in by_partition}
+        for instant in self._completed:
+            if instant.action not in HUDI_ACTIONS or instant.id not in self.visible:
+                continue
+            if self.earliest_retained is not None and instant.id < self.earliest_retained:
+                continue
+            for f in self.timeline.metadata(instant)["files"]:
+                if f["kind"] != "data" or f["path"] in present:
+                    continue
+                if whole or posixpath.dirname(f["path"]) in folders:
+                    self._missing(instant.id, f["path"])
+
+    def _missing(self, instant: str, path: str) -> None:
+        """A listed file of a visible commit is not there: a clean that ran since this
+        snapshot was taken removed it (nothing this snapshot reads, when the snapshot is at
+        or after the clean's horizon; else the snapshot is gone), or the table lost it."""
+        lost = TableCorruptedError(
+            f"{path}: a data file of completed instant {instant} is missing; restore it from "
+            "a backup (reading on would lose its rows)"
+        )
+        horizon = cleaning_horizon(self.timeline)
+        if horizon is None or instant >= horizon.earliest:
+            raise lost
+        if self.instant is not None and self.instant < horizon.earliest:
+            raise horizon.gone(self.instant, lost)
+        # Superseded by a base file at or before the horizon, which the clean kept.
+
+    def partitions(self) -> list[str]:
+        return sorted({r.partition for r in self.slices()})
+
+    def bucket_files(self, partition: str) -> dict[int, FileSlice]:
+        """bucket id -> its file group's slice, in one partition."""
+        return {r.slice.bucket: r.slice for r in self.slices([partition])}
+
+    # --- reading -------------------------------------------------------------------------
+
+    def to_arrow(
+        self,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+        partitions: Sequence[str] | None = None,
+        read_optimized: bool = False,
+    ) -> pa.Table:
+        """The snapshot's live rows (all partitions, or ``partitions``).
+
+        Slices that are a base file alone are one multi-threaded dataset scan; slices with
+        logs are merged in a thread pool. ``read_optimized``: the base files alone, as
+        Hudi's read-optimized queries read a merge-on-read table (logs not merged).
+        """
+        try:
+            return self._to_arrow(columns, meta_columns, partitions, read_optimized)
+        except (FileNotFoundError, TableCorruptedError) as e:
+            raise missing_file(self.store, self.instant, self.seen, e) from e
+
+    def _to_arrow(
+        self,
+        columns: Sequence[str] | None,
+        meta_columns: bool,
+        partitions: Sequence[str] | None,
+        read_optimized: bool,
+    ) -> pa.Table:
+        refs = self.slices(partitions)
+        schema = self.output_schema(columns, meta_columns)
+        if read_optimized:
+            refs = [SliceRef(r.partition, FileSlice(r.slice.file_id, r.slice.base))
+                    for r in refs if r.slice.base is not None]  # fmt: skip
+        if not refs:
+            return schema.empty_table()
+        spec, store = self.spec, self.store
+        wanted = list(columns) if columns is not None else spec.schema.names
+        out_cols = _unique([n for n in wanted if n not in spec.partition_by]
+                           + ([COMMIT_TIME] if meta_columns else []))  # fmt: skip
+        needed = merge_columns(spec, out_cols)
+        merged = [r for r in refs if r.slice.logs]
+        workers = os.cpu_count() or 2
+        with ThreadPoolExecutor(max_workers=workers + 1) as pool:
+            # Logs are read in the pool while one multi-threaded scan reads every base file:
+            # slices without logs are done as their batches come; the others are merged.
+            def read_logs(ref: SliceRef) -> list[pa.Table]:
+                return [read_log(store, spec, f, needed) for f in ref.slice.logs]
+
+            logs = {id(r): pool.submit(read_logs, r) for r in merged}
+            parts: list[pa.Table] = []
+            bases: dict[int, list[pa.Table]] = {id(r): [] for r in merged}
+            for ref, rows in _scan(store, spec, refs, needed):
+                if ref.slice.logs:
+                    bases[id(ref)].append(rows)
+                else:
+                    parts.append(decorate(spec, ref, rows, wanted, meta_columns))
+
+            def finish(ref: SliceRef) -> pa.Table:
+                base = pa.concat_tables(bases[id(ref)]) if bases[id(ref)] else None
+                rows = merge_slice(spec, base, logs[id(ref)].result(), out_cols)
+                return decorate(spec, ref, rows, wanted, meta_columns)
+
+            parts += list(pool.map(finish, merged))
+        if not parts:
+            return schema.empty_table()
+        return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
+
+    def lookup(self, keys: pa.Table, meta_columns: bool = True) -> pa.Table:
+        """Live rows of the given keys (key fields, plus partition fields when partitioned).
+
+        Each key is found through the record-level index, and only its file group is opened.
+        """
+        wanted = prepare(self.spec, keys, deletes=True)
+        try:
+            return self._lookup(wanted, meta_columns)
+        except (FileNotFoundError, TableCorruptedError) as e:
+            raise missing_file(self.store, self.instant, self.seen, e) from e
+
+    def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:
+        spec = self.spec
+        index = RecordLevelIndex(self.store, spec)
+        layouts = self.layouts()
+        out = []
+        for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
+            mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
+            if layouts.stateless:
+                buckets = layouts.locate(partition, mine)
+            else:
+                entries = index.lookup(partition, mine.column(HASH).to_numpy(), self.visible)
+                buckets = entries.column(BUCKET).to_numpy()
+            slices = self.bucket_files(partition)
+            for bucket in np.unique(buckets).tolist():
+                fslice = slices.get(bucket)
+                if fslice is None:
+                    continue
+                rows = read_slice(self.store, spec, fslice, spec.schema.names)
+                rows = rows.join(
+                    mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
+                )
+                ref = SliceRef(partition, fslice)
+                out.append(decorate(spec, ref, rows, spec.schema.names, meta_columns))
+        if not out:
+            return self.output_schema(None, meta_columns).empty_table()
+        return pa.concat_tables(out)
+
+    def layouts(self) -> BucketLayouts:
+        """The bucket layout of every partition as of this snapshot (stateless schemes)."""
+        return BucketLayouts.load(self.store, self.spec.bucket_options, self.spec.record_key,
+                                  self.visible)  # fmt: skip
+
+    def stats(self) -> pa.Table:
+        """Per partition and bucket: keys, bytes and files of its slice. Keys are index
+        entries (dynamic buckets) or the slice's live keys (stateless schemes, which also
+        say each partition's ``num_buckets`` or each bucket's ring range, and leave out
+        buckets their layout retired)."""
+        if self.spec.stateless:
+            return self._stateless_stats()
+        index = RecordLevelIndex(self.store, self.spec)
+        rows = []
+        for partition in self.partitions():
+            entries = index.record_index_locations(partition, self.visible, [BUCKET])
+            keys = (
+                np.bincount(entries.column(BUCKET).to_numpy())
+                if entries.num_rows
+                else np.zeros(0, np.int64)
+            )
+            for bucket, fslice in self.bucket_files(partition).items():
+                rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
+                             "keys": int(keys[bucket]) if bucket < len(keys) else 0,
+                             "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
+        return _stats_table(rows)
+
+    def _stateless_stats(self) -> pa.Table:
+        layouts = self.layouts()
+        keys = list(self.spec.record_key)
+
+        def one(ref: SliceRef) -> dict[str, Any] | None:
+            partition, fslice = ref.partition, ref.slice
+            if fslice.bucket not in layouts.buckets(partition):
+                return None
+            live = read_slice(self.store, self.spec, fslice, keys)
+            return {"partition": partition, "bucket": fslice.bucket, FILE_ID: fslice.file_id,
+                    "keys": live.num_rows, "bytes": fslice.size, "files": len(fslice.files),
+                    **layouts.facts(partition, fslice.bucket)}  # fmt: skip
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            rows = [r for r in pool.map(one, self.slices()) if r is not None]
+        return _stats_table(rows)
+
+    def output_schema(self, columns: Sequence[str] | None, meta_columns: bool) -> pa.Schema:
+        return self.output_schema_of(self.spec, columns, meta_columns)
+
+    @staticmethod
+    def output_schema_of(
+        spec: TableSpec, columns: Sequence[str] | None, meta_columns: bool
+    ) -> pa.Schema:
+        """The schema of what reads return: ``columns`` (all fields by default), then the
+        meta columns."""
+        names = list(columns) if columns is not None else spec.schema.names
+        fields = [spec.schema.field(n) for n in names]
+        if meta_columns:
+            fields += [
+                pa.field(PARTITION, pa.string()),
+                pa.field(BUCKET, pa.int32()),
+                pa.field(FILE_ID, pa.string()),
+                pa.field(INSTANT, pa.string()),
+            ]
+        return pa.schema(fields)
+
+
+def _stats_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Stats rows as a table (no bucket yet: the two key columns, empty)."""
+    if rows:
+        return pa.Table.from_pylist(rows)
+    return pa.table({"partition": pa.array([], pa.string()), "bucket": pa.array([], pa.int64())})
+
+
+def _scan(
+    store: TableStore, spec: TableSpec, refs: Sequence[SliceRef], columns: Sequence[str]
+) -> Iterator[tuple[SliceRef, pa.Table]]:
+    """Batches of every base file of ``refs`` in one multi-threaded dataset scan, each with
+    its slice (meta fields the files do not hold are filled in)."""
+    by_path = {r.slice.base.path: r for r in refs if r.slice.base is not None}
+    if not by_path:
+        return
+    try:
+        dataset = pads.dataset(list(by_path), format="parquet", filesystem=store.fs)
+        batches = dataset.scanner(columns=in_files(spec, columns)).scan_batches()
+        for tagged in batches:
+            batch = tagged.record_batch
+            if batch.num_rows:
+                ref = by_path[tagged.fragment.path]
+                assert ref.slice.base is not None
+                rows = pa.Table.from_batches([batch])
+                rows = fill_meta(spec, rows, columns, ref.slice.base.instant,
+                                 ref.slice.base.name)  # fmt: skip
+                yield ref, spec.as_table_types(rows)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TableCorruptedError(f"unreadable data file ({e}); restore it from a backup") from e
+
+
+def read_ref(
+    store: TableStore,
+    spec: TableSpec,
+    ref: SliceRef,
+    columns: Sequence[str] | None,
+    meta_columns: bool,
+    snapshot: tuple[str | None, str | None] = (None, None),
+) -> pa.Table:
+    """One slice's live rows with (optionally) the meta columns; ``snapshot`` is the
+    snapshot's (instant, seen), to tell a file cleaning removed from a lost one."""
+    wanted = list(columns) if columns is not None else spec.schema.names
+    data = [n for n in wanted if n not in spec.partition_by]
+    try:
+        rows = read_slice(store, spec, ref.slice, data, (COMMIT_TIME,) if meta_columns else ())
+    except (FileNotFoundError, TableCorruptedError) as e:
+        raise missing_file(store, *snapshot, e) from e
+    return decorate(spec, ref, rows, wanted, meta_columns)
+
+
+def missing_file(
+    store: TableStore, instant: str | None, seen: str | None, error: BaseException
+) -> DynBucketError:
+    """What a file a snapshot lists but cannot read means: when a clean that runs now or
+    has run no longer retains the snapshot's ``instant``, the snapshot is gone
+    (:class:`InstantNotFoundError`); otherwise the table lost a file
+    (:class:`TableCorruptedError` naming it). ``seen`` is kept for callers' symmetry: a
+    clean's horizon, not its time, decides."""
+    horizon = cleaning_horizon(Timeline(store))
+    if instant is not None and horizon is not None and instant < horizon.earliest:
+        return horizon.gone(instant, error)
+    if isinstance(error, TableCorruptedError):
+        return error
+    return TableCorruptedError(
+        f"{error}: a data file of completed instant(s) up to {instant} is missing; restore "
+        "it from a backup (reading on would lose its rows)"
+    )
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """The newest cleaning horizon: file slices before ``earliest`` may be gone."""
+
+    clean: str
+    earliest: str
+    running: bool
+
+    def gone(self, instant: str, error: BaseException) -> InstantNotFoundError:
+        when = "running while this read ran" if self.running else "which ran while this read did"
+        return InstantNotFoundError(
+            f"instant {instant} is no longer retained: clean {self.clean}, {when}, keeps file "
+            f"slices from {self.earliest} on and removed files this read needed ({error}); "
+            "read the table again (its latest instant), or retain more instants "
+            "(cleaner.commits-retained)"
+        )
+
+
+def cleaning_horizon(timeline: Timeline) -> Horizon | None:
+    """The largest ``earliest-retained`` of the running cleans (from their plans, which they
+    record before removing a file) and the completed ones. Running cleans are read first:
+    one that completes in between is then among the completed."""
+    found: list[Horizon] = []
+    for clean in [i for i in timeline.pending() if i.action == "clean"]:
+        earliest = timeline.plan(clean).get("earliest-retained")
+        if earliest:
+            found.append(Horizon(clean.id, earliest, True))
+    for clean in reversed(timeline.completed("clean")):
+        earliest = timeline.metadata(clean).get("earliest-retained")
+        if earliest:
+            found.append(Horizon(clean.id, earliest, False))
+            break  # horizons only grow: the newest completed clean's is the largest
+    return max(found, key=lambda h: h.earliest, default=None)
+
+
+def _unique(names: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def decorate(
+    spec: TableSpec, ref: SliceRef, rows: pa.Table, wanted: Sequence[str], meta_columns: bool
+) -> pa.Table:
+    """Rows of a slice as the reader returns them: ``wanted`` in order (partition fields
+    from the slice's partition path: one value, no column to decode), then the meta columns
+    (``_instant`` from the rows' commit time)."""
+    n = rows.num_rows
+    parts = dict(zip(spec.partition_by,
+                     partition_columns(ref.partition, spec.schema, spec.partition_by, n),
+                     strict=True))  # fmt: skip
+    out = {name: parts[name] if name in parts else rows.column(name) for name in wanted}
+    if meta_columns:
+        out[PARTITION] = pa.repeat(pa.scalar(ref.partition), n)
+        out[BUCKET] = pa.repeat(pa.scalar(ref.slice.bucket, pa.int32()), n)
+        out[FILE_ID] = pa.repeat(pa.scalar(ref.slice.file_id), n)
+        out[INSTANT] = rows.column(COMMIT_TIME)
+    return pa.table(out)

@@ -1,0 +1,398 @@
+"""The persisted definition of a table: :class:`TableSpec`.
+
+It holds the records' schema, the record key, partition and ordering fields, the bucket
+options of the dynamic bucket index and the table options, and derives the schemas of the
+files written (data and index files). Persisted at creation in two places:
+``.hoodie/hoodie.properties`` (what Hudi readers need: name, type, version, keys, partition
+fields, precombine field, schema, ...) and ``.hoodie/.dynbucket/table.json`` (what is
+dynbucket's alone: the exact Arrow schema, bucket options, table options, the table's id).
+Option names are dotted kebab-case (``cleaner.commits-retained``,
+``dynamic-bucket.max-keys-per-bucket``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, RESERVED
+from dynbucket.base.errors import (
+    ConfigError,
+    NotATableError,
+    SchemaMismatchError,
+    TableCorruptedError,
+    TableExistsError,
+)
+from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.format.buckets.options import (
+    DYNAMIC,
+    ENGINES,
+    IndexOptions,
+    engine_of,
+)
+from dynbucket.format.hudi import avro, properties
+from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
+from dynbucket.format.records.partitioning import check_partition_type
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.table.paths import (
+    OLD_LAYOUT_DIR,
+    PROPERTIES_FILE,
+    TABLE_FILE,
+)
+
+FORMAT_VERSION = 2
+HUDI_TABLE_VERSION = 6
+DATABASE = "default"
+_NAME = re.compile(r"[^A-Za-z0-9_]")
+#: Avro's rule for names, which Hudi's schemas (and so every field of a Hudi table) follow.
+_AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The persisted definition of a table."""
+
+    schema: pa.Schema
+    record_key: tuple[str, ...]
+    partition_by: tuple[str, ...] = ()
+    ordering_field: str | None = None
+    bucket_options: IndexOptions = field(default_factory=DynamicBucketOptions)
+    """The bucket index: dynamic (assigner actors, a record-level index), simple or
+    consistent hashing (``format/buckets/``)."""
+    options: TableOptions = field(default_factory=TableOptions)
+    table_id: str = ""
+    name: str = "dynbucket_table"
+    """The Hudi table name (``hoodie.table.name``): letters, digits and ``_``."""
+
+    def __post_init__(self) -> None:
+        if not self.name or _NAME.search(self.name):
+            raise ConfigError(
+                f"table name {self.name!r}: must be letters, digits and '_' only (Hudi uses "
+                "it in schema names); give another name"
+            )
+        object.__setattr__(self, "bucket_options", self.bucket_options.persisted())
+        object.__setattr__(self, "record_key", tuple(self.record_key))
+        object.__setattr__(self, "partition_by", tuple(self.partition_by))
+        names = set(self.schema.names)
+        _check_field_names(self.schema, self.partition_by)
+        reserved = sorted(names & (RESERVED | set(META_FIELDS)))
+        if reserved:
+            raise SchemaMismatchError(
+                f"schema field(s) {reserved} use names dynbucket reserves for its own columns; "
+                "rename them"
+            )
+        if not self.record_key:
+            raise ConfigError("record_key is empty: name the field(s) that identify a record")
+        for role, names_ in (("record_key", self.record_key), ("partition_by", self.partition_by)):
+            missing = [n for n in names_ if n not in names]
+            if missing:
+                raise ConfigError(
+                    f"{role} field(s) {missing} are not in the schema ({self.schema.names})"
+                )
+        for name in self.partition_by:
+            check_partition_type(name, self.schema.field(name).type)
+        for f in self.schema:
+            if pa.types.is_timestamp(f.type) and f.type.unit == "ns":
+                raise ConfigError(
+                    f"field {f.name!r} has type {f.type}; Hudi stores timestamps in micro- or "
+                    "milliseconds: use pa.timestamp('us') (cast the data first)"
+                )
+        if self.ordering_field is not None:
+            if self.ordering_field not in names:
+                raise ConfigError(
+                    f"ordering_field={self.ordering_field!r} is not in the schema "
+                    f"({self.schema.names})"
+                )
+            t = self.schema.field(self.ordering_field).type
+            if not (
+                pa.types.is_integer(t)
+                or pa.types.is_floating(t)
+                or pa.types.is_temporal(t)
+                or pa.types.is_string(t)
+                or pa.types.is_decimal(t)
+            ):
+                raise ConfigError(
+                    f"ordering_field={self.ordering_field!r} has type {t}, which has no order; "
+                    "use a number, timestamp, date or string field"
+                )
+
+    @property
+    def index_engine(self) -> str:
+        """``dynamic-bucket``, ``simple-bucket`` or ``consistent-hashing``."""
+        return engine_of(self.bucket_options)
+
+    @property
+    def stateless(self) -> bool:
+        """Whether a key's bucket is a function of the key and the layout (no assigner,
+        no record-level index)."""
+        return self.index_engine != DYNAMIC
+
+    @property
+    def meta_fields(self) -> tuple[str, ...]:
+        """The ``_hoodie_*`` meta fields data files carry (none when not populated)."""
+        return META_FIELDS if self.options.populate_meta_fields else ()
+
+    def file_schema(self) -> pa.Schema:
+        """Schema of data files (base files, log data blocks): meta fields, then every field
+        of the table (partition fields too, as Hudi writes them), each in the type its Avro
+        schema reads as (``storage_type``)."""
+        meta = [pa.field(n, pa.string()) for n in self.meta_fields]
+        data = [f.with_type(storage_type(f.type)) for f in self.schema]
+        return pa.schema([*meta, *data])
+
+    def as_table_types(self, rows: pa.Table) -> pa.Table:
+        """``rows`` read from data files, with the table's own types (losslessly: the
+        values were written from them)."""
+        for i, name in enumerate(rows.column_names):
+            want = self.schema.field(name).type if name in self.schema.names else None
+            if want is not None and rows.schema.field(i).type != want:
+                rows = rows.set_column(i, name, rows.column(i).cast(want))
+        return rows
+
+    @property
+    def precombine_field(self) -> str:
+        """The field Hudi readers order a key's records by: the ordering field; without one,
+        the commit time, so that the latest commit wins as it does here."""
+        return self.ordering_field or COMMIT_TIME
+
+    def avro_schema(self, meta_fields: bool = False) -> str:
+        """The table's Avro schema, as Hudi's metadata carries it."""
+        return avro.schema_json(self.schema, self.name, self.meta_fields if meta_fields else ())
+
+    def index_schema(self) -> pa.Schema:
+        """Schema of record-level index files."""
+        keys = [self.schema.field(n).with_nullable(False) for n in self.record_key]
+        return pa.schema(
+            [
+                *keys,
+                pa.field(HASH, pa.int64(), False),
+                pa.field(BUCKET, pa.int32(), False),
+                pa.field(FILE_ID, pa.string(), False),
+                pa.field(INSTANT, pa.string(), False),
+            ]
+        )
+
+    # --- persistence ---------------------------------------------------------------------
+
+    def hoodie_properties(self) -> dict[str, str]:
+        """``hoodie.properties`` as Hudi writes it for a table version 6."""
+        keys, parts = self.record_key, self.partition_by
+        if not parts:
+            keygen = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+        elif len(keys) == 1 and len(parts) == 1:
+            keygen = "org.apache.hudi.keygen.SimpleKeyGenerator"
+        else:
+            keygen = "org.apache.hudi.keygen.ComplexKeyGenerator"
+        payload = ("DefaultHoodieRecordPayload" if self.ordering_field
+                   else "OverwriteWithLatestAvroPayload")  # fmt: skip
+        return {
+            "hoodie.table.name": self.name,
+            "hoodie.database.name": DATABASE,
+            "hoodie.table.checksum": str(zlib.crc32(f"{DATABASE}.{self.name}".encode())),
+            "hoodie.table.version": str(HUDI_TABLE_VERSION),
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.table.timeline.timezone": "UTC",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.table.recordkey.fields": ",".join(keys),
+            "hoodie.table.partition.fields": ",".join(parts),
+            "hoodie.table.precombine.field": self.precombine_field,
+            "hoodie.table.keygenerator.class": keygen,
+            "hoodie.datasource.write.hive_style_partitioning": "true",
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.compaction.payload.class": f"org.apache.hudi.common.model.{payload}",
+            "hoodie.table.create.schema": self.avro_schema(),
+            **self.options.hudi_properties(),
+        }
+
+    def to_json(self) -> bytes:
+        """``.hoodie/.dynbucket/table.json``: what is dynbucket's alone."""
+        doc = {
+            "format-version": FORMAT_VERSION,
+            "table-id": self.table_id,
+            "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
+            "schema-fields": [f"{f.name}: {f.type}" for f in self.schema],
+            "ordering-field": self.ordering_field,
+            "index": {"engine": self.index_engine, **self.bucket_options.to_properties()},
+            "options": self.options.own_properties(),
+        }
+        return json.dumps(doc, indent=2).encode()
+
+    @classmethod
+    def load(cls, hoodie: dict[str, str], own: bytes, where: str) -> TableSpec:
+        """The definition from ``hoodie.properties`` and ``table.json``."""
+        try:
+            doc = json.loads(own)
+            version = doc["format-version"]
+            if version != FORMAT_VERSION:
+                raise TableCorruptedError(
+                    f"{where}: dynbucket table format version {version}; this dynbucket reads "
+                    f"version {FORMAT_VERSION}: use the dynbucket that wrote it"
+                )
+            engine = doc["index"].get("engine")
+            if engine not in ENGINES:
+                raise TableCorruptedError(
+                    f"{where}: index engine {engine!r} is not one of {sorted(ENGINES)}; "
+                    "use the dynbucket that wrote it"
+                )
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["schema"])))
+            hudi_options = {
+                k: v
+                for k, v in hoodie.items()
+                if k in ("hoodie.table.type", "hoodie.populate.meta.fields")
+            }
+            return cls(
+                schema=schema,
+                record_key=tuple(_list(hoodie["hoodie.table.recordkey.fields"])),
+                partition_by=tuple(_list(hoodie.get("hoodie.table.partition.fields", ""))),
+                ordering_field=doc["ordering-field"],
+                bucket_options=ENGINES[engine].from_properties(
+                    {k: v for k, v in doc["index"].items() if k != "engine"}
+                ),
+                options=TableOptions.from_properties({**doc.get("options", {}), **hudi_options}),
+                table_id=doc["table-id"],
+                name=hoodie["hoodie.table.name"],
+            )
+        except (KeyError, ValueError, TypeError) as e:
+            raise TableCorruptedError(
+                f"{where}: unreadable table properties ({type(e).__name__}: {e}); the table "
+                f"definition ({PROPERTIES_FILE}, {TABLE_FILE}) is damaged: restore it"
+            ) from e
+
+
+def _check_field_names(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
+    """Field names must be Avro names (Hudi keeps the schema as Avro; its readers and
+    writers refuse other names); a partition field's name is also a folder name
+    (``name=value``), which must not be hidden from readers that skip ``_`` folders."""
+
+    def check(f: pa.Field, where: str) -> None:
+        if not _AVRO_NAME.match(f.name):
+            raise ConfigError(
+                f"field {f.name!r}{where}: field names must be letters, digits and '_', not "
+                "starting with a digit (Hudi keeps the schema as Avro, whose names follow "
+                f"that rule; partition fields also name folders): rename it, e.g. "
+                f"{_suggest(f.name)!r}"
+            )
+        inner = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        for child in _children(inner):
+            check(child, f" (in field {f.name!r})")
+
+    for f in schema:
+        check(f, "")
+    for name in partition_by:
+        if name in schema.names and name.startswith("_"):
+            raise ConfigError(
+                f"partition field {name!r}: a partition field's name may not start with '_' "
+                "(its folders, '_name=value', are hidden from Parquet readers that skip '_' "
+                f"folders): rename it, e.g. {name.lstrip('_') or 'part'!r}"
+            )
+
+
+def _children(t: pa.DataType) -> list[pa.Field]:
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _children(t.value_type)
+    if pa.types.is_map(t):
+        return _children(t.item_type)
+    return []
+
+
+def _suggest(name: str) -> str:
+    clean = _NAME.sub("_", name).strip("_") or "field"
+    return clean if not clean[0].isdigit() else f"f_{clean}"
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """The type a field is stored as in data files: the Arrow type of its Avro form, which
+    Hudi readers read files as (small integers as int32, large or view strings as strings,
+    timestamps as UTC instants in milli- or microseconds)."""
+    if pa.types.is_integer(t) and t.bit_width < 32 or t == pa.uint16():
+        return pa.int32()
+    if t == pa.uint32():
+        return pa.int64()
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("ms" if t.unit in ("s", "ms") else "us", "UTC")
+    return t
+
+
+def _list(text: str) -> list[str]:
+    return [p for p in text.split(",") if p]
+
+
+def table_name_for(uri: str) -> str:
+    """A Hudi table name from a table's folder name (other characters become ``_``)."""
+    base = uri.rstrip("/").rsplit("/", 1)[-1] or "dynbucket_table"
+    name = _NAME.sub("_", base)
+    return name if name[:1].isalpha() else f"t_{name}"
+
+
+def create_table(store: TableStore, spec: TableSpec) -> None:
+    """Persists a new table's definition at ``store``.
+
+    Raises:
+        TableExistsError: a table (or any other file) is already there.
+    """
+    if store.is_file(store.root):
+        raise TableExistsError(
+            f"{store.uri} is a file, not a folder; create the table in an empty or new folder"
+        )
+    if store.exists(store.path(PROPERTIES_FILE)) or store.exists(store.path(TABLE_FILE)):
+        raise TableExistsError(f"a table already exists at {store.uri}; open it")
+    others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
+    if others:
+        raise TableExistsError(
+            f"{store.uri} is not empty ({len(others)} entries, e.g. {others[0]!r}); create "
+            "the table in an empty or new folder"
+        )
+    if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
+        raise TableExistsError(f"another process created a table at {store.uri} just now")
+    store.write_atomic(
+        store.path(PROPERTIES_FILE),
+        properties.dumps(spec.hoodie_properties(), "Properties saved by dynbucket"),
+    )
+
+
+def load_table(store: TableStore) -> TableSpec:
+    """The definition of the table at ``store``.
+
+    Raises:
+        NotATableError: no dynbucket table there.
+        TableCorruptedError: a definition this version cannot read.
+    """
+    if store.exists(store.path(OLD_LAYOUT_DIR, "table.json")):
+        raise TableCorruptedError(
+            f"{store.uri} holds a table in dynbucket's first layout ({OLD_LAYOUT_DIR}/ at its "
+            "root), which this version no longer reads (it writes Hudi tables); nothing of "
+            "that layout was released, so there is no migration: write the data into a new "
+            "table"
+        )
+    try:
+        own = store.read_bytes(store.path(TABLE_FILE))
+    except (FileNotFoundError, OSError) as e:
+        hudi = store.exists(store.path(PROPERTIES_FILE))
+        what = "a Hudi table not created by dynbucket" if hudi else "not a dynbucket table"
+        raise NotATableError(
+            f"{store.uri} is {what} (no {TABLE_FILE}); create one with Table.create"
+        ) from e
+    try:
+        hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
+    except (FileNotFoundError, OSError) as e:
+        raise TableCorruptedError(
+            f"{store.uri}: {PROPERTIES_FILE} is missing (the table's creation did not finish, "
+            "or the file was removed); create the table again in a new folder"
+        ) from e
+    return TableSpec.load(hoodie, own, store.uri)

@@ -1,0 +1,266 @@
+"""One writer per table (I9): a numbered lease under ``.hoodie/.dynbucket/``, renewed by a
+heartbeat.
+
+Leases are files ``writer.lease.<generation>``; the one with the highest generation is the
+table's lease, and it is live until it expires or its writer marks it released. Taking the
+table is creating the next generation, exclusively and with its content in one step, so
+that of writers racing for a free table or for an expired lease exactly one wins, and no
+reader ever sees a lease file without its content:
+
+1. Read the newest lease. A live one refuses the writer (:class:`ConcurrentWriteError`
+   naming the holder). An unreadable one (damaged, or written by a store without atomic
+   creation) counts as a dead writer's: it expires ``lease_seconds`` after its file time.
+2. Create generation + 1 exclusively. A writer that loses the race looks again (and finds
+   the winner's live lease); one that finds a newer generation than its own (it read a
+   stale listing) removes its file and looks again.
+3. Remove the older generations.
+
+A holder rewrites only its own file (renewals, the release mark) and holds the table while
+its file is the newest and, in its own view, unexpired: it never renews a lease that
+expired in its own view, so it cannot overwrite a successor's, and it finds out at its next
+``verify()`` (before any commit). Generations only grow, so a lease is never taken twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, replace
+
+from dynbucket.base.errors import ConcurrentWriteError
+from dynbucket.format.file_group.slices import TEMPORARY
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import META_DIR
+
+DEFAULT_LEASE_SECONDS = 60.0
+LEASE_PREFIX = "writer.lease."
+_LEASE = re.compile(r"^writer\.lease\.(\d{20})$")
+_TRIES = 10
+
+
+@dataclass(frozen=True)
+class Lease:
+    owner: str
+    host: str
+    pid: int
+    expires_at: float
+    released: bool = False
+
+    def describe(self) -> str:
+        left = self.expires_at - time.time()
+        return f"writer {self.owner} (host {self.host}, pid {self.pid}), lease {left:.0f}s left"
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The newest lease file: its generation, and its lease (None when unreadable)."""
+
+    generation: int
+    path: str
+    lease: Lease | None
+    mtime: float
+
+
+class WriterLock:
+    """The table's writer lease; use ``with lock:`` around a write."""
+
+    def __init__(self, store: TableStore, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        if lease_seconds <= 0:
+            raise ValueError(f"lease_seconds={lease_seconds}: must be > 0")
+        self.store = store
+        self.dir = store.path(META_DIR)
+        self.lease_seconds = lease_seconds
+        self.owner = uuid.uuid4().hex[:12]
+        self.generation: int | None = None
+        self._held = False
+        self._expires_at = 0.0
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def __enter__(self) -> WriterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def path(self, generation: int) -> str:
+        return f"{self.dir}/{LEASE_PREFIX}{generation:020d}"
+
+    def acquire(self) -> None:
+        """Takes the table, or raises :class:`ConcurrentWriteError` naming the holder."""
+        if self._held:
+            return
+        for _ in range(_TRIES):
+            # 1.
+            newest = self._newest()
+            if newest is not None:
+                self._refuse_if_live(newest)
+            generation = newest.generation + 1 if newest is not None else 1
+            # 2.
+            lease = self._new_lease()
+            # Not flushed: a lease lost in a power cut only frees the table of a dead writer.
+            if not self.store.create_exclusive(self.path(generation), _encode(lease),
+                                               durable=False):  # fmt: skip
+                continue
+            latest = self._newest()
+            if latest is None or latest.generation != generation:
+                self.store.delete(self.path(generation))
+                continue
+            # 3.
+            self.generation = generation
+            self._remove_older(generation)
+            self._took(lease)
+            return
+        raise ConcurrentWriteError(
+            f"could not take the writer lease of {self.store.uri} in {_TRIES} tries: other "
+            "writers keep taking it; dynbucket allows one writer per table"
+        )
+
+    def holder(self) -> str | None:
+        """Who holds the table now (None: nobody), without taking or changing anything."""
+        newest = self._newest()
+        if newest is None:
+            return None
+        try:
+            self._refuse_if_live(newest)
+        except ConcurrentWriteError as e:
+            return str(e)
+        return None
+
+    def verify(self) -> None:
+        """Raises :class:`ConcurrentWriteError` unless this writer still holds the lease."""
+        newest = self._newest()
+        if not self._held or newest is None or not self._mine(newest):
+            holder = "nobody"
+            if newest is not None and newest.lease is not None:
+                holder = newest.lease.describe()
+            raise ConcurrentWriteError(
+                f"writer {self.owner} lost the lease of {self.store.uri} (now held by {holder}); "
+                "its changes are not committed"
+            )
+        if time.time() >= self._expires_at:
+            raise ConcurrentWriteError(
+                f"writer {self.owner}'s lease of {self.store.uri} expired (heartbeat stalled "
+                f"over {self.lease_seconds:.0f}s); its changes are not committed"
+            )
+
+    def release(self) -> None:
+        """Marks the lease released (the next writer takes the table at once)."""
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        if self._held and self.generation is not None:
+            newest = self._newest()
+            if newest is not None and self._mine(newest) and newest.lease is not None:
+                released = replace(newest.lease, released=True)
+                self.store.write_atomic(self.path(self.generation), _encode(released))
+        self._held = False
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _new_lease(self) -> Lease:
+        return Lease(
+            self.owner, socket.gethostname(), os.getpid(), time.time() + self.lease_seconds
+        )
+
+    def _mine(self, found: _Found) -> bool:
+        return (
+            found.generation == self.generation
+            and found.lease is not None
+            and found.lease.owner == self.owner
+            and not found.lease.released
+        )
+
+    def _refuse_if_live(self, found: _Found) -> None:
+        now = time.time()
+        if found.lease is None:
+            expires = found.mtime + self.lease_seconds
+            if expires > now:
+                at = dt.datetime.fromtimestamp(expires, dt.UTC).strftime("%H:%M:%S UTC")
+                raise ConcurrentWriteError(
+                    f"the writer lease {found.path} of {self.store.uri} is unreadable (a "
+                    "writer died while creating it, or the file was damaged); it counts as a "
+                    f"dead writer's lease and expires at {at} (in {expires - now:.0f}s, "
+                    "lock.lease-seconds after the file was written): write again then"
+                )
+        elif not found.lease.released and found.lease.expires_at > now:
+            raise ConcurrentWriteError(
+                f"table {self.store.uri} is being written by {found.lease.describe()}; "
+                "dynbucket allows one writer per table: wait for it to finish (a dead "
+                "writer's lease expires on its own)"
+            )
+
+    def _newest(self) -> _Found | None:
+        """The lease file with the highest generation (None: the table never had a writer)."""
+        for _ in range(_TRIES):
+            files = {int(m.group(1)): info for info in self.store.list_files(self.dir)
+                     if (m := _LEASE.match(info.base_name))}  # fmt: skip
+            if not files:
+                return None
+            generation = max(files)
+            info = files[generation]
+            try:
+                data = self.store.read_bytes(info.path)
+            except FileNotFoundError:
+                continue  # a newer writer removed it in between: list again
+            mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+            return _Found(generation, info.path, _decode(data), mtime)
+        return None
+
+    def _remove_older(self, generation: int) -> None:
+        """Older lease files, and temporary files a killed writer left while creating or
+        renewing one (older than a lease: no live writer is still writing them)."""
+        horizon = time.time() - self.lease_seconds
+        for info in self.store.list_files(self.dir):
+            m = _LEASE.match(info.base_name)
+            older = m is not None and int(m.group(1)) < generation
+            stray = (
+                TEMPORARY.match(info.base_name) is not None
+                and info.base_name.startswith(f".{LEASE_PREFIX}")
+                and info.mtime is not None
+                and info.mtime.timestamp() < horizon
+            )
+            if older or stray:
+                self.store.delete(info.path)
+
+    def _took(self, lease: Lease) -> None:
+        self._held = True
+        self._expires_at = lease.expires_at
+        self._stop.clear()
+        self._heartbeat = threading.Thread(
+            target=self._beat, name=f"dynbucket-lease-{self.owner}", daemon=True
+        )
+        self._heartbeat.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            if time.time() >= self._expires_at:
+                return  # expired in our own view: a successor may own the table now
+            newest = self._newest()
+            if newest is None or not self._mine(newest) or self.generation is None:
+                return
+            lease = self._new_lease()
+            try:
+                self.store.write_atomic(self.path(self.generation), _encode(lease))
+            except OSError:
+                continue  # a later beat retries; verify() reports a lapse
+            self._expires_at = lease.expires_at
+
+
+def _encode(lease: Lease) -> bytes:
+    return json.dumps(asdict(lease)).encode()
+
+
+def _decode(data: bytes) -> Lease | None:
+    try:
+        return Lease(**json.loads(data))
+    except (ValueError, TypeError):
+        return None

@@ -1,0 +1,108 @@
+"""Each instant's outcome is decided once, by an exclusive create: committed or rolled back.
+
+A writer lease says who may write; it cannot stop a writer that passed its lease check and
+then stalled (a GC pause, SIGSTOP, a suspended VM) from publishing its commit later, after
+its lease lapsed and the next writer rolled its instant back: the commit would name files
+that are gone. So the commit point is not the publish of the completed instant but the
+exclusive create of the instant's outcome file, ``.hoodie/.dynbucket/outcomes/<id>``:
+
+* the committer creates it holding the completed instant's document (:func:`decide_commit`);
+* a writer that finds another's instant pending creates it saying "rolled back"
+  (:func:`decide_rollback`) before it removes anything.
+
+Exactly one of them creates it (locally a hard link, on S3 a conditional put: the same
+primitive as the lease). The loser learns the outcome from the file: a stalled committer
+finds its instant rolled back and fails with nothing shown; a writer that came to roll
+back finds it committed and publishes it with the document the file holds (the same bytes
+the committer publishes, so either order of the two publishes gives one file).
+
+A commit outcome is removed once the completed instant is published (it is only needed
+while the instant is decided but not yet visible); a rollback outcome stays, so that the
+stalled writer stays fenced however long its pause (one small file per instant rolled back).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from dynbucket.base.errors import ConcurrentWriteError
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import OUTCOME_DIR
+
+COMMITTED = "committed"
+ROLLED_BACK = "rolled-back"
+#: Reads of an outcome that vanishes in between (its commit was published and it removed).
+_TRIES = 5
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What was decided for an instant, by which writer (``document``: a commit's)."""
+
+    state: str
+    writer: str
+    document: dict[str, Any] | None = None
+
+
+def path_of(store: TableStore, instant: str) -> str:
+    return store.path(OUTCOME_DIR, instant)
+
+
+def decide_commit(store: TableStore, instant: str, document: dict[str, Any], writer: str) -> None:
+    """Makes ``instant`` committed (its completed document recorded), unless another writer
+    already decided to roll it back.
+
+    Raises:
+        ConcurrentWriteError: the instant was rolled back (this writer's lease lapsed while
+            it stalled); none of its changes are committed.
+    """
+    body = _encode(Outcome(COMMITTED, writer, document))
+    if store.create_exclusive(path_of(store, instant), body):
+        return
+    found = read(store, instant)
+    if found is not None and found.state == COMMITTED and found.writer == writer:
+        return  # our own decision (an earlier attempt of this call)
+    by = found.writer if found is not None else "another writer"
+    raise ConcurrentWriteError(
+        f"instant {instant} of {store.uri} was rolled back by writer {by} while this writer "
+        "stalled past its lease (lock.lease-seconds); none of its changes are committed: "
+        "write them again"
+    )
+
+
+def decide_rollback(store: TableStore, instant: str, writer: str) -> Outcome | None:
+    """Decides a pending instant of another writer: rolled back, unless its writer already
+    committed it. Returns the outcome (None: it turned out published already: nothing to
+    do). On ``ROLLED_BACK`` the caller removes its files; on ``COMMITTED`` it publishes the
+    outcome's document."""
+    path = path_of(store, instant)
+    for _ in range(_TRIES):
+        mine = Outcome(ROLLED_BACK, writer)
+        if store.create_exclusive(path, _encode(mine)):
+            return mine
+        found = read(store, instant)
+        if found is not None:
+            return found
+    # Created and removed each time we looked: its writer keeps publishing it.
+    return None
+
+
+def read(store: TableStore, instant: str) -> Outcome | None:
+    """The instant's recorded outcome (None: none, or removed after its publish)."""
+    try:
+        doc = json.loads(store.read_bytes(path_of(store, instant)))
+    except FileNotFoundError:
+        return None
+    return Outcome(doc["outcome"], doc["writer"], doc.get("document"))
+
+
+def forget(store: TableStore, instant: str) -> None:
+    """Removes a commit outcome once its instant is published."""
+    store.delete(path_of(store, instant))
+
+
+def _encode(outcome: Outcome) -> bytes:
+    doc = {"outcome": outcome.state, "writer": outcome.writer, "document": outcome.document}
+    return json.dumps(doc, sort_keys=True, default=str).encode()

@@ -1,0 +1,303 @@
+"""The timeline: instants of a table, each requested -> inflight -> completed.
+
+An instant's id is a 17-digit UTC time (``yyyyMMddHHmmssSSS``), strictly increasing within a
+table; as an integer it is also the assigner's checkpoint id. Writes and compactions are on
+Hudi's timeline (``.hoodie/``, timeline layout 1), spelled as Hudi spells them:
+
+* merge-on-read writes: ``<id>.deltacommit.requested``, ``.deltacommit.inflight``,
+  ``<id>.deltacommit``;
+* copy-on-write writes: ``<id>.commit.requested``, ``<id>.inflight``, ``<id>.commit``;
+* compactions: ``<id>.compaction.requested``, ``.compaction.inflight``, ``<id>.commit``.
+
+A completed write or compaction holds Hudi's commit metadata (JSON). dynbucket's own
+services (clean, rollback, index compaction) are recorded under
+``.hoodie/.dynbucket/timeline/<id>.<action>[.requested|.inflight]`` (JSON). Completion is one
+atomic publish; readers only see completed instants, and only files of completed instants.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from dynbucket.base.errors import InstantNotFoundError, TableCorruptedError
+from dynbucket.format.hudi.commit import extra_of, written_paths
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
+
+#: Instants on Hudi's timeline, and instants recorded by dynbucket alone.
+HUDI_ACTIONS = ("commit", "compaction")
+OWN_ACTIONS = ("index-compaction", "clean", "rollback")
+ACTIONS = HUDI_ACTIONS + OWN_ACTIONS
+ID_LENGTH = 17
+_ID_FORMAT = "%Y%m%d%H%M%S%f"
+
+
+class State(enum.IntEnum):
+    REQUESTED = 0
+    INFLIGHT = 1
+    COMPLETED = 2
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    """One instant: id, action (``commit`` is a data write) and state."""
+
+    id: str
+    action: str
+    state: State
+
+    @property
+    def checkpoint(self) -> int:
+        """The id as the assigner's checkpoint id."""
+        return int(self.id)
+
+    @property
+    def completed(self) -> bool:
+        return self.state == State.COMPLETED
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.action} ({self.state.name.lower()})"
+
+
+def file_name(instant: Instant, state: State, merge_on_read: bool) -> str:
+    """The timeline file of ``instant`` in ``state`` (relative to the table's root)."""
+    i, action = instant.id, instant.action
+    if action in OWN_ACTIONS:
+        suffix = "" if state == State.COMPLETED else f".{state.name.lower()}"
+        return f"{TIMELINE_DIR}/{i}.{action}{suffix}"
+    if action == "compaction":
+        names = {State.REQUESTED: "compaction.requested", State.INFLIGHT: "compaction.inflight",
+                 State.COMPLETED: "commit"}  # fmt: skip
+    elif merge_on_read:
+        names = {State.REQUESTED: "deltacommit.requested", State.INFLIGHT: "deltacommit.inflight",
+                 State.COMPLETED: "deltacommit"}  # fmt: skip
+    else:
+        names = {State.REQUESTED: "commit.requested", State.INFLIGHT: "inflight",
+                 State.COMPLETED: "commit"}  # fmt: skip
+    return f"{HOODIE_DIR}/{i}.{names[state]}"
+
+
+_HUDI_SUFFIXES = {
+    "deltacommit.requested": ("commit", State.REQUESTED),
+    "deltacommit.inflight": ("commit", State.INFLIGHT),
+    "deltacommit": ("commit", State.COMPLETED),
+    "commit.requested": ("commit", State.REQUESTED),
+    "inflight": ("commit", State.INFLIGHT),
+    "commit": ("commit", State.COMPLETED),
+    "compaction.requested": ("compaction", State.REQUESTED),
+    "compaction.inflight": ("compaction", State.INFLIGHT),
+}
+
+
+def parse_instant_file(name: str, own: bool = False) -> Instant | None:
+    """The instant a timeline file name stands for (None for other files). A Hudi
+    ``<id>.commit`` is read as a write here; the timeline makes it a compaction when the
+    instant was requested as one."""
+    head, _, suffix = name.partition(".")
+    if len(head) != ID_LENGTH or not head.isdigit():
+        return None
+    if not own:
+        found = _HUDI_SUFFIXES.get(suffix)
+        return Instant(head, *found) if found else None
+    action, _, state = suffix.partition(".")
+    if action not in OWN_ACTIONS:
+        return None
+    try:
+        return Instant(head, action, State[state.upper()] if state else State.COMPLETED)
+    except KeyError:
+        return None
+
+
+def next_instant_id(after: str | None, now: dt.datetime | None = None) -> str:
+    """A new instant id: the current UTC millisecond, or one millisecond after ``after``
+    when the clock is behind (always a valid time: Hudi readers parse ids as times)."""
+    now = now or dt.datetime.now(dt.UTC)
+    candidate = now.strftime(_ID_FORMAT)[:-3]
+    if after is not None and candidate <= after:
+        later = dt.datetime.strptime(after, _ID_FORMAT[:-2] + "%f") + dt.timedelta(milliseconds=1)
+        candidate = later.strftime(_ID_FORMAT)[:-3]
+    return candidate
+
+
+#: Completed instants' metadata never changes: parsed once per process.
+_METADATA: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+_METADATA_MAX = 20_000
+
+
+class Timeline:
+    """Reads and changes the timeline of one table.
+
+    Args:
+        store: the table's storage.
+        merge_on_read: the table's type; needed to name the files of new writes.
+    """
+
+    def __init__(self, store: TableStore, merge_on_read: bool | None = None) -> None:
+        self.store = store
+        self.merge_on_read = merge_on_read
+
+    # --- reading -------------------------------------------------------------------------
+
+    def instants(self) -> list[Instant]:
+        """Every instant at its furthest state, oldest first."""
+        latest: dict[str, Instant] = {}
+        compactions: set[str] = set()
+        for directory, own in ((HOODIE_DIR, False), (TIMELINE_DIR, True)):
+            for info in self.store.list_files(self.store.path(directory)):
+                instant = parse_instant_file(info.base_name, own)
+                if instant is None:
+                    continue
+                if instant.action == "compaction":
+                    compactions.add(instant.id)
+                seen = latest.get(instant.id)
+                if seen is not None and own != (seen.action in OWN_ACTIONS):
+                    raise TableCorruptedError(
+                        f"instant {instant.id} is both {seen.action} and {instant.action}; "
+                        f"remove the files of one of them from {HOODIE_DIR}/ or {TIMELINE_DIR}/"
+                    )
+                if seen is None or instant.state > seen.state:
+                    latest[instant.id] = instant
+        out = [
+            Instant(i.id, "compaction", i.state) if i.id in compactions else i
+            for i in latest.values()
+        ]
+        return sorted(out)
+
+    def completed(self, *actions: str) -> list[Instant]:
+        return [i for i in self.instants() if i.completed and (not actions or i.action in actions)]
+
+    def pending(self) -> list[Instant]:
+        """Requested or inflight instants (a live writer's, or left by a crashed one)."""
+        return [i for i in self.instants() if not i.completed]
+
+    def latest_completed(self) -> str | None:
+        completed = self.completed()
+        return completed[-1].id if completed else None
+
+    def raw(self, instant: Instant) -> dict[str, Any]:
+        """The JSON document of a completed instant.
+
+        Raises:
+            InstantNotFoundError: the instant is not completed (or not there).
+            TableCorruptedError: its file is empty, cut short or not JSON.
+        """
+        if not instant.completed:
+            raise InstantNotFoundError(f"instant {instant} is not completed: it has no metadata")
+        key = (self.store.uri, f"{instant.id}.{instant.action}")
+        doc = _METADATA.get(key)
+        if doc is not None:
+            _METADATA.move_to_end(key)
+            return doc
+        rel = file_name(instant, State.COMPLETED, self.merge_on_read is not False)
+        if instant.action == "commit" and not self.store.exists(self.store.path(rel)):
+            rel = file_name(instant, State.COMPLETED, False)  # a copy-on-write table's
+        path = self.store.path(rel)
+        try:
+            data = self.store.read_bytes(path)
+        except FileNotFoundError as e:
+            raise InstantNotFoundError(f"instant {instant} is not on the timeline") from e
+        try:
+            doc = json.loads(data)
+            if not isinstance(doc, dict):
+                raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+        except ValueError as e:
+            what = "empty" if not data else f"not a complete JSON document ({e})"
+            raise TableCorruptedError(
+                f"{path}: the metadata of completed instant {instant.id} is {what}; restore "
+                "the file from a backup, or delete it and run `dynbucket rollback` to remove "
+                "that instant's files"
+            ) from e
+        _METADATA[key] = doc
+        if len(_METADATA) > _METADATA_MAX:
+            _METADATA.popitem(last=False)
+        return doc
+
+    def plan(self, instant: Instant) -> dict[str, Any]:
+        """What a pending instant's inflight file says it will do ({} when it has no
+        readable plan, or is no longer pending)."""
+        path = self.store.path(file_name(instant, State.INFLIGHT, self.merge_on_read is not False))
+        try:
+            doc = json.loads(self.store.read_bytes(path))
+        except (FileNotFoundError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def metadata(self, instant: Instant) -> dict[str, Any]:
+        """What a completed instant recorded: ``operation``, ``files`` (each with its absolute
+        ``path``) and dynbucket's own entries (``stats``, ``stream``, ``slots``, ...)."""
+        doc = self.raw(instant)
+        if instant.action in OWN_ACTIONS:
+            files = [{**f, "path": self.store.path(f["path"])} for f in doc.get("files", [])]
+            return {**doc, "files": files}
+        extra = extra_of(doc)
+        files = [{"path": self.store.path(p), "kind": "data"} for p in written_paths(doc)]
+        files += [{"path": self.store.path(p), "kind": "index"}
+                  for p in extra.pop("index-files", [])]  # fmt: skip
+        operation = extra.pop("operation", str(doc.get("operationType", "")).lower())
+        return {**extra, "operation": operation, "files": files}
+
+    # --- changing ------------------------------------------------------------------------
+
+    def request(self, action: str) -> Instant:
+        """Creates a new requested instant with an id greater than every existing one."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        existing = self.instants()
+        last = existing[-1].id if existing else None
+        while True:
+            instant = Instant(next_instant_id(last), action, State.REQUESTED)
+            # Not flushed: the inflight file written next is, with its folder.
+            if self.store.create_exclusive(self._path(instant, State.REQUESTED), b"",
+                                           durable=False):  # fmt: skip
+                return instant
+            last = instant.id
+
+    def start(self, instant: Instant, plan: dict[str, Any]) -> Instant:
+        """requested -> inflight, recording the plan (what the instant will do)."""
+        inflight = Instant(instant.id, instant.action, State.INFLIGHT)
+        self.store.write_atomic(self._path(inflight, State.INFLIGHT),
+                                json.dumps(plan, sort_keys=True).encode())  # fmt: skip
+        return inflight
+
+    def complete(self, instant: Instant, document: dict[str, Any]) -> Instant:
+        """inflight -> completed: one atomic, durable publish of ``document``. Hudi's
+        instants keep their requested and inflight files, as Hudi's do; dynbucket's own
+        records drop them."""
+        done = Instant(instant.id, instant.action, State.COMPLETED)
+        body = json.dumps(document, sort_keys=True, indent=1, default=str).encode()
+        self.store.write_atomic(self._path(done, State.COMPLETED), body)
+        if instant.action in OWN_ACTIONS:
+            self._remove_states(instant, (State.REQUESTED, State.INFLIGHT))
+        return done
+
+    def is_published(self, instant: Instant) -> bool:
+        """Whether the instant's completed file is there (whatever this view of it says)."""
+        done = Instant(instant.id, instant.action, State.COMPLETED)
+        if instant.action == "commit" and self.merge_on_read is None:
+            return any(self.store.exists(self.store.path(file_name(done, State.COMPLETED, m)))
+                       for m in (True, False))  # fmt: skip
+        return self.store.exists(self._path(done, State.COMPLETED))
+
+    def discard(self, instant: Instant) -> None:
+        """Removes a pending instant's state files (after its files were rolled back)."""
+        if instant.completed:
+            raise ValueError(f"cannot discard completed instant {instant}")
+        # Inflight first: a crash in between leaves a requested instant, still pending.
+        self._remove_states(instant, (State.INFLIGHT, State.REQUESTED))
+
+    def _path(self, instant: Instant, state: State) -> str:
+        if self.merge_on_read is None and instant.action == "commit":
+            raise ValueError("Timeline(merge_on_read=...) is needed to write a commit")
+        return self.store.path(file_name(instant, state, bool(self.merge_on_read)))
+
+    def _remove_states(self, instant: Instant, states: tuple[State, ...]) -> None:
+        for state in states:
+            for merge_on_read in (True, False):
+                rel = file_name(instant, state, merge_on_read)
+                self.store.delete(self.store.path(rel))
+

@@ -1,0 +1,277 @@
+"""One instant of a writer: lease, instant, files, and an atomic commit that checks what it read.
+
+1. Take the table's writer lease (I9).
+2. Settle the instants another writer left pending (``outcome``): roll each back (its files
+   removed, I5) unless its writer had decided it committed, then publish it.
+3. Note the latest completed instant, the commit's precondition, and read its metadata
+   (a write never builds on a commit that does not read).
+4. Request and start a new instant; write files named with it.
+5. Commit: the lease is still ours and the timeline still ends at the noted instant
+   ("expected X, found Y"); then the commit point, the exclusive create of the instant's
+   outcome (refused when a newer writer rolled the instant back while this one stalled:
+   a pause of any length ends in a refused commit, never a lost one); then one atomic
+   publish of the metadata. Any failure before the commit point rolls the instant back,
+   so nothing of it is ever read; after it, the instant is committed and is published
+   (by this writer, or else by the next one).
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynbucket.base.errors import CommitFailedError, ConcurrentWriteError
+from dynbucket.format.hudi import properties
+from dynbucket.format.hudi.commit import WriteStat, commit_metadata
+from dynbucket.format.hudi.files import PARTITION_METADATA
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.lock import WriterLock
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WrittenFile:
+    """A file an instant wrote, for its commit metadata (a Hudi write stat)."""
+
+    partition: str
+    path: str
+    kind: str  # base | log | index
+    rows: int
+    size: int
+    file_id: str = ""
+    bucket: int = -1
+    inserts: int = 0
+    updates: int = 0
+    """Upserts of known keys written (Hudi's ``numUpdateWrites``), stale ones included."""
+    stale: int = 0
+    """Of ``updates``, those that lose to the record the table has (a smaller ordering)."""
+    deletes: int = 0
+    prev_commit: str | None = None
+    """The instant of the group's base file before this write (None: a new group)."""
+    base_file: str = ""
+    """A log file's slice: the name of its base file."""
+    log_version: int | None = None
+
+    def relative(self, store: TableStore) -> str:
+        return self.path[len(store.root) :].lstrip("/")
+
+    def write_stat(self, store: TableStore) -> WriteStat:
+        return WriteStat(self.partition, self.file_id, self.relative(store), self.prev_commit,
+                         self.rows, self.inserts, self.updates, self.deletes, self.size,
+                         self.base_file or None, self.log_version)  # fmt: skip
+
+
+@dataclass
+class Transaction:
+    """An open instant; commit or abort it (``with`` aborts when the block raises)."""
+
+    store: TableStore
+    spec: TableSpec
+    timeline: Timeline
+    lock: WriterLock
+    instant: Instant
+    based_on: str | None
+    operation: str
+    files: list[WrittenFile] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)
+    """What the inflight instant says it will do (readers of a pending clean read it)."""
+    started: float = field(default_factory=time.perf_counter)
+    done: bool = False
+
+    @classmethod
+    def begin(
+        cls,
+        store: TableStore,
+        spec: TableSpec,
+        action: str,
+        operation: str,
+        lock: WriterLock | None = None,
+        lease_seconds: float | None = None,
+    ) -> Transaction:
+        lock = lock or WriterLock(store, lease_seconds or spec.options.lock_lease_seconds)
+        lock.acquire()
+        try:
+            timeline = Timeline(store, spec.options.merge_on_read)
+            for pending in timeline.pending():
+                settle(store, timeline, pending, lock.owner)
+            completed = timeline.completed()
+            based_on = completed[-1].id if completed else None
+            if completed:
+                # A latest commit that does not read fails every read; a write on top of it
+                # would commit into a table nobody can read (TableCorruptedError, its fix).
+                timeline.raw(completed[-1])
+            instant = timeline.request(action)
+            plan = {"operation": operation, "based-on": based_on}
+            if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
+                plan = commit_metadata([], operation, spec.avro_schema(), plan)
+            instant = timeline.start(instant, plan)
+            return cls(store, spec, timeline, lock, instant, based_on, operation, plan=plan)
+        except BaseException:
+            lock.release()
+            raise
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if not self.done:
+            self.abort()
+
+    @property
+    def id(self) -> str:
+        return self.instant.id
+
+    def record_plan(self, entries: dict[str, Any]) -> None:
+        """Adds ``entries`` to the inflight instant's plan, before the instant acts on them
+        (a clean says which instants it keeps before it removes a file)."""
+        self.plan = {**self.plan, **entries}
+        self.instant = self.timeline.start(self.instant, self.plan)
+
+    def add(self, written: WrittenFile) -> None:
+        self.files.append(written)
+
+    def commit(self, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Publishes the instant atomically; returns its metadata."""
+        if self.done:
+            raise CommitFailedError(f"instant {self.instant.id} is already finished")
+        try:
+            self.lock.verify()
+            completed = self.timeline.completed()
+            found = completed[-1].id if completed else None
+            if found != self.based_on:
+                raise ConcurrentWriteError(
+                    f"commit of {self.instant.id} expected the latest completed instant to be "
+                    f"{self.based_on}, found {found}: another writer committed in between"
+                )
+            body = self._document(metadata or {})
+            outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
+        except BaseException as e:
+            self.abort()
+            if isinstance(e, CommitFailedError | ConcurrentWriteError):
+                raise
+            raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
+        self.done = True  # committed: from here on nothing of it is rolled back
+        try:
+            _publish(self.store, self.timeline, self.instant, body)
+        except Exception as e:
+            raise CommitFailedError(
+                f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
+                "readers see it once the next writer (or `dynbucket rollback`) publishes it"
+            ) from e
+        finally:
+            self.lock.release()
+        return body
+
+    def _document(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """What the completed instant holds: Hudi's commit metadata for writes and
+        compactions, dynbucket's own record for its services."""
+        extra = {
+            "operation": self.operation,
+            "based-on": self.based_on,
+            "seconds": round(time.perf_counter() - self.started, 3),
+            **metadata,
+        }
+        data = [f for f in self.files if f.kind != "index"]
+        index = [f.relative(self.store) for f in self.files if f.kind == "index"]
+        if self.instant.action in HUDI_ACTIONS:
+            stats = [f.write_stat(self.store) for f in data]
+            return commit_metadata(stats, self.operation, self.spec.avro_schema(),
+                                   {**extra, "index-files": index},
+                                   compacted=self.instant.action == "compaction")  # fmt: skip
+        files = [{"path": f.relative(self.store), "kind": f.kind, "partition": f.partition}
+                 for f in self.files]  # fmt: skip
+        return {**extra, "files": files}
+
+    def abort(self) -> None:
+        """Rolls back everything this instant wrote and releases the lease."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            rollback_instant(self.store, self.timeline, self.instant)
+        finally:
+            self.lock.release()
+
+
+#: Attempts of a committed instant's publish before the writer leaves it to the next one.
+_PUBLISH_TRIES = 3
+
+
+def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]
+             ) -> None:  # fmt: skip
+    """Publishes a committed instant (a few attempts), then forgets its outcome."""
+    for attempt in range(_PUBLISH_TRIES):
+        try:
+            timeline.complete(instant, body)
+            break
+        except OSError:
+            if attempt == _PUBLISH_TRIES - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    outcome.forget(store, instant.id)
+
+
+def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str) -> str:
+    """Ends another writer's pending instant as its outcome says (deciding it rolled back
+    if it has none yet); returns what was done: ``rolled back``, ``published`` or
+    ``nothing`` (it was published in between)."""
+    decided = outcome.decide_rollback(store, instant.id, writer)
+    if decided is None:
+        return "nothing"
+    if decided.state == outcome.COMMITTED:
+        assert decided.document is not None
+        _publish(store, timeline, instant, decided.document)
+        log.info("published instant %s, which its writer had committed", instant.id)
+        return "published"
+    if timeline.is_published(instant):
+        # Its writer published and forgot its outcome after our look at the timeline.
+        if decided.writer == writer:
+            outcome.forget(store, instant.id)
+        return "nothing"
+    rollback_instant(store, timeline, instant)
+    return "rolled back"
+
+
+def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) -> list[str]:
+    """Removes every data and index file of a pending instant, the partition metadata of
+    partitions it created and the folders it leaves empty, then its timeline entries."""
+    if instant.completed:
+        raise CommitFailedError(f"instant {instant.id} is completed; it cannot be rolled back")
+    removed = []
+    # Base files end in ``_<id>.parquet``, log files' write tokens read ``-<id>-``, index
+    # files start with ``<id>.``; temporary files of either keep the name.
+    token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
+    hoodie = store.path(HOODIE_DIR)
+    # Inside .hoodie/, only the index entries and bucket layouts are an instant's files.
+    own = (store.path(RLI_DIR) + "/", store.path(BUCKET_LAYOUT_DIR) + "/")
+    for info in store.walk(store.root):
+        inside_meta = info.path.startswith(hoodie + "/")
+        if inside_meta and not info.path.startswith(own):
+            continue
+        if token.search(info.base_name.lstrip(".")) or (
+            info.base_name == PARTITION_METADATA and _created_by(store, info.path, instant.id)
+        ):
+            store.delete(info.path)
+            removed.append(info.path)
+    store.remove_empty_dirs(posixpath.dirname(p) for p in removed)
+    timeline.discard(instant)
+    log.info("rolled back instant %s: %d file(s) removed", instant.id, len(removed))
+    return removed
+
+
+def _created_by(store: TableStore, path: str, instant: str) -> bool:
+    """Whether a partition's metadata file was written by ``instant`` (the first write of
+    the partition): a rolled-back first write leaves no partition behind."""
+    try:
+        return properties.loads(store.read_bytes(path)).get("commitTime") == instant
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,41 @@
+"""``bench engines``: the workload has the shape the benchmark promises, and its figures
+are computed as documented (no Spark here: the generator and the metrics)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynbucket.bench.engines import (
+    UPSERTS,
+    WEIGHTS,
+    batches,
+    partition_of,
+    skew,
+    small_files,
+)
+
+
+def test_the_table_grows_tenfold_with_30_percent_updates() -> None:
+    ids = batches(10_000)
+    assert len(ids) == UPSERTS
+    seen: set[int] = set(ids[0].tolist())
+    assert len(seen) == 10_000
+    for batch in ids[1:]:
+        assert len(np.unique(batch)) == len(batch)
+        old = np.isin(batch, np.fromiter(seen, np.int64))
+        assert abs(old.mean() - 0.3) < 0.002  # updates: distinct keys, skewed to the oldest
+        seen.update(batch.tolist())
+    assert 10 * 10_000 <= len(seen) <= 10 * 10_000 + UPSERTS
+
+
+def test_partitions_are_skewed_100_to_1() -> None:
+    counts = np.bincount(partition_of(np.arange(200_000)), minlength=len(WEIGHTS))
+    shares = counts / counts.sum()
+    assert np.allclose(shares, np.array(WEIGHTS) / sum(WEIGHTS), atol=0.004)
+    assert counts.max() / counts.min() > 80
+
+
+def test_skew_and_small_files() -> None:
+    assert skew([10, 10, 10, 40]) == (4.0, np.std([10, 10, 10, 40]) / 17.5)
+    assert skew([5, 0, 5]) == (1.0, 0.0)  # empty (retired) buckets are left out
+    assert small_files([1, 9, 10, 500], capacity=100) == 2

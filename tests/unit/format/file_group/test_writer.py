@@ -1,0 +1,115 @@
+"""What a write puts into file groups, per table type: base files, log files with data and
+delete blocks, copy-on-write rewrites, and a Hudi reader reading the result alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dynbucket.actors import DynamicBucketOptions
+from dynbucket.format.hudi import files, log_file
+from dynbucket.format.hudi.meta_fields import META_FIELDS
+from dynbucket.format.table.options import TableOptions
+from dynbucket.table import Table
+from tests.hudi_readers import check_hudi_reads
+
+
+def _table(tmp_path: Path, ordering_type: pa.DataType, **options: object) -> Table:
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", ordering_type)])
+    return Table.create(str(tmp_path / "t"), schema, "id", "day", "ts",
+                        DynamicBucketOptions(max_keys_per_bucket=100),
+                        TableOptions(**options))  # type: ignore[arg-type]  # fmt: skip
+
+
+def _data_files(t: Table) -> list[files.ParsedName]:
+    return sorted(
+        (p for f in Path(t.store.root).rglob("*") if (p := files.parse(f.name)) is not None),
+        key=lambda p: (p.instant, p.kind),
+    )
+
+
+def _write_three(t: Table) -> None:
+    ts = t.spec.schema.field("ts").type
+    t.upsert(pa.table({"id": ["a", "b", "c"], "day": ["d"] * 3,
+                       "ts": pa.array([1, 1, 1], pa.int64()).cast(ts)}))  # fmt: skip
+    t.upsert(pa.table({"id": ["a", "e"], "day": ["d"] * 2,
+                       "ts": pa.array([2, 2], pa.int64()).cast(ts)}))  # fmt: skip
+    t.delete(pa.table({"id": ["b"], "day": ["d"]}))
+
+
+def test_merge_on_read_updates_and_deletes_go_to_log_blocks(tmp_path: Path) -> None:
+    t = _table(tmp_path, pa.int64())
+    _write_three(t)
+    kinds = [(p.kind, p.version) for p in _data_files(t)]
+    assert kinds == [("base", 0), ("log", 1), ("log", 2)]
+    logs = [f for f in Path(t.store.root).rglob(".*.log.*")]
+    blocks = {b.type for f in logs for b in log_file.read_blocks(f.read_bytes())}
+    assert blocks == {log_file.PARQUET_DATA, log_file.DELETE}
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["a", "c", "e"]
+    check_hudi_reads(t)
+
+
+@pytest.mark.parametrize("ordering_type", [pa.float64(), pa.string(), pa.timestamp("us")])
+def test_deletes_with_an_ordering_no_delete_record_can_carry_rewrite_the_base(
+    tmp_path: Path, ordering_type: pa.DataType
+) -> None:
+    t = _table(tmp_path, ordering_type)
+    _write_three(t)
+    # The delete rewrote the group's base file (the slice's log folded into it).
+    assert [p.kind for p in _data_files(t)] == ["base", "log", "base"]
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["a", "c", "e"]
+    check_hudi_reads(t)
+
+
+def test_copy_on_write_writes_base_files_only(tmp_path: Path) -> None:
+    t = _table(tmp_path, pa.int64(), table_type="COPY_ON_WRITE")
+    _write_three(t)
+    assert [p.kind for p in _data_files(t)] == ["base", "base", "base"]
+    newest = sorted(Path(t.store.root).rglob("*.parquet"))[-1]
+    rows = pq.read_table(newest).to_pylist()
+    # Rows the last write did not touch keep their commit time (and seqno).
+    first = _data_files(t)[0].instant
+    assert {r["id"]: r["_hoodie_commit_time"] == first for r in rows} == {
+        "a": False, "c": True, "e": False,
+    }  # fmt: skip
+    check_hudi_reads(t)
+
+
+def test_without_meta_fields_files_hold_the_table_fields_only(tmp_path: Path) -> None:
+    t = _table(tmp_path, pa.int64(), table_type="COPY_ON_WRITE", populate_meta_fields=False)
+    _write_three(t)
+    for f in Path(t.store.root).rglob("*.parquet"):
+        assert not set(pq.read_schema(f).names) & set(META_FIELDS)
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["a", "c", "e"]
+    check_hudi_reads(t)
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_an_update_losing_to_the_record_the_table_has_counts_as_stale(
+    tmp_path: Path, table_type: str
+) -> None:
+    schema = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", ordering_field="ts",
+                     options=TableOptions(table_type=table_type))  # fmt: skip
+
+    def upsert(ids: list[str], ts: list[int]) -> tuple[int, int, int]:
+        values = [f"{i}@{s}" for i, s in zip(ids, ts, strict=True)]
+        r = t.upsert(pa.table({"id": ids, "ts": ts, "v": values}))
+        return r.keys_inserted, r.keys_updated, r.keys_stale
+
+    assert upsert(["a", "b", "c"], [5, 5, 5]) == (3, 0, 0)
+    # Every ordering value above the group's largest: no record is read to know it.
+    assert upsert(["a"], [6]) == (0, 1, 0)
+    assert upsert(["a", "b", "c", "d"], [1, 5, 9, 1]) == (1, 2, 1)  # a: 1 < 6; b: a tie wins
+    assert {r["id"]: r["ts"] for r in t.to_arrow().to_pylist()} == {"a": 6, "b": 5, "c": 9,
+                                                                    "d": 1}  # fmt: skip
+    t.delete(pa.table({"id": ["a"]}))
+    # After a delete the key is written again; on merge-on-read Hudi's merge brings back the
+    # base record when it is larger, so the smaller upsert is stale there.
+    again = upsert(["a"], [2])
+    live = {r["id"]: r["ts"] for r in t.to_arrow().to_pylist()}
+    assert again == ((0, 0, 1) if live["a"] == 5 else (0, 1, 0))
+    assert live["a"] == (5 if table_type == "MERGE_ON_READ" else 2)

@@ -1,0 +1,30 @@
+"""The meta fields a commit writes: record keys as Hudi's key generators spell them, and
+sequence numbers that sort as they count."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from dynbucket.format.hudi.meta_fields import meta_columns, record_keys, sequence_numbers
+
+
+def test_sequence_numbers_count_and_sort_as_they_count() -> None:
+    seq = sequence_numbers("20261123041208123_3_", 1001).to_pylist()
+    assert seq[0] == "20261123041208123_3_0000" and seq[1000] == "20261123041208123_3_1000"
+    assert seq == sorted(seq) and len(set(seq)) == 1001
+    assert sequence_numbers("p_", 1).to_pylist() == ["p_0"]
+    assert sequence_numbers("p_", 0).to_pylist() == []
+
+
+def test_record_keys_single_and_composite() -> None:
+    rows = pa.table({"id": [7, 8], "region": ["eu", "us"]})
+    assert record_keys(rows, ["id"]).to_pylist() == ["7", "8"]
+    assert record_keys(rows, ["id", "region"]).to_pylist() == ["id:7,region:eu", "id:8,region:us"]
+
+
+def test_meta_columns_of_one_file() -> None:
+    keys = pa.array(["a", "b"])
+    commit, seq, key, partition, name = meta_columns(2, "i1", "0", keys, "day=1", "f.parquet")
+    assert commit.to_pylist() == ["i1", "i1"] and seq.to_pylist() == ["i1_0_0", "i1_0_1"]
+    assert key.to_pylist() == ["a", "b"] and partition.to_pylist() == ["day=1", "day=1"]
+    assert name.to_pylist() == ["f.parquet"] * 2

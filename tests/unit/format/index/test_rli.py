@@ -1,0 +1,111 @@
+"""The record-level index's files grouped by slot: a slot reads its own section of each file,
+whatever slot count wrote it, and counts every slot's keys per bucket from the footers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dynbucket.actors import DynamicBucketOptions
+from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
+from dynbucket.base.keyhash import slot_of
+from dynbucket.format.index import rli
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.table import Table
+
+ROW_GROUP = 100
+INSTANTS = ("20261123000000001", "20261123000000002", "20261123000000003")
+
+
+@pytest.fixture(autouse=True)
+def small_row_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rli, "ROW_GROUP", ROW_GROUP)  # several row groups per slot
+
+
+def _index(tmp_path: Path) -> RecordLevelIndex:
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", "day", "ts",
+                     DynamicBucketOptions(max_keys_per_bucket=100))  # fmt: skip
+    return RecordLevelIndex(t.store, t.spec)
+
+
+def _entries(rng: np.random.Generator, n: int, instant: str) -> pa.Table:
+    hashes = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    return pa.table({
+        "id": [f"k{h}" for h in hashes], HASH: hashes,
+        BUCKET: rng.integers(0, 7, n).astype(np.int32),
+        FILE_ID: ["f"] * n, INSTANT: [instant] * n,
+    })  # fmt: skip
+
+
+def _written(index: RecordLevelIndex, slots: list[int], seed: int = 5) -> pa.Table:
+    """Three index files of one partition, the i-th written with ``slots[i]`` slots."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for instant, s, n in zip(INSTANTS, slots, (2000, 700, 1300), strict=False):
+        entries = _entries(rng, n, instant)
+        index.write("day=1", instant, entries, slots=s)
+        tables.append(entries)
+    return pa.concat_tables(tables)
+
+
+@pytest.mark.parametrize("num_slots", [4, 2, 8, 3, 1])
+def test_each_slot_gets_exactly_its_keys_and_every_slots_bucket_counts(
+    tmp_path: Path, num_slots: int
+) -> None:
+    index = _index(tmp_path)
+    everything = _written(index, [4, 4, 4])
+    hashes = everything.column(HASH).to_numpy()
+    all_counts = np.bincount(everything.column(BUCKET).to_numpy())
+    seen = []
+    for slot in range(num_slots):
+        part = index.slot_slice("day=1", INSTANTS, [HASH, BUCKET], slot, num_slots)
+        got = np.concatenate([r.column(HASH).to_numpy() for r in part.runs])
+        assert sorted(got) == sorted(hashes[slot_of(hashes, num_slots) == slot])
+        for run in part.runs:  # each run sorted by hash: a merge builds the cache
+            h = run.column(HASH).to_numpy()
+            assert (np.diff(h) > 0).all()
+        assert part.bucket_keys.tolist() == all_counts.tolist()
+        assert part.entries_total == len(everything)
+        seen.append(part.entries_read)
+    share = 1 / np.gcd(4, num_slots)  # of each file, a slot reads about this much
+    slack = 2 * ROW_GROUP * len(INSTANTS)  # row groups shared with the neighbouring sections
+    assert all(read <= share * len(everything) * 1.2 + slack for read in seen), seen
+    if num_slots == 4:
+        assert max(seen) < len(everything) / 2
+
+
+def test_files_of_different_slot_counts_and_an_older_file_mix(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    everything = _written(index, [3, 4])
+    rng = np.random.default_rng(9)
+    older = _entries(rng, 500, INSTANTS[2])  # sorted by hash alone, no footer
+    older = older.take(pa.array(np.argsort(older.column(HASH).to_numpy())))
+    pq.write_table(older.cast(index.schema), f"{index.dir('day=1')}/{INSTANTS[2]}.delta.parquet")
+    everything = pa.concat_tables([everything, older.cast(everything.schema)])
+    hashes = everything.column(HASH).to_numpy()
+    for slot in range(6):
+        part = index.slot_slice("day=1", INSTANTS, [HASH, BUCKET], slot, 6)
+        got = np.concatenate([r.column(HASH).to_numpy() for r in part.runs])
+        assert sorted(got) == sorted(hashes[slot_of(hashes, 6) == slot])
+        assert part.bucket_keys.tolist() == np.bincount(everything.column(BUCKET)).tolist()
+
+
+def test_compaction_keeps_the_slot_count_of_the_newest_file(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    everything = _written(index, [2, 5])
+    base = index.compact("day=1", "20261123000000009", INSTANTS[:2])
+    assert base is not None
+    metadata = pq.read_schema(base.path).metadata
+    assert metadata[rli.SLOTS_KEY] == b"5"
+    visible = [*INSTANTS[:2], "20261123000000009"]
+    part = index.slot_slice("day=1", visible, [HASH, BUCKET], 2, 5)
+    hashes = everything.column(HASH).to_numpy()
+    assert len(part.runs) == 1  # one section of one file
+    assert part.runs[0].column(HASH).to_numpy().tolist() == sorted(
+        hashes[slot_of(hashes, 5) == 2].tolist()
+    )

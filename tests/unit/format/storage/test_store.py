@@ -1,0 +1,101 @@
+"""Publishing files (one, or a batch at once): whole or not at all, and on disk (file and
+folder flushed) before the call returns, so that a completed instant never names a file a
+power cut could lose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.format.storage import store as storage
+from dynbucket.format.storage.store import TableStore, WriteBatch
+
+
+@pytest.fixture()
+def flushed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = storage._fsync
+
+    def record(path: str) -> None:
+        calls.append(path)
+        real(path)
+
+    monkeypatch.setattr(storage, "_fsync", record)
+    return calls
+
+
+@pytest.mark.parametrize("how", ["write_atomic", "write_file", "write_parquet"])
+def test_a_published_file_and_its_folder_are_flushed(
+    tmp_path: Path, flushed: list[str], how: str
+) -> None:
+    store = TableStore.at(str(tmp_path))
+    target = store.path("p=1", "f.bin")
+    if how == "write_parquet":
+        store.write_parquet(target, pa.table({"x": [1]}))
+    else:
+        getattr(store, how)(target, b"data")
+    tmp, folder = flushed
+    assert Path(tmp).parent == Path(target).parent and Path(tmp).name.startswith(".f.bin.tmp-")
+    assert folder == str(tmp_path / "p=1")  # after the rename
+    assert [p.name for p in (tmp_path / "p=1").iterdir()] == ["f.bin"]
+
+
+def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    store = TableStore.at(str(tmp_path))
+
+    def broken(target: str) -> None:
+        Path(target).write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        store._publish(store.path("f.bin"), broken)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_batch_puts_files_in_place_only_once_all_are_flushed(
+    tmp_path: Path, flushed: list[str]
+) -> None:
+    store = TableStore.at(str(tmp_path))
+    batch = WriteBatch(store)
+    targets = [store.path(f"p={i % 2}", f"f{i}.bin") for i in range(4)]
+    for i, target in enumerate(targets):
+        assert batch.write_file(target, [b"da", b"ta", bytes([i])]) == 5
+    batch.write_parquet(store.path("p=0", "g.parquet"), pa.table({"x": [1]}))
+    assert not any(Path(t).exists() for t in targets)  # not before publish
+    assert flushed == []
+    batch.publish()
+    assert [Path(t).read_bytes() for t in targets] == [b"data" + bytes([i]) for i in range(4)]
+    files, folders = flushed[:5], flushed[5:]
+    assert all(Path(f).name.startswith(".") and ".tmp-" in f for f in files)  # then renamed
+    assert sorted(folders) == [str(tmp_path / "p=0"), str(tmp_path / "p=1")]  # once each
+    assert sorted(p.name for p in (tmp_path / "p=0").iterdir()) == ["f0.bin", "f2.bin",
+                                                                  "g.parquet"]  # fmt: skip
+
+
+def test_a_discarded_batch_leaves_nothing(tmp_path: Path) -> None:
+    store = TableStore.at(str(tmp_path))
+    batch = WriteBatch(store)
+    batch.write_file(store.path("p=1", "f.bin"), b"data")
+    batch.discard()
+    batch.publish()  # nothing left to publish
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_batch_that_fails_to_publish_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TableStore.at(str(tmp_path))
+    batch = WriteBatch(store)
+    for name in ("a.bin", "b.bin"):
+        batch.write_file(store.path("p=1", name), b"data")
+
+    def full(path: str) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(storage, "_fsync", full)
+    with pytest.raises(OSError, match="disk gone"):
+        batch.publish()
+    batch.discard()
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []

@@ -1,0 +1,104 @@
+"""A writer killed with SIGKILL after writing data and index files: before its commit point
+nothing of it shows and the next writer rolls it back; after it (its outcome decided,
+its completed file not yet published) the next writer publishes it and nothing is lost
+(I5). A write on top of a commit that does not read is refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.base.errors import TableCorruptedError
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.timeline import _METADATA
+from dynbucket.table import Table
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+
+CHILD = r"""
+import sys, time
+import pyarrow as pa
+from dynbucket.table import Table
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.timeline import Timeline
+
+def stall(*args, **kwargs):
+    print("WRITTEN", flush=True)  # data and index files are on disk now
+    time.sleep(3600)
+
+if sys.argv[2] == "before":
+    outcome.decide_commit = stall  # before the commit point
+else:
+    Timeline.complete = stall  # decided, not yet published
+t = Table.open(sys.argv[1])
+t.upsert(pa.table({"id": [f"n{i}" for i in range(50)] + ["a"], "day": ["d2"] * 50 + ["d1"],
+                   "v": list(range(50)) + [99]}))
+"""
+
+
+@pytest.mark.parametrize("point", ["before", "after"])
+def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
+                     options=TableOptions(lock_lease_seconds=1.0))  # fmt: skip
+    t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2]}))
+    before = t.to_arrow().sort_by("id")
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, t.uri, point], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().split() == ["WRITTEN"]
+    reader = Table.open(t.uri)
+    (dead,) = [i.id for i in reader.timeline.pending()]
+    written = [p for p in Path(t.uri).rglob("*") if dead in p.name]
+    assert any(".log." in p.name or p.parent.name == "day=d2" for p in written)
+    assert any(".dynbucket/rli" in str(p) for p in written)  # index files too
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+
+    # Readers see the previous snapshot exactly, and the dead instant as pending.
+    assert reader.to_arrow().sort_by("id").equals(before)
+    time.sleep(1.2)  # the dead writer's lease runs out
+    result = reader.upsert(pa.table({"id": ["c"], "day": ["d1"], "v": [3]}))
+    assert result.instant > dead
+    assert reader.timeline.pending() == []
+    live = {r["id"]: r["v"] for r in reader.to_arrow(meta_columns=False).to_pylist()}
+    if point == "before":
+        left = [p for p in Path(t.uri).rglob("*") if dead in p.name]
+        assert [p.parent.name for p in left] == ["outcomes"]  # the fence for its writer
+        assert outcome.read(reader.store, dead).state == outcome.ROLLED_BACK
+        assert live == {"a": 1, "b": 2, "c": 3}
+        # The dead instant's keys are unknown again (their index entries went with it).
+        assert reader.insert(pa.table({"id": ["n1"], "day": ["d2"], "v": [0]})).keys_inserted == 1
+    else:  # committed at its commit point: published by the next writer, nothing lost
+        assert dead in [i.id for i in reader.timeline.completed()]
+        assert live == {"a": 99, "b": 2, "c": 3, **{f"n{i}": i for i in range(50)}}
+        assert reader.check().healthy
+        assert not list(Path(t.uri).rglob(".hoodie/.dynbucket/outcomes/*"))
+
+
+def test_a_write_on_an_unreadable_latest_commit_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2]}))
+    latest = t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [3]})).instant
+    commit = Path(t.uri) / ".hoodie" / f"{latest}.deltacommit"
+    commit.write_bytes(commit.read_bytes()[:100])  # cut short
+    _METADATA.clear()  # this process parsed it before the damage
+    def files() -> list[Path]:  # the lease is taken and given back: not a write
+        return sorted(p for p in Path(t.uri).rglob("*") if "writer.lease" not in p.name)
+
+    before = files()
+    with pytest.raises(TableCorruptedError, match=rf"completed instant {latest} is not a "
+                       r"complete JSON document.*delete it and run `dynbucket rollback`"):
+        Table.open(t.uri).upsert(pa.table({"id": ["c"], "day": ["d2"], "v": [1]}))
+    assert files() == before

@@ -1,0 +1,95 @@
+"""Table create/open: a specific error each, naming field, value and fix, and nothing
+written (no instant, no file); bad input in general is ``test_hostile_input.py``'s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.base.errors import (
+    InvalidInputError,
+    NotATableError,
+    TableCorruptedError,
+    TableExistsError,
+)
+from dynbucket.table import Table
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+
+
+def _table(tmp_path: Path) -> Table:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}))
+    return t
+
+
+def _files(t: Table) -> list[str]:
+    """Files of the table but the writer lease (each write takes the next one)."""
+    return sorted(str(p) for p in Path(t.store.root).rglob("*")
+                  if p.is_file() and not p.name.startswith("writer.lease"))  # fmt: skip
+
+
+def test_open_of_a_path_that_is_not_a_table(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    with pytest.raises(NotATableError, match="not a dynbucket table"):
+        Table.open(str(tmp_path / "x"))
+
+
+def test_create_refuses_an_existing_table_or_a_non_empty_folder(tmp_path: Path) -> None:
+    _table(tmp_path)
+    with pytest.raises(TableExistsError, match="already exists"):
+        Table.create(str(tmp_path / "t"), SCHEMA, "id")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "data.csv").write_text("x")
+    with pytest.raises(TableExistsError, match="not empty"):
+        Table.create(str(tmp_path / "other"), SCHEMA, "id")
+
+
+def test_open_checks_the_persisted_properties(tmp_path: Path) -> None:
+    t = _table(tmp_path)
+    again = Table.open(t.uri)
+    assert again.spec == t.spec
+    assert again.to_arrow(meta_columns=False).to_pylist() == [{"id": "a", "day": "d1", "v": 1}]
+
+
+def test_insert_of_a_known_key_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    t = _table(tmp_path)
+    before = _files(t)
+    with pytest.raises(InvalidInputError, match="already exist"):
+        t.insert(pa.table({"id": ["a", "new"], "day": ["d1", "d1"], "v": [1, 2]}))
+    assert _files(t) == before
+    assert t.insert(pa.table({"id": ["new"], "day": ["d1"], "v": [2]})).keys_inserted == 1
+
+
+def test_a_table_in_the_first_layout_is_refused_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "old" / ".dynbucket").mkdir(parents=True)
+    (tmp_path / "old" / ".dynbucket" / "table.json").write_text("{}")
+    with pytest.raises(TableCorruptedError, match="first layout.*no migration"):
+        Table.open(str(tmp_path / "old"))
+
+
+def test_a_hudi_table_not_created_by_dynbucket_is_not_opened(tmp_path: Path) -> None:
+    (tmp_path / "hudi" / ".hoodie").mkdir(parents=True)
+    (tmp_path / "hudi" / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=x\n")
+    with pytest.raises(NotATableError, match="a Hudi table not created by dynbucket"):
+        Table.open(str(tmp_path / "hudi"))
+
+
+def test_hoodie_properties_say_what_hudi_readers_need(tmp_path: Path) -> None:
+    from dynbucket.format.hudi.properties import loads
+
+    t = Table.create(str(tmp_path / "orders-2026"), SCHEMA, "id", "day")
+    props = loads((tmp_path / "orders-2026" / ".hoodie" / "hoodie.properties").read_bytes())
+    assert {k: props[k] for k in ("hoodie.table.name", "hoodie.table.type",
+                                  "hoodie.table.version", "hoodie.timeline.layout.version",
+                                  "hoodie.table.recordkey.fields", "hoodie.table.partition.fields",
+                                  "hoodie.table.precombine.field", "hoodie.table.checksum")} == {
+        "hoodie.table.name": "orders_2026", "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.version": "6", "hoodie.timeline.layout.version": "1",
+        "hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "day",
+        "hoodie.table.precombine.field": "_hoodie_commit_time",  # no ordering field
+        "hoodie.table.checksum": "3087979720",  # crc32("default.orders_2026")
+    }  # fmt: skip
+    assert Table.open(t.uri).spec == t.spec
