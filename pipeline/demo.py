@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -119,7 +119,7 @@ def hudi_rows(uri: str) -> int:
     return sum(b.num_rows for b in HudiTableBuilder.from_base_uri(uri).build().read())
 
 
-def _spark_schema():
+def _spark_schema() -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(SCHEMA)

@@ -18,7 +18,7 @@ Cases interleave within each run, with a fresh fleet (empty caches) per case and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +33,7 @@ from dynbucket.runtime import Runtime
 from dynbucket.write.assign_stage import assign_fn, tagged_schema
 
 
-def synthetic_keys(spark, rows: int, partitions: int = 4):
+def synthetic_keys(spark: Any, rows: int, partitions: int = 4) -> Any:
     """``rows`` rows with string keys, ``partitions`` partition paths and key hashes."""
     from pyspark.sql import functions as F
 
@@ -95,20 +95,23 @@ def run(
     return print_report("datapath", "rows", rows, slots=slots, throughput_ratio=ratio)
 
 
-def _spark_only(spark, routed, link, names) -> Callable[[], None]:
+def _spark_only(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
+                ) -> Callable[[], None]:  # fmt: skip
     return lambda: routed.write.format("noop").mode("overwrite").save()
 
 
-def _python_identity(spark, routed, link, names) -> Callable[[], None]:
-    def same(batches):
+def _python_identity(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
+                     ) -> Callable[[], None]:  # fmt: skip
+    def same(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
 
     out = routed.mapInArrow(same, routed.schema)
     return lambda: out.write.format("noop").mode("overwrite").save()
 
 
-def _map_in_arrow(ship_all: bool):
-    def case(spark, routed, link, names) -> Callable[[], None]:
+def _map_in_arrow(ship_all: bool) -> Callable[..., Callable[[], None]]:
+    def case(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
+             ) -> Callable[[], None]:  # fmt: skip
         tag = _whole_rows_fn(link, names) if ship_all else assign_fn(link, names, 1)
         tagged = routed.mapInArrow(tag, tagged_schema(routed.schema))
         return lambda: tagged.write.format("noop").mode("overwrite").save()
@@ -120,7 +123,7 @@ def _whole_rows_fn(link: RayLink, names: Sequence[str]) -> Callable[..., Any]:
     """Like the pipeline's stage A, but whole rows travel to the actors and back."""
     names = list(names)
 
-    def tag(batches):
+    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import numpy as np
         import ray
 
@@ -137,7 +140,8 @@ def _whole_rows_fn(link: RayLink, names: Sequence[str]) -> Callable[..., Any]:
     return tag
 
 
-def _from_spark(spark, routed, link, names) -> Callable[[], None]:
+def _from_spark(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
+                ) -> Callable[[], None]:  # fmt: skip
     import ray.data
     from raydp.spark.dataset import release_spark_recoverable
 
