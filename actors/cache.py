@@ -147,8 +147,11 @@ class PendingTable:
         found = np.empty(len(keys), np.int32)
         ordinal = np.empty(len(keys), np.int64)
         slots = np.empty(len(keys), np.int64)
-        fresh = int(kernels.table_reserve(self._keys, self._buckets, self._shift, keys, found,
-                                          ordinal, slots))  # fmt: skip
+        fresh = int(
+            kernels.table_reserve(
+                self._keys, self._buckets, self._shift, keys, found, ordinal, slots
+            )
+        )
         chosen = choose(fresh)
         kernels.table_fill(self._buckets, slots[:fresh], chosen)
         self._size += fresh
@@ -160,8 +163,9 @@ class PendingTable:
         """All entries, sorted by key (in O(n): slot order is nearly key order)."""
         keys = np.empty(self._size, np.uint64)
         buckets = np.empty(self._size, np.uint16)
-        if kernels.table_sorted(self._keys, self._buckets, self._shift, keys, buckets,
-                                8 * self._size + 64):  # fmt: skip
+        if kernels.table_sorted(
+            self._keys, self._buckets, self._shift, keys, buckets, 8 * self._size + 64
+        ):
             return keys, buckets
         order = np.argsort(keys)  # far from sorted (not expected of hashed keys)
         return keys[order], buckets[order]

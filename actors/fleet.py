@@ -70,11 +70,14 @@ class AssignerFleet:
         nodes = slot_nodes(ray.nodes(), num_slots, offset=int(fleet_id, 16))
         self.handles = [
             assigner_actor_class(
-                name=name, namespace=link.namespace, num_cpus=num_cpus, memory=_TOKEN_MEMORY,
+                name=name,
+                namespace=link.namespace,
+                num_cpus=num_cpus,
+                memory=_TOKEN_MEMORY,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
             ).remote(i, num_slots, options, source_factory)
             for i, (name, node) in enumerate(zip(self.names, nodes, strict=True))
-        ]  # fmt: skip
+        ]
         if wait:
             ray.get([h.ping.remote() for h in self.handles])
 
@@ -166,6 +169,8 @@ def slot_nodes(nodes: list[dict[str, Any]], num_slots: int, offset: int = 0) -> 
     working = [n for n in alive if n.get("Resources", {}).get("CPU", 0) > 0]
     pool = sorted(n["NodeID"] for n in working or alive)
     if not pool:
-        raise RuntimeSetupError("Ray lists no alive node to start the assigner slots on; "
-                                "check that the Ray cluster is up (ray status)")
+        raise RuntimeSetupError(
+            "Ray lists no alive node to start the assigner slots on; "
+            "check that the Ray cluster is up (ray status)"
+        )
     return [pool[(offset + i) % len(pool)] for i in range(num_slots)]

@@ -13,31 +13,45 @@ import pyarrow as pa
 
 from dynbucket import DynamicBucketIndex, Runtime, Table
 
-SCHEMA = pa.schema([("user_id", pa.string()), ("country", pa.string()),
-                    ("plan", pa.string()), ("updated_at", pa.int64())])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("user_id", pa.string()),
+        ("country", pa.string()),
+        ("plan", pa.string()),
+        ("updated_at", pa.int64()),
+    ]
+)
 DDL = "user_id string, country string, plan string, updated_at long"
 
 
 def main(path: str, rt: Runtime) -> Table:
     table = Table.create(
-        path, SCHEMA, record_key="user_id", partition_by="country", ordering_field="updated_at",
-        index=DynamicBucketIndex(max_keys_per_bucket=1_000), runtime=rt,
-    )  # fmt: skip
+        path,
+        SCHEMA,
+        record_key="user_id",
+        partition_by="country",
+        ordering_field="updated_at",
+        index=DynamicBucketIndex(max_keys_per_bucket=1_000),
+        runtime=rt,
+    )
     spark = rt.spark
     countries = ["de", "fr", "us"]
     signups = spark.createDataFrame(
         [(f"u{i}", countries[i % 3], "free", 1) for i in range(5_000)], DDL
     )
     first = table.upsert(signups)
-    print(f"instant {first.instant}: {first.keys_inserted} new users, "
-          f"{first.buckets_created} buckets, {first.seconds}")  # fmt: skip
+    print(
+        f"instant {first.instant}: {first.keys_inserted} new users, "
+        f"{first.buckets_created} buckets, {first.seconds}"
+    )
 
     # A day later: 1,000 users upgrade, 2,000 sign up. Old keys keep their bucket.
     upgrades = [(f"u{i}", countries[i % 3], "pro", 2) for i in range(0, 5_000, 5)]
     new = [(f"u{i}", countries[i % 3], "free", 2) for i in range(5_000, 7_000)]
     second = table.upsert(spark.createDataFrame(upgrades + new, DDL))
-    print(f"instant {second.instant}: {second.keys_updated} updated, "
-          f"{second.keys_inserted} inserted")  # fmt: skip
+    print(
+        f"instant {second.instant}: {second.keys_updated} updated, {second.keys_inserted} inserted"
+    )
 
     gone = table.delete(spark.createDataFrame([("u1", "fr")], "user_id string, country string"))
     print(f"instant {gone.instant}: {gone.keys_deleted} deleted")

@@ -16,8 +16,9 @@ import pyarrow as pa
 
 from dynbucket import DynamicBucketIndex, NotATableError, Runtime, Table
 
-SCHEMA = pa.schema([("sensor", pa.string()), ("site", pa.string()),
-                    ("reading", pa.float64()), ("at", pa.int64())])  # fmt: skip
+SCHEMA = pa.schema(
+    [("sensor", pa.string()), ("site", pa.string()), ("reading", pa.float64()), ("at", pa.int64())]
+)
 
 
 def main(incoming: str, path: str, rt: Runtime) -> Table:
@@ -35,11 +36,11 @@ def main(incoming: str, path: str, rt: Runtime) -> Table:
     def progress(batch_id: int, result: object) -> None:
         print(f"micro-batch {batch_id}: {result}")
 
-    query = table.stream(source, str(Path(path) / "_checkpoint"),
-                         trigger={"availableNow": True}, on_batch=progress)  # fmt: skip
+    query = table.stream(
+        source, str(Path(path) / "_checkpoint"), trigger={"availableNow": True}, on_batch=progress
+    )
     query.awaitTermination()
-    print(f"{table.to_arrow(meta_columns=False).num_rows} sensors, "
-          f"{len(table.history())} instants")  # fmt: skip
+    print(f"{table.to_arrow(meta_columns=False).num_rows} sensors, {len(table.history())} instants")
     return table
 
 

@@ -15,8 +15,9 @@ def _demo(args: argparse.Namespace) -> int:
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        run = run_demo(rt, args.path, args.batches, args.rows, args.keys_per_bucket,
-                       args.slots, args.png)  # fmt: skip
+        run = run_demo(
+            rt, args.path, args.batches, args.rows, args.keys_per_bucket, args.slots, args.png
+        )
         run.table.close()
     return 0
 
@@ -33,8 +34,9 @@ def _ingest(args: argparse.Namespace) -> int:
     given = ingest.Definition(
         tuple(args.key) if args.key else None,
         tuple(args.partition_by) if args.partition_by is not None else None,
-        args.ordering, args.table_type,
-    )  # fmt: skip
+        args.ordering,
+        args.table_type,
+    )
     spec = ingest.table_definition(args.table, given)
     with Runtime() as rt:
         try:
@@ -43,11 +45,15 @@ def _ingest(args: argparse.Namespace) -> int:
                 from pyspark.sql.pandas.types import to_arrow_schema
 
                 ingest.check_new_ordering(df, args.ordering, fmt, args.schema)
-                table = Table.create(args.table, to_arrow_schema(df.schema), list(args.key),
-                                     args.partition_by or (), args.ordering,
-                                     options=TableOptions(table_type=args.table_type
-                                                          or "MERGE_ON_READ"),
-                                     runtime=rt)  # fmt: skip
+                table = Table.create(
+                    args.table,
+                    to_arrow_schema(df.schema),
+                    list(args.key),
+                    args.partition_by or (),
+                    args.ordering,
+                    options=TableOptions(table_type=args.table_type or "MERGE_ON_READ"),
+                    runtime=rt,
+                )
             else:
                 table = Table.open(args.table, runtime=rt)
             with table:
@@ -73,8 +79,10 @@ def _show(args: argparse.Namespace) -> int:
     print(
         f"key        {', '.join(spec.record_key)}\npartitions {', '.join(spec.partition_by) or '-'}"
     )
-    print(f"ordering   {spec.ordering_field or '-'}\nschema     " + ", ".join(
-        f"{f.name}: {f.type}" for f in spec.schema))  # fmt: skip
+    print(
+        f"ordering   {spec.ordering_field or '-'}\nschema     "
+        + ", ".join(f"{f.name}: {f.type}" for f in spec.schema)
+    )
     options = spec.bucket_options.to_properties()
     print("index      " + ", ".join(f"{k}={v}" for k, v in options.items()))
     stats = table.stats().to_pylist()
@@ -155,8 +163,16 @@ def _bench_upsert(args: argparse.Namespace) -> int:
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        upsert.run(rt, args.sizes, args.upsert_rows, args.runs, args.systems, args.workdir,
-                   args.bucket_rows, args.paimon_max)  # fmt: skip
+        upsert.run(
+            rt,
+            args.sizes,
+            args.upsert_rows,
+            args.runs,
+            args.systems,
+            args.workdir,
+            args.bucket_rows,
+            args.paimon_max,
+        )
     return 0
 
 
@@ -165,8 +181,16 @@ def _bench_latency(args: argparse.Namespace) -> int:
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        latency.run(rt, args.table_rows, args.sizes, args.runs, args.idle, args.systems,
-                    args.workdir, args.bucket_rows)  # fmt: skip
+        latency.run(
+            rt,
+            args.table_rows,
+            args.sizes,
+            args.runs,
+            args.idle,
+            args.systems,
+            args.workdir,
+            args.bucket_rows,
+        )
     return 0
 
 
@@ -175,8 +199,9 @@ def _bench_scale(args: argparse.Namespace) -> int:
     from dynbucket.runtime import Runtime
 
     with Runtime(driver_write_max_bytes=0) as rt:  # every write by Spark tasks and slots
-        scale.run(rt, args.rows, args.upsert_rows, args.runs, args.slots, args.bucket_rows,
-                  args.workdir)  # fmt: skip
+        scale.run(
+            rt, args.rows, args.upsert_rows, args.runs, args.slots, args.bucket_rows, args.workdir
+        )
     return 0
 
 
@@ -204,14 +229,16 @@ def parser() -> argparse.ArgumentParser:
     verbose_help = "show Ray's, Spark's and the JVM's output here (default: a log file)"
     p.add_argument("--verbose", action="store_true", help=verbose_help)
     loud = argparse.ArgumentParser(add_help=False)
-    loud.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
-                      help=verbose_help)  # fmt: skip
+    loud.add_argument(
+        "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="stream a synthetic workload into a table (embedded runtime)",
+        "demo",
+        help="stream a synthetic workload into a table (embedded runtime)",
         parents=[loud],
-    )  # fmt: skip
+    )
     demo.add_argument("--path", help="folder for the workload, table and PNG (default: temporary)")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches (default 12)")
     demo.add_argument("--rows", type=_count, default=40_000, help="records per micro-batch")
@@ -220,22 +247,33 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--png", default=None, help="where to save the PNG ('' for none)")
     demo.set_defaults(func=_demo)
 
-    ingest = sub.add_parser("ingest", help="write Parquet / CSV / JSON files into a table",
-                            parents=[loud])  # fmt: skip
+    ingest = sub.add_parser(
+        "ingest", help="write Parquet / CSV / JSON files into a table", parents=[loud]
+    )
     ingest.add_argument("table")
     ingest.add_argument("files", nargs="+")
-    ingest.add_argument("--format", choices=["parquet", "csv", "json"], default=None,
-                        help="the files' format (default: from their names)")  # fmt: skip
-    ingest.add_argument("--schema", default=None,
-                        help="the files' columns as Spark DDL, e.g. 'id string, ts bigint' "
-                             "(default: the table's, or inferred for a new table)")  # fmt: skip
+    ingest.add_argument(
+        "--format",
+        choices=["parquet", "csv", "json"],
+        default=None,
+        help="the files' format (default: from their names)",
+    )
+    ingest.add_argument(
+        "--schema",
+        default=None,
+        help="the files' columns as Spark DDL, e.g. 'id string, ts bigint' "
+        "(default: the table's, or inferred for a new table)",
+    )
     ingest.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
     ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")
     ingest.add_argument("--partition-by", nargs="*")
     ingest.add_argument("--ordering", help="ordering field (larger wins)")
-    ingest.add_argument("--table-type", choices=["MERGE_ON_READ", "COPY_ON_WRITE"],
-                        default=None, help="Hudi table type of a new table (default "
-                        "MERGE_ON_READ)")  # fmt: skip
+    ingest.add_argument(
+        "--table-type",
+        choices=["MERGE_ON_READ", "COPY_ON_WRITE"],
+        default=None,
+        help="Hudi table type of a new table (default MERGE_ON_READ)",
+    )
     ingest.set_defaults(func=_ingest)
 
     show = sub.add_parser("show", help="a table: properties, buckets, timeline")
@@ -257,77 +295,127 @@ def parser() -> argparse.ArgumentParser:
     rollback.add_argument("table")
     rollback.set_defaults(func=_rollback)
 
-    bench = sub.add_parser("bench", help="benchmarks (side by side in one run, medians)",
-                           parents=[loud])  # fmt: skip
+    bench = sub.add_parser(
+        "bench", help="benchmarks (side by side in one run, medians)", parents=[loud]
+    )
     bench_sub = bench.add_subparsers(dest="bench", required=True)
-    dp = bench_sub.add_parser("datapath", help="Spark -> actors -> Spark: the ways rows travel",
-                             parents=[loud])
-    dp.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
-                    default=[1_000_000, 5_000_000])  # fmt: skip
+    dp = bench_sub.add_parser(
+        "datapath", help="Spark -> actors -> Spark: the ways rows travel", parents=[loud]
+    )
+    dp.add_argument(
+        "--sizes", type=lambda t: [_count(x) for x in t.split(",")], default=[1_000_000, 5_000_000]
+    )
     dp.add_argument("--runs", type=int, default=3)
     dp.add_argument("--cases", type=lambda t: t.split(","), default=None)
     dp.set_defaults(func=_bench_datapath)
-    rd = bench_sub.add_parser("read", help="snapshot read vs plain Parquet; RLI bulk read",
-                             parents=[loud])
+    rd = bench_sub.add_parser(
+        "read", help="snapshot read vs plain Parquet; RLI bulk read", parents=[loud]
+    )
     rd.add_argument("--rows", type=_count, default=5_000_000)
     rd.add_argument("--runs", type=int, default=3)
     rd.add_argument("--workdir", default=None, help="where to build the tables (temporary)")
     rd.set_defaults(func=_bench_read)
-    asg = bench_sub.add_parser("assigner", help="the assigner core on one 10M-key partition",
-                             parents=[loud])
+    asg = bench_sub.add_parser(
+        "assigner", help="the assigner core on one 10M-key partition", parents=[loud]
+    )
     asg.add_argument("--keys", type=_count, default=10_000_000)
     asg.add_argument("--runs", type=int, default=3)
     asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
     asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
     asg.set_defaults(func=_bench_assigner)
-    up = bench_sub.add_parser("upsert", help="1M-row upserts into 5M/50M-row tables vs peers",
-                             parents=[loud])
-    up.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
-                    default=[5_000_000, 50_000_000], help="table sizes (rows)")  # fmt: skip
+    up = bench_sub.add_parser(
+        "upsert", help="1M-row upserts into 5M/50M-row tables vs peers", parents=[loud]
+    )
+    up.add_argument(
+        "--sizes",
+        type=lambda t: [_count(x) for x in t.split(",")],
+        default=[5_000_000, 50_000_000],
+        help="table sizes (rows)",
+    )
     up.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
     up.add_argument("--runs", type=int, default=3, help="steady-state upserts (median)")
-    up.add_argument("--systems", type=lambda t: t.split(","),
-                    default=["dynbucket", "dynbucket-nometa", "spark", "inprocess", "floor",
-                             "delta", "paimon"],
-                    help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, "
-                         "floor, delta, paimon")  # fmt: skip
-    up.add_argument("--bucket-rows", type=_count, default=1_000_000,
-                    help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
-    up.add_argument("--paimon-max", type=_count, default=5_000_000,
-                    help="largest table pypaimon is run on (it loads ~20k rows/s)")  # fmt: skip
+    up.add_argument(
+        "--systems",
+        type=lambda t: t.split(","),
+        default=["dynbucket", "dynbucket-nometa", "spark", "inprocess", "floor", "delta", "paimon"],
+        help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, floor, delta, paimon",
+    )
+    up.add_argument(
+        "--bucket-rows",
+        type=_count,
+        default=1_000_000,
+        help="bucket capacity, for dynbucket and Paimon alike",
+    )
+    up.add_argument(
+        "--paimon-max",
+        type=_count,
+        default=5_000_000,
+        help="largest table pypaimon is run on (it loads ~20k rows/s)",
+    )
     up.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     up.set_defaults(func=_bench_upsert)
-    lat = bench_sub.add_parser("latency", help="small upserts: first, warm, after idle, vs peers",
-                               parents=[loud])  # fmt: skip
+    lat = bench_sub.add_parser(
+        "latency", help="small upserts: first, warm, after idle, vs peers", parents=[loud]
+    )
     lat.add_argument("--table-rows", type=_count, default=5_000_000, help="rows of the table")
-    lat.add_argument("--sizes", type=lambda t: [_count(x) for x in t.split(",")],
-                     default=[1_000, 10_000, 100_000], help="rows per upsert")  # fmt: skip
+    lat.add_argument(
+        "--sizes",
+        type=lambda t: [_count(x) for x in t.split(",")],
+        default=[1_000, 10_000, 100_000],
+        help="rows per upsert",
+    )
     lat.add_argument("--runs", type=int, default=5, help="writes per cell (median)")
-    lat.add_argument("--idle", type=float, default=120.0,
-                     help="seconds without a write before each 'idle' write")  # fmt: skip
-    lat.add_argument("--systems", type=lambda t: t.split(","),
-                     default=["dynbucket", "spark", "delta", "paimon"],
-                     help="comma-separated: dynbucket, spark, delta, paimon")  # fmt: skip
-    lat.add_argument("--bucket-rows", type=_count, default=1_000_000,
-                     help="bucket capacity, for dynbucket and Paimon alike")  # fmt: skip
+    lat.add_argument(
+        "--idle", type=float, default=120.0, help="seconds without a write before each 'idle' write"
+    )
+    lat.add_argument(
+        "--systems",
+        type=lambda t: t.split(","),
+        default=["dynbucket", "spark", "delta", "paimon"],
+        help="comma-separated: dynbucket, spark, delta, paimon",
+    )
+    lat.add_argument(
+        "--bucket-rows",
+        type=_count,
+        default=1_000_000,
+        help="bucket capacity, for dynbucket and Paimon alike",
+    )
     lat.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     lat.set_defaults(func=_bench_latency)
-    eng = bench_sub.add_parser("engines", help="every bucket scheme on one growing, skewed "
-                               "workload", parents=[loud])  # fmt: skip
-    eng.add_argument("--base-rows", type=_count, default=100_000,
-                     help="keys of the first upsert (the table ends 10x larger)")
+    eng = bench_sub.add_parser(
+        "engines", help="every bucket scheme on one growing, skewed workload", parents=[loud]
+    )
+    eng.add_argument(
+        "--base-rows",
+        type=_count,
+        default=100_000,
+        help="keys of the first upsert (the table ends 10x larger)",
+    )
     eng.add_argument("--capacity", type=_count, default=50_000, help="keys per bucket")
-    eng.add_argument("--schemes", type=lambda t: t.split(","),
-                     default=["dynamic", "simple", "simple-partition", "consistent"])
-    eng.add_argument("--spark-tasks", action="store_true",
-                     help="every upsert by Spark tasks (default: small ones by the driver)")
+    eng.add_argument(
+        "--schemes",
+        type=lambda t: t.split(","),
+        default=["dynamic", "simple", "simple-partition", "consistent"],
+    )
+    eng.add_argument(
+        "--spark-tasks",
+        action="store_true",
+        help="every upsert by Spark tasks (default: small ones by the driver)",
+    )
     eng.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     eng.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     eng.set_defaults(func=_bench_engines)
-    sc = bench_sub.add_parser("scale", help="a 1M upsert into a 200M-row table vs 5M rows; "
-                              "bootstrap, memory per key, slices", parents=[loud])  # fmt: skip
-    sc.add_argument("--rows", type=_count, default=200_000_000,
-                    help="rows (keys) of the large table, in two partitions")
+    sc = bench_sub.add_parser(
+        "scale",
+        help="a 1M upsert into a 200M-row table vs 5M rows; bootstrap, memory per key, slices",
+        parents=[loud],
+    )
+    sc.add_argument(
+        "--rows",
+        type=_count,
+        default=200_000_000,
+        help="rows (keys) of the large table, in two partitions",
+    )
     sc.add_argument("--upsert-rows", type=_count, default=1_000_000, help="rows per upsert")
     sc.add_argument("--runs", type=int, default=3, help="steady-state upserts and bootstraps")
     sc.add_argument("--slots", type=int, default=2, help="assigner slots of the writes")
@@ -356,8 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path.exists() and path.stat().st_size == 0:
             path.unlink()
         elif path.exists():
-            print(f"(Ray, Spark and JVM output: {path}; --verbose shows it here)",
-                  file=sys.stderr)
+            print(f"(Ray, Spark and JVM output: {path}; --verbose shows it here)", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace, errors: TextIO) -> int:

@@ -26,8 +26,14 @@ from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from dynbucket.write.results import WriteResult
 
-SCHEMA = pa.schema([("order_id", pa.string()), ("region", pa.string()), ("amount", pa.int64()),
-                    ("updated_at", pa.int64())])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("order_id", pa.string()),
+        ("region", pa.string()),
+        ("amount", pa.int64()),
+        ("updated_at", pa.int64()),
+    ]
+)
 REGIONS = ["eu", "us", "ap", "sa"]
 SKEW = [0.55, 0.25, 0.15, 0.05]
 
@@ -50,12 +56,15 @@ def workload(folder: Path, batches: int, rows: int, update_share: float, seed: i
         next_key += len(new)
         keys = np.concatenate([old, new])
         region = np.array(REGIONS)[_region_of(keys, seed)]
-        table = pa.table({
-            "order_id": pa.array(np.char.add("order-", keys.astype(str))),
-            "region": pa.array(region),
-            "amount": pa.array(rng.integers(1, 10_000, len(keys))),
-            "updated_at": pa.array(np.full(len(keys), b, np.int64)),
-        }, schema=SCHEMA)  # fmt: skip
+        table = pa.table(
+            {
+                "order_id": pa.array(np.char.add("order-", keys.astype(str))),
+                "region": pa.array(region),
+                "amount": pa.array(rng.integers(1, 10_000, len(keys))),
+                "updated_at": pa.array(np.full(len(keys), b, np.int64)),
+            },
+            schema=SCHEMA,
+        )
         pq.write_table(table, folder / f"batch-{b:05d}.parquet")
 
 
@@ -65,19 +74,34 @@ def _region_of(keys: np.ndarray, seed: int) -> np.ndarray:
     return np.searchsorted(np.cumsum(SKEW) * 10_000, u.astype(np.float64), side="right")
 
 
-def run_demo(rt: Runtime, path: str | None, batches: int, rows: int, keys_per_bucket: int,
-             slots: int | None, png: str | None, out: TextIO = sys.stdout) -> DemoRun:  # fmt: skip
+def run_demo(
+    rt: Runtime,
+    path: str | None,
+    batches: int,
+    rows: int,
+    keys_per_bucket: int,
+    slots: int | None,
+    png: str | None,
+    out: TextIO = sys.stdout,
+) -> DemoRun:
     """Creates the table, streams the workload, prints figures, saves the PNG."""
     workdir = Path(path) if path else Path(tempfile.mkdtemp(prefix="dynbucket-demo-"))
     incoming, table_dir = workdir / "incoming", workdir / "table"
     workload(incoming, batches, rows, update_share=0.3)
-    table = Table.create(str(table_dir), SCHEMA, "order_id", "region", "updated_at",
-                         DynamicBucketIndex(assigner_slots=slots,
-                                            max_keys_per_bucket=keys_per_bucket),
-                         runtime=rt)  # fmt: skip
-    print(f"table: {table_dir}\nstreaming {batches} micro-batches of {rows:,} records "
-          f"(30% updates of earlier keys; regions {dict(zip(REGIONS, SKEW, strict=True))})",
-          file=out)  # fmt: skip
+    table = Table.create(
+        str(table_dir),
+        SCHEMA,
+        "order_id",
+        "region",
+        "updated_at",
+        DynamicBucketIndex(assigner_slots=slots, max_keys_per_bucket=keys_per_bucket),
+        runtime=rt,
+    )
+    print(
+        f"table: {table_dir}\nstreaming {batches} micro-batches of {rows:,} records "
+        f"(30% updates of earlier keys; regions {dict(zip(REGIONS, SKEW, strict=True))})",
+        file=out,
+    )
     run = DemoRun(table)
     started = [time.perf_counter()]
 
@@ -92,8 +116,9 @@ def run_demo(rt: Runtime, path: str | None, batches: int, rows: int, keys_per_bu
         .option("maxFilesPerTrigger", 1)
         .parquet(str(incoming))
     )
-    query = table.stream(stream, str(workdir / "checkpoint"), trigger={"availableNow": True},
-                         on_batch=on_batch)  # fmt: skip
+    query = table.stream(
+        stream, str(workdir / "checkpoint"), trigger={"availableNow": True}, on_batch=on_batch
+    )
     query.awaitTermination()
     print(file=sys.stderr)
     _print_batches(run, out)
@@ -127,17 +152,27 @@ def _spark_schema() -> Any:
 
 def _progress(done: int, total: int, width: int = 30) -> None:
     filled = int(width * done / total)
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} micro-batches",
-          end="", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} micro-batches",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _print_batches(run: DemoRun, out: TextIO) -> None:
-    print(f"\n{'batch':>5} {'instant':>18} {'rows':>9} {'inserted':>9} {'updated':>9} "
-          f"{'new buckets':>11} {'files':>6} {'seconds':>8}", file=out)  # fmt: skip
+    print(
+        f"\n{'batch':>5} {'instant':>18} {'rows':>9} {'inserted':>9} {'updated':>9} "
+        f"{'new buckets':>11} {'files':>6} {'seconds':>8}",
+        file=out,
+    )
     for batch_id, r, seconds in run.results:
-        print(f"{batch_id:>5} {r.instant:>18} {r.rows_written:>9,} {r.keys_inserted:>9,} "
-              f"{r.keys_updated:>9,} {r.buckets_created:>11} {r.files_written:>6} "
-              f"{seconds:>8.1f}", file=out)  # fmt: skip
+        print(
+            f"{batch_id:>5} {r.instant:>18} {r.rows_written:>9,} {r.keys_inserted:>9,} "
+            f"{r.keys_updated:>9,} {r.buckets_created:>11} {r.files_written:>6} "
+            f"{seconds:>8.1f}",
+            file=out,
+        )
 
 
 def _print_layout(layout: pa.Table, cap: int, out: TextIO) -> None:
@@ -158,8 +193,9 @@ def save_png(layout: pa.Table, cap: int, target: Path) -> None:
 
     rows = layout.to_pylist()
     partitions = sorted({r["partition"] for r in rows})
-    fig, axes = plt.subplots(len(partitions), 1, figsize=(9, 1.8 * len(partitions) + 0.6),
-                             squeeze=False, sharex=True)  # fmt: skip
+    fig, axes = plt.subplots(
+        len(partitions), 1, figsize=(9, 1.8 * len(partitions) + 0.6), squeeze=False, sharex=True
+    )
     for ax, partition in zip(axes[:, 0], partitions, strict=True):
         mine = sorted((r for r in rows if r["partition"] == partition), key=lambda r: r["bucket"])
         ax.bar([r["bucket"] for r in mine], [r["keys"] for r in mine], color="#3b75af")

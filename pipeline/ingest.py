@@ -62,8 +62,12 @@ def input_format(files: Sequence[str], given: str | None) -> str:
         members = [name]
         if info.type == pafs.FileType.Directory:
             selector = pafs.FileSelector(path, recursive=True)
-            members = [i.path for i in fs.get_file_info(selector) if i.type == pafs.FileType.File
-                       and not os.path.basename(i.path).startswith((".", "_"))]  # fmt: skip
+            members = [
+                i.path
+                for i in fs.get_file_info(selector)
+                if i.type == pafs.FileType.File
+                and not os.path.basename(i.path).startswith((".", "_"))
+            ]
             if not members:
                 raise InvalidInputError(f"input folder {name!r} holds no files")
         for member in members:
@@ -100,9 +104,10 @@ def table_definition(uri: str, given: Definition) -> TableSpec | None:
         spec = load_table(TableStore.at(uri))
     except NotATableError as e:
         if not given.key:
-            raise NotATableError(f"{uri} is not a dynbucket table: give --key (and "
-                                 "--partition-by, --ordering) to create it from the input"
-                                 ) from e  # fmt: skip
+            raise NotATableError(
+                f"{uri} is not a dynbucket table: give --key (and "
+                "--partition-by, --ordering) to create it from the input"
+            ) from e
         return None
     have = {"--key": (given.key, spec.record_key),
             "--partition-by": (given.partition_by, spec.partition_by),
@@ -118,8 +123,9 @@ def table_definition(uri: str, given: Definition) -> TableSpec | None:
     return spec
 
 
-def read(spark: SparkSession, files: Sequence[str], fmt: str, schema: str | None,
-         spec: TableSpec | None) -> DataFrame:  # fmt: skip
+def read(
+    spark: SparkSession, files: Sequence[str], fmt: str, schema: str | None, spec: TableSpec | None
+) -> DataFrame:
     """3. The files as a DataFrame, typed by ``schema`` (Spark DDL), else the table's
     schema (CSV, JSON), else as Spark infers them."""
     reader = spark.read.format(fmt)
@@ -176,13 +182,22 @@ def read_error(e: BaseException, files: Sequence[str], fmt: str) -> InvalidInput
 #: What Spark puts before the reason: "Caused by: org...SparkException: [ERROR_CLASS] ".
 _SPARK_PREFIX = re.compile(r"^(Caused by: )?([\w.$]+(Exception|Error): )?(\[[A-Z_.]+\] )?")
 #: Words of Spark's errors that say the input could not be read as asked.
-_READ_FAILURES = ("malformed", "cannot parse", "failed to parse", "cannot cast",
-                  "is not a parquet file", "unable to infer", "parseexception")
+_READ_FAILURES = (
+    "malformed",
+    "cannot parse",
+    "failed to parse",
+    "cannot cast",
+    "is not a parquet file",
+    "unable to infer",
+    "parseexception",
+)
 
 
 def _ddl(df: Any, ordering: str) -> str:
-    parts = [f"{f.name} {'bigint' if f.name == ordering else f.dataType.simpleString()}"
-             for f in df.schema.fields]  # fmt: skip
+    parts = [
+        f"{f.name} {'bigint' if f.name == ordering else f.dataType.simpleString()}"
+        for f in df.schema.fields
+    ]
     return ", ".join(parts)
 
 

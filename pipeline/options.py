@@ -40,6 +40,7 @@ class DynamicBucketIndex(DynamicBucketOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         slots = self.assigner_slots
-        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int)
-                                  or slots < 1):  # fmt: skip
+        if slots is not None and (
+            isinstance(slots, bool) or not isinstance(slots, int) or slots < 1
+        ):
             raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")

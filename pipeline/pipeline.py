@@ -67,8 +67,9 @@ def target(name: str) -> str:
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Resolves ``dynbucket.pipeline.<x>`` to the module it names now."""
 
-    def find_spec(self, fullname: str, path: Any = None, target_: Any = None
-                  ) -> importlib.machinery.ModuleSpec | None:  # fmt: skip
+    def find_spec(
+        self, fullname: str, path: Any = None, target_: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if not fullname.startswith(__name__ + "."):
             return None
         return importlib.util.spec_from_loader(fullname, self)

@@ -47,8 +47,13 @@ if TYPE_CHECKING:
 class Table:
     """A table on any pyarrow filesystem (a local path by default)."""
 
-    def __init__(self, store: TableStore, spec: TableSpec, runtime: Runtime | None = None,
-                 assigner_slots: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: TableStore,
+        spec: TableSpec,
+        runtime: Runtime | None = None,
+        assigner_slots: int | None = None,
+    ) -> None:
         self.store = store
         self.spec = spec
         self.runtime = runtime
@@ -262,27 +267,35 @@ class Table:
             query_name: names the stream in commits (default: from the checkpoint folder).
             on_batch: called on the driver with (batch id, result) after each micro-batch.
         """
-        stream_id = query_name or hashlib.sha1(
-            os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]  # fmt: skip
+        stream_id = (
+            query_name
+            or hashlib.sha1(os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]
+        )
         writer = self._spark_writer()
         file_stream = bare_file_stream(streaming_df)
 
         def batch(df: DataFrame, batch_id: int) -> None:
-            result = writer.write(df, operation, self.assigner_slots,
-                                  StreamBatch(stream_id, batch_id), file_stream)  # fmt: skip
+            result = writer.write(
+                df, operation, self.assigner_slots, StreamBatch(stream_id, batch_id), file_stream
+            )
             if on_batch is not None:
                 on_batch(batch_id, result)
 
         query = streaming_df.writeStream.foreachBatch(batch).option(
-            "checkpointLocation", checkpoint_location)  # fmt: skip
+            "checkpointLocation", checkpoint_location
+        )
         if query_name:
             query = query.queryName(query_name)
         if trigger:
             query = query.trigger(**trigger)
         return query.start()
 
-    def read(self, as_of: str | None = None, columns: Sequence[str] | None = None,
-             meta_columns: bool = True) -> DataFrame:  # fmt: skip
+    def read(
+        self,
+        as_of: str | None = None,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+    ) -> DataFrame:
         """The table as a Spark DataFrame (file slices merged in Spark tasks)."""
         return self.to_spark(self._runtime().spark, as_of, columns, meta_columns)
 
@@ -304,8 +317,13 @@ class Table:
         if self._spark is None:
             rt = self._runtime()
             link = RayLink(rt.ray_address, rt.config.namespace)
-            self._spark = SparkWriter(self.store, self.spec, link, rt.default_parallelism,
-                                      rt.config.driver_write_max_bytes)  # fmt: skip
+            self._spark = SparkWriter(
+                self.store,
+                self.spec,
+                link,
+                rt.default_parallelism,
+                rt.config.driver_write_max_bytes,
+            )
         return self._spark
 
     def _runtime(self) -> Runtime:
@@ -322,8 +340,9 @@ class Table:
     def compact(self, partitions: Sequence[str] | None = None) -> services.ServiceResult:
         return self._service(lambda: services.compact(self.store, self.spec, partitions))
 
-    def rescale(self, multiple: float, partitions: Sequence[str] | None = None,
-                allow_shuffle: bool = False) -> regroup.RegroupResult:  # fmt: skip
+    def rescale(
+        self, multiple: float, partitions: Sequence[str] | None = None, allow_shuffle: bool = False
+    ) -> regroup.RegroupResult:
         """Multiplies the bucket count of a simple-bucket table's ``partitions`` (default:
         all) by ``multiple``, as one instant: with a whole multiple ``k`` each file group's
         rows are rewritten into its ``k`` new buckets (``b, b+N, ..., b+(k-1)N``) by the

@@ -68,8 +68,14 @@ def main() -> None:
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
     rows = [(f"k{i}", f"d{i % 4}", i) for i in range(2000)]
     with Runtime() as rt:
-        t = Table.create(os.path.join(OUT, "t"), schema, "id", "day",
-                         index=DynamicBucketIndex(max_keys_per_bucket=100), runtime=rt)  # fmt: skip
+        t = Table.create(
+            os.path.join(OUT, "t"),
+            schema,
+            "id",
+            "day",
+            index=DynamicBucketIndex(max_keys_per_bucket=100),
+            runtime=rt,
+        )
         df = rt.spark.createDataFrame(rows, "id string, day string, v long")
         t.upsert(df)
         for f in glob.glob(os.path.join(OUT, "worker-*.json")):

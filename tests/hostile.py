@@ -24,10 +24,15 @@ from dynbucket.base.errors import (
 
 #: The table of the input cases: a key, a partition field, an ordering field, a field that
 #: must not be null and one that may.
-SCHEMA = pa.schema([
-    pa.field("id", pa.string()), pa.field("day", pa.string()), pa.field("ts", pa.int64()),
-    pa.field("qty", pa.int64(), nullable=False), pa.field("note", pa.string()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string()),
+        pa.field("day", pa.string()),
+        pa.field("ts", pa.int64()),
+        pa.field("qty", pa.int64(), nullable=False),
+        pa.field("note", pa.string()),
+    ]
+)
 KEY, PARTITION, ORDERING = "id", "day", "ts"
 GOOD: dict[str, tuple[pa.DataType, list[Any]]] = {
     "id": (pa.string(), ["a", "b"]), "day": (pa.string(), ["d1", "d2"]),
@@ -51,8 +56,14 @@ class InputCase:
 
     def data(self) -> pa.Table:
         fields = {**GOOD, **self.changes}
-        return pa.table({name: pa.array(values, type_) for name, spec in fields.items()
-                         if spec is not None for type_, values in [spec]})  # fmt: skip
+        return pa.table(
+            {
+                name: pa.array(values, type_)
+                for name, spec in fields.items()
+                if spec is not None
+                for type_, values in [spec]
+            }
+        )
 
 
 LONG = "x" * 300

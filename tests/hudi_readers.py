@@ -89,8 +89,9 @@ def check_incremental(t: Table, after: str, ours: pa.Table) -> None:
     a record written since that lost to an older one by its ordering value)."""
     keys, fields = _keys(t), t.spec.schema.names
     theirs = rows_by_key(hudi_read(t.uri, start=after), keys, fields, COMMIT_TIME)
-    changed = {k: v for k, v in rows_by_key(ours, keys, fields, "_instant").items()
-               if v[-1] > after}  # fmt: skip
+    changed = {
+        k: v for k, v in rows_by_key(ours, keys, fields, "_instant").items() if v[-1] > after
+    }
     assert {k: theirs.get(k) for k in changed} == changed, "hudi-rs incremental misses changes"
     assert all(v[-1] > after for v in theirs.values()), "hudi-rs incremental: an old record"
 
@@ -130,7 +131,10 @@ def daft_read(uris: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     )
     done = subprocess.run(
         [str(READERS_PYTHON), "-c", script, json.dumps(list(uris))],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))

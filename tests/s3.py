@@ -52,8 +52,10 @@ class S3Server:
         self._log = open(log, "ab")  # noqa: SIM115 (open while the server runs)
         self.process = subprocess.Popen(
             [*command, "-H", "127.0.0.1", "-p", port],
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._wait()
         self.client().create_bucket(Bucket=BUCKET)
 
@@ -67,7 +69,8 @@ class S3Server:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(
-                        f"the S3 test server did not start at {self.endpoint}") from e
+                        f"the S3 test server did not start at {self.endpoint}"
+                    ) from e
                 time.sleep(0.2)
 
     def client(self):  # noqa: ANN201 (boto3's client type)
@@ -82,8 +85,9 @@ class S3Server:
     def keys(self, uri: str) -> list[str]:
         """Every object under ``uri`` (a table's files)."""
         prefix = uri.split(f"s3://{BUCKET}/", 1)[1].rstrip("/") + "/"
-        pages = self.client().get_paginator("list_objects_v2").paginate(
-            Bucket=BUCKET, Prefix=prefix)  # fmt: skip
+        pages = (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        )
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
 
     def stop(self) -> None:

@@ -152,8 +152,15 @@ def from_wire(text: str) -> DynBucketError | None:
         return None
     try:
         cls, args, fields = pickle.loads(base64.b64decode(match.group(1)))
-    except (binascii.Error, pickle.UnpicklingError, AttributeError, ImportError, EOFError,
-            TypeError, ValueError):  # fmt: skip
+    except (
+        binascii.Error,
+        pickle.UnpicklingError,
+        AttributeError,
+        ImportError,
+        EOFError,
+        TypeError,
+        ValueError,
+    ):
         return None
     if not (isinstance(cls, type) and issubclass(cls, DynBucketError)):
         return None

@@ -119,8 +119,12 @@ class DynamicBucketOptions(PersistedOptions):
             )
         if self.max_keys_per_bucket is None and self.max_bytes_per_bucket is None:
             object.__setattr__(self, "max_keys_per_bucket", self.DEFAULT_MAX_KEYS)
-        for name in ("max_keys_per_bucket", "max_bytes_per_bucket", "bytes_per_key_estimate",
-                     "cache_max_bytes"):  # fmt: skip
+        for name in (
+            "max_keys_per_bucket",
+            "max_bytes_per_bucket",
+            "bytes_per_key_estimate",
+            "cache_max_bytes",
+        ):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1

@@ -117,9 +117,12 @@ def core_cases(keys: int, lookups: int, inserts: int, runs: int) -> list[Measure
             timed(functools.partial(_dict_inserts, d, [b.tolist() for b in fresh]))[0]
         )
         bytes_dict = _dict_bytes(d) / len(d)
-        print(f"  run {r + 1}/{runs}: core lookup {look.seconds[-1]:.2f}s insert "
-              f"{ins.seconds[-1]:.2f}s | dict lookup {dict_look.seconds[-1]:.2f}s insert "
-              f"{dict_ins.seconds[-1]:.2f}s", flush=True)  # fmt: skip
+        print(
+            f"  run {r + 1}/{runs}: core lookup {look.seconds[-1]:.2f}s insert "
+            f"{ins.seconds[-1]:.2f}s | dict lookup {dict_look.seconds[-1]:.2f}s insert "
+            f"{dict_ins.seconds[-1]:.2f}s",
+            flush=True,
+        )
     look.extra["bytes_per_key"] = round(bytes_core, 2)
     ins.extra["bytes_per_key"] = round(bytes_core, 2)
     dict_look.extra["bytes_per_key"] = round(bytes_dict, 1)
@@ -176,8 +179,9 @@ def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]
                 core.snapshot(checkpoint, checkpoint)
             m.seconds.append(time.perf_counter() - start)
             stats = core.stats()
-            m.extra.update(bootstraps=stats.bootstraps,
-                           bootstrap_s=round(stats.bootstrap_seconds, 3))  # fmt: skip
+            m.extra.update(
+                bootstraps=stats.bootstraps, bootstrap_s=round(stats.bootstrap_seconds, 3)
+            )
         out.append(m)
     return out
 
@@ -192,11 +196,14 @@ def actor_case(keys: int, calls: int, runs: int) -> Measurement:
     rng = np.random.default_rng(5)
     batches = [
         pa.RecordBatch.from_arrays(
-            [pa.array(["p"] * BATCH).dictionary_encode(),
-             pa.array(hashes[rng.integers(0, keys, BATCH)])],
-            names=["_partition", "_hash"])
+            [
+                pa.array(["p"] * BATCH).dictionary_encode(),
+                pa.array(hashes[rng.integers(0, keys, BATCH)]),
+            ],
+            names=["_partition", "_hash"],
+        )
         for _ in range(calls)
-    ]  # fmt: skip
+    ]
     m = Measurement("actor round trip (known keys)", calls * BATCH)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
     try:
@@ -227,11 +234,15 @@ def run(keys: int, runs: int, actor: bool, workdir: str | None) -> dict[str, Any
         rows.append(actor_case(keys, 30, runs))
     core_look, core_ins, dict_look, dict_ins = rows[:4]
     return print_report(
-        "assigner", "keys", rows,
+        "assigner",
+        "keys",
+        rows,
         partition_keys=keys,
         core_vs_dict_lookup=round(core_look.per_second / dict_look.per_second, 2),
         core_vs_dict_insert=round(core_ins.per_second / dict_ins.per_second, 2),
         update_stream_flags_vs_budget=round(flags.median / budget.median, 2),
-        update_stream_bootstraps={"flags alone": flags.extra["bootstraps"],
-                                  "budget": budget.extra["bootstraps"]},
-    )  # fmt: skip
+        update_stream_bootstraps={
+            "flags alone": flags.extra["bootstraps"],
+            "budget": budget.extra["bootstraps"],
+        },
+    )

@@ -95,13 +95,13 @@ def run(
     return print_report("datapath", "rows", rows, slots=slots, throughput_ratio=ratio)
 
 
-def _spark_only(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
-                ) -> Callable[[], None]:  # fmt: skip
+def _spark_only(spark: Any, routed: Any, link: RayLink, names: Sequence[str]) -> Callable[[], None]:
     return lambda: routed.write.format("noop").mode("overwrite").save()
 
 
-def _python_identity(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
-                     ) -> Callable[[], None]:  # fmt: skip
+def _python_identity(
+    spark: Any, routed: Any, link: RayLink, names: Sequence[str]
+) -> Callable[[], None]:
     def same(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
 
@@ -110,8 +110,7 @@ def _python_identity(spark: Any, routed: Any, link: RayLink, names: Sequence[str
 
 
 def _map_in_arrow(ship_all: bool) -> Callable[..., Callable[[], None]]:
-    def case(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
-             ) -> Callable[[], None]:  # fmt: skip
+    def case(spark: Any, routed: Any, link: RayLink, names: Sequence[str]) -> Callable[[], None]:
         tag = _whole_rows_fn(link, names) if ship_all else assign_fn(link, names, 1)
         tagged = routed.mapInArrow(tag, tagged_schema(routed.schema))
         return lambda: tagged.write.format("noop").mode("overwrite").save()
@@ -140,8 +139,7 @@ def _whole_rows_fn(link: RayLink, names: Sequence[str]) -> Callable[..., Any]:
     return tag
 
 
-def _from_spark(spark: Any, routed: Any, link: RayLink, names: Sequence[str]
-                ) -> Callable[[], None]:  # fmt: skip
+def _from_spark(spark: Any, routed: Any, link: RayLink, names: Sequence[str]) -> Callable[[], None]:
     import ray.data
     from raydp.spark.dataset import release_spark_recoverable
 

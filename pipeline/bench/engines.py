@@ -60,8 +60,15 @@ UPDATES = 0.3
 INITIAL = 4
 REBALANCE_EVERY = 5
 COMPACT_EVERY = 5
-SCHEMA = pa.schema([("key", pa.string()), ("part", pa.string()), ("v", pa.int64()),
-                    ("ts", pa.int64()), ("note", pa.string())])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("part", pa.string()),
+        ("v", pa.int64()),
+        ("ts", pa.int64()),
+        ("note", pa.string()),
+    ]
+)
 
 
 # --- the workload ----------------------------------------------------------------------------
@@ -94,12 +101,16 @@ def batches(base_rows: int, seed: int = 7) -> list[np.ndarray]:
 
 def records(ids: np.ndarray, ts: int) -> pa.Table:
     parts = partition_of(ids)
-    return pa.table({
-        "key": pa.array([f"key-{i:010d}" for i in ids.tolist()]),
-        "part": pa.array([f"p{p}" for p in parts.tolist()]),
-        "v": pa.array(ids * 3 + ts), "ts": pa.array(np.full(len(ids), ts, np.int64)),
-        "note": pa.array([f"n{ts}"] * len(ids)),
-    }, schema=SCHEMA)  # fmt: skip
+    return pa.table(
+        {
+            "key": pa.array([f"key-{i:010d}" for i in ids.tolist()]),
+            "part": pa.array([f"p{p}" for p in parts.tolist()]),
+            "v": pa.array(ids * 3 + ts),
+            "ts": pa.array(np.full(len(ids), ts, np.int64)),
+            "note": pa.array([f"n{ts}"] * len(ids)),
+        },
+        schema=SCHEMA,
+    )
 
 
 def workload(folder: Path, base_rows: int) -> list[tuple[Path, np.ndarray]]:
@@ -149,8 +160,11 @@ class Run:
         t = self.table
         if self.scheme in ("simple", "simple-partition"):
             layouts = t.snapshot().layouts()
-            full = [p for p, n in self.keys_per_partition.items()
-                    if n > self.capacity * layouts.num_buckets(p)]  # fmt: skip
+            full = [
+                p
+                for p, n in self.keys_per_partition.items()
+                if n > self.capacity * layouts.num_buckets(p)
+            ]
             if full:
                 self._timed_growth(lambda: t.rescale(2, partitions=full))
         elif self.scheme == "consistent" and (step + 1) % REBALANCE_EVERY == 0:
@@ -169,29 +183,51 @@ def make_table(scheme: str, path: Path, rt: Runtime, capacity: int, base_rows: i
         index = SimpleBucketIndex(num_buckets=INITIAL)
     elif scheme == "simple-partition":
         final = base_rows * GROWTH
-        index = SimpleBucketIndex(num_buckets=INITIAL, partition_buckets={
-            f"part=p{i}": max(1, math.ceil(final * w / sum(WEIGHTS) / capacity))
-            for i, w in enumerate(WEIGHTS)})  # fmt: skip
+        index = SimpleBucketIndex(
+            num_buckets=INITIAL,
+            partition_buckets={
+                f"part=p{i}": max(1, math.ceil(final * w / sum(WEIGHTS) / capacity))
+                for i, w in enumerate(WEIGHTS)
+            },
+        )
     else:
-        index = ConsistentHashingIndex(initial_buckets=INITIAL, max_keys_per_bucket=capacity,
-                                       min_keys_per_bucket=capacity // 5)  # fmt: skip
-    return Table.create(str(path), SCHEMA, "key", "part", "ts", index,
-                        TableOptions(table_type="MERGE_ON_READ"), runtime=rt)  # fmt: skip
+        index = ConsistentHashingIndex(
+            initial_buckets=INITIAL, max_keys_per_bucket=capacity, min_keys_per_bucket=capacity // 5
+        )
+    return Table.create(
+        str(path),
+        SCHEMA,
+        "key",
+        "part",
+        "ts",
+        index,
+        TableOptions(table_type="MERGE_ON_READ"),
+        runtime=rt,
+    )
 
 
-def run(rt: Runtime, base_rows: int, capacity: int, schemes: Sequence[str],
-        workdir: str | None, png: str | None) -> dict[str, Any]:  # fmt: skip
+def run(
+    rt: Runtime,
+    base_rows: int,
+    capacity: int,
+    schemes: Sequence[str],
+    workdir: str | None,
+    png: str | None,
+) -> dict[str, Any]:
     root = Path(workdir or tempfile.mkdtemp(prefix="dynbucket-bench-engines-"))
     files = workload(root / "input", base_rows)
-    runs = [Run(s, make_table(s, root / "tables" / s, rt, capacity, base_rows), capacity)
-            for s in schemes]  # fmt: skip
+    runs = [
+        Run(s, make_table(s, root / "tables" / s, rt, capacity, base_rows), capacity)
+        for s in schemes
+    ]
     seen: set[int] = set()
     try:
         for step, (path, ids) in enumerate(files):
             seen.update(ids.tolist())
-            per_part = np.bincount(partition_of(np.fromiter(seen, np.int64)),
-                                   minlength=len(WEIGHTS))  # fmt: skip
-            order = runs[step % len(runs):] + runs[: step % len(runs)]
+            per_part = np.bincount(
+                partition_of(np.fromiter(seen, np.int64)), minlength=len(WEIGHTS)
+            )
+            order = runs[step % len(runs) :] + runs[: step % len(runs)]
             for r in order:
                 df = rt.spark.read.parquet(str(path))
                 seconds, _ = timed(lambda r=r, df=df: r.table.upsert(df))
@@ -201,16 +237,20 @@ def run(rt: Runtime, base_rows: int, capacity: int, schemes: Sequence[str],
                 r.grow(step)
                 if (step + 1) % COMPACT_EVERY == 0:
                     r.compact_s.append(timed(r.table.compact)[0])
-            print(f"upsert {step + 1}/{len(files)}: " + "  ".join(
-                f"{r.scheme} {r.upserts[-1]:.2f}s" for r in runs), flush=True)  # fmt: skip
+            print(
+                f"upsert {step + 1}/{len(files)}: "
+                + "  ".join(f"{r.scheme} {r.upserts[-1]:.2f}s" for r in runs),
+                flush=True,
+            )
         return _report(runs, files, capacity, png or str(root / "engines.png"))
     finally:
         for r in runs:
             r.table.close()
 
 
-def _report(runs: list[Run], files: list[tuple[Path, np.ndarray]], capacity: int,
-            png: str) -> dict[str, Any]:  # fmt: skip
+def _report(
+    runs: list[Run], files: list[tuple[Path, np.ndarray]], capacity: int, png: str
+) -> dict[str, Any]:
     rng = np.random.default_rng(11)
     final_ids = np.unique(np.concatenate([ids for _, ids in files]))
     probe = rng.choice(final_ids, 30, replace=False)
@@ -224,41 +264,63 @@ def _report(runs: list[Run], files: list[tuple[Path, np.ndarray]], capacity: int
         buckets = {}
         for p in sorted(set(stats.column("partition").to_pylist())):
             buckets[p] = sum(1 for q in stats.column("partition").to_pylist() if q == p)
-        lookups = [timed(lambda i=i, t=r.table: t.lookup(probe_rows.slice(i, 1)))[0]
-                   for i in range(len(probe))]  # fmt: skip
+        lookups = [
+            timed(lambda i=i, t=r.table: t.lookup(probe_rows.slice(i, 1)))[0]
+            for i in range(len(probe))
+        ]
         ratio, cv = skew(keys)
         per_s = [n / s for n, s in zip(r.rows, r.upserts, strict=True)]
-        m = Measurement(r.scheme, int(statistics.median(r.rows)), r.upserts, {
-            "rows_per_s_median": round(statistics.median(per_s)),
-            "buckets": len(keys), "buckets_per_partition": buckets,
-            "keys_max_over_median": round(ratio, 2), "keys_cv": round(cv, 3),
-            "small_files": small_files(keys, capacity),
-            "growth_s": round(sum(r.growth_s), 2), "growth_steps": len(r.growth_s),
-            "compaction_s": round(sum(r.compact_s), 2),
-            "growth_bytes_share": round(r.growth_bytes / table_bytes, 3) if table_bytes else 0,
-            "table_bytes": table_bytes,
-            "lookup_ms_median": round(statistics.median(lookups) * 1000, 1),
-        })  # fmt: skip
+        m = Measurement(
+            r.scheme,
+            int(statistics.median(r.rows)),
+            r.upserts,
+            {
+                "rows_per_s_median": round(statistics.median(per_s)),
+                "buckets": len(keys),
+                "buckets_per_partition": buckets,
+                "keys_max_over_median": round(ratio, 2),
+                "keys_cv": round(cv, 3),
+                "small_files": small_files(keys, capacity),
+                "growth_s": round(sum(r.growth_s), 2),
+                "growth_steps": len(r.growth_s),
+                "compaction_s": round(sum(r.compact_s), 2),
+                "growth_bytes_share": round(r.growth_bytes / table_bytes, 3) if table_bytes else 0,
+                "table_bytes": table_bytes,
+                "lookup_ms_median": round(statistics.median(lookups) * 1000, 1),
+            },
+        )
         rows.append(m)
     _print_table(rows)
     save_png(layouts, capacity, Path(png))
-    return print_report("engines", "rows", rows, capacity=capacity, png=png,
-                        final_keys=int(len(final_ids)), partition_weights=list(WEIGHTS))
+    return print_report(
+        "engines",
+        "rows",
+        rows,
+        capacity=capacity,
+        png=png,
+        final_keys=int(len(final_ids)),
+        partition_weights=list(WEIGHTS),
+    )
 
 
 def _print_table(rows: list[Measurement]) -> None:
-    print(f"\n{'scheme':<18}{'rows/s':>10}{'buckets':>9}{'max/med':>9}{'CV':>7}"
-          f"{'small':>7}{'growth s':>10}{'rewritten':>11}{'compact s':>11}"
-          f"{'lookup ms':>11}")  # fmt: skip
+    print(
+        f"\n{'scheme':<18}{'rows/s':>10}{'buckets':>9}{'max/med':>9}{'CV':>7}"
+        f"{'small':>7}{'growth s':>10}{'rewritten':>11}{'compact s':>11}"
+        f"{'lookup ms':>11}"
+    )
     for m in rows:
         e = m.extra
-        print(f"{m.case:<18}{e['rows_per_s_median']:>10,}{e['buckets']:>9}"
-              f"{e['keys_max_over_median']:>9}{e['keys_cv']:>7}{e['small_files']:>7}"
-              f"{e['growth_s']:>10}{e['growth_bytes_share']:>11.1%}"
-              f"{e['compaction_s']:>11}{e['lookup_ms_median']:>11}")  # fmt: skip
+        print(
+            f"{m.case:<18}{e['rows_per_s_median']:>10,}{e['buckets']:>9}"
+            f"{e['keys_max_over_median']:>9}{e['keys_cv']:>7}{e['small_files']:>7}"
+            f"{e['growth_s']:>10}{e['growth_bytes_share']:>11.1%}"
+            f"{e['compaction_s']:>11}{e['lookup_ms_median']:>11}"
+        )
     for m in rows:
-        per = " ".join(f"{p.split('=')[1]}:{n}"
-                       for p, n in m.extra["buckets_per_partition"].items())  # fmt: skip
+        per = " ".join(
+            f"{p.split('=')[1]}:{n}" for p, n in m.extra["buckets_per_partition"].items()
+        )
         print(f"  {m.case:<16} buckets per partition: {per}")
 
 
@@ -269,23 +331,24 @@ def save_png(layouts: dict[str, pa.Table], capacity: int, target: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(layouts), 1, figsize=(11, 2.4 * len(layouts) + 0.6),
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(len(layouts), 1, figsize=(11, 2.4 * len(layouts) + 0.6), squeeze=False)
     colors = plt.get_cmap("tab10")
     for ax, (scheme, stats) in zip(axes[:, 0], layouts.items(), strict=True):
         rows = sorted(stats.to_pylist(), key=lambda r: (r["partition"], r["bucket"]))
         parts = sorted({r["partition"] for r in rows})
         x = list(range(len(rows)))
-        ax.bar(x, [r["keys"] for r in rows],
-               color=[colors(parts.index(r["partition"]) % 10) for r in rows])  # fmt: skip
+        ax.bar(
+            x,
+            [r["keys"] for r in rows],
+            color=[colors(parts.index(r["partition"]) % 10) for r in rows],
+        )
         ax.axhline(capacity, color="#c0392b", linestyle="--", linewidth=1)
         ax.set_ylabel("keys")
         ax.set_title(f"{scheme}: {len(rows)} buckets", loc="left", fontsize=10)
         ax.set_xticks([])
         for p in parts:
             at = [i for i, r in enumerate(rows) if r["partition"] == p]
-            ax.text(statistics.fmean(at), capacity * 1.02, p.split("=")[1], ha="center",
-                    fontsize=7)  # fmt: skip
+            ax.text(statistics.fmean(at), capacity * 1.02, p.split("=")[1], ha="center", fontsize=7)
     axes[-1, 0].set_xlabel("buckets, grouped and coloured by partition (dashed: capacity)")
     fig.suptitle("bench engines: keys per bucket per partition, per scheme")
     fig.tight_layout()

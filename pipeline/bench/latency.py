@@ -60,17 +60,23 @@ FIRST_WRITES_INTO = {"dynbucket": "dynbucket-first", "spark": "spark-first"}
 # --- the workload ----------------------------------------------------------------------------
 
 
-def workload(folder: Path, table_rows: int, sizes: Sequence[int], runs: int,
-             seed: int = 13) -> dict[tuple[int, str], list[Path]]:  # fmt: skip
+def workload(
+    folder: Path, table_rows: int, sizes: Sequence[int], runs: int, seed: int = 13
+) -> dict[tuple[int, str], list[Path]]:
     """Load files, then per size and case the upsert files, in the order they are applied."""
-    plan = {(n, case): [folder / f"u{n}-{case}-{i}.parquet" for i in range(_files_of(case, runs))]
-            for n in sizes for case in CASES}  # fmt: skip
+    plan = {
+        (n, case): [folder / f"u{n}-{case}-{i}.parquet" for i in range(_files_of(case, runs))]
+        for n in sizes
+        for case in CASES
+    }
     if (folder / "done").exists():
         return plan
     folder.mkdir(parents=True, exist_ok=True)
     for i, start in enumerate(range(0, table_rows, LOAD_CHUNK)):
-        pq.write_table(records(np.arange(start, min(table_rows, start + LOAD_CHUNK)), 0),
-                       folder / f"load-{i:03d}.parquet")  # fmt: skip
+        pq.write_table(
+            records(np.arange(start, min(table_rows, start + LOAD_CHUNK)), 0),
+            folder / f"load-{i:03d}.parquet",
+        )
     rng = np.random.default_rng(seed)
     next_key, ts = table_rows, 1
     for (n, _case), files in plan.items():
@@ -100,8 +106,9 @@ class Ours:
 
     def load(self, files: Sequence[Path]) -> None:
         index = DynamicBucketIndex(max_keys_per_bucket=self.bucket_rows)
-        with Table.create(str(self.dir), pq.read_schema(files[0]), "key", "part", "ts", index,
-                          runtime=self.rt) as table:  # fmt: skip
+        with Table.create(
+            str(self.dir), pq.read_schema(files[0]), "key", "part", "ts", index, runtime=self.rt
+        ) as table:
             for f in files:
                 table.upsert(self.rt.spark.read.parquet(str(f)))
 
@@ -146,12 +153,19 @@ class Peer:
         self.server: subprocess.Popen[str] | None = None
 
     def _args(self, operation: str, files: Sequence[Path]) -> list[str]:
-        return [str(self.python), str(WORKER), self.system, str(self.dir), operation,
-                *map(str, files)]  # fmt: skip
+        return [
+            str(self.python),
+            str(WORKER),
+            self.system,
+            str(self.dir),
+            operation,
+            *map(str, files),
+        ]
 
     def call(self, operation: str, files: Sequence[Path]) -> dict[str, Any]:
-        out = subprocess.run(self._args(operation, files), env=self.env, capture_output=True,
-                             text=True, check=False)  # fmt: skip
+        out = subprocess.run(
+            self._args(operation, files), env=self.env, capture_output=True, text=True, check=False
+        )
         if out.returncode != 0:
             raise RuntimeError(f"{self.system} {operation} failed:\n{out.stderr[-3000:]}")
         return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -212,9 +226,13 @@ def _first(system: str, target: Path, f: Path, peer: Peer | None) -> dict[str, A
         return peer.call("upsert", [f])
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)  # its own embedded Ray, as a new driver on this machine
-    out = subprocess.run([sys.executable, "-m", "dynbucket.bench.latency", system,
-                          str(target), str(f)],
-                         env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "dynbucket.bench.latency", system, str(target), str(f)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"first write of {system} failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -223,19 +241,30 @@ def _first(system: str, target: Path, f: Path, peer: Peer | None) -> dict[str, A
 # --- the run ---------------------------------------------------------------------------------
 
 
-def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: float,
-        systems: Sequence[str], workdir: str | None,
-        bucket_rows: int) -> dict[str, Any]:  # fmt: skip
+def run(
+    rt: Runtime,
+    table_rows: int,
+    sizes: Sequence[int],
+    runs: int,
+    idle: float,
+    systems: Sequence[str],
+    workdir: str | None,
+    bucket_rows: int,
+) -> dict[str, Any]:
     """Builds the workload and the tables, times every cell, prints the report."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="dynbucket-latency-"))
     python = peers_python() if {"delta", "paimon"} & set(systems) else None
     tables = base / "tables"
     shutil.rmtree(tables, ignore_errors=True)
     tables.mkdir(parents=True)
-    print(f"workload: {table_rows:,}-row table; upserts of {', '.join(map(str, sizes))} rows "
-          "(half updates)", flush=True)  # fmt: skip
-    plan = workload(base / f"workload-{table_rows}-{'-'.join(map(str, sizes))}x{runs}",
-                    table_rows, sizes, runs)  # fmt: skip
+    print(
+        f"workload: {table_rows:,}-row table; upserts of {', '.join(map(str, sizes))} rows "
+        "(half updates)",
+        flush=True,
+    )
+    plan = workload(
+        base / f"workload-{table_rows}-{'-'.join(map(str, sizes))}x{runs}", table_rows, sizes, runs
+    )
     loads = sorted(next(iter(plan.values()))[0].parent.glob("load-*.parquet"))
     seconds: dict[tuple[str, int, str], list[float]] = {}
     process: dict[tuple[str, int], list[float]] = {}
@@ -262,8 +291,12 @@ def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: flo
                 for system in _turn(order, i):  # first writes while this driver idles
                     target = tables / FIRST_WRITES_INTO.get(system, system)
                     sut = running[system]
-                    got = _first(system, target, plan[(n, "first")][i],
-                                 sut if isinstance(sut, Peer) else None)  # fmt: skip
+                    got = _first(
+                        system,
+                        target,
+                        plan[(n, "first")][i],
+                        sut if isinstance(sut, Peer) else None,
+                    )
                     seconds.setdefault((system, n, "first"), []).append(got["seconds"])
                     if "process_seconds" in got:
                         process.setdefault((system, n), []).append(got["process_seconds"])
@@ -280,18 +313,35 @@ def run(rt: Runtime, table_rows: int, sizes: Sequence[int], runs: int, idle: flo
         if not workdir:
             shutil.rmtree(base, ignore_errors=True)
     rows = [
-        Measurement(f"{LABELS[system]} {case} {n // 1000}k", n, secs,
-                    {"system": system, "case": case,
-                     **({"process_s_median": round(float(np.median(process[(system, n)])), 3)}
-                        if case == "first" and (system, n) in process else {})})
+        Measurement(
+            f"{LABELS[system]} {case} {n // 1000}k",
+            n,
+            secs,
+            {
+                "system": system,
+                "case": case,
+                **(
+                    {"process_s_median": round(float(np.median(process[(system, n)])), 3)}
+                    if case == "first" and (system, n) in process
+                    else {}
+                ),
+            },
+        )
         for (system, n, case), secs in seconds.items()
-    ]  # fmt: skip
-    return print_report("latency", "rows", rows, **summary(seconds, sizes), idle_s=idle,
-                        table_rows=table_rows)  # fmt: skip
+    ]
+    return print_report(
+        "latency", "rows", rows, **summary(seconds, sizes), idle_s=idle, table_rows=table_rows
+    )
 
 
-def _load(system: str, rt: Runtime, tables: Path, loads: Sequence[Path], bucket_rows: int,
-          python: Path | None) -> Ours | PlainSpark | Peer:  # fmt: skip
+def _load(
+    system: str,
+    rt: Runtime,
+    tables: Path,
+    loads: Sequence[Path],
+    bucket_rows: int,
+    python: Path | None,
+) -> Ours | PlainSpark | Peer:
     if system == "dynbucket":
         ours = Ours(rt, tables / "dynbucket", bucket_rows)
         ours.load(loads)
@@ -312,12 +362,14 @@ def _turn(order: list[str], i: int) -> list[str]:
 
 
 def _line(seconds: dict[tuple[str, int, str], list[float]], n: int, case: str) -> str:
-    return ", ".join(f"{s} {np.median(v):.3f}s" for (s, m, c), v in seconds.items()
-                     if m == n and c == case)  # fmt: skip
+    return ", ".join(
+        f"{s} {np.median(v):.3f}s" for (s, m, c), v in seconds.items() if m == n and c == case
+    )
 
 
-def summary(seconds: dict[tuple[str, int, str], list[float]], sizes: Sequence[int]
-            ) -> dict[str, float]:  # fmt: skip
+def summary(
+    seconds: dict[tuple[str, int, str], list[float]], sizes: Sequence[int]
+) -> dict[str, float]:
     """Ratios of medians of this run: ours against plain Spark in the same case, idle and
     first against warm, and the peers' time against ours."""
     med = {k: float(np.median(v)) for k, v in seconds.items() if v}

@@ -28,21 +28,31 @@ from dynbucket.bench.report import Measurement, print_report, timed
 from dynbucket.format.hudi import log_file
 from dynbucket.table import Table
 
-SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("amount", pa.int64()),
-                    ("ts", pa.int64()), ("note", pa.string())])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("region", pa.string()),
+        ("amount", pa.int64()),
+        ("ts", pa.int64()),
+        ("note", pa.string()),
+    ]
+)
 REGIONS = [f"r{i}" for i in range(8)]
 
 
 def rows_table(ids: np.ndarray, seed: int, regions: list[str] = REGIONS) -> pa.Table:
     rng = np.random.default_rng(seed)
     n = len(ids)
-    return pa.table({
-        "id": pa.array(np.char.add("user-", ids.astype(str))),
-        "region": pa.array(np.array(regions)[ids % len(regions)]),
-        "amount": pa.array(rng.integers(0, 1_000_000, n)),
-        "ts": pa.array(np.full(n, seed, np.int64)),
-        "note": pa.array(np.char.add("n", (ids * 7 % 100_000).astype(str))),
-    }, schema=SCHEMA)  # fmt: skip
+    return pa.table(
+        {
+            "id": pa.array(np.char.add("user-", ids.astype(str))),
+            "region": pa.array(np.array(regions)[ids % len(regions)]),
+            "amount": pa.array(rng.integers(0, 1_000_000, n)),
+            "ts": pa.array(np.full(n, seed, np.int64)),
+            "note": pa.array(np.char.add("n", (ids * 7 % 100_000).astype(str))),
+        },
+        schema=SCHEMA,
+    )
 
 
 def build_mor(root: Path, rows: int) -> tuple[Table, Path]:
@@ -78,10 +88,11 @@ def delta_share(table: Table) -> float:
     snap = table.snapshot()
     delta = sum(
         pq.ParquetFile(io.BytesIO(b.content)).metadata.num_rows
-        for r in snap.slices() for f in r.slice.logs
+        for r in snap.slices()
+        for f in r.slice.logs
         for b in log_file.read_blocks(Path(f.path).read_bytes())
         if b.type == log_file.PARQUET_DATA
-    )  # fmt: skip
+    )
     return delta / max(1, snap.to_arrow(columns=["id"], meta_columns=False).num_rows)
 
 
@@ -115,8 +126,10 @@ def run(rows: int, runs: int, workdir: str | None = None) -> dict[str, Any]:
             )
         ratio = round(m_plain.median / m_snap.median, 3)
         return print_report(
-            "read", "rows", [m_snap, m_plain, m_rli],
+            "read",
+            "rows",
+            [m_snap, m_plain, m_rli],
             delta_share=round(share, 3),
             snapshot_vs_plain_throughput=ratio,
             index_keys_per_s=round(m_rli.per_second),
-        )  # fmt: skip
+        )

@@ -51,12 +51,14 @@ PARTITION = "part=p0"
 def records(ids: np.ndarray, ts: int) -> pa.Table:
     """Rows of keys ``ids``: even keys in partition p0, odd ones in p1."""
     ids_a = pa.array(ids, pa.int64())
-    return pa.table({
-        "key": pc.binary_join_element_wise("key-", pc.cast(ids_a, pa.string()), ""),
-        "part": pa.array(np.where(ids % 2 == 0, "p0", "p1").astype(object), pa.string()),
-        "v": pc.add(ids_a, ts),
-        "ts": pa.array(np.full(len(ids), ts, np.int64)),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "key": pc.binary_join_element_wise("key-", pc.cast(ids_a, pa.string()), ""),
+            "part": pa.array(np.where(ids % 2 == 0, "p0", "p1").astype(object), pa.string()),
+            "v": pc.add(ids_a, ts),
+            "ts": pa.array(np.full(len(ids), ts, np.int64)),
+        }
+    )
 
 
 def workload(folder: Path, size: int, upsert_rows: int, upserts: int, seed: int = 3) -> None:
@@ -80,8 +82,9 @@ def _load(rt: Runtime, where: Path, folder: Path, slots: int, bucket_rows: int) 
     files = sorted(folder.glob("load-*.parquet"))
     index = DynamicBucketIndex(max_keys_per_bucket=bucket_rows, assigner_slots=slots)
     start = time.perf_counter()
-    with Table.create(str(where), pq.read_schema(files[0]), "key", "part", "ts", index,
-                      runtime=rt) as table:  # fmt: skip
+    with Table.create(
+        str(where), pq.read_schema(files[0]), "key", "part", "ts", index, runtime=rt
+    ) as table:
         for i, f in enumerate(files):
             table.upsert(rt.spark.read.parquet(str(f)))
             if i % 4 == 3:
@@ -101,13 +104,11 @@ def _pids(names: list[str]) -> list[int]:
     """Process ids of the named live actors, in the order given."""
     from ray._private import state
 
-    alive = {a.get("Name", ""): a["Pid"] for a in state.actors().values()
-             if a["State"] == "ALIVE"}  # fmt: skip
+    alive = {a.get("Name", ""): a["Pid"] for a in state.actors().values() if a["State"] == "ALIVE"}
     return [alive[n] for n in names]
 
 
-def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
-              ) -> dict[str, Any]:  # fmt: skip
+def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str) -> dict[str, Any]:
     """A fresh fleet of ``slots`` over ``table``'s index; each slot looks up one key of the
     partition (which loads its slice of the partition). Times, bytes, entries read."""
     link = RayLink(rt.ray_address, rt.config.namespace)
@@ -125,8 +126,11 @@ def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
             calls.append((slot, mine))
         import ray
 
-        seconds, _ = timed(lambda: ray.get([fleet.handles[s].assign.remote(latest + 1, batch)
-                                            for s, batch in calls]))  # fmt: skip
+        seconds, _ = timed(
+            lambda: ray.get(
+                [fleet.handles[s].assign.remote(latest + 1, batch) for s, batch in calls]
+            )
+        )
         time.sleep(1.0)  # the allocator's freed pages go back to the system
         after = [_rss(p) for p in pids]
         stats = fleet.stats()
@@ -147,12 +151,20 @@ def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
 def _probe() -> pa.Table:
     """Some keys of partition p0, with their hash (as stage A sends them)."""
     keys = pa.array([f"key-{i}" for i in range(0, 8000, 2)])  # in p0
-    return pa.table({"_partition": pa.array([PARTITION] * len(keys)),
-                     "_hash": pa.array(hash_columns([keys]))})  # fmt: skip
+    return pa.table(
+        {"_partition": pa.array([PARTITION] * len(keys)), "_hash": pa.array(hash_columns([keys]))}
+    )
 
 
-def run(rt: Runtime, rows: int, upsert_rows: int, runs: int, slots: int, bucket_rows: int,
-        workdir: str | None) -> dict[str, Any]:  # fmt: skip
+def run(
+    rt: Runtime,
+    rows: int,
+    upsert_rows: int,
+    runs: int,
+    slots: int,
+    bucket_rows: int,
+    workdir: str | None,
+) -> dict[str, Any]:
     """Builds both tables, measures growth, bootstrap, memory and slices; prints the report."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="dynbucket-scale-"))
     measured: list[Measurement] = []
@@ -161,8 +173,11 @@ def run(rt: Runtime, rows: int, upsert_rows: int, runs: int, slots: int, bucket_
         tables: dict[int, Table] = {}
         for size in (SMALL, rows):
             folder = base / f"workload-{size}-{upsert_rows}x{runs + 1}"
-            print(f"workload: {size:,} rows in two partitions, {runs + 1} upserts of "
-                  f"{upsert_rows:,} rows (half updates) ...", flush=True)  # fmt: skip
+            print(
+                f"workload: {size:,} rows in two partitions, {runs + 1} upserts of "
+                f"{upsert_rows:,} rows (half updates) ...",
+                flush=True,
+            )
             workload(folder, size, upsert_rows, runs + 1)
             where = base / f"table-{size}"
             shutil.rmtree(where, ignore_errors=True)
@@ -175,14 +190,24 @@ def run(rt: Runtime, rows: int, upsert_rows: int, runs: int, slots: int, bucket_
             for size, table in tables.items():
                 f = base / f"workload-{size}-{upsert_rows}x{runs + 1}" / f"upsert-{r}.parquet"
                 s, result = timed(lambda t=table, f=f: t.upsert(rt.spark.read.parquet(str(f))))
-                print(f"  upsert {r} into {size:,}: {s:.2f}s ({result.keys_updated:,} updated,"
-                      f" {result.keys_inserted:,} inserted)", flush=True)  # fmt: skip
+                print(
+                    f"  upsert {r} into {size:,}: {s:.2f}s ({result.keys_updated:,} updated,"
+                    f" {result.keys_inserted:,} inserted)",
+                    flush=True,
+                )
                 seconds[size].append(s)
         for size, secs in seconds.items():
-            measured.append(Measurement(f"1M upsert into {size // 1_000_000}M", upsert_rows,
-                                        secs[1:], {"first_upsert_s": round(secs[0], 3)}))
-        summary["growth"] = round(statistics.median(seconds[rows][1:])
-                                  / statistics.median(seconds[SMALL][1:]), 3)  # fmt: skip
+            measured.append(
+                Measurement(
+                    f"1M upsert into {size // 1_000_000}M",
+                    upsert_rows,
+                    secs[1:],
+                    {"first_upsert_s": round(secs[0], 3)},
+                )
+            )
+        summary["growth"] = round(
+            statistics.median(seconds[rows][1:]) / statistics.median(seconds[SMALL][1:]), 3
+        )
         large = tables[rows]
         for table in tables.values():
             table.close()  # their fleets go: only the measured fleet holds keys now
@@ -190,18 +215,24 @@ def run(rt: Runtime, rows: int, upsert_rows: int, runs: int, slots: int, bucket_
         # 2-3. Into one slot.
         ones = [bootstrap(rt, large, 1, probe, f"scale-one-{i}") for i in range(runs)]
         for o in ones:
-            print(f"  one slot: {o['seconds']:.2f}s (slot's load {o['slot_seconds'][0]:.2f}s), "
-                  f"{o['keys'][0]:,} keys, RSS {o['rss_before'][0] / 2**20:.0f} -> "
-                  f"{o['rss_after'][0] / 2**20:.0f} MiB", flush=True)  # fmt: skip
-        measured.append(Measurement("bootstrap into one slot", ones[0]["keys"][0],
-                                    [o["seconds"] for o in ones]))  # fmt: skip
+            print(
+                f"  one slot: {o['seconds']:.2f}s (slot's load {o['slot_seconds'][0]:.2f}s), "
+                f"{o['keys'][0]:,} keys, RSS {o['rss_before'][0] / 2**20:.0f} -> "
+                f"{o['rss_after'][0] / 2**20:.0f} MiB",
+                flush=True,
+            )
+        measured.append(
+            Measurement("bootstrap into one slot", ones[0]["keys"][0], [o["seconds"] for o in ones])
+        )
         keys = ones[0]["keys"][0]
         summary["bootstrap_keys"] = keys
         summary["bootstrap_s"] = round(statistics.median(o["seconds"] for o in ones), 2)
         summary["rss_per_key_total_b"] = round(
-            statistics.median(o["rss_after"][0] / keys for o in ones), 2)  # fmt: skip
-        summary["rss_per_key_added_b"] = round(statistics.median(
-            (o["rss_after"][0] - o["rss_before"][0]) / keys for o in ones), 2)  # fmt: skip
+            statistics.median(o["rss_after"][0] / keys for o in ones), 2
+        )
+        summary["rss_per_key_added_b"] = round(
+            statistics.median((o["rss_after"][0] - o["rss_before"][0]) / keys for o in ones), 2
+        )
         summary["cache_bytes_per_key"] = round(ones[0]["cache_bytes"][0] / keys, 2)
         # 4. Each slot its slice.
         spread = [bootstrap(rt, large, slots, probe, f"scale-slots-{i}") for i in range(runs)]
@@ -210,10 +241,14 @@ def run(rt: Runtime, rows: int, upsert_rows: int, runs: int, slots: int, bucket_
         summary["entries_in_partition"] = keys  # p0's, as the one slot held them all
         summary["read_share_max"] = round(max(read) / keys, 4)
         summary[f"bootstrap_{slots}_slots_s"] = round(
-            statistics.median(s["seconds"] for s in spread), 2)  # fmt: skip
+            statistics.median(s["seconds"] for s in spread), 2
+        )
         for s in spread:
-            print(f"  {slots} slots: {s['seconds']:.2f}s, entries read per slot "
-                  f"{s['entries_read']} of {keys:,}", flush=True)  # fmt: skip
+            print(
+                f"  {slots} slots: {s['seconds']:.2f}s, entries read per slot "
+                f"{s['entries_read']} of {keys:,}",
+                flush=True,
+            )
     finally:
         if not workdir:
             shutil.rmtree(base, ignore_errors=True)

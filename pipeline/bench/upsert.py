@@ -74,14 +74,17 @@ def records(ids: np.ndarray, ts: int) -> pa.Table:
     """The rows of keys ``ids``: a key's partition and value depend on the key only."""
     ids_a = pa.array(ids, pa.int64())
     part = pc.bit_wise_and(pc.multiply(ids_a, 2654435761), PARTITIONS - 1)
-    return pa.table({
-        "key": pc.binary_join_element_wise("key-", pc.cast(ids_a, pa.string()), ""),
-        "part": pc.binary_join_element_wise("p", pc.cast(part, pa.string()), ""),
-        "v": pc.add(pc.multiply(ids_a, 3), ts),
-        "ts": pa.array(np.full(len(ids), ts, np.int64)),
-        "note": pc.binary_join_element_wise("note-", pc.cast(pc.bit_wise_and(ids_a, 1023),
-                                                             pa.string()), ""),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "key": pc.binary_join_element_wise("key-", pc.cast(ids_a, pa.string()), ""),
+            "part": pc.binary_join_element_wise("p", pc.cast(part, pa.string()), ""),
+            "v": pc.add(pc.multiply(ids_a, 3), ts),
+            "ts": pa.array(np.full(len(ids), ts, np.int64)),
+            "note": pc.binary_join_element_wise(
+                "note-", pc.cast(pc.bit_wise_and(ids_a, 1023), pa.string()), ""
+            ),
+        }
+    )
 
 
 def workload(folder: Path, size: int, upsert_rows: int, upserts: int, seed: int = 11) -> None:
@@ -90,8 +93,10 @@ def workload(folder: Path, size: int, upsert_rows: int, upserts: int, seed: int 
         return
     folder.mkdir(parents=True, exist_ok=True)
     for i, start in enumerate(range(0, size, LOAD_CHUNK)):
-        pq.write_table(records(np.arange(start, min(size, start + LOAD_CHUNK)), 0),
-                       folder / f"load-{i:03d}.parquet")  # fmt: skip
+        pq.write_table(
+            records(np.arange(start, min(size, start + LOAD_CHUNK)), 0),
+            folder / f"load-{i:03d}.parquet",
+        )
     rng = np.random.default_rng(seed)
     updates = rng.choice(size, (upserts, upsert_rows // 2), replace=True)
     for r in range(upserts):
@@ -120,9 +125,16 @@ class Ours:
     def load(self, files: Sequence[Path]) -> None:
         spark = self.rt.spark
         index = DynamicBucketIndex(max_keys_per_bucket=self.bucket_rows)
-        table = Table.create(str(self.dir), pq.read_schema(files[0]), "key", "part", "ts",
-                             index, TableOptions(populate_meta_fields=self.meta),
-                             runtime=self.rt)  # fmt: skip
+        table = Table.create(
+            str(self.dir),
+            pq.read_schema(files[0]),
+            "key",
+            "part",
+            "ts",
+            index,
+            TableOptions(populate_meta_fields=self.meta),
+            runtime=self.rt,
+        )
         with table:
             for f in files:
                 table.upsert(spark.read.parquet(str(f)))
@@ -224,9 +236,12 @@ class Floor:
 
 
 def _print_write(label: str, seconds: float, result: WriteResult, stages: str) -> None:
-    print(f"  {label}: {seconds:.2f}s ({result.keys_updated:,} updated, "
-          f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
-          f"    {stages} {result.stages}", flush=True)  # fmt: skip
+    print(
+        f"  {label}: {seconds:.2f}s ({result.keys_updated:,} updated, "
+        f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
+        f"    {stages} {result.stages}",
+        flush=True,
+    )
 
 
 def _buckets_per_partition(table: Table) -> int:
@@ -251,8 +266,12 @@ class PlainSpark:
         def write() -> None:
             df = self.rt.spark.read.parquet(str(f))
             bucketed = df.withColumn("bucket", F.pmod(F.xxhash64("key"), F.lit(self.buckets)))
-            (bucketed.repartition("part", "bucket").write.mode("append")
-             .partitionBy("part", "bucket").parquet(str(self.out)))  # fmt: skip
+            (
+                bucketed.repartition("part", "bucket")
+                .write.mode("append")
+                .partitionBy("part", "bucket")
+                .parquet(str(self.out))
+            )
 
         s = timed(write)[0]
         print(f"  spark {f.name}: {s:.2f}s ({self.buckets} buckets per partition)", flush=True)
@@ -272,10 +291,19 @@ class Peer:
 
     def _call(self, operation: str, files: Sequence[Path]) -> float:
         out = subprocess.run(
-            [str(self.python), str(WORKER), self.system, str(self.dir), operation,
-             *map(str, files)],
-            env=self.env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                str(self.python),
+                str(WORKER),
+                self.system,
+                str(self.dir),
+                operation,
+                *map(str, files),
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"{self.system} {operation} failed:\n{out.stderr[-3000:]}")
         return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
@@ -310,9 +338,16 @@ def peers_python(cache: Path | None = None) -> Path:
 # --- the run ---------------------------------------------------------------------------------
 
 
-def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
-        systems: Sequence[str], workdir: str | None, bucket_rows: int,
-        paimon_max: int) -> dict[str, Any]:  # fmt: skip
+def run(
+    rt: Runtime,
+    sizes: Sequence[int],
+    upsert_rows: int,
+    runs: int,
+    systems: Sequence[str],
+    workdir: str | None,
+    bucket_rows: int,
+    paimon_max: int,
+) -> dict[str, Any]:
     """Builds the workloads, runs every system on each size, prints the report."""
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="dynbucket-bench-"))
     python = peers_python() if {"delta", "paimon"} & set(systems) else None
@@ -321,8 +356,11 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
     try:
         for size in sizes:
             folder = base / f"workload-{size}-{upsert_rows}x{runs + 1}"
-            print(f"workload: {size:,}-row table, {runs + 1} upserts of {upsert_rows:,} rows "
-                  f"(half updates), {PARTITIONS} partitions ...", flush=True)  # fmt: skip
+            print(
+                f"workload: {size:,}-row table, {runs + 1} upserts of {upsert_rows:,} rows "
+                f"(half updates), {PARTITIONS} partitions ...",
+                flush=True,
+            )
             workload(folder, size, upsert_rows, runs + 1)
             tables = base / f"tables-{size}"
             shutil.rmtree(tables, ignore_errors=True)
@@ -351,9 +389,12 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
                 for sut in running.values():
                     sut.close()
             for system, secs in seconds.items():
-                m = Measurement(f"{LABELS[system]} @{_size_tag(size)}", upsert_rows,
-                                secs[1:], {"system": system, "table_rows": size,
-                                           "first_upsert_s": round(secs[0], 3)})  # fmt: skip
+                m = Measurement(
+                    f"{LABELS[system]} @{_size_tag(size)}",
+                    upsert_rows,
+                    secs[1:],
+                    {"system": system, "table_rows": size, "first_upsert_s": round(secs[0], 3)},
+                )
                 rows.append(m)
                 medians[(system, size)] = m.median
             shutil.rmtree(tables, ignore_errors=True)
@@ -363,8 +404,14 @@ def run(rt: Runtime, sizes: Sequence[int], upsert_rows: int, runs: int,
     return print_report("upsert", "rows", rows, **_summary(medians, sizes))
 
 
-def _system(system: str, rt: Runtime, tables: Path, bucket_rows: int, python: Path | None,
-            running: dict[str, Any]) -> Ours | InProcess | Floor | PlainSpark | Peer:  # fmt: skip
+def _system(
+    system: str,
+    rt: Runtime,
+    tables: Path,
+    bucket_rows: int,
+    python: Path | None,
+    running: dict[str, Any],
+) -> Ours | InProcess | Floor | PlainSpark | Peer:
     if system == "inprocess":
         return InProcess(tables / "inprocess", bucket_rows)
     if system == "floor":
@@ -393,7 +440,8 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
         tag = _size_tag(size)
         if ("inprocess", size) in medians and ("floor", size) in medians:  # time / floor's
             out[f"inprocess_vs_floor_{tag}"] = round(
-                medians[("inprocess", size)] / medians[("floor", size)], 3)  # fmt: skip
+                medians[("inprocess", size)] / medians[("floor", size)], 3
+            )
         ours_s = medians.get(("dynbucket", size))
         if ours_s is None:
             continue
@@ -405,7 +453,8 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
 
     if len(sizes) >= 2 and all(("dynbucket", s) in medians for s in (sizes[0], sizes[-1])):
         out["growth_small_to_large"] = round(
-            medians[("dynbucket", sizes[-1])] / medians[("dynbucket", sizes[0])], 3)  # fmt: skip
+            medians[("dynbucket", sizes[-1])] / medians[("dynbucket", sizes[0])], 3
+        )
     return out
 
 

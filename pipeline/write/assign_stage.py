@@ -28,7 +28,6 @@ from dynbucket.write.batches import ROWS_PER_CALL, joined
 ArrowFn = Callable[..., Iterator[pa.RecordBatch]]
 
 
-
 def tagged_schema(schema: StructType) -> StructType:
     """A Spark schema plus the two columns the assign stage appends."""
     return StructType(
@@ -68,8 +67,9 @@ def assign_fn(
     """
     names = list(actor_names)
 
-    def tag(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
-            ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    def tag(
+        batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
+    ) -> Iterator[pa.RecordBatch]:
         import ray
 
         handles = [link.actor(name) for name in names]

@@ -73,9 +73,17 @@ def write_in_driver(
     seconds: dict[str, float] = {}
     tagged = list(stage_a(iter(batches), seconds))
     rows = pa.Table.from_batches(tagged)
-    written = write_file_groups(store, spec, instant, rows, visible, deletes, DRIVER_PART,
-                                threads=os.cpu_count() or 1,
-                                refuse_known=refuse_known,
-                                index_slots=index_slots)  # fmt: skip
+    written = write_file_groups(
+        store,
+        spec,
+        instant,
+        rows,
+        visible,
+        deletes,
+        DRIVER_PART,
+        threads=os.cpu_count() or 1,
+        refuse_known=refuse_known,
+        index_slots=index_slots,
+    )
     written.add_seconds(seconds)
     return written

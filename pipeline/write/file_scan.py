@@ -61,8 +61,9 @@ def bare_file_stream(streaming_df: DataFrame) -> bool:
         return False
 
 
-def read_scanned(df: DataFrame, spec: TableSpec, deletes: bool,
-                 bare_stream: bool = False) -> list[pa.RecordBatch] | None:  # fmt: skip
+def read_scanned(
+    df: DataFrame, spec: TableSpec, deletes: bool, bare_stream: bool = False
+) -> list[pa.RecordBatch] | None:
     """The rows of ``df`` read from its Parquet files, fitted to the table's schema and with
     ``_hash``, as :func:`~dynbucket.write.driver.collect_hashed` would return them
     after ``conform_spark``; None when they cannot be read without Spark (module doc).

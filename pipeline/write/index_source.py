@@ -52,8 +52,13 @@ class RLIIndexSource:
         part = RecordLevelIndex(self.store, self.spec).slot_slice(
             partition, self._visible(), [HASH, BUCKET], slot, num_slots
         )
-        runs = [(to_cache_keys(t.column(HASH).to_numpy()),
-                 t.column(BUCKET).to_numpy().astype(np.uint16)) for t in part.runs]  # fmt: skip
+        runs = [
+            (
+                to_cache_keys(t.column(HASH).to_numpy()),
+                t.column(BUCKET).to_numpy().astype(np.uint16),
+            )
+            for t in part.runs
+        ]
         bucket_keys, entries_read = part.bucket_keys, part.entries_read
         del part  # its Arrow tables: only the cache's arrays stay
         merged = SortedRun.union(runs)
@@ -77,4 +82,3 @@ class RLIIndexSource:
         for s in slices:
             out[s.bucket] += s.size
         return out
-

@@ -74,9 +74,12 @@ class InstantWrite:
     """One write instant (the numbered steps of the module doc); a context manager."""
 
     def __init__(
-        self, begin: Callable[[], Transaction], operation: str,
-        stream: StreamBatch | None = None, laps: Laps | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        begin: Callable[[], Transaction],
+        operation: str,
+        stream: StreamBatch | None = None,
+        laps: Laps | None = None,
+    ) -> None:
         self._begin = begin
         self.operation = operation
         self.stream = stream
@@ -113,8 +116,11 @@ class InstantWrite:
 
     def skipped_result(self) -> WriteResult:
         batch = self.stream.batch_id if self.stream else None
-        return WriteResult(instant="", operation=f"{self.operation} (batch {batch} already "
-                           "committed)", rows_written=0)  # fmt: skip
+        return WriteResult(
+            instant="",
+            operation=f"{self.operation} (batch {batch} already committed)",
+            rows_written=0,
+        )
 
     def open(self, assigners: Assigners) -> None:
         """3. The assigners open this instant as their checkpoint."""
@@ -133,13 +139,17 @@ class InstantWrite:
         if isinstance(self._assigners, NoAssigners):
             created = sum(1 for f in data if f.kind == "base" and f.prev_commit is None)
         result = WriteResult(
-            instant=self.id, operation=self.operation, rows_written=sum(f.rows for f in data),
+            instant=self.id,
+            operation=self.operation,
+            rows_written=sum(f.rows for f in data),
             buckets_created=created,
-            files_written=len(data), keys_inserted=written.keys_inserted,
-            keys_updated=written.keys_updated, keys_stale=written.keys_stale,
+            files_written=len(data),
+            keys_inserted=written.keys_inserted,
+            keys_updated=written.keys_updated,
+            keys_stale=written.keys_stale,
             keys_deleted=written.keys_deleted,
             keys_not_found=written.keys_not_found,
-        )  # fmt: skip
+        )
         extra: dict[str, Any] = {"stats": result.as_dict(), **(metadata or {})}
         if self.stream is not None:
             extra["stream"] = {"id": self.stream.stream, "batch": self.stream.batch_id}
@@ -152,9 +162,11 @@ class InstantWrite:
         return dataclasses.replace(result, seconds=self.laps.laps, stages=stages)
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if self._done:
             return
         self.txn.abort()

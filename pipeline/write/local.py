@@ -52,21 +52,28 @@ class LocalWriter:
         with InstantWrite(begin, operation, laps=laps) as w:
             if self.spec.stateless:
                 w.open(NoAssigners())
-                layouts = BucketLayouts.load(self.store, self.spec.bucket_options,
-                                             self.spec.record_key, w.visible())  # fmt: skip
+                layouts = BucketLayouts.load(
+                    self.store, self.spec.bucket_options, self.spec.record_key, w.visible()
+                )
                 rows = pa.Table.from_batches(
                     [with_buckets(layouts, b) for b in rows.combine_chunks().to_batches()],
-                    schema=_tagged_schema(rows.schema))  # fmt: skip
+                    schema=_tagged_schema(rows.schema),
+                )
             else:
                 assigner = self._assigner_for(w.based_on)
                 w.open(assigner)
                 rows = _tag(assigner, w.checkpoint, rows, operation, self.spec.record_key)
             laps.lap("assign")
-            written = write_file_groups(self.store, self.spec, w.id, rows, w.visible(),
-                                        deletes=operation == "delete",
-                                        threads=os.cpu_count() or 1,
-                                        refuse_known=self.spec.stateless
-                                        and operation == "insert")  # fmt: skip
+            written = write_file_groups(
+                self.store,
+                self.spec,
+                w.id,
+                rows,
+                w.visible(),
+                deletes=operation == "delete",
+                threads=os.cpu_count() or 1,
+                refuse_known=self.spec.stateless and operation == "insert",
+            )
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
             result = w.commit(written)
@@ -86,9 +93,12 @@ def _tagged_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def _tag(
-    assigner: BucketAssigner, checkpoint: int, rows: pa.Table, operation: str,
+    assigner: BucketAssigner,
+    checkpoint: int,
+    rows: pa.Table,
+    operation: str,
     key_fields: tuple[str, ...],
-) -> pa.Table:  # fmt: skip
+) -> pa.Table:
     """The rows with ``_bucket`` and ``_is_new`` from the assigner."""
     encoded = pc.dictionary_encode(rows.column(PARTITION)).combine_chunks()
     names = encoded.dictionary.to_pylist()

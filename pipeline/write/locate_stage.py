@@ -32,8 +32,9 @@ def locate_fn(
     3. Per partition of the batch, the buckets of its rows from the partition's layout.
     """
 
-    def tag(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
-            ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    def tag(
+        batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
+    ) -> Iterator[pa.RecordBatch]:
         times = seconds if seconds is not None else {}
         for batch in joined(batches, ROWS_PER_CALL):  # 1.
             start = time.perf_counter()

@@ -87,8 +87,14 @@ class SparkWriter:
             process (``write/driver.py``); 0: always by Spark tasks.
     """
 
-    def __init__(self, store: TableStore, spec: TableSpec, link: RayLink,
-                 default_slots: int, driver_max_bytes: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: TableStore,
+        spec: TableSpec,
+        link: RayLink,
+        default_slots: int,
+        driver_max_bytes: int = 0,
+    ) -> None:
         self.store = store
         self.spec = spec
         self.link = link
@@ -121,9 +127,14 @@ class SparkWriter:
             finally:
                 self.fleet = None
 
-    def write(self, df: DataFrame, operation: str, slots: int | None = None,
-              stream: StreamBatch | None = None,
-              file_stream: bool = False) -> WriteResult:  # fmt: skip
+    def write(
+        self,
+        df: DataFrame,
+        operation: str,
+        slots: int | None = None,
+        stream: StreamBatch | None = None,
+        file_stream: bool = False,
+    ) -> WriteResult:
         """One instant, run again (``WRITE_RETRIES``, each cause on its own budget) when a
         file group spans assigner slots (then with two shuffles) or an assigner actor
         restarted in the middle of it (then with a new fleet). ``file_stream``: ``df`` is a
@@ -146,9 +157,15 @@ class SparkWriter:
 
     # --- one attempt ---------------------------------------------------------------------
 
-    def _write(self, df: DataFrame, operation: str, slots: int | None,
-               stream: StreamBatch | None, fused: bool,
-               file_stream: bool) -> WriteResult:  # fmt: skip
+    def _write(
+        self,
+        df: DataFrame,
+        operation: str,
+        slots: int | None,
+        stream: StreamBatch | None,
+        fused: bool,
+        file_stream: bool,
+    ) -> WriteResult:
         laps = Laps()
         given = df
         df = conform_spark(df, self.spec, operation == "delete")
@@ -172,14 +189,23 @@ class SparkWriter:
                 if fleet is not None:
                     stage_a = self._stage_a(fleet, w.id, operation)
                 else:
-                    layouts = BucketLayouts.load(self.store, self.spec.bucket_options,
-                                                 self.spec.record_key, w.visible())  # fmt: skip
+                    layouts = BucketLayouts.load(
+                        self.store, self.spec.bucket_options, self.spec.record_key, w.visible()
+                    )
                     stage_a = locate_fn(layouts, record_check(self.spec, operation == "delete"))
                 refuse = self.spec.stateless and operation == "insert"
                 if in_driver:
-                    written = write_in_driver(batches, stage_a, self.store, self.spec, w.id,
-                                              w.visible(), operation == "delete",
-                                              refuse, index_slots=num_slots)  # fmt: skip
+                    written = write_in_driver(
+                        batches,
+                        stage_a,
+                        self.store,
+                        self.spec,
+                        w.id,
+                        w.visible(),
+                        operation == "delete",
+                        refuse,
+                        index_slots=num_slots,
+                    )
                     laps.lap("driver")
                     shuffles = 0
                 elif fleet is None:  # stateless: buckets computed in stage A, one shuffle
@@ -193,8 +219,11 @@ class SparkWriter:
                     written = from_rows(job.collect())
                     laps.lap("spark")
                     shuffles = 1 if fused else 2
-                meta = {"shuffles": shuffles} if fleet is None else {"slots": num_slots,
-                                                                     "shuffles": shuffles}
+                meta = (
+                    {"shuffles": shuffles}
+                    if fleet is None
+                    else {"slots": num_slots, "shuffles": shuffles}
+                )
                 result = w.commit(written, meta)
         except Exception as e:
             mapped = _from_spark(e)
@@ -217,32 +246,49 @@ class SparkWriter:
         """Stage A: each row checked, its partition path computed, tagged by its slot."""
         deletes = operation == "delete"
         return assign_fn(
-            self.link, fleet.names, int(instant), prepare=record_check(self.spec, deletes),
+            self.link,
+            fleet.names,
+            int(instant),
+            prepare=record_check(self.spec, deletes),
             method="locate" if deletes else "assign",
             refuse_known=self.spec.record_key if operation == "insert" else (),
-        )  # fmt: skip
+        )
 
-    def _job(self, df: DataFrame, stage_a: ArrowFn, instant: str, visible: frozenset[str],
-             operation: str, num_slots: int, fused: bool) -> DataFrame:  # fmt: skip
+    def _job(
+        self,
+        df: DataFrame,
+        stage_a: ArrowFn,
+        instant: str,
+        visible: frozenset[str],
+        operation: str,
+        num_slots: int,
+        fused: bool,
+    ) -> DataFrame:
         from pyspark.sql import functions as F
 
         spec = self.spec
         deletes = operation == "delete"
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
-        routed = hashed.withColumn(_ROUTE, route_column(HASH, num_slots)).repartition(
-            num_slots, _ROUTE).drop(_ROUTE)  # fmt: skip
-        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes,
-                           index_slots=num_slots)  # fmt: skip
+        routed = (
+            hashed.withColumn(_ROUTE, route_column(HASH, num_slots))
+            .repartition(num_slots, _ROUTE)
+            .drop(_ROUTE)
+        )
+        stage_b = write_fn(
+            self.store.uri, self.store.fs, spec, instant, visible, deletes, index_slots=num_slots
+        )
         if fused:
-            return routed.mapInArrow(carry_errors(in_slot_task(stage_a, stage_b, num_slots)),
-                                     WRITTEN)  # fmt: skip
+            return routed.mapInArrow(
+                carry_errors(in_slot_task(stage_a, stage_b, num_slots)), WRITTEN
+            )
         tagged_struct = _with_fields(routed.schema, [(PARTITION, "string"), (OP, "tinyint")])
         tagged = routed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
         shuffled = tagged.repartition(PARTITION, BUCKET)
         return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN)
 
-    def _stateless_job(self, df: DataFrame, stage_a: ArrowFn, instant: str,
-                       visible: frozenset[str], operation: str) -> DataFrame:  # fmt: skip
+    def _stateless_job(
+        self, df: DataFrame, stage_a: ArrowFn, instant: str, visible: frozenset[str], operation: str
+    ) -> DataFrame:
         """Stage A computes each row's bucket where the row is (no actor, no routing); one
         shuffle by (partition, bucket) brings each file group's rows to one writer task."""
         from pyspark.sql import functions as F
@@ -252,8 +298,15 @@ class SparkWriter:
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         tagged_struct = _with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
         tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
-        stage_b = write_fn(self.store.uri, self.store.fs, spec, instant, visible, deletes,
-                           refuse_known=operation == "insert")  # fmt: skip
+        stage_b = write_fn(
+            self.store.uri,
+            self.store.fs,
+            spec,
+            instant,
+            visible,
+            deletes,
+            refuse_known=operation == "insert",
+        )
         return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN)
 
     def _one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
@@ -279,8 +332,14 @@ class SparkWriter:
             self.close()
         if self.fleet is None:
             source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)
-            self.fleet = AssignerFleet(self.link, self.spec.table_id[:8], num_slots,
-                                       self.spec.bucket_options, source, wait=False)  # fmt: skip
+            self.fleet = AssignerFleet(
+                self.link,
+                self.spec.table_id[:8],
+                num_slots,
+                self.spec.bucket_options,
+                source,
+                wait=False,
+            )
         return self.fleet
 
 

@@ -30,15 +30,26 @@ from dynbucket.write.assign_stage import ArrowFn
 
 #: One row per file a task wrote (a ``WrittenFile``), and one row (kind ``counts``) of what
 #: happened to keys.
-WRITTEN_ARROW = pa.schema([
-    ("partition", pa.string(), False), ("path", pa.string(), False),
-    ("kind", pa.string(), False), ("rows", pa.int64(), False), ("size", pa.int64(), False),
-    ("file_id", pa.string(), False), ("bucket", pa.int32(), False),
-    ("inserts", pa.int64(), False), ("updates", pa.int64(), False),
-    ("stale", pa.int64(), False), ("deletes", pa.int64(), False), ("prev_commit", pa.string()),
-    ("base_file", pa.string(), False), ("log_version", pa.int32()),
-    ("not_found", pa.int64(), False), ("stages", pa.string()),
-])  # fmt: skip
+WRITTEN_ARROW = pa.schema(
+    [
+        ("partition", pa.string(), False),
+        ("path", pa.string(), False),
+        ("kind", pa.string(), False),
+        ("rows", pa.int64(), False),
+        ("size", pa.int64(), False),
+        ("file_id", pa.string(), False),
+        ("bucket", pa.int32(), False),
+        ("inserts", pa.int64(), False),
+        ("updates", pa.int64(), False),
+        ("stale", pa.int64(), False),
+        ("deletes", pa.int64(), False),
+        ("prev_commit", pa.string()),
+        ("base_file", pa.string(), False),
+        ("log_version", pa.int32()),
+        ("not_found", pa.int64(), False),
+        ("stages", pa.string()),
+    ]
+)
 WRITTEN = from_arrow_schema(WRITTEN_ARROW)
 _COUNTS = "counts"
 
@@ -57,8 +68,9 @@ def write_fn(
     insert into a stateless-scheme table, where the writer finds known keys;
     ``index_slots``: the write's slot count, which groups its index files)."""
 
-    def write(batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
-              ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    def write(
+        batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
+    ) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         collected = [b for b in batches if b.num_rows]
@@ -68,9 +80,17 @@ def write_fn(
         part = f"p{task.partitionId() if task is not None else 0}"
         store = TableStore.at(uri, filesystem)
         rows = pa.Table.from_batches(collected)
-        written = write_file_groups(store, spec, instant, rows, visible, deletes, part,
-                                    refuse_known=refuse_known,
-                                    index_slots=index_slots)  # fmt: skip
+        written = write_file_groups(
+            store,
+            spec,
+            instant,
+            rows,
+            visible,
+            deletes,
+            part,
+            refuse_known=refuse_known,
+            index_slots=index_slots,
+        )
         written.add_seconds(seconds or {})
         yield to_rows(written)
 
@@ -79,15 +99,29 @@ def write_fn(
 
 def to_rows(written: GroupWrites) -> pa.RecordBatch:
     """A task's writes as rows of :data:`WRITTEN`."""
-    rows: list[dict[str, Any]] = [{**dataclasses.asdict(f), "not_found": 0, "stages": None}
-                                  for f in written.files]  # fmt: skip
-    rows.append({"partition": "", "path": "", "kind": _COUNTS, "rows": 0, "size": 0,
-                 "file_id": "", "bucket": -1, "inserts": written.keys_inserted,
-                 "updates": written.keys_updated, "stale": written.keys_stale,
-                 "deletes": written.keys_deleted,
-                 "prev_commit": None, "base_file": "", "log_version": None,
-                 "not_found": written.keys_not_found,
-                 "stages": json.dumps(written.seconds)})  # fmt: skip
+    rows: list[dict[str, Any]] = [
+        {**dataclasses.asdict(f), "not_found": 0, "stages": None} for f in written.files
+    ]
+    rows.append(
+        {
+            "partition": "",
+            "path": "",
+            "kind": _COUNTS,
+            "rows": 0,
+            "size": 0,
+            "file_id": "",
+            "bucket": -1,
+            "inserts": written.keys_inserted,
+            "updates": written.keys_updated,
+            "stale": written.keys_stale,
+            "deletes": written.keys_deleted,
+            "prev_commit": None,
+            "base_file": "",
+            "log_version": None,
+            "not_found": written.keys_not_found,
+            "stages": json.dumps(written.seconds),
+        }
+    )
     return pa.RecordBatch.from_pylist(rows, schema=WRITTEN_ARROW)
 
 

@@ -33,9 +33,14 @@ def cluster() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def runtime(cluster: Any) -> Iterator[Runtime]:
-    with Runtime(address=cluster.address, executors=2, executor_cores=1,
-                 executor_memory="1g", executor_placement="SPREAD",
-                 driver_write_max_bytes=0) as rt:  # fmt: skip
+    with Runtime(
+        address=cluster.address,
+        executors=2,
+        executor_cores=1,
+        executor_memory="1g",
+        executor_placement="SPREAD",
+        driver_write_max_bytes=0,
+    ) as rt:
         yield rt
 
 

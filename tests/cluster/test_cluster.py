@@ -31,9 +31,15 @@ def _rows(keys: range, v: int) -> list[tuple[str, str, int, int]]:
 
 
 def _table(s3_server: S3Server, runtime: Runtime, capacity: int, slots: int) -> Table:
-    return Table.create(s3_server.uri(), SCHEMA, "id", "day", "ts",
-                        DynamicBucketIndex(max_keys_per_bucket=capacity, assigner_slots=slots),
-                        runtime=runtime)  # fmt: skip
+    return Table.create(
+        s3_server.uri(),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=capacity, assigner_slots=slots),
+        runtime=runtime,
+    )
 
 
 def _actor_nodes(table: Table) -> tuple[set[str], set[str]]:
@@ -108,7 +114,8 @@ def test_a_worker_node_removed_mid_upsert_loses_nothing(
         if completed:  # by retry: every row, old keys in their buckets
             assert (result.keys_updated, result.keys_inserted) == (1000, 5000)
             assert {k for k, (v, _) in after.items() if v == 2} == {
-                (f"d{i % 3}", f"k{i}") for i in range(2000, 8000)}  # fmt: skip
+                (f"d{i % 3}", f"k{i}") for i in range(2000, 8000)
+            }
         else:  # or nothing changed
             assert after == before
         assert t.timeline.pending() == []

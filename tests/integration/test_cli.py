@@ -44,8 +44,11 @@ def test_demo_streams_prints_layout_saves_png_and_leaves_no_process(tmp_path: Pa
     hudi_rows = int(line.split(":")[1].split()[0].replace(",", ""))
     shown = run([tool("dynbucket"), "show", str(tmp_path / "demo" / "table")], env)
     assert shown.returncode == 0, shown.stderr[-3000:]
-    keys = sum(int(x.split()[2].replace(",", "")) for x in shown.stdout.splitlines()
-               if x.startswith("region=") and len(x.split()) == 5)  # fmt: skip
+    keys = sum(
+        int(x.split()[2].replace(",", ""))
+        for x in shown.stdout.splitlines()
+        if x.startswith("region=") and len(x.split()) == 5
+    )
     assert hudi_rows == keys == 3000 + 2 * 2100  # 30% of each later batch updates old keys
 
 
@@ -65,8 +68,23 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     assert "NotATableError" in refused.stderr and "Traceback" not in refused.stderr
     assert not Path(table).exists()
 
-    created = run([dynbucket, "ingest", table, str(day1), "--format", "csv", "--key", "id",
-                   "--partition-by", "day", "--ordering", "ts"], env)  # fmt: skip
+    created = run(
+        [
+            dynbucket,
+            "ingest",
+            table,
+            str(day1),
+            "--format",
+            "csv",
+            "--key",
+            "id",
+            "--partition-by",
+            "day",
+            "--ordering",
+            "ts",
+        ],
+        env,
+    )
     assert created.returncode == 0, created.stderr[-3000:]
     assert "keys_inserted=40" in created.stdout
     updated = run([dynbucket, "ingest", table, str(day2), "--format", "csv"], env)
@@ -91,9 +109,11 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
 
 
 #: Lines Ray, Spark and the JVM write (start-up chatter, log lines, stack traces).
-FOREIGN = re.compile(r"gcs_client|raylet|\(pid=|WARN |INFO |ERROR |StatusConsoleListener|"
-                     r"log4j|Setting default log level|sc\.setLogLevel|NativeCodeLoader|"
-                     r"^\s+at [\w$.]+\(|Exception in task|Traceback")
+FOREIGN = re.compile(
+    r"gcs_client|raylet|\(pid=|WARN |INFO |ERROR |StatusConsoleListener|"
+    r"log4j|Setting default log level|sc\.setLogLevel|NativeCodeLoader|"
+    r"^\s+at [\w$.]+\(|Exception in task|Traceback"
+)
 
 
 def foreign(text: str) -> list[str]:
@@ -111,18 +131,23 @@ def test_ingest_checks_its_inputs_before_starting_anything(tmp_path: Path) -> No
     from dynbucket.table import Table
 
     table = str(tmp_path / "t")
-    Table.create(table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id",
-                 ordering_field="ts")  # fmt: skip
+    Table.create(
+        table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id", ordering_field="ts"
+    )
     (tmp_path / "rows.csv").write_text("id,ts\na,1\n")
     env, _ = marked_env({"JAVA_HOME": str(tmp_path / "no-java")})
     cases = [
         ([str(tmp_path / "missing.csv")], "InvalidInputError: input .*missing.csv' does not exist"),
-        ([str(tmp_path / "rows.csv"), "--format", "parquet"],
-         "InvalidInputError: .*rows.csv' is not a Parquet file .*give --format csv"),
-        ([str(tmp_path / "rows.csv"), "--key", "ts"],
-         "ConfigError: --key ts disagrees with the table at .*, whose value is id"),
+        (
+            [str(tmp_path / "rows.csv"), "--format", "parquet"],
+            "InvalidInputError: .*rows.csv' is not a Parquet file .*give --format csv",
+        ),
+        (
+            [str(tmp_path / "rows.csv"), "--key", "ts"],
+            "ConfigError: --key ts disagrees with the table at .*, whose value is id",
+        ),
         ([str(tmp_path / "rows.csv"), "--ordering", "id"], "ConfigError: --ordering id disagrees"),
-    ]  # fmt: skip
+    ]
     for args, message in cases:
         done = run([tool("dynbucket"), "ingest", table, *args], env, timeout=120)
         assert done.returncode == 2, done.stderr
@@ -134,8 +159,9 @@ def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path
     from dynbucket.table import Table
 
     table = str(tmp_path / "t")
-    Table.create(table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id",
-                 ordering_field="ts")  # fmt: skip
+    Table.create(
+        table, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id", ordering_field="ts"
+    )
     (tmp_path / "bad.csv").write_text("id,ts\na,1\nb,two\n")
     (tmp_path / "text.csv").write_text("id,ts\na,ten\nb,nine\n")
     env, marker = marked_env()
@@ -146,14 +172,38 @@ def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path
     assert "\tat org.apache.spark" in _log_named(second).read_text(errors="replace")
     assert foreign(bad.stdout + bad.stderr) == [] and bad.stdout == ""
     assert Table.open(table).history() == []
-    new = run([tool("dynbucket"), "ingest", str(tmp_path / "t2"), str(tmp_path / "text.csv"),
-               "--key", "id", "--ordering", "ts"], env)  # fmt: skip
+    new = run(
+        [
+            tool("dynbucket"),
+            "ingest",
+            str(tmp_path / "t2"),
+            str(tmp_path / "text.csv"),
+            "--key",
+            "id",
+            "--ordering",
+            "ts",
+        ],
+        env,
+    )
     assert new.returncode == 2
     assert "ConfigError: --ordering ts: the CSV column 'ts' was read as text" in new.stderr
     assert "--schema 'id string, ts bigint'" in new.stderr
     assert not (tmp_path / "t2").exists()
-    typed = run([tool("dynbucket"), "ingest", str(tmp_path / "t2"), str(tmp_path / "text.csv"),
-                 "--key", "id", "--ordering", "ts", "--schema", "id string, ts string"], env)
+    typed = run(
+        [
+            tool("dynbucket"),
+            "ingest",
+            str(tmp_path / "t2"),
+            str(tmp_path / "text.csv"),
+            "--key",
+            "id",
+            "--ordering",
+            "ts",
+            "--schema",
+            "id string, ts string",
+        ],
+        env,
+    )
     assert typed.returncode == 0, typed.stderr[-3000:]
     assert Table.open(str(tmp_path / "t2")).spec.schema.field("ts").type == pa.string()
     assert wait_until_gone(marker) == []

@@ -38,10 +38,20 @@ def test_demo_joins_an_existing_cluster_and_leaves_it_running(tmp_path: Path) ->
     previous = current.read_text() if current.exists() else None
     with log.open("w") as out:
         head = subprocess.Popen(
-            [ray_exe, "start", "--head", f"--port={port}", "--num-cpus=2",
-             "--include-dashboard=false", "--block"],
-            env=head_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                ray_exe,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--num-cpus=2",
+                "--include-dashboard=false",
+                "--block",
+            ],
+            env=head_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         _wait_for_text(head, log, "Ray runtime started", timeout=120)
         driver_env, driver_marker = marked_env({**token, "RAY_ADDRESS": f"127.0.0.1:{port}"})

@@ -46,8 +46,10 @@ def test_stream_from_folder_example(runtime: Runtime, tmp_path: Path) -> None:
 
     def land(n: int, readings: list[tuple[str, str, float, int]]) -> None:
         cols: Any = list(zip(*readings, strict=True))
-        pq.write_table(pa.table(dict(zip(example.SCHEMA.names, cols, strict=True)),
-                                schema=example.SCHEMA), incoming / f"{n}.parquet")  # fmt: skip
+        pq.write_table(
+            pa.table(dict(zip(example.SCHEMA.names, cols, strict=True)), schema=example.SCHEMA),
+            incoming / f"{n}.parquet",
+        )
 
     land(0, [(f"s{i}", f"site{i % 2}", 1.0, 1) for i in range(100)])
     land(1, [(f"s{i}", f"site{i % 2}", 2.0, 2) for i in range(50, 150)])

@@ -14,22 +14,34 @@ from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads, daft_read, rows_by_key
 
-SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64()),
-                    ("ts", pa.int64())])  # fmt: skip
+SCHEMA = pa.schema(
+    [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+)
 DDL = "id string, day string, v long, ts long"
 
 
 def test_daft_reads_copy_on_write_tables(spark: Any, runtime: Runtime, tmp_path: Path) -> None:
     tables = []
     for meta in (True, False):
-        t = Table.create(str(tmp_path / f"meta_{meta}"), SCHEMA, "id", "day", "ts",
-                         DynamicBucketIndex(max_keys_per_bucket=20),
-                         TableOptions(table_type="COPY_ON_WRITE", populate_meta_fields=meta),
-                         runtime=runtime)  # fmt: skip
+        t = Table.create(
+            str(tmp_path / f"meta_{meta}"),
+            SCHEMA,
+            "id",
+            "day",
+            "ts",
+            DynamicBucketIndex(max_keys_per_bucket=20),
+            TableOptions(table_type="COPY_ON_WRITE", populate_meta_fields=meta),
+            runtime=runtime,
+        )
         rows = [(f"k{i}", f"d{i % 3}", i, 1) for i in range(100)]
         t.upsert(spark.createDataFrame(rows, DDL), assigner_slots=2)
-        t.upsert(spark.createDataFrame([(f"k{i}", f"d{i % 3}", -i, 2) for i in range(0, 100, 7)]
-                                       + [("new", "d0", 7, 2)], DDL), assigner_slots=2)  # fmt: skip
+        t.upsert(
+            spark.createDataFrame(
+                [(f"k{i}", f"d{i % 3}", -i, 2) for i in range(0, 100, 7)] + [("new", "d0", 7, 2)],
+                DDL,
+            ),
+            assigner_slots=2,
+        )
         t.delete(spark.createDataFrame([("k3", "d0"), ("k4", "d1")], "id string, day string"))
         check_hudi_reads(t)
         tables.append(t)

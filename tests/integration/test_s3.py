@@ -25,16 +25,20 @@ def test_spark_tasks_write_a_table_on_s3_that_hudi_reads(
     spark: Any, runtime: Runtime, s3_server: S3Server
 ) -> None:
     uri = s3_server.uri()
-    t = Table.create(uri, SCHEMA, "id", "day", "ts", DynamicBucketIndex(max_keys_per_bucket=4),
-                     runtime=runtime)  # fmt: skip
+    t = Table.create(
+        uri, SCHEMA, "id", "day", "ts", DynamicBucketIndex(max_keys_per_bucket=4), runtime=runtime
+    )
     try:
         rows = [(f"k{i}", f"d{i % 2}", i, 1) for i in range(20)]
         r = t.upsert(spark.createDataFrame(rows, DDL), assigner_slots=2)
         assert r.keys_inserted == 20
         t.upsert(spark.createDataFrame([("k1", "d1", 100, 2), ("k40", "d0", 40, 2)], DDL))
         live = checked_live_rows(t)
-        assert {r["id"]: r["v"] for r in live} == {**{f"k{i}": i for i in range(20)},
-                                                  "k1": 100, "k40": 40}  # fmt: skip
+        assert {r["id"]: r["v"] for r in live} == {
+            **{f"k{i}": i for i in range(20)},
+            "k1": 100,
+            "k40": 40,
+        }
         assert sorted({r["_bucket"] for r in live if r["day"] == "d0"}) == [0, 1, 2]
         keys = s3_server.keys(uri)
         assert any(k.endswith(".hoodie/hoodie.properties") for k in keys)
@@ -80,8 +84,9 @@ def _race_once(table: Table, trial: int, me: int, barrier: Any) -> tuple[int, in
     barrier.wait()  # every racer has tried while the winner holds it
     lock.release()
     barrier.wait()
-    row = pa.table({"id": [f"t{trial}-w{me}"], "day": ["d0"], "v": [me], "ts": [trial]},
-                   schema=SCHEMA)  # fmt: skip
+    row = pa.table(
+        {"id": [f"t{trial}-w{me}"], "day": ["d0"], "v": [me], "ts": [trial]}, schema=SCHEMA
+    )
     try:
         table.upsert(row)
         wrote = True
@@ -129,16 +134,24 @@ def test_no_folder_objects_after_writes_deletes_and_services(s3_server: S3Server
     instant, compaction, index compaction, clean) and a stateless delete of unknown keys in
     a new partition leave no zero-byte folder object and no partition without data."""
     uri = s3_server.uri()
-    t = Table.create(uri, SCHEMA, "id", "day", "ts", DynamicBucketIndex(max_keys_per_bucket=4),
-                     TableOptions(cleaner_commits_retained=1))  # fmt: skip
+    t = Table.create(
+        uri,
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=4),
+        TableOptions(cleaner_commits_retained=1),
+    )
     t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2], "ts": [1, 1]}))
     t.upsert(pa.table({"id": ["a", "c"], "day": ["d1", "d1"], "v": [3, 4], "ts": [2, 2]}))
     t.delete(pa.table({"id": ["b"], "day": ["d1"]}))
     assert t.compact_index(min_files=2).instant is not None
     t.compact()
     t.clean()
-    simple = Table.create(s3_server.uri("s"), SCHEMA, "id", "day", "ts",
-                          SimpleBucketIndex(num_buckets=2))  # fmt: skip
+    simple = Table.create(
+        s3_server.uri("s"), SCHEMA, "id", "day", "ts", SimpleBucketIndex(num_buckets=2)
+    )
     simple.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1], "ts": [1]}))
     assert simple.delete(pa.table({"id": ["x"], "day": ["d9"]})).keys_not_found == 1
     keys = s3_server.keys(uri) + s3_server.keys(simple.uri)

@@ -74,11 +74,20 @@ def test_a_writer_stalled_past_its_lease_never_commits_over_a_newer_one(
     tmp_path: Path, point: str, where: str, request: pytest.FixtureRequest
 ) -> None:
     s3 = request.getfixturevalue("s3_server") if where == "s3" else None
-    t = Table.create(_location(where, tmp_path, s3), SCHEMA, "id", "day",
-                     options=TableOptions(lock_lease_seconds=LEASE_SECONDS))  # fmt: skip
+    t = Table.create(
+        _location(where, tmp_path, s3),
+        SCHEMA,
+        "id",
+        "day",
+        options=TableOptions(lock_lease_seconds=LEASE_SECONDS),
+    )
     t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2]}))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, t.uri, point],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, t.uri, point],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout is not None
         line = child.stdout.readline().strip()

@@ -41,8 +41,9 @@ from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads, hudi_can_merge
 
-SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()),
-                    ("ts", pa.int64())])  # fmt: skip
+SCHEMA = pa.schema(
+    [("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+)
 KEY_SCHEMA = pa.schema(SCHEMA.field(n) for n in ("id", "region"))
 SEQUENCES = 200
 #: Sequences of each stateless scheme.
@@ -128,8 +129,11 @@ class Model:
             del self.log[key]
 
     def expected(self) -> set[tuple[str, str, int, int]]:
-        return {(k, p, *live) for p, k in self.base.keys() | self.log.keys()
-                if (live := self.live((p, k))) is not None}  # fmt: skip
+        return {
+            (k, p, *live)
+            for p, k in self.base.keys() | self.log.keys()
+            if (live := self.live((p, k))) is not None
+        }
 
     def base_files(self) -> set[tuple[str, str, int, int]]:
         """What a read-optimized query reads: the base records alone."""
@@ -140,24 +144,28 @@ def _into_base(table: Table, instant: str) -> set[Key]:
     """Keys whose rows live in a base file ``instant`` wrote for a new file group."""
     new_groups = {r.slice.file_id for r in table.snapshot().slices()
                   if r.slice.base is not None and r.slice.base.instant == instant}  # fmt: skip
-    return {(r["region"], r["id"]) for r in table.to_arrow().to_pylist()
-            if r[FILE_ID] in new_groups}  # fmt: skip
+    return {
+        (r["region"], r["id"]) for r in table.to_arrow().to_pylist() if r[FILE_ID] in new_groups
+    }
 
 
 def _batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
     return [
-        {"id": f"k{rng.randrange(keys)}", "region": rng.choice(["eu", "us", "ap"]),
-         "v": rng.randrange(1000), "ts": rng.randrange(5)}
+        {
+            "id": f"k{rng.randrange(keys)}",
+            "region": rng.choice(["eu", "us", "ap"]),
+            "v": rng.randrange(1000),
+            "ts": rng.randrange(5),
+        }
         for _ in range(rng.randrange(1, 12))
-    ]  # fmt: skip
+    ]
 
 
 def _rewritten(table: Table, instant: str) -> set[Key]:
     """Keys whose rows live in a base file ``instant`` wrote."""
     groups = {r.slice.file_id for r in table.snapshot().slices()
               if r.slice.base is not None and r.slice.base.instant == instant}  # fmt: skip
-    return {(r["region"], r["id"]) for r in table.to_arrow().to_pylist()
-            if r[FILE_ID] in groups}  # fmt: skip
+    return {(r["region"], r["id"]) for r in table.to_arrow().to_pylist() if r[FILE_ID] in groups}
 
 
 #: Rescale multiples drawn: growths and shrinks, whole and not.
@@ -192,8 +200,9 @@ def _layout_buckets(table: Table, snap: pa.Table) -> list[int]:
     for r in snap.to_pylist():
         row = pa.table({"id": [r["id"]]})
         if isinstance(table.spec.bucket_options, SimpleBucketIndex):
-            out.append(int(bucket_ids(list_hashes(row, ["id"]),
-                                      layouts.num_buckets(r["_partition"]))[0]))  # fmt: skip
+            out.append(
+                int(bucket_ids(list_hashes(row, ["id"]), layouts.num_buckets(r["_partition"]))[0])
+            )
         else:
             row = row.append_column(HASH, pa.array(hash_columns([row.column("id")])))
             out.append(int(layouts.ring(r["_partition"]).locate(row.column(HASH).to_numpy())[0]))
@@ -213,22 +222,25 @@ def _read_shapes(table: Table, model: Model, rng: random.Random) -> None:
     projected = table.to_arrow(columns=["id", "ts"])
     assert projected.column_names[:2] == ["id", "ts"] and "v" not in projected.column_names
     assert sorted((r["id"], r["ts"]) for r in projected.to_pylist()) == sorted(
-        (k, ts) for k, _, _, ts in expected)  # fmt: skip
+        (k, ts) for k, _, _, ts in expected
+    )
     optimized = table.to_arrow(read_optimized=True, meta_columns=False)
     assert _rows(optimized) == model.base_files()
     model.history[table.latest_instant() or ""] = expected
     then = rng.choice(sorted(model.history))
     if then:
         assert _rows(table.to_arrow(as_of=then)) == model.history[then]
-    probe = [{"id": f"k{rng.randrange(30)}", "region": rng.choice(["eu", "us", "ap"])}
-             for _ in range(4)]  # fmt: skip
+    probe = [
+        {"id": f"k{rng.randrange(30)}", "region": rng.choice(["eu", "us", "ap"])} for _ in range(4)
+    ]
     found = table.lookup(pa.Table.from_pylist(probe, KEY_SCHEMA), meta_columns=False)
     wanted = {(r["id"], r["region"]) for r in probe}
     assert _rows(found) == {row for row in expected if row[:2] in wanted}
 
 
-def _check(table: Table, model: Model, before: str | None, rng: random.Random,
-           last: bool = False) -> None:  # fmt: skip
+def _check(
+    table: Table, model: Model, before: str | None, rng: random.Random, last: bool = False
+) -> None:
     """The model, I1, I2, I4, every read shape; and hudi-rs reads the same (``before``: the
     latest completed instant before the step, for an incremental read; ``last``: also as
     of every instant)."""
@@ -252,12 +264,15 @@ def _check(table: Table, model: Model, before: str | None, rng: random.Random,
 
 def _index(scheme: str, rng: random.Random) -> Any:
     if scheme == "simple":
-        return SimpleBucketIndex(num_buckets=rng.choice([1, 2, 3]),
-                                 partition_buckets=rng.choice([{}, {"region=eu": 1}]))
+        return SimpleBucketIndex(
+            num_buckets=rng.choice([1, 2, 3]), partition_buckets=rng.choice([{}, {"region=eu": 1}])
+        )
     if scheme == "consistent":
-        return ConsistentHashingIndex(initial_buckets=rng.choice([1, 2]),
-                                      max_keys_per_bucket=rng.choice([2, 3, 5]),
-                                      min_keys_per_bucket=1)  # fmt: skip
+        return ConsistentHashingIndex(
+            initial_buckets=rng.choice([1, 2]),
+            max_keys_per_bucket=rng.choice([2, 3, 5]),
+            min_keys_per_bucket=1,
+        )
     return DynamicBucketOptions(max_keys_per_bucket=rng.choice([1, 2, 3, 5]))
 
 
@@ -272,11 +287,18 @@ def test_random_sequences_match_the_model(
 ) -> None:
     rng = random.Random(seed)
     table = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "region", "ts", _index(scheme, rng),
-        TableOptions(lock_lease_seconds=30,
-                     table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
-                     populate_meta_fields=rng.random() < 0.8),
-    )  # fmt: skip
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "region",
+        "ts",
+        _index(scheme, rng),
+        TableOptions(
+            lock_lease_seconds=30,
+            table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
+            populate_meta_fields=rng.random() < 0.8,
+        ),
+    )
     model = Model(copy_on_write=table.spec.options.table_type == "COPY_ON_WRITE")
     model.hudi_checks = seed % HUDI_EVERY == 0
     dead: list[str] = []
@@ -297,8 +319,10 @@ def test_random_sequences_match_the_model(
             done = table.upsert(pa.Table.from_pylist(batch, SCHEMA))
             model.upsert(batch, _into_base(table, done.instant))
         elif step == "delete":
-            gone = [{"id": f"k{rng.randrange(keys + 3)}", "region": rng.choice(["eu", "us"])}
-                    for _ in range(rng.randrange(1, 5))]  # fmt: skip
+            gone = [
+                {"id": f"k{rng.randrange(keys + 3)}", "region": rng.choice(["eu", "us"])}
+                for _ in range(rng.randrange(1, 5))
+            ]
             table.delete(pa.Table.from_pylist(gone, KEY_SCHEMA))
             model.delete(gone)
         elif step == "compact":
@@ -322,6 +346,9 @@ def test_random_sequences_match_the_model(
     # An explicit rollback takes whatever a dead writer left, and no file of it remains.
     table.rollback()
     assert not Timeline(table.store).pending()
-    assert not [p for p in (tmp_path / "t").rglob("*") if any(i in p.name for i in dead)
-                and p.parent.name != "outcomes"]  # fmt: skip
+    assert not [
+        p
+        for p in (tmp_path / "t").rglob("*")
+        if any(i in p.name for i in dead) and p.parent.name != "outcomes"
+    ]
     _check(table, model, None, rng, last=True)

@@ -28,5 +28,7 @@ def _no_ray_or_spark() -> Iterator[None]:
     yield
     started = _started()
     if started:
-        pytest.fail(f"a unit test started {' and '.join(started)}: move it to "
-                    "tests/integration (the shared session) or test the plain core")  # fmt: skip
+        pytest.fail(
+            f"a unit test started {' and '.join(started)}: move it to "
+            "tests/integration (the shared session) or test the plain core"
+        )

@@ -12,11 +12,9 @@ from tests.unit.conftest import _started
 
 def test_the_guard_sees_ray_and_spark_and_stops_them(monkeypatch: pytest.MonkeyPatch) -> None:
     stopped: list[str] = []
-    ray = types.SimpleNamespace(is_initialized=lambda: True,
-                                shutdown=lambda: stopped.append("ray"))  # fmt: skip
+    ray = types.SimpleNamespace(is_initialized=lambda: True, shutdown=lambda: stopped.append("ray"))
     context = types.SimpleNamespace(stop=lambda: stopped.append("spark"))
-    spark = types.SimpleNamespace(SparkContext=types.SimpleNamespace(
-        _active_spark_context=context))  # fmt: skip
+    spark = types.SimpleNamespace(SparkContext=types.SimpleNamespace(_active_spark_context=context))
     monkeypatch.setitem(sys.modules, "ray", ray)
     monkeypatch.setitem(sys.modules, "pyspark.context", spark)
     assert _started() == ["Ray (ray.init)", "Spark (a SparkContext)"]

@@ -40,8 +40,9 @@ from tests.hudi_readers import hudi_read
 
 
 def files(root: Path) -> list[str]:
-    return sorted(str(p) for p in root.rglob("*")
-                  if p.is_file() and not p.name.startswith("writer.lease"))  # fmt: skip
+    return sorted(
+        str(p) for p in root.rglob("*") if p.is_file() and not p.name.startswith("writer.lease")
+    )
 
 
 def folders(root: Path) -> list[str]:
@@ -51,14 +52,18 @@ def folders(root: Path) -> list[str]:
 @pytest.mark.parametrize("case", INPUT_CASES, ids=[c.name for c in INPUT_CASES])
 def test_input(tmp_path: Path, case: InputCase) -> None:
     t = Table.create(str(tmp_path / "t"), SCHEMA, KEY, PARTITION, ORDERING)
-    t.upsert(pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]},
-                      schema=SCHEMA))  # fmt: skip
+    t.upsert(
+        pa.table(
+            {"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]}, schema=SCHEMA
+        )
+    )
     before, dirs = files(tmp_path), folders(tmp_path)
     write = getattr(t, case.operation)
     if case.error is None:
         write(case.data())
-        live = t.to_arrow(meta_columns=False).filter(pa.compute.not_equal(pa.compute.field("id"),
-                                                                          "old"))  # fmt: skip
+        live = t.to_arrow(meta_columns=False).filter(
+            pa.compute.not_equal(pa.compute.field("id"), "old")
+        )
         assert live.num_rows == case.rows
         return
     with pytest.raises(case.error) as raised:
@@ -71,8 +76,12 @@ def test_input(tmp_path: Path, case: InputCase) -> None:
 
 @pytest.mark.parametrize("case", CREATE_CASES, ids=[c.name for c in CREATE_CASES])
 def test_create(tmp_path: Path, case: CreateCase) -> None:
-    kwargs = {"record_key": KEY, "partition_by": PARTITION, "ordering_field": ORDERING,
-              **case.kwargs}  # fmt: skip
+    kwargs = {
+        "record_key": KEY,
+        "partition_by": PARTITION,
+        "ordering_field": ORDERING,
+        **case.kwargs,
+    }
     if case.error is None:
         t = Table.create(str(tmp_path / "t"), case.schema, **kwargs)
         assert Table.open(t.uri).spec == t.spec
@@ -90,11 +99,27 @@ def test_create(tmp_path: Path, case: CreateCase) -> None:
 def _table(tmp_path: Path, table_type: str = "MERGE_ON_READ") -> Table:
     from dynbucket.options import TableOptions
 
-    t = Table.create(str(tmp_path / "t"), SCHEMA, KEY, PARTITION, ORDERING,
-                     options=TableOptions(table_type=table_type))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        KEY,
+        PARTITION,
+        ORDERING,
+        options=TableOptions(table_type=table_type),
+    )
     for ts in (1, 2):
-        t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "ts": [ts, ts], "qty": [1, 2],
-                           "note": ["x", "y"]}, schema=SCHEMA))  # fmt: skip
+        t.upsert(
+            pa.table(
+                {
+                    "id": ["a", "b"],
+                    "day": ["d1", "d1"],
+                    "ts": [ts, ts],
+                    "qty": [1, 2],
+                    "note": ["x", "y"],
+                },
+                schema=SCHEMA,
+            )
+        )
     return t
 
 
@@ -117,32 +142,79 @@ def _truncate(path: Path, keep: float = 0.5) -> None:
 
 DAMAGE = [
     # (case, damage done to a table with two commits, read, error, message)
-    ("an empty completed instant file", lambda t: _completed_file(t).write_bytes(b""),
-     "read", TableCorruptedError, r"\.deltacommit: the metadata of completed instant \d+ is "
-     "empty; restore the file"),
-    ("a completed instant file cut short", lambda t: _truncate(_completed_file(t)), "read",
-     TableCorruptedError, "is not a complete JSON document"),
-    ("a missing base file", lambda t: _base(t).unlink(), "read", TableCorruptedError,
-     "a data file of completed instant .* is missing; restore it"),
-    ("a missing log file", lambda t: _log(t).unlink(), "read", TableCorruptedError,
-     "is missing; restore it"),
-    ("a log file cut short", lambda t: _truncate(_log(t)), "read", TableCorruptedError,
-     r"damaged log file .*restore it from a backup, or roll back the instant"),
-    ("a base file cut short", lambda t: _truncate(_base(t)), "read", TableCorruptedError,
-     "unreadable data file"),
-    ("hoodie.properties removed", lambda t: (Path(t.uri) / ".hoodie/hoodie.properties").unlink(),
-     "open", TableCorruptedError, "hoodie.properties is missing"),
-    ("table.json garbled", lambda t: (Path(t.uri) / ".hoodie/.dynbucket/table.json")
-     .write_text("{not json"), "open", TableCorruptedError, "unreadable table properties"),
-    ("time travel to an instant that never was", lambda t: None, "as_of 19990101000000000",
-     InstantNotFoundError, "no completed instant 19990101000000000"),
-]  # fmt: skip
+    (
+        "an empty completed instant file",
+        lambda t: _completed_file(t).write_bytes(b""),
+        "read",
+        TableCorruptedError,
+        r"\.deltacommit: the metadata of completed instant \d+ is "
+        "empty; restore the file",
+    ),
+    (
+        "a completed instant file cut short",
+        lambda t: _truncate(_completed_file(t)),
+        "read",
+        TableCorruptedError,
+        "is not a complete JSON document",
+    ),
+    (
+        "a missing base file",
+        lambda t: _base(t).unlink(),
+        "read",
+        TableCorruptedError,
+        "a data file of completed instant .* is missing; restore it",
+    ),
+    (
+        "a missing log file",
+        lambda t: _log(t).unlink(),
+        "read",
+        TableCorruptedError,
+        "is missing; restore it",
+    ),
+    (
+        "a log file cut short",
+        lambda t: _truncate(_log(t)),
+        "read",
+        TableCorruptedError,
+        r"damaged log file .*restore it from a backup, or roll back the instant",
+    ),
+    (
+        "a base file cut short",
+        lambda t: _truncate(_base(t)),
+        "read",
+        TableCorruptedError,
+        "unreadable data file",
+    ),
+    (
+        "hoodie.properties removed",
+        lambda t: (Path(t.uri) / ".hoodie/hoodie.properties").unlink(),
+        "open",
+        TableCorruptedError,
+        "hoodie.properties is missing",
+    ),
+    (
+        "table.json garbled",
+        lambda t: (Path(t.uri) / ".hoodie/.dynbucket/table.json").write_text("{not json"),
+        "open",
+        TableCorruptedError,
+        "unreadable table properties",
+    ),
+    (
+        "time travel to an instant that never was",
+        lambda t: None,
+        "as_of 19990101000000000",
+        InstantNotFoundError,
+        "no completed instant 19990101000000000",
+    ),
+]
 
 
-@pytest.mark.parametrize(("case", "damage", "read", "error", "message"), DAMAGE,
-                         ids=[d[0] for d in DAMAGE])  # fmt: skip
-def test_damaged_table(tmp_path: Path, case: str, damage, read: str, error: type, message: str
-                       ) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("case", "damage", "read", "error", "message"), DAMAGE, ids=[d[0] for d in DAMAGE]
+)
+def test_damaged_table(
+    tmp_path: Path, case: str, damage, read: str, error: type, message: str
+) -> None:
     t = _table(tmp_path)
     damage(t)
     with pytest.raises(error) as raised:
@@ -172,18 +244,25 @@ def test_places_that_are_not_tables(tmp_path: Path) -> None:
 
 
 #: Two different composite keys whose Hudi record keys are one text: "k1:x,k2:y,k2:z".
-COLLIDING = pa.table({"k1": ["x,k2:y", "x"], "k2": ["z", "y,k2:z"], "day": ["d", "d"],
-                      "v": [1, 2]})  # fmt: skip
-COMPOSITE = pa.schema([("k1", pa.string()), ("k2", pa.string()), ("day", pa.string()),
-                       ("v", pa.int64())])  # fmt: skip
-KEY_MESSAGE = (r"record key field 'k1' has the value 'x,k2:y' \(row 0\), which holds ','.*"
-               r"'k1:…,k2:…'.*use key values without ','.*Nothing was written")  # fmt: skip
+COLLIDING = pa.table({"k1": ["x,k2:y", "x"], "k2": ["z", "y,k2:z"], "day": ["d", "d"], "v": [1, 2]})
+COMPOSITE = pa.schema(
+    [("k1", pa.string()), ("k2", pa.string()), ("day", pa.string()), ("v", pa.int64())]
+)
+KEY_MESSAGE = (
+    r"record key field 'k1' has the value 'x,k2:y' \(row 0\), which holds ','.*"
+    r"'k1:…,k2:…'.*use key values without ','.*Nothing was written"
+)
 
 
-@pytest.mark.parametrize("index", [DynamicBucketOptions(max_keys_per_bucket=2),
-                                   SimpleBucketIndex(num_buckets=2),
-                                   ConsistentHashingIndex(initial_buckets=2)],
-                         ids=["dynamic", "simple", "consistent"])  # fmt: skip
+@pytest.mark.parametrize(
+    "index",
+    [
+        DynamicBucketOptions(max_keys_per_bucket=2),
+        SimpleBucketIndex(num_buckets=2),
+        ConsistentHashingIndex(initial_buckets=2),
+    ],
+    ids=["dynamic", "simple", "consistent"],
+)
 def test_composite_keys_whose_record_key_texts_collide_are_refused(
     tmp_path: Path, index: Any
 ) -> None:
@@ -199,8 +278,9 @@ def test_composite_keys_whose_record_key_texts_collide_are_refused(
     assert len(t.history()) == 1
 
 
-FLOAT_ORDERED = pa.schema([("id", pa.string()), ("day", pa.string()), ("o", pa.float64()),
-                           ("v", pa.int64())])  # fmt: skip
+FLOAT_ORDERED = pa.schema(
+    [("id", pa.string()), ("day", pa.string()), ("o", pa.float64()), ("v", pa.int64())]
+)
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
@@ -209,8 +289,14 @@ def test_signed_zero_orders_as_hudi_orders_and_nan_is_refused(
 ) -> None:
     """Java's compareTo, which Hudi's merge uses, puts -0.0 below 0.0: an update of 0.0 by
     -0.0 loses, of -0.0 by 0.0 wins, within a batch too; hudi-rs reads the same."""
-    t = Table.create(str(tmp_path / "t"), FLOAT_ORDERED, "id", "day", "o",
-                     options=TableOptions(table_type=table_type))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        FLOAT_ORDERED,
+        "id",
+        "day",
+        "o",
+        options=TableOptions(table_type=table_type),
+    )
 
     def rows(ids: list[str], o: list[float], v: list[int]) -> pa.Table:
         return pa.table({"id": ids, "day": ["d"] * len(ids), "o": o, "v": v}, FLOAT_ORDERED)
@@ -223,7 +309,10 @@ def test_signed_zero_orders_as_hudi_orders_and_nan_is_refused(
     assert ours == {"a": 2, "c": 1, "z": 2, "n": 2}
     assert {row["id"]: row["v"] for row in hudi_read(t.uri).to_pylist()} == ours
     before = files(tmp_path)
-    with pytest.raises(InvalidInputError, match=r"ordering field 'o' is NaN in 1 row\(s\) "
-                       r"\(first at row 1\).*give a number\. Nothing was written"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"ordering field 'o' is NaN in 1 row\(s\) "
+        r"\(first at row 1\).*give a number\. Nothing was written",
+    ):
         t.upsert(rows(["a", "c"], [3.0, float("nan")], [3, 3]))
     assert files(tmp_path) == before

@@ -49,14 +49,22 @@ def test_the_format_is_the_given_one_or_the_one_the_names_say(
     ("files", "given", "message"),
     [
         (["missing.csv"], None, r"input '.*missing.csv' does not exist"),
-        (["notes.txt"], None, r"cannot tell the format of '.*notes.txt' from its name: give "
-         r"--format \(parquet, csv, json\)"),
+        (
+            ["notes.txt"],
+            None,
+            r"cannot tell the format of '.*notes.txt' from its name: give "
+            r"--format \(parquet, csv, json\)",
+        ),
         (["a.csv", "d.parquet"], None, r"several formats \(csv, parquet\)"),
-        (["a.csv"], "parquet", r"'.*a.csv' is not a Parquet file \(its name says csv: give "
-         "--format csv"),
+        (
+            ["a.csv"],
+            "parquet",
+            r"'.*a.csv' is not a Parquet file \(its name says csv: give "
+            "--format csv",
+        ),
         (["fake.parquet"], None, r"'.*fake.parquet' is not a Parquet file"),
     ],
-)  # fmt: skip
+)
 def test_inputs_that_cannot_be_read_are_refused_before_any_start(
     inputs: Path, files: list[str], given: str | None, message: str
 ) -> None:
@@ -70,8 +78,9 @@ def test_the_command_line_must_agree_with_an_existing_table(tmp_path: Path) -> N
     with pytest.raises(NotATableError, match="give --key"):
         table_definition(uri, Definition())
     assert table_definition(uri, Definition(key=("id",))) is None  # to be created
-    spec = Table.create(uri, schema, "id", "day", "ts",
-                        options=TableOptions(table_type="COPY_ON_WRITE")).spec  # fmt: skip
+    spec = Table.create(
+        uri, schema, "id", "day", "ts", options=TableOptions(table_type="COPY_ON_WRITE")
+    ).spec
     assert table_definition(uri, Definition()) == spec
     assert table_definition(uri, Definition(("id",), ("day",), "ts", "COPY_ON_WRITE")) == spec
     for given, message in [

@@ -108,8 +108,13 @@ def test_imports_point_down(module: str) -> None:
 def test_the_assigner_and_the_format_do_not_import_each_other(module: str) -> None:
     """``actors/`` holds the assigner and its Ray shells only: what both need is in base."""
     own = _room(module)
-    across = sorted({i for i in _imports(module, MODULES[module])
-                     if (room := _room(i)) is not None and room != own})  # fmt: skip
+    across = sorted(
+        {
+            i
+            for i in _imports(module, MODULES[module])
+            if (room := _room(i)) is not None and room != own
+        }
+    )
     assert across == [], f"{module} imports from its sibling room: {across}"
 
 
@@ -129,9 +134,7 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The walk finds imports inside functions and relative ones (else the test above could
     pass on anything)."""
     probe = tmp_path / "probe.py"
-    probe.write_text(
-        "def f():\n    from dynbucket.table import Table\nfrom ..write import spark\n"
-    )
+    probe.write_text("def f():\n    from dynbucket.table import Table\nfrom ..write import spark\n")
     found = _imports("dynbucket.format.probe", probe)
     assert "dynbucket.table.Table" in found
     assert "dynbucket.write.spark" in found

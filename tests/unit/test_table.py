@@ -27,8 +27,11 @@ def _table(tmp_path: Path) -> Table:
 
 def _files(t: Table) -> list[str]:
     """Files of the table but the writer lease (each write takes the next one)."""
-    return sorted(str(p) for p in Path(t.store.root).rglob("*")
-                  if p.is_file() and not p.name.startswith("writer.lease"))  # fmt: skip
+    return sorted(
+        str(p)
+        for p in Path(t.store.root).rglob("*")
+        if p.is_file() and not p.name.startswith("writer.lease")
+    )
 
 
 def test_open_of_a_path_that_is_not_a_table(tmp_path: Path) -> None:
@@ -82,14 +85,26 @@ def test_hoodie_properties_say_what_hudi_readers_need(tmp_path: Path) -> None:
 
     t = Table.create(str(tmp_path / "orders-2026"), SCHEMA, "id", "day")
     props = loads((tmp_path / "orders-2026" / ".hoodie" / "hoodie.properties").read_bytes())
-    assert {k: props[k] for k in ("hoodie.table.name", "hoodie.table.type",
-                                  "hoodie.table.version", "hoodie.timeline.layout.version",
-                                  "hoodie.table.recordkey.fields", "hoodie.table.partition.fields",
-                                  "hoodie.table.precombine.field", "hoodie.table.checksum")} == {
-        "hoodie.table.name": "orders_2026", "hoodie.table.type": "MERGE_ON_READ",
-        "hoodie.table.version": "6", "hoodie.timeline.layout.version": "1",
-        "hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "day",
+    assert {
+        k: props[k]
+        for k in (
+            "hoodie.table.name",
+            "hoodie.table.type",
+            "hoodie.table.version",
+            "hoodie.timeline.layout.version",
+            "hoodie.table.recordkey.fields",
+            "hoodie.table.partition.fields",
+            "hoodie.table.precombine.field",
+            "hoodie.table.checksum",
+        )
+    } == {
+        "hoodie.table.name": "orders_2026",
+        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.version": "6",
+        "hoodie.timeline.layout.version": "1",
+        "hoodie.table.recordkey.fields": "id",
+        "hoodie.table.partition.fields": "day",
         "hoodie.table.precombine.field": "_hoodie_commit_time",  # no ordering field
         "hoodie.table.checksum": "3087979720",  # crc32("default.orders_2026")
-    }  # fmt: skip
+    }
     assert Table.open(t.uri).spec == t.spec

@@ -42,12 +42,19 @@ def _string_hashes(offsets, data, out):
                 cp = ((b & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F)
                 p += 2
             elif b < 0xF0:
-                cp = ((b & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6) | (
-                    np.int64(data[p + 2]) & 0x3F)
+                cp = (
+                    ((b & 0x0F) << 12)
+                    | ((np.int64(data[p + 1]) & 0x3F) << 6)
+                    | (np.int64(data[p + 2]) & 0x3F)
+                )
                 p += 3
             else:
-                cp = ((b & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12) | (
-                    (np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F)
+                cp = (
+                    ((b & 0x07) << 18)
+                    | ((np.int64(data[p + 1]) & 0x3F) << 12)
+                    | ((np.int64(data[p + 2]) & 0x3F) << 6)
+                    | (np.int64(data[p + 3]) & 0x3F)
+                )
                 p += 4
             if cp >= 0x10000:  # a surrogate pair in UTF-16
                 cp -= 0x10000
@@ -114,8 +121,11 @@ def _hudi_parts(values: Sequence[str], key_fields: Sequence[str]) -> list[str | 
     text holds ``:``: split at ``,`` into ``name:value`` pairs, each at ``:``; the value of
     each key field (a field no pair names: null). Where Hudi's Java fails (a piece without
     ``:``, a name twice), so does this."""
-    record_key = values[0] if len(values) == 1 else ",".join(
-        f"{name}:{value}" for name, value in zip(key_fields, values, strict=True))  # fmt: skip
+    record_key = (
+        values[0]
+        if len(values) == 1
+        else ",".join(f"{name}:{value}" for name, value in zip(key_fields, values, strict=True))
+    )
     pairs: dict[str, str] = {}
     for piece in record_key.split(","):
         bits = piece.split(":")

@@ -46,8 +46,13 @@ class BucketLayouts:
     """partition -> its layout as the latest visible layout file recorded it."""
 
     @classmethod
-    def load(cls, store: TableStore, index: IndexOptions, key_fields: tuple[str, ...],
-             visible: Collection[str]) -> BucketLayouts:  # fmt: skip
+    def load(
+        cls,
+        store: TableStore,
+        index: IndexOptions,
+        key_fields: tuple[str, ...],
+        visible: Collection[str],
+    ) -> BucketLayouts:
         """The layouts as of the ``visible`` instants (every layout file of theirs, in
         instant order)."""
         changed: dict[str, Mapping[str, Any]] = {}
@@ -117,8 +122,7 @@ def ring_layout(ring: Ring) -> dict[str, Any]:
     return {_RING: ring.to_json()}
 
 
-def write_layouts(store: TableStore, instant: str, changes: Mapping[str, Mapping[str, Any]]
-                  ) -> str:  # fmt: skip
+def write_layouts(store: TableStore, instant: str, changes: Mapping[str, Mapping[str, Any]]) -> str:
     """Writes the layout file of ``instant`` (visible once the instant completes)."""
     path = store.path(BUCKET_LAYOUT_DIR, f"{instant}.json")
     store.write_atomic(path, json.dumps({"partitions": dict(changes)}, indent=1).encode())

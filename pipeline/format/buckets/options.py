@@ -126,8 +126,10 @@ class ConsistentHashingIndex(PersistedOptions):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{key(name)}={value!r}: must be an integer >= 0")
         if self.max_keys_per_bucket < 2:
-            raise ConfigError(f"{key('max_keys_per_bucket')}={self.max_keys_per_bucket!r}: "
-                              "must be at least 2 (a split halves a bucket)")  # fmt: skip
+            raise ConfigError(
+                f"{key('max_keys_per_bucket')}={self.max_keys_per_bucket!r}: "
+                "must be at least 2 (a split halves a bucket)"
+            )
         if self.min_keys_per_bucket * 2 > self.max_keys_per_bucket:
             raise ConfigError(
                 f"{key('min_keys_per_bucket')}={self.min_keys_per_bucket} is more than half "

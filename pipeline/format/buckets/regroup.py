@@ -76,9 +76,14 @@ class _Job:
     targets: tuple[int, ...]
 
 
-def rescale(store: TableStore, spec: TableSpec, multiple: float,
-            partitions: Sequence[str] | None = None, allow_shuffle: bool = False,
-            threads: int | None = None) -> RegroupResult:  # fmt: skip
+def rescale(
+    store: TableStore,
+    spec: TableSpec,
+    multiple: float,
+    partitions: Sequence[str] | None = None,
+    allow_shuffle: bool = False,
+    threads: int | None = None,
+) -> RegroupResult:
     """Multiplies the bucket count of ``partitions`` (default: all) of a simple-bucket table
     by ``multiple`` (module doc).
 
@@ -90,8 +95,11 @@ def rescale(store: TableStore, spec: TableSpec, multiple: float,
     if not isinstance(index, SimpleBucketIndex):
         raise ConfigError(
             f"rescale is for simple-bucket tables; this table's index is {spec.index_engine}"
-            + (" (use rebalance())" if isinstance(index, ConsistentHashingIndex)
-               else " (it opens buckets by itself)")  # fmt: skip
+            + (
+                " (use rebalance())"
+                if isinstance(index, ConsistentHashingIndex)
+                else " (it opens buckets by itself)"
+            )
         )
     factor = Fraction(multiple).limit_denominator(1000)
     if isinstance(multiple, bool) or factor <= 0:
@@ -129,12 +137,12 @@ def rescale(store: TableStore, spec: TableSpec, multiple: float,
             slices = _live_groups(snapshot, p, n)
             if whole:
                 k = int(factor)
-                jobs += [_Job(p, (s,), tuple(b + j * n for j in range(k)))
-                         for b, s in slices.items()]  # fmt: skip
+                jobs += [
+                    _Job(p, (s,), tuple(b + j * n for j in range(k))) for b, s in slices.items()
+                ]
             elif slices:
                 jobs.append(_Job(p, tuple(slices.values()), tuple(range(int(new)))))
-        return _run(store, spec, txn, snapshot, layouts, changes, jobs, counts, "rescale",
-                    threads)  # fmt: skip
+        return _run(store, spec, txn, snapshot, layouts, changes, jobs, counts, "rescale", threads)
 
 
 def _partitions_of(snapshot: Snapshot | None, asked: Sequence[str] | None) -> list[str]:
@@ -160,8 +168,7 @@ def _partitions_of(snapshot: Snapshot | None, asked: Sequence[str] | None) -> li
     return names
 
 
-def _live_groups(snapshot: Snapshot | None, partition: str, buckets: int
-                 ) -> dict[int, FileSlice]:  # fmt: skip
+def _live_groups(snapshot: Snapshot | None, partition: str, buckets: int) -> dict[int, FileSlice]:
     """bucket -> slice of the groups of a simple-bucket partition's ``buckets`` in force."""
     if snapshot is None:
         return {}
@@ -180,8 +187,11 @@ def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) ->
         raise ConfigError(
             f"rebalance is for consistent-hashing tables; this table's index is "
             f"{spec.index_engine}"
-            + (" (use rescale())" if isinstance(index, SimpleBucketIndex)
-               else " (it opens buckets by itself)")  # fmt: skip
+            + (
+                " (use rescale())"
+                if isinstance(index, SimpleBucketIndex)
+                else " (it opens buckets by itself)"
+            )
         )
     with Transaction.begin(store, spec, "commit", "rebalance") as txn:
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
@@ -192,19 +202,21 @@ def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) ->
             assert snapshot is not None
             ring = layouts.ring(p)
             slices = snapshot.bucket_files(p)
-            hashes = {b: _live_hashes(store, spec, s) for b, s in slices.items()
-                      if b in ring.buckets}  # fmt: skip
-            new = plan_rebalance(ring, hashes, index.max_keys_per_bucket,
-                                 index.min_keys_per_bucket)  # fmt: skip
+            hashes = {
+                b: _live_hashes(store, spec, s) for b, s in slices.items() if b in ring.buckets
+            }
+            new = plan_rebalance(ring, hashes, index.max_keys_per_bucket, index.min_keys_per_bucket)
             if new == ring:
                 continue
             changes[p] = ring_layout(new)
             counts[p] = (len(ring.buckets), len(new.buckets))
             for sources, targets in _overlapping(ring, new, changed(ring, new)):
-                jobs.append(_Job(p, tuple(slices[b] for b in sources if b in slices),
-                                 tuple(targets)))  # fmt: skip
-        return _run(store, spec, txn, snapshot, layouts, changes, jobs, counts, "rebalance",
-                    threads)  # fmt: skip
+                jobs.append(
+                    _Job(p, tuple(slices[b] for b in sources if b in slices), tuple(targets))
+                )
+        return _run(
+            store, spec, txn, snapshot, layouts, changes, jobs, counts, "rebalance", threads
+        )
 
 
 def _live_hashes(store: TableStore, spec: TableSpec, fslice: FileSlice) -> np.ndarray:
@@ -212,12 +224,12 @@ def _live_hashes(store: TableStore, spec: TableSpec, fslice: FileSlice) -> np.nd
     return key_hashes(read_slice(store, spec, fslice, list(spec.record_key)), spec.record_key)
 
 
-def _overlapping(old: Ring, new: Ring, buckets: Sequence[int]
-                 ) -> list[tuple[list[int], list[int]]]:  # fmt: skip
+def _overlapping(old: Ring, new: Ring, buckets: Sequence[int]) -> list[tuple[list[int], list[int]]]:
     """The changed buckets in sets whose old and new ranges overlap: (old buckets, new
     buckets) per set. Both rings cover the whole hash space and unchanged ranges are the
     same in both, so every changed old range is covered by changed new ranges: a merged-away
     bucket is in the set of the range that took it."""
+
     def ranges(ring: Ring) -> dict[int, tuple[int, int]]:
         return {b: ring.range_of(b) for b in ring.buckets if b in buckets}
 
@@ -235,18 +247,27 @@ def _overlapping(old: Ring, new: Ring, buckets: Sequence[int]
     return [(sorted(o), sorted(n)) for o, n in sets]
 
 
-def _run(store: TableStore, spec: TableSpec, txn: Transaction, snapshot: Snapshot | None,
-         layouts: BucketLayouts, changes: dict, jobs: list[_Job],
-         counts: dict[str, tuple[int, int]], action: str,
-         threads: int | None) -> RegroupResult:  # fmt: skip
+def _run(
+    store: TableStore,
+    spec: TableSpec,
+    txn: Transaction,
+    snapshot: Snapshot | None,
+    layouts: BucketLayouts,
+    changes: dict,
+    jobs: list[_Job],
+    counts: dict[str, tuple[int, int]],
+    action: str,
+    threads: int | None,
+) -> RegroupResult:
     """Runs the jobs (each reads its sources and writes its targets), writes the layouts and
     commits; nothing to change aborts the instant."""
     if not changes:
         txn.abort()
         return RegroupResult(action, None, {})
     new_layouts = layouts.with_changes(changes)
-    existing = {(r.partition, r.slice.bucket): r.slice for r in snapshot.slices()
-                } if snapshot else {}  # fmt: skip
+    existing = (
+        {(r.partition, r.slice.bucket): r.slice for r in snapshot.slices()} if snapshot else {}
+    )
 
     def run(job: _Job) -> tuple[list[WrittenFile], int]:
         return _rewrite(store, spec, txn.id, job, new_layouts, existing)
@@ -269,16 +290,30 @@ def _run(store: TableStore, spec: TableSpec, txn: Transaction, snapshot: Snapsho
     write_layouts(store, txn.id, changes)
     read = sum(s.size for job in jobs for s in job.sources)
     total = sum(r.slice.size for r in snapshot.slices()) if snapshot else 0
-    txn.commit({action: {p: list(c) for p, c in counts.items()}, "bytes-read": read,
-                "rows-read": rows_in})  # fmt: skip
-    return RegroupResult(action, txn.id, counts, sum(len(j.sources) for j in jobs),
-                         len(written), rows_out, read, sum(f.size for f in written),
-                         total)  # fmt: skip
+    txn.commit(
+        {action: {p: list(c) for p, c in counts.items()}, "bytes-read": read, "rows-read": rows_in}
+    )
+    return RegroupResult(
+        action,
+        txn.id,
+        counts,
+        sum(len(j.sources) for j in jobs),
+        len(written),
+        rows_out,
+        read,
+        sum(f.size for f in written),
+        total,
+    )
 
 
-def _rewrite(store: TableStore, spec: TableSpec, instant: str, job: _Job,
-             layouts: BucketLayouts, existing: dict[tuple[str, int], FileSlice]
-             ) -> tuple[list[WrittenFile], int]:  # fmt: skip
+def _rewrite(
+    store: TableStore,
+    spec: TableSpec,
+    instant: str,
+    job: _Job,
+    layouts: BucketLayouts,
+    existing: dict[tuple[str, int], FileSlice],
+) -> tuple[list[WrittenFile], int]:
     """Returns the files written and the live rows read.
 
     1. Reads the live rows of the job's sources (meta fields kept).
@@ -310,7 +345,17 @@ def _rewrite(store: TableStore, spec: TableSpec, instant: str, job: _Job,
         name = base_name(file_id, instant)
         path = store.path(p, name)
         size = write_base(store, spec, path, moved_to(spec, mine, name))
-        out.append(WrittenFile(p, path, "base", mine.num_rows, size, file_id, bucket,
-                               inserts=mine.num_rows if old is None else 0,
-                               prev_commit=old.base_instant if old else None))  # fmt: skip
+        out.append(
+            WrittenFile(
+                p,
+                path,
+                "base",
+                mine.num_rows,
+                size,
+                file_id,
+                bucket,
+                inserts=mine.num_rows if old is None else 0,
+                prev_commit=old.base_instant if old else None,
+            )
+        )
     return out, rows.num_rows if rows is not None else 0

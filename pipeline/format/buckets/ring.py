@@ -57,29 +57,38 @@ class Ring:
         if end - start < 2:
             return self
         mid = (start + end) // 2
-        return Ring(self.ends[:i] + (mid,) + self.ends[i:],
-                    self.buckets[: i + 1] + (self.next_bucket,) + self.buckets[i + 1 :],
-                    self.next_bucket + 1)  # fmt: skip
+        return Ring(
+            self.ends[:i] + (mid,) + self.ends[i:],
+            self.buckets[: i + 1] + (self.next_bucket,) + self.buckets[i + 1 :],
+            self.next_bucket + 1,
+        )
 
     def merge(self, bucket: int) -> Ring:
         """The ring with ``bucket``'s range joined with the next range (whose bucket is
         retired)."""
         i = self.buckets.index(bucket)
         assert i + 1 < len(self.buckets), "the last range has no next range"
-        return Ring(self.ends[:i] + self.ends[i + 1 :],
-                    self.buckets[: i + 1] + self.buckets[i + 2 :], self.next_bucket)  # fmt: skip
+        return Ring(
+            self.ends[:i] + self.ends[i + 1 :],
+            self.buckets[: i + 1] + self.buckets[i + 2 :],
+            self.next_bucket,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"ends": list(self.ends), "buckets": list(self.buckets),
-                "next-bucket": self.next_bucket}  # fmt: skip
+        return {
+            "ends": list(self.ends),
+            "buckets": list(self.buckets),
+            "next-bucket": self.next_bucket,
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Ring:
         return cls(tuple(doc["ends"]), tuple(doc["buckets"]), int(doc["next-bucket"]))
 
 
-def plan_rebalance(ring: Ring, hashes: dict[int, npt.NDArray[np.int64]], max_keys: int,
-                   min_keys: int) -> Ring:  # fmt: skip
+def plan_rebalance(
+    ring: Ring, hashes: dict[int, npt.NDArray[np.int64]], max_keys: int, min_keys: int
+) -> Ring:
     """The ring after one rebalance, from each bucket's key hashes.
 
     1. Split every bucket over ``max_keys`` at its range's midpoint, and each half again

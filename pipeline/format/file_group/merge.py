@@ -98,8 +98,9 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
             data = pq.ParquetFile(pa.BufferReader(block.content)).read(in_file, use_threads=False)
             data = fill_meta(spec, data, columns, block.instant, f.file_id)
             data = _keyed(spec, data)
-            parts.append(data.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()),
-                                                          data.num_rows)))  # fmt: skip
+            parts.append(
+                data.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), data.num_rows))
+            )
         elif block.type == log_file.DELETE:
             parts.append(_delete_rows(spec, block, columns))
     if not parts:
@@ -200,8 +201,9 @@ def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool)
         older = state.column(spec.ordering_field).take(at)
         was_deleted = pc.equal(state.column(OP).take(at), DELETE)
         # Delete records carry no ordering value (null): for them ``wins`` does not matter.
-        newer_or_tie = pc.greater_equal(ordering_keys(delta.column(spec.ordering_field)),
-                                        ordering_keys(older)).fill_null(True)  # fmt: skip
+        newer_or_tie = pc.greater_equal(
+            ordering_keys(delta.column(spec.ordering_field)), ordering_keys(older)
+        ).fill_null(True)
         wins = pc.or_(pc.or_(pc.invert(matched), was_deleted), newer_or_tie)
     else:
         wins = pa.repeat(pa.scalar(True), delta.num_rows)

@@ -104,8 +104,17 @@ def parsed_data_files(infos: Iterable[pafs.FileInfo]) -> list[DataFile]:
     for info in infos:
         parsed = names.parse(info.base_name)
         if parsed is not None:
-            out.append(DataFile(parsed.instant, info.path, parsed.kind, int(info.size or 0),
-                                parsed.file_id, parsed.base_instant, parsed.version))  # fmt: skip
+            out.append(
+                DataFile(
+                    parsed.instant,
+                    info.path,
+                    parsed.kind,
+                    int(info.size or 0),
+                    parsed.file_id,
+                    parsed.base_instant,
+                    parsed.version,
+                )
+            )
     return out
 
 

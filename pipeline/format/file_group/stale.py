@@ -45,7 +45,8 @@ def stale_updates(
         kind = updates.schema.field(ordering).type
         # Floats: a tie may be -0.0 against 0.0 (statistics do not tell), which Hudi orders.
         below = (pc.less_equal if pa.types.is_floating(kind) else pc.less)(
-            updates.column(ordering), pa.scalar(newest).cast(kind))
+            updates.column(ordering), pa.scalar(newest).cast(kind)
+        )
         updates = updates.filter(below)
         if updates.num_rows == 0:
             return 0
@@ -62,25 +63,27 @@ def stale_updates(
     return updates.num_rows - won
 
 
-def live_among(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
-               ) -> pa.Array:  # fmt: skip
+def live_among(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array) -> pa.Array:
     """Which of ``keys`` (record keys, as Hudi spells them) are live in the slice: its files'
     keys, ordering values and commit times are read, only the records of ``keys`` kept, and
     merged as a reader merges them (the merge costs what the keys asked about cost, not
     what the group holds)."""
     base, logs = _records_of(store, spec, fslice, keys)
     if not logs:  # a base file alone: its keys are live
-        return pc.is_in(keys, value_set=base.column(KEY) if base is not None else pa.array(
-            [], pa.string()))  # fmt: skip
+        return pc.is_in(
+            keys, value_set=base.column(KEY) if base is not None else pa.array([], pa.string())
+        )
     if base is not None:
         base = base.select([c for c in logs[0].column_names if c != OP]).cast(
-            pa.schema([f for f in logs[0].schema if f.name != OP]))  # fmt: skip
+            pa.schema([f for f in logs[0].schema if f.name != OP])
+        )
     live = merge(spec, base, logs)
     return pc.is_in(keys, value_set=live.column(KEY))
 
 
-def _records_of(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
-                ) -> tuple[pa.Table | None, list[pa.Table]]:  # fmt: skip
+def _records_of(
+    store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
+) -> tuple[pa.Table | None, list[pa.Table]]:
     """The slice's records of ``keys`` (base, logs): key fields, ordering field, commit
     time and ``_key``, read from every file of the slice."""
     ordering = [spec.ordering_field] if spec.ordering_field else []

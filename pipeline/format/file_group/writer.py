@@ -167,15 +167,16 @@ def write_file_groups(
                 group = _mark_known(store, spec, fslice, group, deletes, refuse_known, out)
             if group.num_rows == 0:
                 return partition, None
-        file_id = fslice.file_id if fslice else file_id_for(spec.table_id, instant, partition,
-                                                             bucket)  # fmt: skip
-        written = _write_group(store, files, spec, instant, partition, file_id, fslice, group,
-                               out)  # fmt: skip
+        file_id = (
+            fslice.file_id if fslice else file_id_for(spec.table_id, instant, partition, bucket)
+        )
+        written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
         out.add(written)
         if not written.inserts or spec.stateless:
             return partition, None
-        return partition, entries_for(group.filter(group.column(IS_NEW)), spec, bucket,
-                                      file_id, instant)  # fmt: skip
+        return partition, entries_for(
+            group.filter(group.column(IS_NEW)), spec, bucket, file_id, instant
+        )
 
     # 4.
     index = RecordLevelIndex(store, spec)
@@ -183,8 +184,7 @@ def write_file_groups(
     def one_index(partition: str, parts: list[pa.Table]) -> None:
         with out.timed("index"):
             table = pa.concat_tables(parts)
-            f = index.write(partition, instant, table, part=part, files=files,
-                            slots=index_slots)  # fmt: skip
+            f = index.write(partition, instant, table, part=part, files=files, slots=index_slots)
         out.add(WrittenFile(partition, f.path, "index", table.num_rows, f.size))
 
     # A partition's index file is written as soon as its last group is.
@@ -218,9 +218,14 @@ def write_file_groups(
 
 
 def _mark_known(
-    store: TableStore, spec: TableSpec, fslice: FileSlice | None, group: pa.Table,
-    deletes: bool, refuse_known: bool, out: GroupWrites,
-) -> pa.Table:  # fmt: skip
+    store: TableStore,
+    spec: TableSpec,
+    fslice: FileSlice | None,
+    group: pa.Table,
+    deletes: bool,
+    refuse_known: bool,
+    out: GroupWrites,
+) -> pa.Table:
     """A group's rows with ``_is_new`` from the keys its slice holds (stateless schemes);
     deletes of keys it does not hold are left out and counted as not found."""
     if fslice is None:
@@ -260,22 +265,34 @@ def _write_group(
             name = names.base_name(file_id, instant)
             rows = _with_meta(spec, upserts, instant, partition, name, bucket_of(file_id))
             size = write_base(files, spec, store.path(partition, name), rows)
-        written = WrittenFile(partition, store.path(partition, name), "base", rows.num_rows,
-                              size, file_id, bucket_of(file_id))  # fmt: skip
+        written = WrittenFile(
+            partition,
+            store.path(partition, name),
+            "base",
+            rows.num_rows,
+            size,
+            file_id,
+            bucket_of(file_id),
+        )
     elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
         with out.timed("encode"):
-            written = _write_log(store, files, spec, instant, partition, fslice, upserts,
-                                 group.filter(is_delete))  # fmt: skip
+            written = _write_log(
+                store, files, spec, instant, partition, fslice, upserts, group.filter(is_delete)
+            )
         with out.timed("stale"):
             updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
             stale = stale_updates(store, spec, fslice, updates, instant)
     else:
         with out.timed("merge"):
-            written, won = _rewrite_base(store, files, spec, instant, partition, fslice,
-                                         group)  # fmt: skip
+            written, won = _rewrite_base(store, files, spec, instant, partition, fslice, group)
         stale = upserts.num_rows - won
-    return dataclasses.replace(written, inserts=inserted, deletes=deleted, stale=stale,
-                               updates=group.num_rows - deleted - inserted)  # fmt: skip
+    return dataclasses.replace(
+        written,
+        inserts=inserted,
+        deletes=deleted,
+        stale=stale,
+        updates=group.num_rows - deleted - inserted,
+    )
 
 
 def _with_meta(
@@ -325,24 +342,34 @@ def log_block_options(spec: TableSpec) -> dict[str, object]:
     (``stale.py`` reads them)."""
     constant = [COMMIT_TIME, PARTITION_PATH, FILE_NAME, *spec.partition_by]
     ordering = [spec.ordering_field] if spec.ordering_field else False
-    return {"use_dictionary": [c for c in constant if c in spec.file_schema().names],
-            "write_statistics": ordering}  # fmt: skip
+    return {
+        "use_dictionary": [c for c in constant if c in spec.file_schema().names],
+        "write_statistics": ordering,
+    }
 
 
 def _write_log(
-    store: TableStore, files: FileWriter, spec: TableSpec, instant: str, partition: str,
-    fslice: FileSlice, upserts: pa.Table, deletes: pa.Table,
-) -> WrittenFile:  # fmt: skip
+    store: TableStore,
+    files: FileWriter,
+    spec: TableSpec,
+    instant: str,
+    partition: str,
+    fslice: FileSlice,
+    upserts: pa.Table,
+    deletes: pa.Table,
+) -> WrittenFile:
     version = fslice.next_log_version()
     name = names.log_name(fslice.file_id, fslice.base_instant, version, instant)
     blocks = []
     if upserts.num_rows:
-        rows = _with_meta(spec, upserts, instant, partition, fslice.file_id,
-                          bucket_of(fslice.file_id))  # fmt: skip
+        rows = _with_meta(
+            spec, upserts, instant, partition, fslice.file_id, bucket_of(fslice.file_id)
+        )
         buffer = io.BytesIO()
         pq.write_table(rows.cast(spec.file_schema()), buffer, **log_block_options(spec))
-        blocks.append(log_file.data_block(buffer.getbuffer(), instant,
-                                          spec.avro_schema(meta_fields=True)))  # fmt: skip
+        blocks.append(
+            log_file.data_block(buffer.getbuffer(), instant, spec.avro_schema(meta_fields=True))
+        )
     ordering = delete_ordering(spec, instant)
     if deletes.num_rows and ordering is not None:
         keys = record_keys(deletes, spec.record_key).to_pylist()
@@ -350,9 +377,18 @@ def _write_log(
     path = store.path(partition, name)
     size = files.write_file(path, blocks)
     base_name = fslice.base.name if fslice.base is not None else ""
-    return WrittenFile(partition, path, "log", upserts.num_rows + deletes.num_rows, size,
-                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
-                       base_file=base_name, log_version=version)  # fmt: skip
+    return WrittenFile(
+        partition,
+        path,
+        "log",
+        upserts.num_rows + deletes.num_rows,
+        size,
+        fslice.file_id,
+        fslice.bucket,
+        prev_commit=fslice.base_instant,
+        base_file=base_name,
+        log_version=version,
+    )
 
 
 def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
@@ -370,16 +406,25 @@ def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
 
 
 def _rewrite_base(
-    store: TableStore, files: FileWriter, spec: TableSpec, instant: str, partition: str,
-    fslice: FileSlice, group: pa.Table,
-) -> tuple[WrittenFile, int]:  # fmt: skip
+    store: TableStore,
+    files: FileWriter,
+    spec: TableSpec,
+    instant: str,
+    partition: str,
+    fslice: FileSlice,
+    group: pa.Table,
+) -> tuple[WrittenFile, int]:
     """Copy-on-write: the slice's rows merged with the instant's, as a new base file; also
     how many of the instant's upserts won (the others were stale)."""
     name = names.base_name(fslice.file_id, instant)
     meta = list(spec.meta_fields) or [COMMIT_TIME]
     old = read_slice(store, spec, fslice, spec.schema.names, meta)
-    old = old.append_column(KEY, old.column(RECORD_KEY) if RECORD_KEY in old.column_names
-                            else record_keys(old, spec.record_key))  # fmt: skip
+    old = old.append_column(
+        KEY,
+        old.column(RECORD_KEY)
+        if RECORD_KEY in old.column_names
+        else record_keys(old, spec.record_key),
+    )
     new = _with_meta(spec, group, instant, partition, name, fslice.bucket)
     if not spec.meta_fields:
         new = new.append_column(COMMIT_TIME, pa.repeat(pa.scalar(instant), new.num_rows))
@@ -388,9 +433,16 @@ def _rewrite_base(
     live = merge(spec, old, [new.cast(pa.schema([*old.schema, pa.field(OP, pa.int8())]))])
     size = write_base(files, spec, store.path(partition, name), moved_to(spec, live, name))
     won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
-    return WrittenFile(partition, store.path(partition, name), "base", live.num_rows, size,
-                       fslice.file_id, fslice.bucket, prev_commit=fslice.base_instant,
-                       ), won  # fmt: skip
+    return WrittenFile(
+        partition,
+        store.path(partition, name),
+        "base",
+        live.num_rows,
+        size,
+        fslice.file_id,
+        fslice.bucket,
+        prev_commit=fslice.base_instant,
+    ), won
 
 
 def _partition_metadata(store: TableStore, partition: str, instant: str) -> None:
@@ -400,8 +452,9 @@ def _partition_metadata(store: TableStore, partition: str, instant: str) -> None
     if store.exists(path):
         return
     depth = len([p for p in partition.split("/") if p])
-    body = properties.dumps({"commitTime": instant, "partitionDepth": str(depth)},
-                            "partition metadata")  # fmt: skip
+    body = properties.dumps(
+        {"commitTime": instant, "partitionDepth": str(depth)}, "partition metadata"
+    )
     store.create_exclusive(path, body)
 
 
@@ -421,7 +474,6 @@ def split_groups(rows: pa.Table) -> list[tuple[str, int, pa.Array]]:
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[starts[1:], len(order)]
     return [
-        (partitions[int(ordered[a] // width)], int(ordered[a] % width),
-         pa.array(order[a:b]))
+        (partitions[int(ordered[a] // width)], int(ordered[a] % width), pa.array(order[a:b]))
         for a, b in zip(starts, ends, strict=True)
-    ]  # fmt: skip
+    ]

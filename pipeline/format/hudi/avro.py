@@ -61,8 +61,12 @@ def _type(t: pa.DataType, name: str, namespace: str) -> Any:
         logical = "timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"
         return {"type": "long", "logicalType": logical}
     if pa.types.is_decimal(t):
-        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision,
-                "scale": t.scale}  # fmt: skip
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         item = t.value_field
         inner = _type(item.type, f"{name}_item", f"{namespace}.{name}")
@@ -71,9 +75,12 @@ def _type(t: pa.DataType, name: str, namespace: str) -> Any:
         inner = _type(t.item_type, f"{name}_value", f"{namespace}.{name}")
         return {"type": "map", "values": ["null", inner]}
     if pa.types.is_struct(t):
-        return {"type": "record", "name": name, "namespace": namespace,
-                "fields": [_field(t.field(i), f"{namespace}.{name}")
-                           for i in range(t.num_fields)]}  # fmt: skip
+        return {
+            "type": "record",
+            "name": name,
+            "namespace": namespace,
+            "fields": [_field(t.field(i), f"{namespace}.{name}") for i in range(t.num_fields)],
+        }
     raise SchemaMismatchError(
         f"field {name!r} has type {t}, which has no Avro form for Hudi readers; use a "
         "string, number, boolean, date, timestamp, decimal, binary, list, map or struct"

@@ -56,8 +56,12 @@ class WriteStat:
         }
         if self.log_version is not None:
             name = self.path.rsplit("/", 1)[-1]
-            stat.update(baseFile=self.base_file or "", logFiles=[name],
-                        logVersion=self.log_version, logOffset=0)  # fmt: skip
+            stat.update(
+                baseFile=self.base_file or "",
+                logFiles=[name],
+                logVersion=self.log_version,
+                logOffset=0,
+            )
         return stat
 
 

@@ -84,8 +84,15 @@ def delete_block(
 def _write_value(w: Writer, branch: str, value: Any) -> None:
     if branch == "null":
         return
-    if branch in ("int", "long", "date", "time-millis", "time-micros", "timestamp-millis",
-                  "timestamp-micros"):  # fmt: skip
+    if branch in (
+        "int",
+        "long",
+        "date",
+        "time-millis",
+        "time-micros",
+        "timestamp-millis",
+        "timestamp-micros",
+    ):
         w.long(int(value))
     elif branch == "float":
         w.float_(float(value))
@@ -128,10 +135,17 @@ def _block(block_type: int, header: dict[int, str], content: bytes | memoryview)
     tail = _metadata({})
     body = len(head) + 8 + len(content) + len(tail)
     # One join: the content (a whole Parquet file) is copied once.
-    return b"".join([
-        MAGIC, struct.pack(">q", body + 8), head, struct.pack(">q", len(content)), content,
-        tail, struct.pack(">q", len(MAGIC) + 8 + body),
-    ])  # fmt: skip
+    return b"".join(
+        [
+            MAGIC,
+            struct.pack(">q", body + 8),
+            head,
+            struct.pack(">q", len(content)),
+            content,
+            tail,
+            struct.pack(">q", len(MAGIC) + 8 + body),
+        ]
+    )
 
 
 def read_blocks(data: bytes | memoryview | pa.Buffer) -> list[Block]:

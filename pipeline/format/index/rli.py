@@ -93,18 +93,23 @@ class RecordLevelIndex:
         slot = slot_of(hashes, slots)
         entries = entries.take(pa.array(np.lexsort((hashes, slot))))
         buckets = np.bincount(entries.column(BUCKET).to_numpy(), minlength=0)
-        entries = entries.replace_schema_metadata({
-            SLOTS_KEY: str(slots).encode(),
-            SLOT_ROWS_KEY: ",".join(map(str, np.bincount(slot, minlength=slots))).encode(),
-            BUCKET_ROWS_KEY: ",".join(f"{b}:{n}" for b, n in enumerate(buckets) if n).encode(),
-        })  # fmt: skip
+        entries = entries.replace_schema_metadata(
+            {
+                SLOTS_KEY: str(slots).encode(),
+                SLOT_ROWS_KEY: ",".join(map(str, np.bincount(slot, minlength=slots))).encode(),
+                BUCKET_ROWS_KEY: ",".join(f"{b}:{n}" for b, n in enumerate(buckets) if n).encode(),
+            }
+        )
         path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
         # Keys and hashes are unique: a dictionary of them is work for nothing.
         repeating = [BUCKET, FILE_ID, INSTANT]
         size = (files or self.store).write_parquet(
-            path, entries, row_group_size=ROW_GROUP, write_statistics=[HASH],
+            path,
+            entries,
+            row_group_size=ROW_GROUP,
+            write_statistics=[HASH],
             use_dictionary=repeating,
-        )  # fmt: skip
+        )
         return DataFile(instant, path, kind, size)
 
     def compact(self, partition: str, instant: str, visible: Collection[str]) -> DataFile | None:
@@ -148,8 +153,14 @@ class RecordLevelIndex:
         tables = [pq.read_table(f.path, columns=cols, filesystem=self.store.fs) for f in files]
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
-    def slot_slice(self, partition: str, visible: Collection[str], columns: Sequence[str],
-                   slot: int, num_slots: int) -> SlotSlice:  # fmt: skip
+    def slot_slice(
+        self,
+        partition: str,
+        visible: Collection[str],
+        columns: Sequence[str],
+        slot: int,
+        num_slots: int,
+    ) -> SlotSlice:
         """The entries of ``partition`` that belong to ``slot`` of ``num_slots``.
 
         1. Per visible file, its footer: slot count ``S``, entries per slot and per bucket.

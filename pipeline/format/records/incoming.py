@@ -135,14 +135,24 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
         _unambiguous_keys(data, spec.record_key)
     if not deletes:
         if spec.ordering_field is not None:
-            _no_nulls(data, spec.ordering_field, InvalidInputError, "ordering field",
-                      "give every record an ordering value (larger wins on merge)")  # fmt: skip
+            _no_nulls(
+                data,
+                spec.ordering_field,
+                InvalidInputError,
+                "ordering field",
+                "give every record an ordering value (larger wins on merge)",
+            )
             _no_nans(data, spec.ordering_field)
         for f in spec.schema:
             if not f.nullable and f.name not in spec.record_key:
-                _no_nulls(data, f.name, InvalidInputError, "field",
-                          "give every record a value", ", which the table's schema says may "
-                          "not be null,")  # fmt: skip
+                _no_nulls(
+                    data,
+                    f.name,
+                    InvalidInputError,
+                    "field",
+                    "give every record a value",
+                    ", which the table's schema says may not be null,",
+                )
     data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
     if with_hash:
         data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))

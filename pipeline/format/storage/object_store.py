@@ -143,8 +143,10 @@ def _make_client(options: dict[str, Any]) -> Any:
         region_name=options.get("region") or None,
     )
     style = "virtual" if options.get("force_virtual_addressing") else "path"
-    config = Config(s3={"addressing_style": style} if endpoint else {},
-                    retries={"max_attempts": 5, "mode": "standard"})  # fmt: skip
+    config = Config(
+        s3={"addressing_style": style} if endpoint else {},
+        retries={"max_attempts": 5, "mode": "standard"},
+    )
     return session.client("s3", endpoint_url=endpoint, config=config)
 
 

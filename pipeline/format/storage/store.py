@@ -223,8 +223,9 @@ class WriteBatch:
         self._lock = threading.Lock()
 
     def write_parquet(self, path: str, table: pa.Table, **options: object) -> int:
-        return self.stage(path, lambda target: pq.write_table(
-            table, target, filesystem=self.store.fs, **options))  # fmt: skip
+        return self.stage(
+            path, lambda target: pq.write_table(table, target, filesystem=self.store.fs, **options)
+        )
 
     def write_file(self, path: str, data: bytes | Sequence[bytes]) -> int:
         return self.stage(path, lambda target: self.store._write_bytes(target, data))

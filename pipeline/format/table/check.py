@@ -75,8 +75,10 @@ class CheckReport:
         self.findings.append(Finding(problem, fix))
 
     def summary(self) -> str:
-        read = (f"{self.instants} completed instants, {self.files} files, {self.live_rows:,} "
-                f"live rows, {self.index_entries:,} index entries")  # fmt: skip
+        read = (
+            f"{self.instants} completed instants, {self.files} files, {self.live_rows:,} "
+            f"live rows, {self.index_entries:,} index entries"
+        )
         if self.healthy:
             return f"{self.table}: healthy ({read} read)"
         return f"{self.table}: {len(self.findings)} problem(s) ({read} read)"
@@ -92,14 +94,20 @@ def check(store: TableStore) -> CheckReport:
         return report
     timeline = Timeline(store, spec.options.merge_on_read)
     completed = _instants(store, timeline, report)  # 2.
-    _guarded(report, "the files of completed instants",
-             lambda: _files(store, spec, timeline, completed, report))  # 3.
+    _guarded(
+        report,
+        "the files of completed instants",
+        lambda: _files(store, spec, timeline, completed, report),
+    )  # 3.
     rows = _snapshot(store, spec, report)  # 4.
     if rows is not None and spec.stateless:
         _guarded(report, "the bucket layout", lambda: _layout(store, spec, rows, report))  # 5.
     elif rows is not None:
-        _guarded(report, "the record-level index",
-                 lambda: _index(store, spec, rows, timeline, completed, report))  # 5.
+        _guarded(
+            report,
+            "the record-level index",
+            lambda: _index(store, spec, rows, timeline, completed, report),
+        )  # 5.
     _guarded(report, "the table's files", lambda: _orphans(store, timeline, report))  # 6.
     return report
 
@@ -109,8 +117,10 @@ def _guarded(report: CheckReport, what: str, step: Callable[[], None]) -> None:
     try:
         step()
     except Exception as e:
-        report.add(f"{what} could not be read: {type(e).__name__}: {e}",
-                   "restore the damaged files from a backup")  # fmt: skip
+        report.add(
+            f"{what} could not be read: {type(e).__name__}: {e}",
+            "restore the damaged files from a backup",
+        )
 
 
 def _instants(store: TableStore, timeline: Timeline, report: CheckReport) -> list[Instant]:
@@ -131,16 +141,24 @@ def _instants(store: TableStore, timeline: Timeline, report: CheckReport) -> lis
         if holder is not None:
             report.notes.append(f"instant(s) {[i.id for i in pending]} are being written: {holder}")
         else:
-            report.add(f"instant(s) {[str(i) for i in pending]} were left pending by a writer "
-                       "that died", "run `dynbucket rollback` (the next writer does it too)")
+            report.add(
+                f"instant(s) {[str(i) for i in pending]} were left pending by a writer that died",
+                "run `dynbucket rollback` (the next writer does it too)",
+            )
     return readable
 
 
-def _files(store: TableStore, spec: TableSpec, timeline: Timeline, completed: list[Instant],
-           report: CheckReport) -> None:  # fmt: skip
+def _files(
+    store: TableStore,
+    spec: TableSpec,
+    timeline: Timeline,
+    completed: list[Instant],
+    report: CheckReport,
+) -> None:
     """Files of retained completed instants: present, and each read whole."""
-    cleans = [timeline.metadata(i).get("earliest-retained") for i in completed
-              if i.action == "clean"]  # fmt: skip
+    cleans = [
+        timeline.metadata(i).get("earliest-retained") for i in completed if i.action == "clean"
+    ]
     earliest = max((c for c in cleans if c), default="")
     for instant in completed:
         if instant.id < earliest:
@@ -151,8 +169,10 @@ def _files(store: TableStore, spec: TableSpec, timeline: Timeline, completed: li
             report.files += 1
             problem = _unreadable(store, spec, f["path"])
             if problem is not None:
-                report.add(f"{f['path']} ({f['kind']} file of completed instant {instant.id}) "
-                           f"{problem}", "restore it from a backup")  # fmt: skip
+                report.add(
+                    f"{f['path']} ({f['kind']} file of completed instant {instant.id}) {problem}",
+                    "restore it from a backup",
+                )
 
 
 def _adds_up(instant: Instant, metadata: dict, timeline: Timeline, report: CheckReport) -> None:
@@ -160,18 +180,23 @@ def _adds_up(instant: Instant, metadata: dict, timeline: Timeline, report: Check
     read (a file named twice was written by two jobs: one of them lost its rows)."""
     twice = [p for p, n in Counter(f["path"] for f in metadata["files"]).items() if n > 1]
     if twice:
-        report.add(f"completed instant {instant.id} names {len(twice)} file(s) twice (e.g. "
-                   f"{twice[:2]}): two writers wrote one file, and the rows of one are lost",
-                   _RESTORE_INSTANT)  # fmt: skip
+        report.add(
+            f"completed instant {instant.id} names {len(twice)} file(s) twice (e.g. "
+            f"{twice[:2]}): two writers wrote one file, and the rows of one are lost",
+            _RESTORE_INSTANT,
+        )
     rows_read = metadata.get("rows-read")
     if rows_read is None or instant.action not in HUDI_ACTIONS:
         return
     stats = (timeline.raw(instant).get("partitionToWriteStats") or {}).values()
     written = sum(int(s.get("numWrites", 0)) for group in stats for s in group)
     if written != rows_read:
-        report.add(f"completed instant {instant.id} ({metadata.get('operation')}) read "
-                   f"{rows_read} live rows and wrote {written}: its bucket layout lost or "
-                   "doubled rows", _RESTORE_INSTANT)  # fmt: skip
+        report.add(
+            f"completed instant {instant.id} ({metadata.get('operation')}) read "
+            f"{rows_read} live rows and wrote {written}: its bucket layout lost or "
+            "doubled rows",
+            _RESTORE_INSTANT,
+        )
 
 
 def _unreadable(store: TableStore, spec: TableSpec, path: str) -> str | None:
@@ -206,64 +231,93 @@ def _snapshot(store: TableStore, spec: TableSpec, report: CheckReport) -> pa.Tab
                 ids[bucket_of(f)].add(f)
             for bucket, file_ids in sorted(ids.items()):
                 if len(file_ids) > 1:
-                    report.add(f"bucket {bucket} of partition {partition!r} has {len(file_ids)} "
-                               f"file groups ({sorted(file_ids)}); one bucket is one file group "
-                               "(I4)", "keep the file group the index names; move the other's "
-                               "rows into it, then delete its files")  # fmt: skip
+                    report.add(
+                        f"bucket {bucket} of partition {partition!r} has {len(file_ids)} "
+                        f"file groups ({sorted(file_ids)}); one bucket is one file group "
+                        "(I4)",
+                        "keep the file group the index names; move the other's "
+                        "rows into it, then delete its files",
+                    )
         rows = snapshot.to_arrow(columns=list(spec.record_key))
     except Exception as e:  # any failure to read is what the check reports
-        report.add(f"the latest snapshot does not read: {type(e).__name__}: {e}",
-                   "as the message says")  # fmt: skip
+        report.add(
+            f"the latest snapshot does not read: {type(e).__name__}: {e}", "as the message says"
+        )
         return None
     report.live_rows = rows.num_rows
     return rows
 
 
 def _data_files(store: TableStore, partition: str, visible: frozenset[str]) -> set[str]:
-    return {p.file_id for info in store.list_files(store.path(partition))
-            if (p := names.parse(info.base_name)) is not None and p.instant in visible}  # fmt: skip
+    return {
+        p.file_id
+        for info in store.list_files(store.path(partition))
+        if (p := names.parse(info.base_name)) is not None and p.instant in visible
+    }
 
 
-def _index(store: TableStore, spec: TableSpec, rows: pa.Table, timeline: Timeline,
-           completed: list[Instant], report: CheckReport) -> None:  # fmt: skip
+def _index(
+    store: TableStore,
+    spec: TableSpec,
+    rows: pa.Table,
+    timeline: Timeline,
+    completed: list[Instant],
+    report: CheckReport,
+) -> None:
     """The record-level index against the live rows (I6)."""
     visible = {i.id for i in completed}
     index = RecordLevelIndex(store, spec)
     deleted = _deletes_per_group(timeline, completed)
     live = rows.append_column("_key", record_keys(rows, spec.record_key))
     for partition in sorted(set(index.partitions()) | set(live.column(PARTITION).to_pylist())):
-        entries = index.record_index_locations(partition, visible,
-                                               [*spec.record_key, BUCKET, FILE_ID])  # fmt: skip
+        entries = index.record_index_locations(
+            partition, visible, [*spec.record_key, BUCKET, FILE_ID]
+        )
         report.index_entries += entries.num_rows
         entries = entries.append_column("_key", record_keys(entries, spec.record_key))
         mine = live.filter(pc.equal(live.column(PARTITION), partition))
         where = f"partition {partition!r}"
         twice = [k for k, n in Counter(entries.column("_key").to_pylist()).items() if n > 1]
         if twice:
-            report.add(f"{where}: {len(twice)} key(s) have two index entries (e.g. "
-                       f"{twice[:3]}); the index is insert-only (I6)", _REBUILD)
+            report.add(
+                f"{where}: {len(twice)} key(s) have two index entries (e.g. "
+                f"{twice[:3]}); the index is insert-only (I6)",
+                _REBUILD,
+            )
         at = pc.index_in(mine.column("_key"), value_set=entries.column("_key"))
         missing = mine.filter(pc.is_null(at))
         if missing.num_rows:
-            report.add(f"{where}: {missing.num_rows} live key(s) have no index entry (e.g. "
-                       f"{missing.column('_key').to_pylist()[:3]}); the next write would put "
-                       "them into a new bucket: a second live row", _REBUILD)  # fmt: skip
+            report.add(
+                f"{where}: {missing.num_rows} live key(s) have no index entry (e.g. "
+                f"{missing.column('_key').to_pylist()[:3]}); the next write would put "
+                "them into a new bucket: a second live row",
+                _REBUILD,
+            )
         found = mine.filter(pc.is_valid(at))
         named = entries.take(pc.drop_null(at))
-        wrong = pc.or_(pc.not_equal(found.column(BUCKET), named.column(BUCKET)),
-                       pc.not_equal(found.column(FILE_ID), named.column(FILE_ID)))  # fmt: skip
+        wrong = pc.or_(
+            pc.not_equal(found.column(BUCKET), named.column(BUCKET)),
+            pc.not_equal(found.column(FILE_ID), named.column(FILE_ID)),
+        )
         if pc.any(wrong).as_py():
-            report.add(f"{where}: {pc.sum(wrong).as_py()} live key(s) are in another file "
-                       "group than their index entry names (e.g. "
-                       f"{found.filter(wrong).column('_key').to_pylist()[:3]}) (I1, I6)", _REBUILD)
-        gone = entries.filter(pc.invert(pc.is_in(entries.column("_key"),
-                                                 value_set=mine.column("_key"))))  # fmt: skip
+            report.add(
+                f"{where}: {pc.sum(wrong).as_py()} live key(s) are in another file "
+                "group than their index entry names (e.g. "
+                f"{found.filter(wrong).column('_key').to_pylist()[:3]}) (I1, I6)",
+                _REBUILD,
+            )
+        gone = entries.filter(
+            pc.invert(pc.is_in(entries.column("_key"), value_set=mine.column("_key")))
+        )
         for (bucket,), count in Counter(zip(gone.column(BUCKET).to_pylist())).items():
             if count > deleted.get((partition, bucket), 0):
-                report.add(f"{where}, bucket {bucket}: {count} index entries name keys that "
-                           "have no live row, more than the file group ever deleted "
-                           f"({deleted.get((partition, bucket), 0)}): entries of keys never "
-                           "written", _REBUILD)  # fmt: skip
+                report.add(
+                    f"{where}, bucket {bucket}: {count} index entries name keys that "
+                    "have no live row, more than the file group ever deleted "
+                    f"({deleted.get((partition, bucket), 0)}): entries of keys never "
+                    "written",
+                    _REBUILD,
+                )
 
 
 def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckReport) -> None:
@@ -276,18 +330,24 @@ def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckRep
         wrong = mine.column(BUCKET).to_numpy() != layouts.locate(partition, mine)
         if wrong.any():
             keys = record_keys(mine.filter(pa.array(wrong)), spec.record_key).to_pylist()
-            report.add(f"partition {partition!r}: {int(wrong.sum())} live key(s) are not in "
-                       f"the bucket the {spec.index_engine} layout puts them in (e.g. "
-                       f"{keys[:3]}): writes and lookups will not find them (I1)",
-                       "restore the partition and .hoodie/.dynbucket/buckets/ from a backup "
-                       "of the same time")  # fmt: skip
+            report.add(
+                f"partition {partition!r}: {int(wrong.sum())} live key(s) are not in "
+                f"the bucket the {spec.index_engine} layout puts them in (e.g. "
+                f"{keys[:3]}): writes and lookups will not find them (I1)",
+                "restore the partition and .hoodie/.dynbucket/buckets/ from a backup "
+                "of the same time",
+            )
 
 
-_RESTORE_INSTANT = ("restore the table from a backup taken before that instant (its earlier "
-                    "file slices may still hold the rows: time travel to the instant before "
-                    "it reads them)")
-_REBUILD = ("the index disagrees with the data: restore .hoodie/.dynbucket/rli/ from a backup "
-            "of the same time as the data")  # fmt: skip
+_RESTORE_INSTANT = (
+    "restore the table from a backup taken before that instant (its earlier "
+    "file slices may still hold the rows: time travel to the instant before "
+    "it reads them)"
+)
+_REBUILD = (
+    "the index disagrees with the data: restore .hoodie/.dynbucket/rli/ from a backup "
+    "of the same time as the data"
+)
 
 
 def _deletes_per_group(timeline: Timeline, completed: list[Instant]) -> dict[tuple[str, int], int]:
@@ -318,7 +378,10 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
         if instant is not None and instant not in known:
             strays[instant].append(info.path)
     for instant, paths in sorted(strays.items()):
-        report.add(f"{len(paths)} file(s) of instant {instant}, which is not on the timeline "
-                   f"(e.g. {json.dumps(paths[:2])}): its metadata was lost, or a writer left "
-                   f"them", f"if instant {instant} was committed, restore its file under "
-                   ".hoodie/ from a backup; if not, delete these files")  # fmt: skip
+        report.add(
+            f"{len(paths)} file(s) of instant {instant}, which is not on the timeline "
+            f"(e.g. {json.dumps(paths[:2])}): its metadata was lost, or a writer left "
+            f"them",
+            f"if instant {instant} was committed, restore its file under "
+            ".hoodie/ from a backup; if not, delete these files",
+        )

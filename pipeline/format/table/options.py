@@ -47,8 +47,11 @@ class TableOptions(PersistedOptions):
                 f"{self.key('populate_meta_fields')}={self.populate_meta_fields!r}: must be "
                 "True or False"
             )
-        for name in ("cleaner_commits_retained", "index_compaction_min_files",
-                     "lock_lease_seconds"):  # fmt: skip
+        for name in (
+            "cleaner_commits_retained",
+            "index_compaction_min_files",
+            "lock_lease_seconds",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"{self.key(name)}={value!r}: must be a number > 0")

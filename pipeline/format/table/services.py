@@ -66,9 +66,18 @@ def compact(
             name = base_name(ref.slice.file_id, txn.id)
             path = store.path(ref.partition, name)
             size = write_base(store, spec, path, moved_to(spec, live, name))
-            txn.add(WrittenFile(ref.partition, path, "base", live.num_rows, size,
-                                ref.slice.file_id, ref.slice.bucket,
-                                prev_commit=ref.slice.base_instant))  # fmt: skip
+            txn.add(
+                WrittenFile(
+                    ref.partition,
+                    path,
+                    "base",
+                    live.num_rows,
+                    size,
+                    ref.slice.file_id,
+                    ref.slice.bucket,
+                    prev_commit=ref.slice.base_instant,
+                )
+            )
             rows += live.num_rows
         txn.commit({"compacted-slices": len(refs)})
         return ServiceResult("compaction", txn.id, len(refs), 0, rows)

@@ -71,8 +71,9 @@ class Snapshot:
                 f"{[i.id for i in completed][-5:]} (last five)"
             )
         self.instant = as_of or (completed[-1].id if completed else None)
-        cleaned = [timeline.metadata(i).get("earliest-retained") for i in completed
-                   if i.action == "clean"]  # fmt: skip
+        cleaned = [
+            timeline.metadata(i).get("earliest-retained") for i in completed if i.action == "clean"
+        ]
         self.earliest_retained: str | None = max((c for c in cleaned if c), default=None)
         if (
             as_of is not None
@@ -103,8 +104,9 @@ class Snapshot:
             refs = []
             for p in sorted(set(partitions)):
                 if p not in self._listed:
-                    self._listed[p] = self._slices_of({p: parsed_data_files(
-                        self.store.list_files(self.store.path(p)))})  # fmt: skip
+                    self._listed[p] = self._slices_of(
+                        {p: parsed_data_files(self.store.list_files(self.store.path(p)))}
+                    )
                 refs += self._listed[p]
             return refs
         if self._slices is None:
@@ -198,14 +200,19 @@ class Snapshot:
         refs = self.slices(partitions)
         schema = self.output_schema(columns, meta_columns)
         if read_optimized:
-            refs = [SliceRef(r.partition, FileSlice(r.slice.file_id, r.slice.base))
-                    for r in refs if r.slice.base is not None]  # fmt: skip
+            refs = [
+                SliceRef(r.partition, FileSlice(r.slice.file_id, r.slice.base))
+                for r in refs
+                if r.slice.base is not None
+            ]
         if not refs:
             return schema.empty_table()
         spec, store = self.spec, self.store
         wanted = list(columns) if columns is not None else spec.schema.names
-        out_cols = _unique([n for n in wanted if n not in spec.partition_by]
-                           + ([COMMIT_TIME] if meta_columns else []))  # fmt: skip
+        out_cols = _unique(
+            [n for n in wanted if n not in spec.partition_by]
+            + ([COMMIT_TIME] if meta_columns else [])
+        )
         needed = merge_columns(spec, out_cols)
         merged = [r for r in refs if r.slice.logs]
         workers = os.cpu_count() or 2
@@ -274,8 +281,9 @@ class Snapshot:
 
     def layouts(self) -> BucketLayouts:
         """The bucket layout of every partition as of this snapshot (stateless schemes)."""
-        return BucketLayouts.load(self.store, self.spec.bucket_options, self.spec.record_key,
-                                  self.visible)  # fmt: skip
+        return BucketLayouts.load(
+            self.store, self.spec.bucket_options, self.spec.record_key, self.visible
+        )
 
     def stats(self) -> pa.Table:
         """Per partition and bucket: keys, bytes and files of its slice. Keys are index
@@ -294,9 +302,16 @@ class Snapshot:
                 else np.zeros(0, np.int64)
             )
             for bucket, fslice in self.bucket_files(partition).items():
-                rows.append({"partition": partition, "bucket": bucket, FILE_ID: fslice.file_id,
-                             "keys": int(keys[bucket]) if bucket < len(keys) else 0,
-                             "bytes": fslice.size, "files": len(fslice.files)})  # fmt: skip
+                rows.append(
+                    {
+                        "partition": partition,
+                        "bucket": bucket,
+                        FILE_ID: fslice.file_id,
+                        "keys": int(keys[bucket]) if bucket < len(keys) else 0,
+                        "bytes": fslice.size,
+                        "files": len(fslice.files),
+                    }
+                )
         return _stats_table(rows)
 
     def _stateless_stats(self) -> pa.Table:
@@ -308,9 +323,15 @@ class Snapshot:
             if fslice.bucket not in layouts.buckets(partition):
                 return None
             live = read_slice(self.store, self.spec, fslice, keys)
-            return {"partition": partition, "bucket": fslice.bucket, FILE_ID: fslice.file_id,
-                    "keys": live.num_rows, "bytes": fslice.size, "files": len(fslice.files),
-                    **layouts.facts(partition, fslice.bucket)}  # fmt: skip
+            return {
+                "partition": partition,
+                "bucket": fslice.bucket,
+                FILE_ID: fslice.file_id,
+                "keys": live.num_rows,
+                "bytes": fslice.size,
+                "files": len(fslice.files),
+                **layouts.facts(partition, fslice.bucket),
+            }
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             rows = [r for r in pool.map(one, self.slices()) if r is not None]
@@ -361,8 +382,7 @@ def _scan(
                 ref = by_path[tagged.fragment.path]
                 assert ref.slice.base is not None
                 rows = pa.Table.from_batches([batch])
-                rows = fill_meta(spec, rows, columns, ref.slice.base.instant,
-                                 ref.slice.base.name)  # fmt: skip
+                rows = fill_meta(spec, rows, columns, ref.slice.base.instant, ref.slice.base.name)
                 yield ref, spec.as_table_types(rows)
     except FileNotFoundError:
         raise
@@ -454,9 +474,13 @@ def decorate(
     from the slice's partition path: one value, no column to decode), then the meta columns
     (``_instant`` from the rows' commit time)."""
     n = rows.num_rows
-    parts = dict(zip(spec.partition_by,
-                     partition_columns(ref.partition, spec.schema, spec.partition_by, n),
-                     strict=True))  # fmt: skip
+    parts = dict(
+        zip(
+            spec.partition_by,
+            partition_columns(ref.partition, spec.schema, spec.partition_by, n),
+            strict=True,
+        )
+    )
     out = {name: parts[name] if name in parts else rows.column(name) for name in wanted}
     if meta_columns:
         out[PARTITION] = pa.repeat(pa.scalar(ref.partition), n)

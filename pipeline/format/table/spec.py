@@ -189,8 +189,11 @@ class TableSpec:
             keygen = "org.apache.hudi.keygen.SimpleKeyGenerator"
         else:
             keygen = "org.apache.hudi.keygen.ComplexKeyGenerator"
-        payload = ("DefaultHoodieRecordPayload" if self.ordering_field
-                   else "OverwriteWithLatestAvroPayload")  # fmt: skip
+        payload = (
+            "DefaultHoodieRecordPayload"
+            if self.ordering_field
+            else "OverwriteWithLatestAvroPayload"
+        )
         return {
             "hoodie.table.name": self.name,
             "hoodie.database.name": DATABASE,

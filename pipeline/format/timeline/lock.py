@@ -106,8 +106,9 @@ class WriterLock:
             # 2.
             lease = self._new_lease()
             # Not flushed: a lease lost in a power cut only frees the table of a dead writer.
-            if not self.store.create_exclusive(self.path(generation), _encode(lease),
-                                               durable=False):  # fmt: skip
+            if not self.store.create_exclusive(
+                self.path(generation), _encode(lease), durable=False
+            ):
                 continue
             latest = self._newest()
             if latest is None or latest.generation != generation:
@@ -201,8 +202,11 @@ class WriterLock:
     def _newest(self) -> _Found | None:
         """The lease file with the highest generation (None: the table never had a writer)."""
         for _ in range(_TRIES):
-            files = {int(m.group(1)): info for info in self.store.list_files(self.dir)
-                     if (m := _LEASE.match(info.base_name))}  # fmt: skip
+            files = {
+                int(m.group(1)): info
+                for info in self.store.list_files(self.dir)
+                if (m := _LEASE.match(info.base_name))
+            }
             if not files:
                 return None
             generation = max(files)

@@ -236,8 +236,9 @@ class Timeline:
             return {**doc, "files": files}
         extra = extra_of(doc)
         files = [{"path": self.store.path(p), "kind": "data"} for p in written_paths(doc)]
-        files += [{"path": self.store.path(p), "kind": "index"}
-                  for p in extra.pop("index-files", [])]  # fmt: skip
+        files += [
+            {"path": self.store.path(p), "kind": "index"} for p in extra.pop("index-files", [])
+        ]
         operation = extra.pop("operation", str(doc.get("operationType", "")).lower())
         return {**extra, "operation": operation, "files": files}
 
@@ -252,16 +253,18 @@ class Timeline:
         while True:
             instant = Instant(next_instant_id(last), action, State.REQUESTED)
             # Not flushed: the inflight file written next is, with its folder.
-            if self.store.create_exclusive(self._path(instant, State.REQUESTED), b"",
-                                           durable=False):  # fmt: skip
+            if self.store.create_exclusive(
+                self._path(instant, State.REQUESTED), b"", durable=False
+            ):
                 return instant
             last = instant.id
 
     def start(self, instant: Instant, plan: dict[str, Any]) -> Instant:
         """requested -> inflight, recording the plan (what the instant will do)."""
         inflight = Instant(instant.id, instant.action, State.INFLIGHT)
-        self.store.write_atomic(self._path(inflight, State.INFLIGHT),
-                                json.dumps(plan, sort_keys=True).encode())  # fmt: skip
+        self.store.write_atomic(
+            self._path(inflight, State.INFLIGHT), json.dumps(plan, sort_keys=True).encode()
+        )
         return inflight
 
     def complete(self, instant: Instant, document: dict[str, Any]) -> Instant:
@@ -279,8 +282,10 @@ class Timeline:
         """Whether the instant's completed file is there (whatever this view of it says)."""
         done = Instant(instant.id, instant.action, State.COMPLETED)
         if instant.action == "commit" and self.merge_on_read is None:
-            return any(self.store.exists(self.store.path(file_name(done, State.COMPLETED, m)))
-                       for m in (True, False))  # fmt: skip
+            return any(
+                self.store.exists(self.store.path(file_name(done, State.COMPLETED, m)))
+                for m in (True, False)
+            )
         return self.store.exists(self._path(done, State.COMPLETED))
 
     def discard(self, instant: Instant) -> None:
@@ -300,4 +305,3 @@ class Timeline:
             for merge_on_read in (True, False):
                 rel = file_name(instant, state, merge_on_read)
                 self.store.delete(self.store.path(rel))
-

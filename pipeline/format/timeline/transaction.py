@@ -65,9 +65,19 @@ class WrittenFile:
         return self.path[len(store.root) :].lstrip("/")
 
     def write_stat(self, store: TableStore) -> WriteStat:
-        return WriteStat(self.partition, self.file_id, self.relative(store), self.prev_commit,
-                         self.rows, self.inserts, self.updates, self.deletes, self.size,
-                         self.base_file or None, self.log_version)  # fmt: skip
+        return WriteStat(
+            self.partition,
+            self.file_id,
+            self.relative(store),
+            self.prev_commit,
+            self.rows,
+            self.inserts,
+            self.updates,
+            self.deletes,
+            self.size,
+            self.base_file or None,
+            self.log_version,
+        )
 
 
 @dataclass
@@ -184,11 +194,17 @@ class Transaction:
         index = [f.relative(self.store) for f in self.files if f.kind == "index"]
         if self.instant.action in HUDI_ACTIONS:
             stats = [f.write_stat(self.store) for f in data]
-            return commit_metadata(stats, self.operation, self.spec.avro_schema(),
-                                   {**extra, "index-files": index},
-                                   compacted=self.instant.action == "compaction")  # fmt: skip
-        files = [{"path": f.relative(self.store), "kind": f.kind, "partition": f.partition}
-                 for f in self.files]  # fmt: skip
+            return commit_metadata(
+                stats,
+                self.operation,
+                self.spec.avro_schema(),
+                {**extra, "index-files": index},
+                compacted=self.instant.action == "compaction",
+            )
+        files = [
+            {"path": f.relative(self.store), "kind": f.kind, "partition": f.partition}
+            for f in self.files
+        ]
         return {**extra, "files": files}
 
     def abort(self) -> None:
@@ -206,8 +222,7 @@ class Transaction:
 _PUBLISH_TRIES = 3
 
 
-def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]
-             ) -> None:  # fmt: skip
+def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]) -> None:
     """Publishes a committed instant (a few attempts), then forgets its outcome."""
     for attempt in range(_PUBLISH_TRIES):
         try:

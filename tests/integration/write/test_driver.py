@@ -39,9 +39,15 @@ def _frames(spark: Any, folder: Path) -> Callable[[list[tuple[Any, ...]]], Any]:
 
 
 def _table(path: Path, runtime: Runtime, driver_limit: int) -> Table:
-    t = Table.create(str(path), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=4, assigner_slots=2),
-                     runtime=runtime)  # fmt: skip
+    t = Table.create(
+        str(path),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=4, assigner_slots=2),
+        runtime=runtime,
+    )
     t._spark_writer().driver_max_bytes = driver_limit  # the session's runtime says 0
     return t
 
@@ -64,7 +70,11 @@ def test_a_small_dataframe_gets_the_buckets_and_rows_spark_tasks_give_it(
     for rows in batches:
         a, b = driver.upsert(df(rows)), tasks.upsert(df(rows))
         assert (a.keys_inserted, a.keys_updated, a.keys_stale, a.buckets_created) == (
-            b.keys_inserted, b.keys_updated, b.keys_stale, b.buckets_created)  # fmt: skip
+            b.keys_inserted,
+            b.keys_updated,
+            b.keys_stale,
+            b.buckets_created,
+        )
         assert (_shuffles(driver), _shuffles(tasks)) == (0, 1)
         assert "driver" in a.seconds and "spark" in b.seconds
     gone = driver.delete(df([("k3", "d0", 0, 0), ("nope", "d0", 0, 0)]).select("id", "day"))
@@ -77,7 +87,8 @@ def test_a_small_dataframe_gets_the_buckets_and_rows_spark_tasks_give_it(
     assert live(driver) == live(tasks)
     assert len(live(driver)) == 70 and live(driver)[("d2", "k71")][1] == 72
     assert sorted(driver.stats().column("bucket").to_pylist()) == sorted(
-        tasks.stats().column("bucket").to_pylist())  # fmt: skip
+        tasks.stats().column("bucket").to_pylist()
+    )
 
 
 def test_a_dataframe_over_the_limit_goes_to_spark_tasks(
@@ -101,14 +112,20 @@ def test_bad_records_through_the_driver_raise_and_write_nothing(
     df = _frames(spark, tmp_path / "in")
     t = _table(tmp_path / "t", runtime, DEFAULT_LIMIT)
     t.upsert(df([("ok", "d0", 1, 1)]))
-    before = sorted(p for p in Path(t.store.root).rglob("*") if p.is_file()
-                    and not p.name.startswith("writer.lease"))  # fmt: skip
+    before = sorted(
+        p
+        for p in Path(t.store.root).rglob("*")
+        if p.is_file() and not p.name.startswith("writer.lease")
+    )
     with pytest.raises(NullKeyError, match="record key field 'id' is null"):
         t.upsert(df([(f"n{i}", "d0", i, 1) for i in range(20)] + [(None, "d0", 0, 1)]))
     with pytest.raises(InvalidInputError, match="insert: 1 key"):
         t.insert(df([("ok", "d0", 2, 2), ("new", "d0", 3, 3)]))
-    after = sorted(p for p in Path(t.store.root).rglob("*") if p.is_file()
-                   and not p.name.startswith("writer.lease"))  # fmt: skip
+    after = sorted(
+        p
+        for p in Path(t.store.root).rglob("*")
+        if p.is_file() and not p.name.startswith("writer.lease")
+    )
     assert after == before and t.timeline.pending() == []
     # The failed instants' keys left the actors' caches (I8): written again, they are new.
     again = t.upsert(df([(f"n{i}", "d0", i, 1) for i in range(20)] + [("new", "d0", 3, 3)]))

@@ -22,30 +22,55 @@ from dynbucket.write.spark import conform_spark
 
 UTC = dt.UTC
 #: The table: a composite key, a field the files carry narrower (int32), one they may lack.
-TABLE = pa.schema([
-    ("id", pa.string()), ("n", pa.int32()), ("day", pa.date32()), ("v", pa.int64()),
-    ("price", pa.decimal128(9, 2)), ("at", pa.timestamp("us", tz="UTC")), ("note", pa.string()),
-])  # fmt: skip
-FILE = pa.schema([
-    ("id", pa.string()), ("n", pa.int32()), ("day", pa.date32()), ("v", pa.int32()),
-    ("price", pa.decimal128(9, 2)), ("at", pa.timestamp("us", tz="UTC")),
-])  # fmt: skip
+TABLE = pa.schema(
+    [
+        ("id", pa.string()),
+        ("n", pa.int32()),
+        ("day", pa.date32()),
+        ("v", pa.int64()),
+        ("price", pa.decimal128(9, 2)),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("note", pa.string()),
+    ]
+)
+FILE = pa.schema(
+    [
+        ("id", pa.string()),
+        ("n", pa.int32()),
+        ("day", pa.date32()),
+        ("v", pa.int32()),
+        ("price", pa.decimal128(9, 2)),
+        ("at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 
 
 def _rows(first: int, count: int, note: bool = False) -> pa.Table:
     ids = range(first, first + count)
-    rows = pa.table({
-        "id": [f"k{i % 7}" if i % 5 else None for i in ids], "n": [i % 3 for i in ids],
-        "day": [dt.date(2026, 1, 1 + i % 28) for i in ids], "v": list(ids),
-        "price": [decimal.Decimal(i) / 4 for i in ids],
-        "at": [dt.datetime(2026, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=i) for i in ids],
-    }, schema=FILE)  # fmt: skip
+    rows = pa.table(
+        {
+            "id": [f"k{i % 7}" if i % 5 else None for i in ids],
+            "n": [i % 3 for i in ids],
+            "day": [dt.date(2026, 1, 1 + i % 28) for i in ids],
+            "v": list(ids),
+            "price": [decimal.Decimal(i) / 4 for i in ids],
+            "at": [dt.datetime(2026, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=i) for i in ids],
+        },
+        schema=FILE,
+    )
     return rows.append_column("note", pa.array([f"#{i}" for i in ids])) if note else rows
 
 
 def _spec(tmp_path: Path, runtime: Runtime) -> TableSpec:
-    t = Table.create(str(tmp_path / "t"), TABLE, ["id", "n"], "day", "v",
-                     DynamicBucketIndex(assigner_slots=2), runtime=runtime)  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        TABLE,
+        ["id", "n"],
+        "day",
+        "v",
+        DynamicBucketIndex(assigner_slots=2),
+        runtime=runtime,
+    )
     t.close()
     return t.spec
 
@@ -84,9 +109,20 @@ def test_files_read_in_the_driver_equal_what_spark_collects(
     _same(read_scanned(odd, spec, deletes=False), _spark_collects(odd, spec))
 
 
-@pytest.mark.parametrize("case", ["filter", "project", "partition folders", "ms timestamps",
-                                  "unsigned ints", "missing field", "renamed case", "field ids",
-                                  "split file"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "filter",
+        "project",
+        "partition folders",
+        "ms timestamps",
+        "unsigned ints",
+        "missing field",
+        "renamed case",
+        "field ids",
+        "split file",
+    ],
+)
 def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
     spark: Any, runtime: Runtime, tmp_path: Path, case: str
 ) -> None:
@@ -98,8 +134,10 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
         (folder / "region=eu").mkdir()
         pq.write_table(rows, folder / "region=eu" / "a.parquet")
     elif case == "ms timestamps":
-        pq.write_table(rows.set_column(5, "at", rows["at"].cast(pa.timestamp("ms", tz="UTC"))),
-                       folder / "a.parquet")  # fmt: skip
+        pq.write_table(
+            rows.set_column(5, "at", rows["at"].cast(pa.timestamp("ms", tz="UTC"))),
+            folder / "a.parquet",
+        )
     elif case == "unsigned ints":
         pq.write_table(rows.set_column(3, "v", rows["v"].cast(pa.uint32())), folder / "a.parquet")
     elif case == "renamed case":
@@ -113,16 +151,21 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
         pq.write_table(rows.drop_columns(["price"]), folder / "b.parquet")
     reader = spark.read
     if case in ("missing field", "renamed case"):  # Spark reads them only with a schema
-        reader = reader.schema("id string, n int, day date, v int, price decimal(9,2), "
-                               "at timestamp, note string")  # fmt: skip
+        reader = reader.schema(
+            "id string, n int, day date, v int, price decimal(9,2), at timestamp, note string"
+        )
     df = reader.parquet(str(folder))
     if case == "filter":
         df = df.filter("v > 3")
     elif case == "project":
         df = df.select("id", "n", "day", "v", "price", "at", df.id.alias("note"))
-    confs = {"field ids": {"spark.sql.parquet.fieldId.read.enabled": "true"},
-             "split file": {"spark.sql.files.maxPartitionBytes": "1024",
-                            "spark.sql.files.openCostInBytes": "0"}}.get(case, {})  # fmt: skip
+    confs = {
+        "field ids": {"spark.sql.parquet.fieldId.read.enabled": "true"},
+        "split file": {
+            "spark.sql.files.maxPartitionBytes": "1024",
+            "spark.sql.files.openCostInBytes": "0",
+        },
+    }.get(case, {})
     for key, value in confs.items():
         spark.conf.set(key, value)
     try:
@@ -139,33 +182,54 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
 def test_a_bare_file_stream_is_written_without_spark_jobs_and_a_filtered_one_is_filtered(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
-    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64()),
-                        ("ts", pa.int64())])  # fmt: skip
+    schema = pa.schema(
+        [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+    )
     incoming = tmp_path / "in"
     incoming.mkdir()
     for b in range(3):
         ids = range(b * 5, b * 5 + 10)
-        pq.write_table(pa.table({"id": [f"k{i}" for i in ids], "day": ["d0"] * 10,
-                                 "v": [b] * 10, "ts": [b] * 10}, schema=schema),
-                       incoming / f"b{b}.parquet")  # fmt: skip
-    source = (spark.readStream.schema("id string, day string, v long, ts long")
-              .option("maxFilesPerTrigger", 1).parquet(str(incoming)))  # fmt: skip
+        pq.write_table(
+            pa.table(
+                {"id": [f"k{i}" for i in ids], "day": ["d0"] * 10, "v": [b] * 10, "ts": [b] * 10},
+                schema=schema,
+            ),
+            incoming / f"b{b}.parquet",
+        )
+    source = (
+        spark.readStream.schema("id string, day string, v long, ts long")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(incoming))
+    )
     filtered = source.filter("id != 'k7'")
     assert bare_file_stream(source) and not bare_file_stream(filtered)
     assert not bare_file_stream(spark.readStream.format("rate").load())
     laps: dict[str, list[str]] = {"bare": [], "filtered": []}
     live = {}
     for name, stream in (("bare", source), ("filtered", filtered)):
-        t = Table.create(str(tmp_path / name), schema, "id", "day", "ts",
-                         DynamicBucketIndex(max_keys_per_bucket=4, assigner_slots=2),
-                         runtime=runtime)  # fmt: skip
+        t = Table.create(
+            str(tmp_path / name),
+            schema,
+            "id",
+            "day",
+            "ts",
+            DynamicBucketIndex(max_keys_per_bucket=4, assigner_slots=2),
+            runtime=runtime,
+        )
         t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
-        t.stream(stream, str(tmp_path / f"ckpt-{name}"), trigger={"availableNow": True},
-                 on_batch=lambda i, r, n=name: laps[n].append(  # type: ignore[misc]
-                     "read" if "read" in r.seconds else "collect")).awaitTermination()  # fmt: skip
+        t.stream(
+            stream,
+            str(tmp_path / f"ckpt-{name}"),
+            trigger={"availableNow": True},
+            on_batch=lambda i, r, n=name: laps[n].append(  # type: ignore[misc]
+                "read" if "read" in r.seconds else "collect"
+            ),
+        ).awaitTermination()
         live[name] = {r["id"]: r["v"] for r in t.to_arrow().to_pylist()}
         t.close()
     assert laps == {"bare": ["read"] * 3, "filtered": ["collect"] * 3}
     assert len(live["bare"]) == 20 and live["bare"]["k7"] == 1 and live["bare"]["k19"] == 2
-    assert "k7" not in live["filtered"] and {k: v for k, v in live["bare"].items()
-                                             if k != "k7"} == live["filtered"]  # fmt: skip
+    assert (
+        "k7" not in live["filtered"]
+        and {k: v for k, v in live["bare"].items() if k != "k7"} == live["filtered"]
+    )

@@ -19,8 +19,7 @@ from dynbucket.table import Table
 from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
 from tests.unit.pipeline.test_hostile_input import COLLIDING, COMPOSITE, KEY_MESSAGE, files, folders
 
-OLD = pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]},
-               schema=SCHEMA)  # fmt: skip
+OLD = pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]}, schema=SCHEMA)
 
 
 def _frame(spark: Any, data: pa.Table, folder: Path) -> Any:
@@ -54,8 +53,9 @@ def test_both_paths_take_and_refuse_the_same_input(
 ) -> None:
     data = case.data()
     local = Table.create(str(tmp_path / "local"), SCHEMA, KEY, PARTITION, ORDERING)
-    remote = Table.create(str(tmp_path / "spark"), SCHEMA, KEY, PARTITION, ORDERING,
-                          runtime=runtime)  # fmt: skip
+    remote = Table.create(
+        str(tmp_path / "spark"), SCHEMA, KEY, PARTITION, ORDERING, runtime=runtime
+    )
     for t in (local, remote):
         t.upsert(OLD)
     df = _frame(spark, data, tmp_path)
@@ -78,7 +78,10 @@ def test_spark_refuses_composite_keys_whose_record_key_texts_collide(
         t.upsert(pa.table({"k1": ["a"], "k2": ["b"], "day": ["d"], "v": [0]}))
         before, dirs = files(tmp_path), folders(tmp_path)
         with pytest.raises(InvalidInputError, match=KEY_MESSAGE):
-            t.upsert(spark.createDataFrame(COLLIDING.to_pylist(), "k1 string, k2 string, "
-                                           "day string, v long"))  # fmt: skip
+            t.upsert(
+                spark.createDataFrame(
+                    COLLIDING.to_pylist(), "k1 string, k2 string, day string, v long"
+                )
+            )
         assert files(tmp_path) == before and folders(tmp_path) == dirs
         assert len(t.history()) == 1

@@ -44,8 +44,11 @@ def _table(tmp_path: Path, runtime: Runtime, cap: int = 3) -> Table:
 
 
 def _files(t: Table) -> list[str]:
-    return sorted(str(p) for p in Path(t.store.root).rglob("*")
-                  if p.is_file() and not p.name.startswith("writer.lease"))  # fmt: skip
+    return sorted(
+        str(p)
+        for p in Path(t.store.root).rglob("*")
+        if p.is_file() and not p.name.startswith("writer.lease")
+    )
 
 
 def _check_index(t: Table) -> dict[tuple[str, str], int]:
@@ -225,9 +228,12 @@ def test_hashes_route_like_python(spark: Any) -> None:
 
 
 def test_one_shuffle_only_while_the_slot_count_holds(
-    spark: Any, runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    spark: Any,
+    runtime: Runtime,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     from dynbucket.write.spark import SparkWriter
 
     t = _table(tmp_path, runtime, cap=4)
@@ -242,8 +248,9 @@ def test_one_shuffle_only_while_the_slot_count_holds(
     # of 2-slot days under 3 slots, and the write is redone with two shuffles.
     monkeypatch.setattr(SparkWriter, "_one_slot_count", lambda self, timeline, n: True)
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
-        t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]),
-                 assigner_slots=3)  # fmt: skip
+        t.upsert(
+            _df(spark, [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]), assigner_slots=3
+        )
     assert "spans assigner slots" in caplog.text
     assert t.timeline.metadata(t.timeline.completed()[-1])["shuffles"] == 2
     after = _check_index(t)
@@ -259,9 +266,15 @@ def test_an_update_only_stream_reloads_the_index_only_without_a_cache_budget(
     into two partitions. By the proposal's flags alone the first keeps the caches (they got
     new keys one write ago) and the next two reload both partitions in both slots; within a
     cache budget nothing is reloaded."""
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=1000, cache_max_bytes=budget),
-                     runtime=runtime)  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=1000, cache_max_bytes=budget),
+        runtime=runtime,
+    )
     keys = [(f"k{i}", f"d{i % 2}") for i in range(400)]
     t.upsert(_df(spark, [(k, d, 0, 0) for k, d in keys]), assigner_slots=2)
     assert t._spark is not None and t._spark.fleet is not None
@@ -286,11 +299,16 @@ def test_another_writers_commit_empties_the_fleets_caches_and_keeps_its_actors(
         assert fleet is not None
         handles, loaded = list(fleet.handles), sum(s["bootstraps"] for s in fleet.stats())
         other = Table.open(t.uri)
-        other.upsert(pa.table({"id": ["k8", "k9"], "day": ["d0", "d0"], "v": [8, 9],
-                               "ts": [1, 1]}, schema=SCHEMA))  # fmt: skip
+        other.upsert(
+            pa.table(
+                {"id": ["k8", "k9"], "day": ["d0", "d0"], "v": [8, 9], "ts": [1, 1]}, schema=SCHEMA
+            )
+        )
         theirs = {k: b for k, b in _check_index(t).items() if k[1] in ("k8", "k9")}
-        r = t.upsert(_df(spark, [("k8", "d0", 80, 2), ("k9", "d0", 90, 2),
-                                 ("k10", "d0", 10, 2)]), assigner_slots=2)  # fmt: skip
+        r = t.upsert(
+            _df(spark, [("k8", "d0", 80, 2), ("k9", "d0", 90, 2), ("k10", "d0", 10, 2)]),
+            assigner_slots=2,
+        )
         assert t._spark_writer().fleet is fleet and fleet.handles == handles
         assert sum(s["bootstraps"] for s in fleet.stats()) > loaded  # read again
         assert (r.keys_inserted, r.keys_updated) == (1, 2)

@@ -57,15 +57,24 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def _table(location: str, runtime: Runtime, **options: Any) -> Table:
     return Table.create(
-        location, SCHEMA, "id", "day", "ts",
-        DynamicBucketIndex(max_keys_per_bucket=50), TableOptions(**options), runtime=runtime,
-    )  # fmt: skip
+        location,
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=50),
+        TableOptions(**options),
+        runtime=runtime,
+    )
 
 
 def _files_on_storage(t: Table) -> set[str]:
     """Data files (base and log files) and index files."""
-    return {i.path for i in t.store.walk(t.store.root)
-            if parse(i.base_name) is not None or ".dynbucket/rli/" in i.path}  # fmt: skip
+    return {
+        i.path
+        for i in t.store.walk(t.store.root)
+        if parse(i.base_name) is not None or ".dynbucket/rli/" in i.path
+    }
 
 
 def _files_committed(t: Table) -> set[str]:
@@ -113,9 +122,14 @@ def small_arrow_batches(spark: Any) -> Iterator[None]:
 
 
 def test_an_actor_dying_mid_batch_retries_the_instant(
-    spark: Any, runtime: Runtime, tmp_path: Path, location: str, monkeypatch: pytest.MonkeyPatch,
-    small_arrow_batches: None, caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+    spark: Any,
+    runtime: Runtime,
+    tmp_path: Path,
+    location: str,
+    monkeypatch: pytest.MonkeyPatch,
+    small_arrow_batches: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
     before = _state(t)
@@ -153,9 +167,13 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
 
 @pytest.mark.parametrize("stage", ["assign_fn", "write_fn"])
 def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
-    spark: Any, runtime: Runtime, tmp_path: Path, location: str,
-    monkeypatch: pytest.MonkeyPatch, stage: str,
-) -> None:  # fmt: skip
+    spark: Any,
+    runtime: Runtime,
+    tmp_path: Path,
+    location: str,
+    monkeypatch: pytest.MonkeyPatch,
+    stage: str,
+) -> None:
     """Hudi's #11527: a retried task must not give one bucket a second file id."""
     t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 400), 1), DDL), assigner_slots=2)
@@ -200,15 +218,19 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
     # What stage A hands stage B: updates of every old key (deltas in existing groups) and
     # 100 new keys in a new bucket 90 (a new group with an index file).
     ids = old.column("id").to_pylist() + [f"new{i}" for i in range(100)]
-    tagged = pa.table({
-        "id": ids, "day": old.column("day").to_pylist() + ["d0"] * 100,
-        "v": [2] * len(ids), "ts": [2] * len(ids),
-        "_hash": hash_columns([pa.array(ids)]),
-        "_partition": old.column("_partition").to_pylist() + ["day=d0"] * 100,
-        "_op": pa.array([0] * len(ids), pa.int8()),
-        "_bucket": pa.array(old.column("_bucket").to_pylist() + [90] * 100, pa.int32()),
-        "_is_new": [False] * len(old) + [True] * 100,
-    })  # fmt: skip
+    tagged = pa.table(
+        {
+            "id": ids,
+            "day": old.column("day").to_pylist() + ["d0"] * 100,
+            "v": [2] * len(ids),
+            "ts": [2] * len(ids),
+            "_hash": hash_columns([pa.array(ids)]),
+            "_partition": old.column("_partition").to_pylist() + ["day=d0"] * 100,
+            "_op": pa.array([0] * len(ids), pa.int8()),
+            "_bucket": pa.array(old.column("_bucket").to_pylist() + [90] * 100, pa.int32()),
+            "_is_new": [False] * len(old) + [True] * 100,
+        }
+    )
     batches = tagged.to_batches(max_chunksize=100)
     fn = write_fn(t.store.uri, t.store.fs, t.spec, instant, visible, deletes=False)
     outputs: list[pa.Table] = []
@@ -239,9 +261,12 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
 
 
 def test_a_failure_after_assignment_and_before_commit_aborts_everywhere(
-    spark: Any, runtime: Runtime, tmp_path: Path, location: str,
+    spark: Any,
+    runtime: Runtime,
+    tmp_path: Path,
+    location: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     t = _table(location, runtime)
     t.upsert(spark.createDataFrame(_rows(range(0, 200), 1), DDL), assigner_slots=2)
     before = _state(t)
@@ -313,10 +338,14 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     for b in range(3):
         keys = range(b * 100, b * 100 + 150)  # each batch updates 50 keys of the one before
         rows = pa.table(
-            {"id": [f"k{i}" for i in keys], "day": [f"d{i % 3}" for i in keys],
-             "v": [b] * 150, "ts": [b] * 150},
+            {
+                "id": [f"k{i}" for i in keys],
+                "day": [f"d{i % 3}" for i in keys],
+                "v": [b] * 150,
+                "ts": [b] * 150,
+            },
             schema=SCHEMA,
-        )  # fmt: skip
+        )
         pq.write_table(rows, incoming / f"b{b}.parquet")
     t = _table(str(tmp_path / "t"), runtime, lock_lease_seconds=3.0)
     checkpoint, stuck = tmp_path / "ckpt", tmp_path / "stuck"
@@ -326,8 +355,11 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     env.pop("RAY_ADDRESS", None)
     child = subprocess.Popen(
         [sys.executable, str(script), t.uri, str(incoming), str(checkpoint), str(stuck)],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 300
         while not stuck.exists():
@@ -347,8 +379,13 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     time.sleep(3.5)
     done: list[int] = []
     source = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(incoming))
-    t.stream(source, str(checkpoint), trigger={"availableNow": True}, query_name="orders",
-             on_batch=lambda i, r: done.append(i)).awaitTermination()  # fmt: skip
+    t.stream(
+        source,
+        str(checkpoint),
+        trigger={"availableNow": True},
+        query_name="orders",
+        on_batch=lambda i, r: done.append(i),
+    ).awaitTermination()
     assert done == [1, 2]
     history = t.history()
     assert [h["state"] for h in history] == ["completed"] * 3

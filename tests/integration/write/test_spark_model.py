@@ -119,7 +119,11 @@ def test_workload_on_s3_matches_the_model(
 
 
 def _dynamic_workload(
-    location: str, spark: Any, runtime: Runtime, tmp_path: Path, seed: int,
+    location: str,
+    spark: Any,
+    runtime: Runtime,
+    tmp_path: Path,
+    seed: int,
     hudi_every_batch: bool = True,
 ) -> None:
     rng = random.Random(seed)
@@ -159,8 +163,10 @@ def _dynamic_workload(
                 _upserted(model, rows)
             elif kind == "delete":
                 gone = [(f"k{k}", DAYS[k % 3]) for k in rng.sample(range(keys + 5), 4)]
-                t.delete(frame(spark.createDataFrame(gone, "id string, day string")),
-                         assigner_slots=slots)  # fmt: skip
+                t.delete(
+                    frame(spark.createDataFrame(gone, "id string, day string")),
+                    assigner_slots=slots,
+                )
                 for key, _ in gone:
                     model.pop(key, None)
             else:
@@ -216,10 +222,14 @@ STATELESS_WORKLOADS = 10
 
 def _stateless_index(scheme: str, rng: random.Random) -> Any:
     if scheme == "simple":
-        return SimpleBucketIndex(num_buckets=rng.choice([1, 2, 3]),
-                                 partition_buckets=rng.choice([{}, {"day=d1": 4}]))
-    return ConsistentHashingIndex(initial_buckets=rng.choice([1, 2]),
-                                  max_keys_per_bucket=rng.choice([3, 5]), min_keys_per_bucket=1)
+        return SimpleBucketIndex(
+            num_buckets=rng.choice([1, 2, 3]), partition_buckets=rng.choice([{}, {"day=d1": 4}])
+        )
+    return ConsistentHashingIndex(
+        initial_buckets=rng.choice([1, 2]),
+        max_keys_per_bucket=rng.choice([3, 5]),
+        min_keys_per_bucket=1,
+    )
 
 
 def _layout_ok(t: Table) -> None:
@@ -228,8 +238,10 @@ def _layout_ok(t: Table) -> None:
     assert report.healthy, report.summary()
 
 
-@pytest.mark.parametrize(("scheme", "seed"), [(s, n) for s in ("simple", "consistent")
-                                              for n in range(STATELESS_WORKLOADS)])
+@pytest.mark.parametrize(
+    ("scheme", "seed"),
+    [(s, n) for s in ("simple", "consistent") for n in range(STATELESS_WORKLOADS)],
+)
 def test_stateless_workload_matches_the_model(
     spark: Any, runtime: Runtime, tmp_path: Path, scheme: str, seed: int
 ) -> None:
@@ -239,11 +251,17 @@ def test_stateless_workload_matches_the_model(
     hudi-rs reads every instant, before and after the growth, as dynbucket does."""
     rng = random.Random(seed)
     t = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", "ts", _stateless_index(scheme, rng),
-        TableOptions(table_type="MERGE_ON_READ" if seed % 2 == 0 else "COPY_ON_WRITE",
-                     lock_lease_seconds=30),
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        _stateless_index(scheme, rng),
+        TableOptions(
+            table_type="MERGE_ON_READ" if seed % 2 == 0 else "COPY_ON_WRITE", lock_lease_seconds=30
+        ),
         runtime=runtime,
-    )  # fmt: skip
+    )
     frame = _path_of(t, spark, tmp_path, seed)
     model: dict[str, tuple[int, int]] = {}
     first_bucket: dict[str, int] = {}
@@ -255,8 +273,9 @@ def test_stateless_workload_matches_the_model(
             kind = rng.choices(["upsert", "delete", "insert"], [6, 2, 1])[0] if step else "upsert"
             if kind == "upsert":
                 rows = _batch(rng, keys, step)
-                r = t.upsert(frame(spark.createDataFrame(rows, "id string, day string, v long, "
-                                                               "ts long")))  # fmt: skip
+                r = t.upsert(
+                    frame(spark.createDataFrame(rows, "id string, day string, v long, ts long"))
+                )
                 fresh_keys = {k for k, *_ in rows} - set(model)
                 assert r.keys_inserted == len(fresh_keys)
                 _upserted(model, rows)
@@ -270,8 +289,9 @@ def test_stateless_workload_matches_the_model(
             else:
                 fresh = [(f"k{next_fresh + i}", DAYS[i % 3], i, step) for i in range(5)]
                 next_fresh += 5
-                t.insert(frame(spark.createDataFrame(fresh, "id string, day string, v long, "
-                                                            "ts long")))  # fmt: skip
+                t.insert(
+                    frame(spark.createDataFrame(fresh, "id string, day string, v long, ts long"))
+                )
                 model.update({key: (v, ts) for key, _, v, ts in fresh})
             live = t.to_arrow().to_pylist()
             assert {r["id"]: (r["v"], r["ts"]) for r in live} == model
@@ -287,8 +307,11 @@ def test_stateless_workload_matches_the_model(
                 check_hudi_reads(t)
         known = t.to_arrow().to_pylist()[0]
         with pytest.raises(InvalidInputError, match="already exist"):
-            t.insert(spark.createDataFrame([(known["id"], known["day"], 0, 0)],
-                                           "id string, day string, v long, ts long"))
+            t.insert(
+                spark.createDataFrame(
+                    [(known["id"], known["day"], 0, 0)], "id string, day string, v long, ts long"
+                )
+            )
         assert {r["id"]: (r["v"], r["ts"]) for r in t.to_arrow().to_pylist()} == model
         assert not t.record_index.partitions()  # no index, no actors: nothing but the files
         t.compact()

@@ -75,8 +75,13 @@ def test_slot_count_change_2_3_2_keeps_buckets_and_ids_never_collide() -> None:
     # Slot 1 (10, 13): 1 full, 4 is free in class 1 -> opens 4.
     # Slot 2 (8, 11): 2 full, 5 free -> opens 5.
     assert {k: b2[k] for k in (8, 9, 10, 11, 12, 13)} == {
-        9: 6, 12: 6, 10: 4, 13: 4, 8: 5, 11: 5,
-    }  # fmt: skip
+        9: 6,
+        12: 6,
+        10: 4,
+        13: 4,
+        8: 5,
+        11: 5,
+    }
     buckets_per_id: dict[int, int] = {}
     for b in rli.entries["p"].values():
         buckets_per_id[b] = buckets_per_id.get(b, 0) + 1
@@ -283,8 +288,9 @@ def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() 
     sizer.begin(1, 0)
     sizer.locate(["p"], np.zeros(1, np.int32), np.array([1], np.int64))
     one = sizer.partitions["p"].nbytes  # every partition holds 100 keys: the same size
-    a = BucketAssigner(0, 1, DynamicBucketOptions(max_keys_per_bucket=1000,
-                                                  cache_max_bytes=2 * one), rli)  # fmt: skip
+    a = BucketAssigner(
+        0, 1, DynamicBucketOptions(max_keys_per_bucket=1000, cache_max_bytes=2 * one), rli
+    )
     # 1: q and r read at checkpoint 1, p at 2; three do not fit: q, the older of the two
     #    least recently used (ties broken by name), goes.
     a.begin(1, 0)
@@ -298,8 +304,9 @@ def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() 
     # 2: p gets 500 new keys (its flags keep it) and grows past the budget alone: r, the only
     #    evictable partition, goes; p stays over budget rather than lose uncommitted work.
     a.begin(3, 2)
-    buckets, is_new = a.assign(3, ["p"], np.zeros(500, np.int32),
-                               np.arange(1000, 1500, dtype=np.int64))  # fmt: skip
+    buckets, is_new = a.assign(
+        3, ["p"], np.zeros(500, np.int32), np.arange(1000, 1500, dtype=np.int64)
+    )
     assert is_new.all() and set(buckets.tolist()) == {0}
     assert a.snapshot(3, 2) == ["r"]
     assert list(a.partitions) == ["p"] and a.partitions["p"].nbytes > 2 * one

@@ -14,9 +14,12 @@ from dynbucket.base.keyhash import SPARK_SEED, hash_columns
 
 M = (1 << 64) - 1
 P1, P2, P3, P4, P5 = (
-    11400714785074694791, 14029467366897019727, 1609587929392839161,
-    9650029242287828579, 2870177450012600261,
-)  # fmt: skip
+    11400714785074694791,
+    14029467366897019727,
+    1609587929392839161,
+    9650029242287828579,
+    2870177450012600261,
+)
 
 
 def _rotl(x: int, r: int) -> int:
@@ -103,8 +106,9 @@ def test_dates_timestamps_and_bools_hash_like_spark_types() -> None:
         signed(xxh64(struct.pack("<q", micros), 42))
     ]
     assert hash_columns([pa.array([True, False])]).tolist() == [
-        signed(xxh64(struct.pack("<i", 1), 42)), signed(xxh64(struct.pack("<i", 0), 42))
-    ]  # fmt: skip
+        signed(xxh64(struct.pack("<i", 1), 42)),
+        signed(xxh64(struct.pack("<i", 0), 42)),
+    ]
 
 
 def test_fields_chain_seeds_and_nulls_are_skipped() -> None:

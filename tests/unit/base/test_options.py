@@ -13,18 +13,25 @@ from dynbucket.options import DynamicBucketIndex
 
 def test_keys_are_the_documented_ones() -> None:
     assert sorted(TableOptions().to_properties()) == [
-        "cleaner.commits-retained", "hoodie.populate.meta.fields", "hoodie.table.type",
-        "index.compaction.min-files", "lock.lease-seconds",
-    ]  # fmt: skip
+        "cleaner.commits-retained",
+        "hoodie.populate.meta.fields",
+        "hoodie.table.type",
+        "index.compaction.min-files",
+        "lock.lease-seconds",
+    ]
     assert TableOptions(populate_meta_fields=False).hudi_properties() == {
-        "hoodie.table.type": "MERGE_ON_READ", "hoodie.populate.meta.fields": "false",
-    }  # fmt: skip
+        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.populate.meta.fields": "false",
+    }
     assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [
-        "dynamic-bucket.bytes-per-key-estimate", "dynamic-bucket.max-buckets",
+        "dynamic-bucket.bytes-per-key-estimate",
+        "dynamic-bucket.max-buckets",
         "dynamic-bucket.max-keys-per-bucket",
-    ]  # fmt: skip
-    assert "dynamic-bucket.cache.max-bytes" in DynamicBucketOptions(
-        cache_max_bytes=1 << 20).to_properties()  # fmt: skip
+    ]
+    assert (
+        "dynamic-bucket.cache.max-bytes"
+        in DynamicBucketOptions(cache_max_bytes=1 << 20).to_properties()
+    )
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,13 @@ def test_the_workload_is_half_updates_and_half_new_keys_with_growing_ordering_va
 ) -> None:
     plan = workload(tmp_path, 2_000, [10, 40], runs=2)
     assert [len(plan[(n, c)]) for n in (10, 40) for c in ("first", "warm", "idle")] == [
-        2, 3, 2, 2, 3, 2]  # fmt: skip
+        2,
+        3,
+        2,
+        2,
+        3,
+        2,
+    ]
     base = set(pq.read_table(tmp_path / "load-000.parquet").column("key").to_pylist())
     assert len(base) == 2_000
     seen_new: set[str] = set()

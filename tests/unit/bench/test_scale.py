@@ -32,8 +32,9 @@ def test_half_updates_of_distinct_keys_half_new_two_partitions(
         assert not new & (seen - keys)  # new keys: in no earlier upsert either
         seen |= set(ids)
         parts = up.column("part").to_pylist()
-        assert all(p == ("p0" if int(k[4:]) % 2 == 0 else "p1")
-                   for k, p in zip(ids, parts, strict=True))  # fmt: skip
+        assert all(
+            p == ("p0" if int(k[4:]) % 2 == 0 else "p1") for k, p in zip(ids, parts, strict=True)
+        )
         assert set(up.column("ts").to_pylist()) == {r + 1}
 
 

@@ -27,8 +27,9 @@ class _Scripted(SparkWriter):
         self.attempts: list[bool] = []  # each attempt's ``fused``
         self.closed = 0
 
-    def _write(self, df: Any, operation: str, slots: Any, stream: Any, fused: bool,
-               file_stream: bool) -> Any:  # fmt: skip
+    def _write(
+        self, df: Any, operation: str, slots: Any, stream: Any, fused: bool, file_stream: bool
+    ) -> Any:
         self.attempts.append(fused)
         if self.script:
             raise CAUSES[self.script.pop(0)]

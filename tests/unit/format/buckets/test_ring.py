@@ -29,8 +29,9 @@ def test_plan_splits_until_under_max_and_merges_small_neighbours() -> None:
     ring = Ring.initial(4)
     e = Q // 8
     hashes = {
-        0: np.array([1, 2, 3, e + 1, e + 2, e + 3, e + e // 2 + 1, e + e // 2 + 2,
-                     e + e // 2 + 3], np.int64),  # 9 keys in [0, Q/4)
+        0: np.array(
+            [1, 2, 3, e + 1, e + 2, e + 3, e + e // 2 + 1, e + e // 2 + 2, e + e // 2 + 3], np.int64
+        ),  # 9 keys in [0, Q/4)
         1: np.array([Q + 5], np.int64),
         2: np.array([2 * Q + 5], np.int64),
         3: np.array([3 * Q + 1, 3 * Q + 2, 3 * Q + 3, 3 * Q + 4], np.int64),

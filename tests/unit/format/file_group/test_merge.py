@@ -15,8 +15,15 @@ NO_ORDER = TableSpec(SCHEMA, ("id",))
 
 def _base(rows: list[tuple[str, int | None, int | None]], instant: str = "1") -> pa.Table:
     ids, v, ts = zip(*rows, strict=True) if rows else ((), (), ())
-    return pa.table({"id": list(ids), "v": pa.array(v, pa.int64()), "ts": pa.array(ts, pa.int64()),
-                     "_hoodie_commit_time": [instant] * len(ids), KEY: list(ids)})  # fmt: skip
+    return pa.table(
+        {
+            "id": list(ids),
+            "v": pa.array(v, pa.int64()),
+            "ts": pa.array(ts, pa.int64()),
+            "_hoodie_commit_time": [instant] * len(ids),
+            KEY: list(ids),
+        }
+    )
 
 
 def _delta(rows: list[tuple[str, int | None, int | None, int]], instant: str) -> pa.Table:

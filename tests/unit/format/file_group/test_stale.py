@@ -17,8 +17,13 @@ SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64())])
 
 
 def _table(tmp_path: Path, table_type: str) -> Table:
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", ordering_field="ts",
-                     options=TableOptions(table_type=table_type))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        ordering_field="ts",
+        options=TableOptions(table_type=table_type),
+    )
     # One group: a base file of 1000 keys at ts 10, then a log (or a new base) raising
     # k0..k9 to ts 20.
     t.upsert(pa.table({"id": [f"k{i}" for i in range(1000)], "ts": [10] * 1000}))

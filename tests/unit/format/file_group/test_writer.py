@@ -19,9 +19,15 @@ from tests.hudi_readers import check_hudi_reads
 
 def _table(tmp_path: Path, ordering_type: pa.DataType, **options: object) -> Table:
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", ordering_type)])
-    return Table.create(str(tmp_path / "t"), schema, "id", "day", "ts",
-                        DynamicBucketOptions(max_keys_per_bucket=100),
-                        TableOptions(**options))  # type: ignore[arg-type]  # fmt: skip
+    return Table.create(
+        str(tmp_path / "t"),
+        schema,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketOptions(max_keys_per_bucket=100),
+        TableOptions(**options),
+    )  # type: ignore[arg-type]
 
 
 def _data_files(t: Table) -> list[files.ParsedName]:
@@ -33,10 +39,18 @@ def _data_files(t: Table) -> list[files.ParsedName]:
 
 def _write_three(t: Table) -> None:
     ts = t.spec.schema.field("ts").type
-    t.upsert(pa.table({"id": ["a", "b", "c"], "day": ["d"] * 3,
-                       "ts": pa.array([1, 1, 1], pa.int64()).cast(ts)}))  # fmt: skip
-    t.upsert(pa.table({"id": ["a", "e"], "day": ["d"] * 2,
-                       "ts": pa.array([2, 2], pa.int64()).cast(ts)}))  # fmt: skip
+    t.upsert(
+        pa.table(
+            {
+                "id": ["a", "b", "c"],
+                "day": ["d"] * 3,
+                "ts": pa.array([1, 1, 1], pa.int64()).cast(ts),
+            }
+        )
+    )
+    t.upsert(
+        pa.table({"id": ["a", "e"], "day": ["d"] * 2, "ts": pa.array([2, 2], pa.int64()).cast(ts)})
+    )
     t.delete(pa.table({"id": ["b"], "day": ["d"]}))
 
 
@@ -73,8 +87,10 @@ def test_copy_on_write_writes_base_files_only(tmp_path: Path) -> None:
     # Rows the last write did not touch keep their commit time (and seqno).
     first = _data_files(t)[0].instant
     assert {r["id"]: r["_hoodie_commit_time"] == first for r in rows} == {
-        "a": False, "c": True, "e": False,
-    }  # fmt: skip
+        "a": False,
+        "c": True,
+        "e": False,
+    }
     check_hudi_reads(t)
 
 
@@ -92,8 +108,13 @@ def test_an_update_losing_to_the_record_the_table_has_counts_as_stale(
     tmp_path: Path, table_type: str
 ) -> None:
     schema = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
-    t = Table.create(str(tmp_path / "t"), schema, "id", ordering_field="ts",
-                     options=TableOptions(table_type=table_type))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        schema,
+        "id",
+        ordering_field="ts",
+        options=TableOptions(table_type=table_type),
+    )
 
     def upsert(ids: list[str], ts: list[int]) -> tuple[int, int, int]:
         values = [f"{i}@{s}" for i, s in zip(ids, ts, strict=True)]
@@ -104,8 +125,7 @@ def test_an_update_losing_to_the_record_the_table_has_counts_as_stale(
     # Every ordering value above the group's largest: no record is read to know it.
     assert upsert(["a"], [6]) == (0, 1, 0)
     assert upsert(["a", "b", "c", "d"], [1, 5, 9, 1]) == (1, 2, 1)  # a: 1 < 6; b: a tie wins
-    assert {r["id"]: r["ts"] for r in t.to_arrow().to_pylist()} == {"a": 6, "b": 5, "c": 9,
-                                                                    "d": 1}  # fmt: skip
+    assert {r["id"]: r["ts"] for r in t.to_arrow().to_pylist()} == {"a": 6, "b": 5, "c": 9, "d": 1}
     t.delete(pa.table({"id": ["a"]}))
     # After a delete the key is written again; on merge-on-read Hudi's merge brings back the
     # base record when it is larger, so the smaller upsert is stale there.

@@ -12,11 +12,16 @@ from dynbucket.format.hudi.avro import Reader, Writer, schema_json
 
 
 def test_schema_with_meta_fields_and_logical_types() -> None:
-    schema = pa.schema([
-        pa.field("id", pa.string(), nullable=False), ("n", pa.int32()),
-        ("ts", pa.timestamp("us", "UTC")), ("d", pa.date32()),
-        ("price", pa.decimal128(10, 2)), ("tags", pa.list_(pa.string())),
-    ])  # fmt: skip
+    schema = pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            ("n", pa.int32()),
+            ("ts", pa.timestamp("us", "UTC")),
+            ("d", pa.date32()),
+            ("price", pa.decimal128(10, 2)),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
     doc = json.loads(schema_json(schema, "trips", ("_hoodie_commit_time",)))
     assert doc["name"] == "trips_record" and doc["namespace"] == "hoodie.trips"
     fields = {f["name"]: f["type"] for f in doc["fields"]}

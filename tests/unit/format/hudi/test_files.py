@@ -17,6 +17,10 @@ def test_names_say_the_instant_that_wrote_them() -> None:
 
 
 def test_other_files_are_not_data_files() -> None:
-    for name in [".hoodie_partition_metadata", f".{base_name(FID, '20260101000000001')}.tmp-ab12",
-                 "part-0000.parquet", f".{FID}_20260101000000001.log.1_0-51-115"]:  # fmt: skip
+    for name in [
+        ".hoodie_partition_metadata",
+        f".{base_name(FID, '20260101000000001')}.tmp-ab12",
+        "part-0000.parquet",
+        f".{FID}_20260101000000001.log.1_0-51-115",
+    ]:
         assert parse(name) is None, name

@@ -21,8 +21,9 @@ def _parquet(table: pa.Table) -> bytes:
 def test_a_data_block_and_a_delete_block_round_trip() -> None:
     rows = pa.table({"_hoodie_record_key": ["a", "b"], "v": [1, 2]})
     data = log_file.data_block(_parquet(rows), "20260101000000001", '{"type":"record"}')
-    deletes = log_file.delete_block(["c", "d"], ["day=1", "day=2"], ("long", 0),
-                                    "20260101000000001")  # fmt: skip
+    deletes = log_file.delete_block(
+        ["c", "d"], ["day=1", "day=2"], ("long", 0), "20260101000000001"
+    )
     blocks = log_file.read_blocks(data + deletes)
     assert [b.type for b in blocks] == [log_file.PARQUET_DATA, log_file.DELETE]
     assert blocks[0].header == {0: "20260101000000001", 2: '{"type":"record"}'}

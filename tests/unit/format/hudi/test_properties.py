@@ -19,5 +19,9 @@ def test_reads_what_java_writes() -> None:
         b"#Properties saved on 2025-03-31\n! a comment\nhoodie.table.name = trips\n"
         b"hoodie.table.type:MERGE_ON_READ\nlong.value=a\\\n    b\nescaped=\\u00e9\\t\n"
     )
-    assert loads(java) == {"hoodie.table.name": "trips", "hoodie.table.type": "MERGE_ON_READ",
-                           "long.value": "ab", "escaped": "é\t"}  # fmt: skip
+    assert loads(java) == {
+        "hoodie.table.name": "trips",
+        "hoodie.table.type": "MERGE_ON_READ",
+        "long.value": "ab",
+        "escaped": "é\t",
+    }

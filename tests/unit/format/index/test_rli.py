@@ -28,18 +28,28 @@ def small_row_groups(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _index(tmp_path: Path) -> RecordLevelIndex:
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
-    t = Table.create(str(tmp_path / "t"), schema, "id", "day", "ts",
-                     DynamicBucketOptions(max_keys_per_bucket=100))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        schema,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketOptions(max_keys_per_bucket=100),
+    )
     return RecordLevelIndex(t.store, t.spec)
 
 
 def _entries(rng: np.random.Generator, n: int, instant: str) -> pa.Table:
     hashes = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
-    return pa.table({
-        "id": [f"k{h}" for h in hashes], HASH: hashes,
-        BUCKET: rng.integers(0, 7, n).astype(np.int32),
-        FILE_ID: ["f"] * n, INSTANT: [instant] * n,
-    })  # fmt: skip
+    return pa.table(
+        {
+            "id": [f"k{h}" for h in hashes],
+            HASH: hashes,
+            BUCKET: rng.integers(0, 7, n).astype(np.int32),
+            FILE_ID: ["f"] * n,
+            INSTANT: [instant] * n,
+        }
+    )
 
 
 def _written(index: RecordLevelIndex, slots: list[int], seed: int = 5) -> pa.Table:

@@ -44,8 +44,9 @@ def test_values_are_never_cast_by_value() -> None:
 
 
 def test_widening_fields_are_cast_and_absent_ones_are_null() -> None:
-    data = pa.table({"w": pa.array([1.5], pa.float32()), "id": ["a"],
-                     "v": pa.array([7], pa.int8())})  # fmt: skip
+    data = pa.table(
+        {"w": pa.array([1.5], pa.float32()), "id": ["a"], "v": pa.array([7], pa.int8())}
+    )
     out = conform(data, SCHEMA)
     assert out.schema == SCHEMA and out.to_pylist() == [{"id": "a", "v": 7, "w": 1.5}]
     assert conform(pa.table({"id": ["a"]}), SCHEMA, required=["id"]).column("v").null_count == 1

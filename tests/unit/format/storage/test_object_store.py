@@ -17,8 +17,9 @@ from dynbucket.format.storage.object_store import ConditionalPut
 
 
 def _error(status: int, code: str) -> ClientError:
-    return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
-                       "PutObject")  # fmt: skip
+    return ClientError(
+        {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject"
+    )
 
 
 class FakeS3:

@@ -70,8 +70,7 @@ def test_a_batch_puts_files_in_place_only_once_all_are_flushed(
     files, folders = flushed[:5], flushed[5:]
     assert all(Path(f).name.startswith(".") and ".tmp-" in f for f in files)  # then renamed
     assert sorted(folders) == [str(tmp_path / "p=0"), str(tmp_path / "p=1")]  # once each
-    assert sorted(p.name for p in (tmp_path / "p=0").iterdir()) == ["f0.bin", "f2.bin",
-                                                                  "g.parquet"]  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "p=0").iterdir()) == ["f0.bin", "f2.bin", "g.parquet"]
 
 
 def test_a_discarded_batch_leaves_nothing(tmp_path: Path) -> None:

@@ -26,14 +26,22 @@ SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64()
 
 
 def _rows(ids: range, ts: int, day: str = "d1") -> pa.Table:
-    return pa.table({"id": [f"k{i}" for i in ids], "day": [day] * len(ids),
-                     "ts": [ts] * len(ids)}, schema=SCHEMA)  # fmt: skip
+    return pa.table(
+        {"id": [f"k{i}" for i in ids], "day": [day] * len(ids), "ts": [ts] * len(ids)},
+        schema=SCHEMA,
+    )
 
 
 def _table(tmp_path: Path, table_type: str = "MERGE_ON_READ") -> Table:
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     DynamicBucketOptions(max_keys_per_bucket=10),
-                     TableOptions(table_type=table_type, cleaner_commits_retained=2))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketOptions(max_keys_per_bucket=10),
+        TableOptions(table_type=table_type, cleaner_commits_retained=2),
+    )
     t.upsert(_rows(range(25), 1))
     t.upsert(_rows(range(0, 40, 2), 2))
     t.upsert(_rows(range(5), 3, day="d2"))
@@ -56,8 +64,11 @@ def test_a_healthy_table_is_healthy_and_nothing_changes(tmp_path: Path, table_ty
     assert report.findings == [], [str(f) for f in report.findings]
     # d1: 25 keys, 7 more, 2 deleted, 10 more; d2: 5 keys. Deleted keys keep their entries.
     assert (report.live_rows, report.index_entries) == (45, 47)
-    assert re.search(r": healthy \(\d+ completed instants, \d+ files, 45 live rows, 47 index "
-                     r"entries read\)$", report.summary())
+    assert re.search(
+        r": healthy \(\d+ completed instants, \d+ files, 45 live rows, 47 index "
+        r"entries read\)$",
+        report.summary(),
+    )
     assert _files(tmp_path) == before
 
 
@@ -82,8 +93,10 @@ def _ghost_entry(t: Table) -> None:
 def _second_group(t: Table) -> None:
     """A copy of a bucket's base file under another file id: two groups for one bucket."""
     base = _newest(t, "day=d2/*.parquet")
-    shutil.copy(base, base.with_name("00000000-0000-0000-0000-000000000000" +
-                                     base.name[base.name.index("_"):]))  # fmt: skip
+    shutil.copy(
+        base,
+        base.with_name("00000000-0000-0000-0000-000000000000" + base.name[base.name.index("_") :]),
+    )
 
 
 def _dead_writer(t: Table) -> None:
@@ -131,8 +144,9 @@ DAMAGE: list[tuple[str, Callable[[Table], None], str]] = [
 
 
 @pytest.mark.parametrize(("case", "damage", "message"), DAMAGE, ids=[d[0] for d in DAMAGE])
-def test_damage_is_found_and_named(tmp_path: Path, case: str, damage: Callable[[Table], None],
-                                   message: str) -> None:  # fmt: skip
+def test_damage_is_found_and_named(
+    tmp_path: Path, case: str, damage: Callable[[Table], None], message: str
+) -> None:
     t = _table(tmp_path)
     damage(t)
     before = _files(tmp_path)
@@ -154,8 +168,9 @@ def test_a_live_key_without_its_index_entry_is_found(tmp_path: Path) -> None:
 
 
 def test_a_rescale_that_wrote_fewer_rows_than_it_read_is_found(tmp_path: Path) -> None:
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     SimpleBucketIndex(num_buckets=2))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", "ts", SimpleBucketIndex(num_buckets=2)
+    )
     t.upsert(_rows(range(40), 1))
     done = t.rescale(2)
     assert t.check().healthy
@@ -166,5 +181,7 @@ def test_a_rescale_that_wrote_fewer_rows_than_it_read_is_found(tmp_path: Path) -
     path.write_text(json.dumps(doc))
     _METADATA.clear()
     found = [str(f) for f in check(t.store).findings]
-    assert any(re.search(rf"instant {done.instant} \(rescale\) read 40 live rows and wrote 39",
-                         f) for f in found), found  # fmt: skip
+    assert any(
+        re.search(rf"instant {done.instant} \(rescale\) read 40 live rows and wrote 39", f)
+        for f in found
+    ), found

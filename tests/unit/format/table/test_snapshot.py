@@ -33,8 +33,9 @@ def _ids(t: pa.Table) -> dict[str, int]:
 
 @pytest.fixture()
 def table(tmp_path: Path) -> Table:
-    return Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+    return Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketOptions(max_keys_per_bucket=2)
+    )
 
 
 def test_read_as_of_an_earlier_instant(table: Table) -> None:
@@ -114,8 +115,9 @@ def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
 ) -> None:
     """clean(retain=1) racing a reader: the reader took its snapshot, then a write, a
     compaction and a clean removed the slices it lists."""
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                     options=TableOptions(table_type=table_type))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", options=TableOptions(table_type=table_type)
+    )
     for v in range(3):
         t.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[v, v]))
     snapshot = t.snapshot()
@@ -124,8 +126,11 @@ def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
     t.compact()
     clean = t.clean(retain=1).instant
     for read in (snapshot.to_arrow, lambda: snapshot.lookup(pa.table({"id": ["a"], "day": ["d"]}))):
-        with pytest.raises(InstantNotFoundError, match=f"instant {snapshot.instant} is no longer "
-                           f"retained: clean {clean}.*read the table again"):  # fmt: skip
+        with pytest.raises(
+            InstantNotFoundError,
+            match=f"instant {snapshot.instant} is no longer "
+            f"retained: clean {clean}.*read the table again",
+        ):
             read()
     assert _ids(t.to_arrow()) == {"a": 9, "b": 2}
 
@@ -155,8 +160,11 @@ def test_a_reader_racing_a_running_clean_is_told_the_instant_is_gone(
     monkeypatch.setattr(Transaction, "commit", read_then_commit)
     clean = t.clean(retain=1)
     assert clean.files_removed > 0 and len(seen) == 1
-    assert re.search(rf"instant {snapshot.instant} is no longer retained: clean {clean.instant}, "
-                     r"running while this read ran.*read the table again", str(seen[0]))
+    assert re.search(
+        rf"instant {snapshot.instant} is no longer retained: clean {clean.instant}, "
+        r"running while this read ran.*read the table again",
+        str(seen[0]),
+    )
 
 
 def test_a_latest_snapshot_reads_whole_when_a_clean_removes_what_it_supersedes(

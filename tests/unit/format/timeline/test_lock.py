@@ -112,8 +112,10 @@ def test_three_writers_breaking_one_expired_lease_exactly_one_wins(tmp_path: Pat
     trials, racers = 120, 3
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(racers + 1), ctx.Queue()
-    procs = [ctx.Process(target=_racer, args=(str(tmp_path), barrier, results, trials))
-             for _ in range(racers)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_racer, args=(str(tmp_path), barrier, results, trials))
+        for _ in range(racers)
+    ]
     for p in procs:
         p.start()
     store = TableStore.at(str(tmp_path))
@@ -141,10 +143,12 @@ def test_three_writers_breaking_one_expired_lease_exactly_one_wins(tmp_path: Pat
 
 def _dead_writer(store: TableStore, root: Path) -> None:
     """A writer that took the next generation and died: its lease has expired."""
-    newest = max((int(n[len(LEASE_PREFIX):]) for n in _lease_files(root)), default=0)
+    newest = max((int(n[len(LEASE_PREFIX) :]) for n in _lease_files(root)), default=0)
     lease = Lease("dead", "host", 1, time.time() - 1)
-    store.write_atomic(f"{store.path(META_DIR)}/{LEASE_PREFIX}{newest + 1:020d}",
-                       json.dumps(asdict(lease)).encode())  # fmt: skip
+    store.write_atomic(
+        f"{store.path(META_DIR)}/{LEASE_PREFIX}{newest + 1:020d}",
+        json.dumps(asdict(lease)).encode(),
+    )
 
 
 def _meta(root: Path) -> Path:

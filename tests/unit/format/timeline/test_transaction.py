@@ -46,8 +46,9 @@ t.upsert(pa.table({"id": [f"n{i}" for i in range(50)] + ["a"], "day": ["d2"] * 5
 
 @pytest.mark.parametrize("point", ["before", "after"])
 def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                     options=TableOptions(lock_lease_seconds=1.0))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", options=TableOptions(lock_lease_seconds=1.0)
+    )
     t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "v": [1, 2]}))
     before = t.to_arrow().sort_by("id")
 
@@ -94,11 +95,15 @@ def test_a_write_on_an_unreadable_latest_commit_is_refused_and_writes_nothing(
     commit = Path(t.uri) / ".hoodie" / f"{latest}.deltacommit"
     commit.write_bytes(commit.read_bytes()[:100])  # cut short
     _METADATA.clear()  # this process parsed it before the damage
+
     def files() -> list[Path]:  # the lease is taken and given back: not a write
         return sorted(p for p in Path(t.uri).rglob("*") if "writer.lease" not in p.name)
 
     before = files()
-    with pytest.raises(TableCorruptedError, match=rf"completed instant {latest} is not a "
-                       r"complete JSON document.*delete it and run `dynbucket rollback`"):
+    with pytest.raises(
+        TableCorruptedError,
+        match=rf"completed instant {latest} is not a "
+        r"complete JSON document.*delete it and run `dynbucket rollback`",
+    ):
         Table.open(t.uri).upsert(pa.table({"id": ["c"], "day": ["d2"], "v": [1]}))
     assert files() == before
