@@ -22,6 +22,7 @@ test: $(STAMP) $(READERS_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/pip install -q ruff mypy
 	$(VENV)/bin/ruff check actors pipeline tests
+	$(VENV)/bin/ruff format --check actors pipeline tests
 	$(VENV)/bin/mypy actors pipeline
 
 $(STAMP):

@@ -37,6 +37,11 @@ class AssignerActor:
         kernels.warm_up()
         self._core = BucketAssigner(slot, num_slots, options, source_factory())
 
+    @property
+    def core(self) -> BucketAssigner:
+        """The plain assigner this shell adapts (its checkpoint flow, in process)."""
+        return self._core
+
     def begin(self, checkpoint: int, latest_successful: int) -> None:
         self._core.begin(checkpoint, latest_successful)
 

@@ -373,12 +373,14 @@ class Table:
 
     def _service(self, run: Callable[[], services.ServiceResult]) -> services.ServiceResult:
         """Runs a table service of this process. It moves no key, so the assigner caches of
-        this table's writes stay valid across its instant (``SparkWriter.carry``) instead
-        of being replaced as after another writer's commit."""
+        this table's writers stay valid across its instant (``CacheMatch.carry``) instead of
+        being emptied as after another writer's commit."""
         before = self.latest_instant()
         result = run()
-        if result.instant is not None and self._spark is not None:
-            self._spark.carry(before, result.instant)
+        if result.instant is not None:
+            for writer in (self._local, self._spark):
+                if writer is not None:
+                    writer.caches.carry(before, result.instant)
         return result
 
     def check(self) -> CheckReport:

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from dynbucket.actors.link import RayLink
 from dynbucket.base import columns
 from dynbucket.base.keyhash import slot_of
-from dynbucket.format.records.incoming import annotate, insert_conflict
+from dynbucket.format.records.incoming import annotate
+from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.batches import ROWS_PER_CALL, joined
 
@@ -105,7 +105,7 @@ def assign_fn(
                     columns.BUCKET, answer.column(columns.BUCKET)
                 ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))
                 if refuse_known:
-                    _refuse_known(tagged, refuse_known)
+                    refuse_known_keys(tagged, refuse_known)
                 yield tagged
 
         # 1. Join Spark's batches into calls of about ``rows_per_call`` rows.
@@ -121,13 +121,6 @@ def assign_fn(
             yield from receive(*in_flight)
 
     return tag
-
-
-def _refuse_known(batch: pa.RecordBatch, key_fields: Sequence[str]) -> None:
-    known = pc.invert(batch.column(columns.IS_NEW))
-    if pc.any(known).as_py():
-        sample = batch.filter(known).select(list(key_fields)).slice(0, 3).to_pylist()
-        raise insert_conflict(int(pc.sum(known).as_py()), sample)
 
 
 def record_check(spec: TableSpec, deletes: bool) -> Callable[[pa.RecordBatch], pa.RecordBatch]:

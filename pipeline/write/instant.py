@@ -30,8 +30,6 @@ from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.results import Laps, WriteResult
 
-OPERATIONS = ("upsert", "insert", "delete")
-
 
 class Assigners(Protocol):
     """The checkpoint flow of the assigner(s) of a write."""

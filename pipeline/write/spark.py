@@ -6,8 +6,8 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
 1. Check the DataFrame's schema against the table's (before any instant starts), by the same
    rule as in-process writes.
 2. The fleet: one actor per slot, kept across writes; emptied (``reset``) when another writer
-   committed in between (its caches would be stale), replaced when the slot count changes
-   or a slot is lost.
+   committed in between (``caches.CacheMatch``: its caches would be stale), replaced when
+   the slot count changes or a slot is lost.
 3. Spark: hash keys (``xxhash64``) and route each slot's rows to one task; stage A checks the
    rows, computes partition paths and tags buckets through the slot's actor; a shuffle by
    (partition, bucket); stage B writes each file group once and the index entries.
@@ -48,11 +48,13 @@ from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
+from dynbucket.write.caches import CacheMatch
 from dynbucket.write.driver import collect_hashed, estimated_bytes, write_in_driver
 from dynbucket.write.file_scan import read_scanned
 from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite, NoAssigners, StreamBatch
 from dynbucket.write.locate_stage import locate_fn
+from dynbucket.write.operation import Operation
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.routing import route_column
@@ -101,7 +103,7 @@ class SparkWriter:
         self.default_slots = default_slots
         self.driver_max_bytes = driver_max_bytes
         self.fleet: AssignerFleet | None = None
-        self._seen: str | None = None
+        self.caches = CacheMatch()
         self._slots_of: dict[str, int | None] = {}
 
     def prestart(self, slots: int | None, latest: str | None) -> None:
@@ -111,14 +113,6 @@ class SparkWriter:
         first write replaces them as usual."""
         if self.fleet is None and not self.spec.stateless:
             self._fleet_for(slots or self.default_slots, latest)
-            self._seen = latest
-
-    def carry(self, before: str | None, service: str) -> None:
-        """A table service of this process committed ``service`` on top of ``before``: it
-        moved no key, so a fleet that matched ``before`` matches ``service`` (bucket sizes,
-        which a compaction changes, are listed again at each write's ``begin``)."""
-        if self._seen == before:
-            self._seen = service
 
     def close(self) -> None:
         if self.fleet is not None:
@@ -130,7 +124,7 @@ class SparkWriter:
     def write(
         self,
         df: DataFrame,
-        operation: str,
+        operation: str | Operation,
         slots: int | None = None,
         stream: StreamBatch | None = None,
         file_stream: bool = False,
@@ -140,10 +134,11 @@ class SparkWriter:
         restarted in the middle of it (then with a new fleet). ``file_stream``: ``df`` is a
         micro-batch of a bare Parquet file stream
         (:func:`~dynbucket.write.file_scan.bare_file_stream`)."""
+        op = Operation.of(operation)
         fused = [True]
 
         def attempt() -> WriteResult:
-            return self._write(df, operation, slots, stream, fused[0], file_stream)
+            return self._write(df, op, slots, stream, fused[0], file_stream)
 
         def before_retry(error: BaseException) -> None:
             if isinstance(error, SlotLayoutError):
@@ -160,7 +155,7 @@ class SparkWriter:
     def _write(
         self,
         df: DataFrame,
-        operation: str,
+        op: Operation,
         slots: int | None,
         stream: StreamBatch | None,
         fused: bool,
@@ -168,17 +163,17 @@ class SparkWriter:
     ) -> WriteResult:
         laps = Laps()
         given = df
-        df = conform_spark(df, self.spec, operation == "delete")
+        df = conform_spark(df, self.spec, op.deletes)
         num_slots = slots or self.default_slots
         in_driver = self._small(df)
-        begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", operation)
+        begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)
         try:
-            with InstantWrite(begin, operation, stream, laps) as w:
+            with InstantWrite(begin, op.value, stream, laps) as w:
                 if w.skipped:
                     return w.skipped_result()
                 fleet = None if self.spec.stateless else self._fleet_for(num_slots, w.based_on)
                 if in_driver:  # while the actors of a new fleet start
-                    batches = read_scanned(given, self.spec, operation == "delete", file_stream)
+                    batches = read_scanned(given, self.spec, op.deletes, file_stream)
                     if batches is not None:
                         laps.lap("read")
                     else:
@@ -187,13 +182,13 @@ class SparkWriter:
                 w.open(fleet if fleet is not None else NoAssigners())
                 laps.lap("prepare")
                 if fleet is not None:
-                    stage_a = self._stage_a(fleet, w.id, operation)
+                    stage_a = self._stage_a(fleet, w.id, op)
                 else:
                     layouts = BucketLayouts.load(
                         self.store, self.spec.bucket_options, self.spec.record_key, w.visible()
                     )
-                    stage_a = locate_fn(layouts, record_check(self.spec, operation == "delete"))
-                refuse = self.spec.stateless and operation == "insert"
+                    stage_a = locate_fn(layouts, record_check(self.spec, op.deletes))
+                refuse = self.spec.stateless and op.refuses_known
                 if in_driver:
                     written = write_in_driver(
                         batches,
@@ -202,20 +197,20 @@ class SparkWriter:
                         self.spec,
                         w.id,
                         w.visible(),
-                        operation == "delete",
+                        op.deletes,
                         refuse,
                         index_slots=num_slots,
                     )
                     laps.lap("driver")
                     shuffles = 0
                 elif fleet is None:  # stateless: buckets computed in stage A, one shuffle
-                    job = self._stateless_job(df, stage_a, w.id, w.visible(), operation)
+                    job = self._stateless_job(df, stage_a, w.id, w.visible(), op)
                     written = from_rows(job.collect())
                     laps.lap("spark")
                     shuffles = 1
                 else:
                     fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
-                    job = self._job(df, stage_a, w.id, w.visible(), operation, num_slots, fused)
+                    job = self._job(df, stage_a, w.id, w.visible(), op, num_slots, fused)
                     written = from_rows(job.collect())
                     laps.lap("spark")
                     shuffles = 1 if fused else 2
@@ -230,7 +225,7 @@ class SparkWriter:
             if mapped is e:
                 raise
             raise mapped from e
-        self._seen = result.instant
+        self.caches.committed(result.instant)
         return result
 
     def _small(self, df: DataFrame) -> bool:
@@ -242,16 +237,15 @@ class SparkWriter:
         size = estimated_bytes(df)
         return size is not None and size <= self.driver_max_bytes
 
-    def _stage_a(self, fleet: AssignerFleet, instant: str, operation: str) -> ArrowFn:
+    def _stage_a(self, fleet: AssignerFleet, instant: str, op: Operation) -> ArrowFn:
         """Stage A: each row checked, its partition path computed, tagged by its slot."""
-        deletes = operation == "delete"
         return assign_fn(
             self.link,
             fleet.names,
             int(instant),
-            prepare=record_check(self.spec, deletes),
-            method="locate" if deletes else "assign",
-            refuse_known=self.spec.record_key if operation == "insert" else (),
+            prepare=record_check(self.spec, op.deletes),
+            method=op.assigner_call,
+            refuse_known=self.spec.record_key if op.refuses_known else (),
         )
 
     def _job(
@@ -260,14 +254,13 @@ class SparkWriter:
         stage_a: ArrowFn,
         instant: str,
         visible: frozenset[str],
-        operation: str,
+        op: Operation,
         num_slots: int,
         fused: bool,
     ) -> DataFrame:
         from pyspark.sql import functions as F
 
         spec = self.spec
-        deletes = operation == "delete"
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         routed = (
             hashed.withColumn(_ROUTE, route_column(HASH, num_slots))
@@ -275,7 +268,7 @@ class SparkWriter:
             .drop(_ROUTE)
         )
         stage_b = write_fn(
-            self.store.uri, self.store.fs, spec, instant, visible, deletes, index_slots=num_slots
+            self.store.uri, self.store.fs, spec, instant, visible, op.deletes, index_slots=num_slots
         )
         if fused:
             return routed.mapInArrow(
@@ -287,14 +280,13 @@ class SparkWriter:
         return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN)
 
     def _stateless_job(
-        self, df: DataFrame, stage_a: ArrowFn, instant: str, visible: frozenset[str], operation: str
+        self, df: DataFrame, stage_a: ArrowFn, instant: str, visible: frozenset[str], op: Operation
     ) -> DataFrame:
         """Stage A computes each row's bucket where the row is (no actor, no routing); one
         shuffle by (partition, bucket) brings each file group's rows to one writer task."""
         from pyspark.sql import functions as F
 
         spec = self.spec
-        deletes = operation == "delete"
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         tagged_struct = _with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
         tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
@@ -304,8 +296,8 @@ class SparkWriter:
             spec,
             instant,
             visible,
-            deletes,
-            refuse_known=operation == "insert",
+            op.deletes,
+            refuse_known=op.refuses_known,
         )
         return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN)
 
@@ -325,9 +317,9 @@ class SparkWriter:
         fleet = self.fleet
         if fleet is not None and fleet.num_slots != num_slots:
             self.close()
-        elif fleet is not None and based_on != self._seen:
+        elif fleet is not None and not self.caches.holds(based_on):
             fleet.reset()  # closes the fleet if a slot fails it
-            self._seen = based_on  # empty caches match any committed state
+            self.caches.emptied(based_on)
         if self.fleet is not None and self.fleet.closed:
             self.close()
         if self.fleet is None:
@@ -340,6 +332,7 @@ class SparkWriter:
                 source,
                 wait=False,
             )
+            self.caches.emptied(based_on)
         return self.fleet
 
 

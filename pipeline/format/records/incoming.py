@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dynbucket.base.columns import DELETE, HASH, OP, PARTITION, UPSERT
+from dynbucket.base.columns import DELETE, HASH, IS_NEW, OP, PARTITION, UPSERT
 from dynbucket.base.errors import InvalidInputError, NullKeyError, SchemaMismatchError
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.file_group.merge import dedupe_batch
@@ -186,6 +186,15 @@ def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInput
         f"insert: {known} key(s) already exist in the table (e.g. {sample}); use upsert to "
         "update them (a deleted key keeps its bucket and counts as existing)"
     )
+
+
+def refuse_known(tagged: pa.RecordBatch | pa.Table, key_fields: Sequence[str]) -> None:
+    """An insert's check of its tagged rows: a key the table has (``_is_new`` false) fails
+    the write with :func:`insert_conflict`, naming a few."""
+    known = pc.invert(tagged.column(IS_NEW))
+    if pc.any(known).as_py():
+        sample = tagged.filter(known).select(list(key_fields)).slice(0, 3).to_pylist()
+        raise insert_conflict(int(pc.sum(known).as_py()), sample)
 
 
 def _first_of_each(data: pa.Table, keys: Sequence[str]) -> pa.Array:
