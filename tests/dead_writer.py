@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from dynbucket.base.columns import BUCKET, IS_NEW
+from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
 from dynbucket.format.records.incoming import prepare
 from dynbucket.format.timeline.transaction import Transaction
@@ -24,7 +25,9 @@ def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
     prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
     prepared = prepared.append_column(IS_NEW, pa.repeat(pa.scalar(True), n))
     visible = {i.id for i in txn.timeline.completed()}
-    write_file_groups(table.store, table.spec, txn.id, prepared, visible, deletes=False)
+    ctx = WriteContext(TableRef.of(table.store, table.spec), txn.id, frozenset(visible),
+                       Operation.UPSERT)  # fmt: skip
+    write_file_groups(ctx, prepared)
     txn.lock._stop.set()  # the heartbeat dies with the writer
     time.sleep(0.1)  # and its lease runs out
     return txn.id

@@ -32,6 +32,7 @@ from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.format.file_group.context import TableRef
 from dynbucket.table import Table
 from dynbucket.write.index_source import RLIIndexSource
 
@@ -148,7 +149,7 @@ def _indexed_table(keys: int, folder: str) -> Table:
 def bootstrap_case(table: Table, keys: int, runs: int) -> Measurement:
     """Bootstrap of one slot's cache from a real table's index partition (one base file)."""
     m = Measurement("bootstrap from the RLI", keys)
-    source = RLIIndexSource(table.uri, table.spec)
+    source = RLIIndexSource(TableRef.of(table.store, table.spec))
     for _ in range(runs):
         s, load = timed(functools.partial(source.load, "", 0, 1))
         m.seconds.append(s)
@@ -170,7 +171,9 @@ def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]
         options = DynamicBucketOptions(max_keys_per_bucket=2_000_000, cache_max_bytes=budget)
         m = Measurement(f"update-only stream, {label}", hashes.size)
         for _ in range(runs):
-            core = BucketAssigner(0, 1, options, RLIIndexSource(table.uri, table.spec))
+            core = BucketAssigner(
+                0, 1, options, RLIIndexSource(TableRef.of(table.store, table.spec))
+            )
             start = time.perf_counter()
             for checkpoint, batch in enumerate(hashes, start=1):
                 core.begin(checkpoint, checkpoint - 1)

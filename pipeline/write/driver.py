@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from dynbucket.base.columns import HASH
+from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
-from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.assign_stage import ArrowFn
 
 if TYPE_CHECKING:
@@ -56,15 +55,7 @@ def collect_hashed(df: DataFrame, key_fields: tuple[str, ...]) -> list[pa.Record
 
 
 def write_in_driver(
-    batches: list[pa.RecordBatch],
-    stage_a: ArrowFn,
-    store: TableStore,
-    spec: TableSpec,
-    instant: str,
-    visible: frozenset[str],
-    deletes: bool,
-    refuse_known: bool = False,
-    index_slots: int = 1,
+    batches: list[pa.RecordBatch], stage_a: ArrowFn, ctx: WriteContext
 ) -> GroupWrites:
     """2-3. Tags ``batches`` with ``stage_a`` (the Spark path's assign stage) and writes
     them; the seconds of both stages are in the result."""
@@ -73,17 +64,6 @@ def write_in_driver(
     seconds: dict[str, float] = {}
     tagged = list(stage_a(iter(batches), seconds))
     rows = pa.Table.from_batches(tagged)
-    written = write_file_groups(
-        store,
-        spec,
-        instant,
-        rows,
-        visible,
-        deletes,
-        DRIVER_PART,
-        threads=os.cpu_count() or 1,
-        refuse_known=refuse_known,
-        index_slots=index_slots,
-    )
+    written = write_file_groups(ctx, rows, DRIVER_PART, threads=os.cpu_count() or 1)
     written.add_seconds(seconds)
     return written

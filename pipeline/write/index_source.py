@@ -10,38 +10,28 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.base.columns import BUCKET, HASH
+from dynbucket.format.file_group.context import TableRef
 from dynbucket.format.file_group.slices import data_files, file_slices
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Timeline
 
 
 class RLIIndexSource:
     """``IndexSource`` over a table's partitioned record-level index."""
 
-    def __init__(
-        self, uri: str, spec: TableSpec, filesystem: pafs.FileSystem | None = None
-    ) -> None:
-        self.uri = uri
-        self.spec = spec
-        self.filesystem = filesystem
-        self._store: TableStore | None = None
+    def __init__(self, table: TableRef) -> None:
+        self.table = table
+        self.spec = table.spec
 
     @property
     def store(self) -> TableStore:
-        if self._store is None:
-            self._store = TableStore.at(self.uri, self.filesystem)
-        return self._store
-
-    def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "_store": None}
+        return self.table.store
 
     def _visible(self) -> frozenset[str]:
         return frozenset(i.id for i in Timeline(self.store).completed())

@@ -16,6 +16,7 @@ import pyarrow as pa
 from dynbucket.actors.actor import AssignerActor
 from dynbucket.base.columns import BUCKET, IS_NEW
 from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
 from dynbucket.format.records.incoming import prepare, refuse_known
 from dynbucket.format.storage.store import TableStore
@@ -25,7 +26,6 @@ from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite, NoAssigners
 from dynbucket.write.locate_stage import with_buckets
-from dynbucket.write.operation import Operation
 from dynbucket.write.results import Laps, WriteResult
 
 
@@ -35,6 +35,7 @@ class LocalWriter:
     def __init__(self, store: TableStore, spec: TableSpec) -> None:
         self.store = store
         self.spec = spec
+        self.table = TableRef.of(store, spec)
         self._slot: AssignerActor | None = None
         self.caches = CacheMatch()
 
@@ -67,16 +68,8 @@ class LocalWriter:
                     refuse_known(tagged, self.spec.record_key)
                 rows = pa.Table.from_batches([tagged])
             laps.lap("assign")
-            written = write_file_groups(
-                self.store,
-                self.spec,
-                w.id,
-                rows,
-                w.visible(),
-                deletes=op.deletes,
-                threads=os.cpu_count() or 1,
-                refuse_known=self.spec.stateless and op.refuses_known,
-            )
+            ctx = WriteContext(self.table, w.id, w.visible(), op)
+            written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
             result = w.commit(written)
@@ -87,7 +80,7 @@ class LocalWriter:
         """The in-process slot (one slot, in process), its caches emptied when another
         writer committed since this writer's last write (``CacheMatch``)."""
         if self._slot is None:
-            source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)
+            source = functools.partial(RLIIndexSource, self.table)
             self._slot = AssignerActor(0, 1, self.spec.bucket_options, source)
             self.caches.emptied(based_on)
         elif not self.caches.holds(based_on):

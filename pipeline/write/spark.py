@@ -42,6 +42,7 @@ from dynbucket.base.errors import (
     from_wire,
 )
 from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.records.incoming import fit_types, required_fields
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
@@ -54,7 +55,6 @@ from dynbucket.write.file_scan import read_scanned
 from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite, NoAssigners, StreamBatch
 from dynbucket.write.locate_stage import locate_fn
-from dynbucket.write.operation import Operation
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.routing import route_column
@@ -105,6 +105,11 @@ class SparkWriter:
         self.fleet: AssignerFleet | None = None
         self.caches = CacheMatch()
         self._slots_of: dict[str, int | None] = {}
+
+    @functools.cached_property
+    def table(self) -> TableRef:
+        """The table as Spark tasks and slot actors receive it."""
+        return TableRef.of(self.store, self.spec)
 
     def prestart(self, slots: int | None, latest: str | None) -> None:
         """Starts the fleet of a write with ``slots`` slots now, without waiting for it:
@@ -188,29 +193,21 @@ class SparkWriter:
                         self.store, self.spec.bucket_options, self.spec.record_key, w.visible()
                     )
                     stage_a = locate_fn(layouts, record_check(self.spec, op.deletes))
-                refuse = self.spec.stateless and op.refuses_known
+                ctx = WriteContext(
+                    self.table, w.id, w.visible(), op, 1 if fleet is None else num_slots
+                )
                 if in_driver:
-                    written = write_in_driver(
-                        batches,
-                        stage_a,
-                        self.store,
-                        self.spec,
-                        w.id,
-                        w.visible(),
-                        op.deletes,
-                        refuse,
-                        index_slots=num_slots,
-                    )
+                    written = write_in_driver(batches, stage_a, ctx)
                     laps.lap("driver")
                     shuffles = 0
                 elif fleet is None:  # stateless: buckets computed in stage A, one shuffle
-                    job = self._stateless_job(df, stage_a, w.id, w.visible(), op)
+                    job = self._stateless_job(df, stage_a, ctx)
                     written = from_rows(job.collect())
                     laps.lap("spark")
                     shuffles = 1
                 else:
                     fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
-                    job = self._job(df, stage_a, w.id, w.visible(), op, num_slots, fused)
+                    job = self._job(df, stage_a, ctx, fused)
                     written = from_rows(job.collect())
                     laps.lap("spark")
                     shuffles = 1 if fused else 2
@@ -252,24 +249,19 @@ class SparkWriter:
         self,
         df: DataFrame,
         stage_a: ArrowFn,
-        instant: str,
-        visible: frozenset[str],
-        op: Operation,
-        num_slots: int,
+        ctx: WriteContext,
         fused: bool,
     ) -> DataFrame:
         from pyspark.sql import functions as F
 
-        spec = self.spec
+        spec, num_slots = self.spec, ctx.index_slots
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         routed = (
             hashed.withColumn(_ROUTE, route_column(HASH, num_slots))
             .repartition(num_slots, _ROUTE)
             .drop(_ROUTE)
         )
-        stage_b = write_fn(
-            self.store.uri, self.store.fs, spec, instant, visible, op.deletes, index_slots=num_slots
-        )
+        stage_b = write_fn(ctx)
         if fused:
             return routed.mapInArrow(
                 carry_errors(in_slot_task(stage_a, stage_b, num_slots)), WRITTEN
@@ -279,9 +271,7 @@ class SparkWriter:
         shuffled = tagged.repartition(PARTITION, BUCKET)
         return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN)
 
-    def _stateless_job(
-        self, df: DataFrame, stage_a: ArrowFn, instant: str, visible: frozenset[str], op: Operation
-    ) -> DataFrame:
+    def _stateless_job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> DataFrame:
         """Stage A computes each row's bucket where the row is (no actor, no routing); one
         shuffle by (partition, bucket) brings each file group's rows to one writer task."""
         from pyspark.sql import functions as F
@@ -290,15 +280,7 @@ class SparkWriter:
         hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
         tagged_struct = _with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
         tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
-        stage_b = write_fn(
-            self.store.uri,
-            self.store.fs,
-            spec,
-            instant,
-            visible,
-            op.deletes,
-            refuse_known=op.refuses_known,
-        )
+        stage_b = write_fn(ctx)
         return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN)
 
     def _one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
@@ -323,7 +305,7 @@ class SparkWriter:
         if self.fleet is not None and self.fleet.closed:
             self.close()
         if self.fleet is None:
-            source = functools.partial(RLIIndexSource, self.store.uri, self.spec, self.store.fs)
+            source = functools.partial(RLIIndexSource, self.table)
             self.fleet = AssignerFleet(
                 self.link,
                 self.spec.table_id[:8],

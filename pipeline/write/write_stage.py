@@ -16,15 +16,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from dynbucket.base.columns import BUCKET, HASH
 from dynbucket.base.errors import DynBucketError, SlotLayoutError, to_wire
 from dynbucket.base.keyhash import slot_of
+from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
-from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.write.assign_stage import ArrowFn
 
@@ -54,19 +52,9 @@ WRITTEN = from_arrow_schema(WRITTEN_ARROW)
 _COUNTS = "counts"
 
 
-def write_fn(
-    uri: str,
-    filesystem: pafs.FileSystem | None,
-    spec: TableSpec,
-    instant: str,
-    visible: frozenset[str],
-    deletes: bool,
-    refuse_known: bool = False,
-    index_slots: int = 1,
-) -> ArrowFn:
-    """A ``mapInArrow`` function writing the file groups of its task (``refuse_known``: an
-    insert into a stateless-scheme table, where the writer finds known keys;
-    ``index_slots``: the write's slot count, which groups its index files)."""
+def write_fn(ctx: WriteContext) -> ArrowFn:
+    """A ``mapInArrow`` function writing the file groups of its task (of the write ``ctx``,
+    shipped to the task whole)."""
 
     def write(
         batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
@@ -78,19 +66,7 @@ def write_fn(
             return
         task = TaskContext.get()
         part = f"p{task.partitionId() if task is not None else 0}"
-        store = TableStore.at(uri, filesystem)
-        rows = pa.Table.from_batches(collected)
-        written = write_file_groups(
-            store,
-            spec,
-            instant,
-            rows,
-            visible,
-            deletes,
-            part,
-            refuse_known=refuse_known,
-            index_slots=index_slots,
-        )
+        written = write_file_groups(ctx, pa.Table.from_batches(collected), part)
         written.add_seconds(seconds or {})
         yield to_rows(written)
 

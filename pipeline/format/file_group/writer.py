@@ -23,7 +23,7 @@ import io
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION
+from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
 from dynbucket.format.file_group.slices import (
     FileSlice,
@@ -107,23 +108,15 @@ class GroupWrites:
 
 
 def write_file_groups(
-    store: TableStore,
-    spec: TableSpec,
-    instant: str,
-    rows: pa.Table,
-    visible: Collection[str],
-    deletes: bool,
-    part: str | None = None,
-    threads: int = 1,
-    refuse_known: bool = False,
-    index_slots: int = 1,
+    ctx: WriteContext, rows: pa.Table, part: str | None = None, threads: int = 1
 ) -> GroupWrites:
-    """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``).
+    """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``) of the write
+    ``ctx``.
 
     In a table of a stateless scheme (simple bucket, consistent hashing) no assigner knows
     which keys are new: each group's slice tells (its live keys are read), deletes of keys
     it does not hold are counted as not found, an insert of a key it holds is refused
-    (``refuse_known``), and no index entries are written.
+    (``ctx.files_refuse_known``), and no index entries are written.
 
     1. Rows without a bucket (deletes of keys the table never had) are counted, not written.
     2. The rows are split into file groups (partition, bucket); each partition's current
@@ -136,6 +129,8 @@ def write_file_groups(
        ``.hoodie_partition_metadata``; every file written is flushed to disk and put in
        place at once (``WriteBatch``).
     """
+    store, spec, instant, visible = ctx.store, ctx.spec, ctx.instant, ctx.visible
+    deletes, refuse_known, index_slots = ctx.deletes, ctx.files_refuse_known, ctx.index_slots
     out = GroupWrites()
     # 1.
     unknown = pc.less(rows.column(BUCKET), 0)

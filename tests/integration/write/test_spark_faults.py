@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.base.errors import CommitFailedError
+from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.hudi.files import parse
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import outcome
@@ -232,7 +233,8 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
         }
     )
     batches = tagged.to_batches(max_chunksize=100)
-    fn = write_fn(t.store.uri, t.store.fs, t.spec, instant, visible, deletes=False)
+    ctx = WriteContext(TableRef.of(t.store, t.spec), instant, frozenset(visible), Operation.UPSERT)
+    fn = write_fn(ctx)
     outputs: list[pa.Table] = []
     errors: list[BaseException] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dynbucket.base.errors import InvalidInputError
-from dynbucket.write.operation import Operation
+from dynbucket.format.file_group.context import Operation
 
 
 def test_each_operation_says_what_it_does() -> None:
