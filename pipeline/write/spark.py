@@ -1,5 +1,11 @@
 """Writes of Spark DataFrames: Spark -> slot actors -> Spark, one instant per write.
 
+The parts are chosen once and are small objects: the table's bucket scheme
+(``write/schemes.py``: slot actors, or the stateless schemes' layouts), the write's engine
+(``write/engines.py``: the driver for small DataFrames, else Spark tasks), the retries
+(``write/retry.py``: a budget per cause) and the one rule for trusting caches
+(``write/caches.py``). What follows is the whole path.
+
 The instant's skeleton (lease, stream batch already committed, commit, the actors'
 checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
 
@@ -30,47 +36,33 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
-from dynbucket.base.columns import BUCKET, HASH, OP, PARTITION
 from dynbucket.base.errors import (
     AssignerRestartedError,
     DynBucketError,
     SlotLayoutError,
     from_wire,
 )
-from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.records.incoming import fit_types, required_fields
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction
-from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.write.caches import CacheMatch
-from dynbucket.write.driver import collect_hashed, estimated_bytes, write_in_driver
-from dynbucket.write.file_scan import read_scanned
-from dynbucket.write.index_source import RLIIndexSource
-from dynbucket.write.instant import InstantWrite, NoAssigners, StreamBatch
-from dynbucket.write.locate_stage import locate_fn
+from dynbucket.write.driver import estimated_bytes
+from dynbucket.write.engines import DriverEngine, SparkTasksEngine
+from dynbucket.write.instant import InstantWrite, StreamBatch
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy
-from dynbucket.write.routing import route_column
-from dynbucket.write.write_stage import (
-    WRITTEN,
-    carry_errors,
-    from_rows,
-    in_slot_task,
-    write_fn,
-)
+from dynbucket.write.schemes import AssignerScheme, LayoutScheme, Scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-_ROUTE = "_route"
 #: A write's retries per cause: once with two shuffles (unfused, the cause cannot recur),
 #: twice with a new fleet.
 WRITE_RETRIES = RetryPolicy({SlotLayoutError: 1, AssignerRestartedError: 2})
@@ -79,7 +71,8 @@ __all__ = ["SparkWriter", "StreamBatch", "conform_spark"]
 
 
 class SparkWriter:
-    """Writes Spark DataFrames into one table; owns that table's assigner fleet.
+    """Writes Spark DataFrames into one table: its scheme (assigners or layouts) chosen once,
+    its engine (driver or Spark tasks) per write, retries by cause.
 
     Args:
         store, spec: the table.
@@ -102,29 +95,36 @@ class SparkWriter:
         self.link = link
         self.default_slots = default_slots
         self.driver_max_bytes = driver_max_bytes
-        self.fleet: AssignerFleet | None = None
         self.caches = CacheMatch()
-        self._slots_of: dict[str, int | None] = {}
 
     @functools.cached_property
     def table(self) -> TableRef:
         """The table as Spark tasks and slot actors receive it."""
         return TableRef.of(self.store, self.spec)
 
+    @functools.cached_property
+    def scheme(self) -> Scheme:
+        """How rows get buckets (``write/schemes.py``)."""
+        if self.spec.stateless:
+            return LayoutScheme(self.table)
+        return AssignerScheme(self.table, self.link, self.caches)
+
+    @property
+    def fleet(self) -> AssignerFleet | None:
+        """The dynamic scheme's slot actors (None: none started, or a stateless scheme)."""
+        return self.scheme.fleet if isinstance(self.scheme, AssignerScheme) else None
+
     def prestart(self, slots: int | None, latest: str | None) -> None:
         """Starts the fleet of a write with ``slots`` slots now, without waiting for it:
         the actors start while the caller prepares its first write. Their caches are empty,
         so they match the table as of ``latest``; a commit by another writer before the
-        first write replaces them as usual."""
+        first write empties them as usual."""
         if self.fleet is None and not self.spec.stateless:
-            self._fleet_for(slots or self.default_slots, latest)
+            self.scheme.assigners(slots or self.default_slots, latest)
 
     def close(self) -> None:
-        if self.fleet is not None:
-            try:
-                self.fleet.close()
-            finally:
-                self.fleet = None
+        if "scheme" in self.__dict__:
+            self.scheme.close()
 
     def write(
         self,
@@ -159,64 +159,39 @@ class SparkWriter:
 
     def _write(
         self,
-        df: DataFrame,
+        given: DataFrame,
         op: Operation,
         slots: int | None,
         stream: StreamBatch | None,
         fused: bool,
         file_stream: bool,
     ) -> WriteResult:
+        """1. The DataFrame conformed to the table; the engine chosen by its size.
+        2. The instant begins; the assigners open it (a fleet started or emptied while the
+           driver engine reads the rows).
+        3. Stage A from the scheme, the stages run by the engine, the commit."""
         laps = Laps()
-        given = df
-        df = conform_spark(df, self.spec, op.deletes)
+        df = conform_spark(given, self.spec, op.deletes)  # 1.
         num_slots = slots or self.default_slots
-        in_driver = self._small(df)
+        engine: DriverEngine | SparkTasksEngine = (
+            DriverEngine(given, df, self.spec, file_stream)
+            if self._small(df)
+            else SparkTasksEngine(df)
+        )
+        scheme = self.scheme
         begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)
         try:
-            with InstantWrite(begin, op.value, stream, laps) as w:
+            with InstantWrite(begin, op.value, stream, laps) as w:  # 2.
                 if w.skipped:
                     return w.skipped_result()
-                fleet = None if self.spec.stateless else self._fleet_for(num_slots, w.based_on)
-                if in_driver:  # while the actors of a new fleet start
-                    batches = read_scanned(given, self.spec, op.deletes, file_stream)
-                    if batches is not None:
-                        laps.lap("read")
-                    else:
-                        batches = collect_hashed(df, self.spec.record_key)
-                        laps.lap("collect")
-                w.open(fleet if fleet is not None else NoAssigners())
+                assigners = scheme.assigners(num_slots, w.based_on)
+                engine.prepare(op, laps)
+                w.open(assigners)
                 laps.lap("prepare")
-                if fleet is not None:
-                    stage_a = self._stage_a(fleet, w.id, op)
-                else:
-                    layouts = BucketLayouts.load(
-                        self.store, self.spec.bucket_options, self.spec.record_key, w.visible()
-                    )
-                    stage_a = locate_fn(layouts, record_check(self.spec, op.deletes))
-                ctx = WriteContext(
-                    self.table, w.id, w.visible(), op, 1 if fleet is None else num_slots
-                )
-                if in_driver:
-                    written = write_in_driver(batches, stage_a, ctx)
-                    laps.lap("driver")
-                    shuffles = 0
-                elif fleet is None:  # stateless: buckets computed in stage A, one shuffle
-                    job = self._stateless_job(df, stage_a, ctx)
-                    written = from_rows(job.collect())
-                    laps.lap("spark")
-                    shuffles = 1
-                else:
-                    fused = fused and self._one_slot_count(w.txn.timeline, num_slots)
-                    job = self._job(df, stage_a, ctx, fused)
-                    written = from_rows(job.collect())
-                    laps.lap("spark")
-                    shuffles = 1 if fused else 2
-                meta = (
-                    {"shuffles": shuffles}
-                    if fleet is None
-                    else {"slots": num_slots, "shuffles": shuffles}
-                )
-                result = w.commit(written, meta)
+                stage_a = scheme.stage_a(w, op)  # 3.
+                ctx = WriteContext(self.table, w.id, w.visible(), op, scheme.index_slots(num_slots))
+                written, shuffles = engine.run(scheme, stage_a, ctx, fused, w.txn.timeline, laps)
+                result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:
             mapped = _from_spark(e)
             if mapped is e:
@@ -233,89 +208,6 @@ class SparkWriter:
             return False
         size = estimated_bytes(df)
         return size is not None and size <= self.driver_max_bytes
-
-    def _stage_a(self, fleet: AssignerFleet, instant: str, op: Operation) -> ArrowFn:
-        """Stage A: each row checked, its partition path computed, tagged by its slot."""
-        return assign_fn(
-            self.link,
-            fleet.names,
-            int(instant),
-            prepare=record_check(self.spec, op.deletes),
-            method=op.assigner_call,
-            refuse_known=self.spec.record_key if op.refuses_known else (),
-        )
-
-    def _job(
-        self,
-        df: DataFrame,
-        stage_a: ArrowFn,
-        ctx: WriteContext,
-        fused: bool,
-    ) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        spec, num_slots = self.spec, ctx.index_slots
-        hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
-        routed = (
-            hashed.withColumn(_ROUTE, route_column(HASH, num_slots))
-            .repartition(num_slots, _ROUTE)
-            .drop(_ROUTE)
-        )
-        stage_b = write_fn(ctx)
-        if fused:
-            return routed.mapInArrow(
-                carry_errors(in_slot_task(stage_a, stage_b, num_slots)), WRITTEN
-            )
-        tagged_struct = _with_fields(routed.schema, [(PARTITION, "string"), (OP, "tinyint")])
-        tagged = routed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
-        shuffled = tagged.repartition(PARTITION, BUCKET)
-        return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN)
-
-    def _stateless_job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> DataFrame:
-        """Stage A computes each row's bucket where the row is (no actor, no routing); one
-        shuffle by (partition, bucket) brings each file group's rows to one writer task."""
-        from pyspark.sql import functions as F
-
-        spec = self.spec
-        hashed = df.withColumn(HASH, F.xxhash64(*spec.record_key))
-        tagged_struct = _with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
-        tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
-        stage_b = write_fn(ctx)
-        return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN)
-
-    def _one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
-        """Whether every completed commit of the table was written with ``num_slots`` slots
-        (commits without a slot count, e.g. in-process pyarrow writes, count as other)."""
-        for instant in timeline.completed("commit"):
-            if instant.id not in self._slots_of:
-                self._slots_of[instant.id] = timeline.metadata(instant).get("slots")
-            if self._slots_of[instant.id] != num_slots:
-                return False
-        return True
-
-    def _fleet_for(self, num_slots: int, based_on: str | None) -> AssignerFleet:
-        """The fleet: emptied when another writer committed, replaced when the slot count
-        changed or an abort found a slot gone."""
-        fleet = self.fleet
-        if fleet is not None and fleet.num_slots != num_slots:
-            self.close()
-        elif fleet is not None and not self.caches.holds(based_on):
-            fleet.reset()  # closes the fleet if a slot fails it
-            self.caches.emptied(based_on)
-        if self.fleet is not None and self.fleet.closed:
-            self.close()
-        if self.fleet is None:
-            source = functools.partial(RLIIndexSource, self.table)
-            self.fleet = AssignerFleet(
-                self.link,
-                self.spec.table_id[:8],
-                num_slots,
-                self.spec.bucket_options,
-                source,
-                wait=False,
-            )
-            self.caches.emptied(based_on)
-        return self.fleet
 
 
 def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
@@ -339,15 +231,6 @@ def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
         else:
             columns.append(F.col(f.name))
     return df.select(*columns)
-
-
-def _with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    out = StructType(list(schema.fields))
-    for name, ddl in extra:
-        out = out.add(name, _parse_datatype_string(ddl), nullable=False)
-    return out
 
 
 def _from_spark(e: BaseException) -> BaseException:

@@ -234,7 +234,7 @@ def test_one_shuffle_only_while_the_slot_count_holds(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from dynbucket.write.spark import SparkWriter
+    from dynbucket.write.schemes import AssignerScheme
 
     t = _table(tmp_path, runtime, cap=4)
     shuffles = []
@@ -246,7 +246,7 @@ def test_one_shuffle_only_while_the_slot_count_holds(
     before = _check_index(t)
     # Told (wrongly) that the layout allows one shuffle, the rows' own check catches buckets
     # of 2-slot days under 3 slots, and the write is redone with two shuffles.
-    monkeypatch.setattr(SparkWriter, "_one_slot_count", lambda self, timeline, n: True)
+    monkeypatch.setattr(AssignerScheme, "one_slot_count", lambda self, timeline, n: True)
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         t.upsert(
             _df(spark, [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]), assigner_slots=3

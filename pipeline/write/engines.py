@@ -1,0 +1,85 @@
+"""Where a Spark write's stages run: the engine, chosen per write by the DataFrame's size.
+
+* :class:`DriverEngine`: a DataFrame Spark sizes at most ``driver_max_bytes`` is read by the
+  driver (the files of a bare Parquet scan with pyarrow, else collected by Spark with its
+  own key hash), tagged by the same stage A and written in this process's threads: no Spark
+  job's second of scheduling, shuffle and Python workers (``write/driver.py``).
+* :class:`SparkTasksEngine`: the scheme's Spark job, collected.
+
+Both read what they need before the scheme's assigners open (``prepare``: a new fleet's
+actors start meanwhile) and return what was written with the number of shuffles.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from dynbucket.format.file_group.context import Operation, WriteContext
+from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.write.assign_stage import ArrowFn
+from dynbucket.write.driver import collect_hashed, write_in_driver
+from dynbucket.write.file_scan import read_scanned
+from dynbucket.write.results import Laps
+from dynbucket.write.schemes import Scheme
+from dynbucket.write.write_stage import from_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class DriverEngine:
+    """Small DataFrames in the driver (the module doc)."""
+
+    def __init__(self, given: DataFrame, df: DataFrame, spec: TableSpec, file_stream: bool) -> None:
+        self.given, self.df, self.spec, self.file_stream = given, df, spec, file_stream
+        self._batches: list[pa.RecordBatch] = []
+
+    def prepare(self, op: Operation, laps: Laps) -> None:
+        batches = read_scanned(self.given, self.spec, op.deletes, self.file_stream)
+        if batches is not None:
+            laps.lap("read")
+        else:
+            batches = collect_hashed(self.df, self.spec.record_key)
+            laps.lap("collect")
+        self._batches = batches
+
+    def run(
+        self,
+        scheme: Scheme,
+        stage_a: ArrowFn,
+        ctx: WriteContext,
+        fused: bool,
+        timeline: Timeline,
+        laps: Laps,
+    ) -> tuple[GroupWrites, int]:
+        written = write_in_driver(self._batches, stage_a, ctx)
+        laps.lap("driver")
+        return written, 0
+
+
+class SparkTasksEngine:
+    """The scheme's Spark job (the module doc)."""
+
+    def __init__(self, df: DataFrame) -> None:
+        self.df = df
+
+    def prepare(self, op: Operation, laps: Laps) -> None:
+        """Spark reads the DataFrame in its tasks."""
+
+    def run(
+        self,
+        scheme: Scheme,
+        stage_a: ArrowFn,
+        ctx: WriteContext,
+        fused: bool,
+        timeline: Timeline,
+        laps: Laps,
+    ) -> tuple[GroupWrites, int]:
+        job, shuffles = scheme.job(self.df, stage_a, ctx, fused, timeline)
+        written = from_rows(job.collect())
+        laps.lap("spark")
+        return written, shuffles
