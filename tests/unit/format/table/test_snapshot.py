@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -109,12 +110,9 @@ def test_a_missing_file_of_a_completed_commit_is_an_error_naming_it(
         t.to_arrow()
 
 
-@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
-def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
-    tmp_path: Path, table_type: str
-) -> None:
-    """clean(retain=1) racing a reader: the reader took its snapshot, then a write, a
-    compaction and a clean removed the slices it lists."""
+def _listed_then_compacted(tmp_path: Path, table_type: str = "MERGE_ON_READ") -> tuple[Table, Any]:
+    """Three writes; a snapshot that listed its slices; then a write and a compaction after
+    which clean(retain=1) removes what the snapshot lists."""
     t = Table.create(
         str(tmp_path / "t"), SCHEMA, "id", "day", options=TableOptions(table_type=table_type)
     )
@@ -124,6 +122,16 @@ def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
     snapshot.slices()
     t.upsert(_rows(id=["a"], day=["d"], v=[9]))
     t.compact()
+    return t, snapshot
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_reader_whose_files_a_clean_removed_is_told_the_instant_is_gone(
+    tmp_path: Path, table_type: str
+) -> None:
+    """clean(retain=1) racing a reader: the reader took its snapshot, then a write, a
+    compaction and a clean removed the slices it lists."""
+    t, snapshot = _listed_then_compacted(tmp_path, table_type)
     clean = t.clean(retain=1).instant
     for read in (snapshot.to_arrow, lambda: snapshot.lookup(pa.table({"id": ["a"], "day": ["d"]}))):
         with pytest.raises(
@@ -140,13 +148,7 @@ def test_a_reader_racing_a_running_clean_is_told_the_instant_is_gone(
 ) -> None:
     """The clean has removed the files and not yet completed: the reader sees only a
     pending clean, whose plan says what it keeps."""
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
-    for v in range(3):
-        t.upsert(_rows(id=["a", "b"], day=["d", "d"], v=[v, v]))
-    snapshot = t.snapshot()
-    snapshot.slices()
-    t.upsert(_rows(id=["a"], day=["d"], v=[9]))
-    t.compact()
+    t, snapshot = _listed_then_compacted(tmp_path)
     seen: list[BaseException] = []
     commit = Transaction.commit
 
