@@ -10,9 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions, columns
+from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
+from dynbucket.base import columns
 from dynbucket.base.errors import AssignerRestartedError
 from dynbucket.base.keyhash import slot_of
 from dynbucket.runtime import Runtime

@@ -17,7 +17,7 @@ from dynbucket.base.errors import DynBucketError, InvalidInputError
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
-from tests.unit.pipeline.test_hostile_input import COLLIDING, COMPOSITE, KEY_MESSAGE, files, folders
+from tests.unit.test_hostile_input import COLLIDING, COMPOSITE, KEY_MESSAGE, files, folders
 
 OLD = pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]}, schema=SCHEMA)
 
