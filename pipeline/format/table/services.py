@@ -180,12 +180,14 @@ def _clean_temporary(store: TableStore, visible: set[str], folders: Iterable[str
 
 
 def rollback(store: TableStore, spec: TableSpec) -> list[str]:
-    """Rolls back every pending instant a crashed writer left (as an instant of its own,
-    which records them); returns their ids."""
-    pending = [i.id for i in Timeline(store).pending()]
+    """Settles every pending instant a crashed writer left (as an instant of its own, which
+    records them): rolls each back, unless its writer had committed it (then it is
+    published, and recorded as such); returns the ids rolled back."""
     txn = Transaction.begin(store, spec, "rollback", "rollback")
-    txn.commit({"rolled-back": pending})
-    return pending
+    rolled = [i for i, done in txn.settled.items() if done == "rolled back"]
+    published = [i for i, done in txn.settled.items() if done == "published"]
+    txn.commit({"rolled-back": rolled, "published": published})
+    return rolled
 
 
 #: What a write's keys became, as ``history`` reports them.

@@ -92,6 +92,8 @@ class Transaction:
     based_on: str | None
     operation: str
     files: list[WrittenFile] = field(default_factory=list)
+    settled: dict[str, str] = field(default_factory=dict)
+    """Other writers' pending instants this one settled: id -> what ``settle`` did."""
     plan: dict[str, Any] = field(default_factory=dict)
     """What the inflight instant says it will do (readers of a pending clean read it)."""
     started: float = field(default_factory=time.perf_counter)
@@ -111,8 +113,7 @@ class Transaction:
         lock.acquire()
         try:
             timeline = Timeline(store, spec.options.merge_on_read)
-            for pending in timeline.pending():
-                settle(store, timeline, pending, lock.owner)
+            settled = {p.id: settle(store, timeline, p, lock.owner) for p in timeline.pending()}
             completed = timeline.completed()
             based_on = completed[-1].id if completed else None
             if completed:
@@ -124,7 +125,17 @@ class Transaction:
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
                 plan = commit_metadata([], operation, spec.avro_schema(), plan)
             instant = timeline.start(instant, plan)
-            return cls(store, spec, timeline, lock, instant, based_on, operation, plan=plan)
+            return cls(
+                store,
+                spec,
+                timeline,
+                lock,
+                instant,
+                based_on,
+                operation,
+                plan=plan,
+                settled=settled,
+            )
         except BaseException:
             lock.release()
             raise

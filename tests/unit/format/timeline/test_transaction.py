@@ -68,6 +68,15 @@ def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
     # Readers see the previous snapshot exactly, and the dead instant as pending.
     assert reader.to_arrow().sort_by("id").equals(before)
     time.sleep(1.2)  # the dead writer's lease runs out
+    # `dynbucket rollback` settles it: rolled back before the commit point, published after.
+    assert reader.rollback() == ([dead] if point == "before" else [])
+    (record,) = [h for h in reader.history() if h.get("operation") == "rollback"]
+    recorded = reader.timeline.metadata(
+        next(i for i in reader.timeline.completed() if i.id == record["instant"])
+    )
+    assert (recorded["rolled-back"], recorded["published"]) == (
+        ([dead], []) if point == "before" else ([], [dead])
+    )
     result = reader.upsert(pa.table({"id": ["c"], "day": ["d1"], "v": [3]}))
     assert result.instant > dead
     assert reader.timeline.pending() == []
