@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(VENV)/bin/pip install -q ruff mypy
 	$(VENV)/bin/ruff check actors pipeline tests
 	$(VENV)/bin/ruff format --check actors pipeline tests
-	$(VENV)/bin/mypy actors pipeline
+	$(VENV)/bin/python scripts/typecheck
 
 $(STAMP):
 	scripts/ensure-java

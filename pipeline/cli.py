@@ -209,7 +209,7 @@ def _bench_engines(args: argparse.Namespace) -> int:
     from dynbucket.bench import engines
     from dynbucket.runtime import Runtime
 
-    with Runtime(**({"driver_write_max_bytes": 0} if args.spark_tasks else {})) as rt:
+    with Runtime(driver_write_max_bytes=0) if args.spark_tasks else Runtime() as rt:
         engines.run(rt, args.base_rows, args.capacity, args.schemes, args.workdir, args.png)
     return 0
 

@@ -23,10 +23,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.actors import DynamicBucketOptions, columns
+from dynbucket.actors import DynamicBucketOptions
 from dynbucket.actors.assigner import EmptySource
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
+from dynbucket.base import columns
 from dynbucket.base.keyhash import slot_of
 from dynbucket.bench.report import Measurement, print_report, timed
 from dynbucket.runtime import Runtime

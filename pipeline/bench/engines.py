@@ -29,6 +29,7 @@ the final table, and a point lookup (median of 30 single keys, ``Table.lookup``)
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import tempfile
@@ -230,7 +231,7 @@ def run(
             order = runs[step % len(runs) :] + runs[: step % len(runs)]
             for r in order:
                 df = rt.spark.read.parquet(str(path))
-                seconds, _ = timed(lambda r=r, df=df: r.table.upsert(df))
+                seconds, _ = timed(functools.partial(r.table.upsert, df))
                 r.upserts.append(seconds)
                 r.rows.append(len(ids))
                 r.keys_per_partition = {f"part=p{i}": int(n) for i, n in enumerate(per_part)}
@@ -265,7 +266,7 @@ def _report(
         for p in sorted(set(stats.column("partition").to_pylist())):
             buckets[p] = sum(1 for q in stats.column("partition").to_pylist() if q == p)
         lookups = [
-            timed(lambda i=i, t=r.table: t.lookup(probe_rows.slice(i, 1)))[0]
+            timed(functools.partial(r.table.lookup, probe_rows.slice(i, 1)))[0]
             for i in range(len(probe))
         ]
         ratio, cv = skew(keys)

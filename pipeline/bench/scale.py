@@ -38,10 +38,12 @@ from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.keyhash import hash_columns, slot_of
 from dynbucket.bench.report import Measurement, print_report, timed
+from dynbucket.format.file_group.context import TableRef
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from dynbucket.write.index_source import RLIIndexSource
+from dynbucket.write.results import WriteResult
 
 SMALL = 5_000_000
 CHUNK = 5_000_000
@@ -112,8 +114,8 @@ def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
     """A fresh fleet of ``slots`` over ``table``'s index; each slot looks up one key of the
     partition (which loads its slice of the partition). Times, bytes, entries read."""
     link = RayLink(rt.ray_address, rt.config.namespace)
-    source = functools.partial(RLIIndexSource, table.uri, table.spec)
-    fleet = AssignerFleet(link, label, slots, table.spec.bucket_options, source)
+    source = functools.partial(RLIIndexSource, TableRef.of(table.store, table.spec))
+    fleet = AssignerFleet(link, label, slots, table.spec.dynamic_options, source)
     try:
         pids = _pids(fleet.names)
         before = [_rss(p) for p in pids]
@@ -189,7 +191,7 @@ def run(
         for r in range(runs + 1):
             for size, table in tables.items():
                 f = base / f"workload-{size}-{upsert_rows}x{runs + 1}" / f"upsert-{r}.parquet"
-                s, result = timed(lambda t=table, f=f: t.upsert(rt.spark.read.parquet(str(f))))
+                s, result = timed(functools.partial(_upsert_file, rt, table, f))
                 print(
                     f"  upsert {r} into {size:,}: {s:.2f}s ({result.keys_updated:,} updated,"
                     f" {result.keys_inserted:,} inserted)",
@@ -241,15 +243,19 @@ def run(
         summary["entries_in_partition"] = keys  # p0's, as the one slot held them all
         summary["read_share_max"] = round(max(read) / keys, 4)
         summary[f"bootstrap_{slots}_slots_s"] = round(
-            statistics.median(s["seconds"] for s in spread), 2
+            statistics.median(o["seconds"] for o in spread), 2
         )
-        for s in spread:
+        for o in spread:
             print(
-                f"  {slots} slots: {s['seconds']:.2f}s, entries read per slot "
-                f"{s['entries_read']} of {keys:,}",
+                f"  {slots} slots: {o['seconds']:.2f}s, entries read per slot "
+                f"{o['entries_read']} of {keys:,}",
                 flush=True,
             )
     finally:
         if not workdir:
             shutil.rmtree(base, ignore_errors=True)
     return print_report("scale", "rows", measured, **summary)
+
+
+def _upsert_file(rt: Runtime, table: Table, path: Path) -> WriteResult:
+    return table.upsert(rt.spark.read.parquet(str(path)))

@@ -60,7 +60,7 @@ class RLIIndexSource:
             buckets=merged.buckets,
             bucket_keys=bucket_keys,
             bucket_bytes=self.bucket_bytes(partition)
-            if self.spec.bucket_options.by_bytes
+            if self.spec.dynamic_options.by_bytes
             else None,
             entries_scanned=entries_read,
         )

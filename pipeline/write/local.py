@@ -81,7 +81,7 @@ class LocalWriter:
         writer committed since this writer's last write (``CacheMatch``)."""
         if self._slot is None:
             source = functools.partial(RLIIndexSource, self.table)
-            self._slot = AssignerActor(0, 1, self.spec.bucket_options, source)
+            self._slot = AssignerActor(0, 1, self.spec.dynamic_options, source)
             self.caches.emptied(based_on)
         elif not self.caches.holds(based_on):
             self._slot.reset()

@@ -81,7 +81,7 @@ class AssignerScheme:
                 self.link,
                 spec.table_id[:8],
                 num_slots,
-                spec.bucket_options,
+                spec.dynamic_options,
                 functools.partial(RLIIndexSource, self.table),
                 wait=False,
             )

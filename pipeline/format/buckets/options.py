@@ -142,7 +142,7 @@ class ConsistentHashingIndex(PersistedOptions):
 
 
 IndexOptions: TypeAlias = DynamicBucketOptions | SimpleBucketIndex | ConsistentHashingIndex
-ENGINES: dict[str, type[PersistedOptions]] = {
+ENGINES: dict[str, type[IndexOptions]] = {
     DYNAMIC: DynamicBucketOptions, SIMPLE: SimpleBucketIndex, CONSISTENT: ConsistentHashingIndex,
 }  # fmt: skip
 

@@ -128,6 +128,17 @@ class TableSpec:
         return engine_of(self.bucket_options)
 
     @property
+    def dynamic_options(self) -> DynamicBucketOptions:
+        """The dynamic scheme's options: its assigners' configuration.
+
+        Raises:
+            ConfigError: the table's index is a stateless scheme (it has no assigners).
+        """
+        if not isinstance(self.bucket_options, DynamicBucketOptions):
+            raise ConfigError(f"table's index is {self.index_engine}: it has no assigners")
+        return self.bucket_options
+
+    @property
     def stateless(self) -> bool:
         """Whether a key's bucket is a function of the key and the layout (no assigner,
         no record-level index)."""
