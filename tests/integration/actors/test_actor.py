@@ -16,6 +16,7 @@ from dynbucket.actors.link import RayLink
 from dynbucket.base import columns
 from dynbucket.base.errors import AssignerRestartedError
 from dynbucket.base.keyhash import slot_of
+from dynbucket.format.file_group.context import TableRef
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from dynbucket.write.index_source import RLIIndexSource
@@ -83,7 +84,7 @@ def test_killed_slot_actor_comes_back_and_keeps_every_bucket(
     )
 
     link = RayLink(runtime.ray_address, runtime.config.namespace)
-    source = functools.partial(RLIIndexSource, table.uri, table.spec)
+    source = functools.partial(RLIIndexSource, TableRef.of(table.store, table.spec))
     fleet = AssignerFleet(link, "restart-test", 2, table.spec.bucket_options, source)
     try:
         latest = int(table.latest_instant() or -1)

@@ -34,7 +34,7 @@ from dynbucket.format.timeline import outcome
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
-from dynbucket.write import spark as spark_writer
+from dynbucket.write import schemes as spark_stages  # where the Spark stages are built
 from tests.integration.invariants import checked_live_rows
 from tests.integration.processes import marked_env, wait_until_gone
 
@@ -135,7 +135,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "killed"
-    original = spark_writer.assign_fn
+    original = spark_stages.assign_fn
     first_time = _once()
 
     def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
@@ -152,7 +152,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
 
         return tag_then_kill
 
-    monkeypatch.setattr(spark_writer, "assign_fn", killing_assign_fn)
+    monkeypatch.setattr(spark_stages, "assign_fn", killing_assign_fn)
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.upsert(spark.createDataFrame(_rows(range(1500, 6000), 2), DDL), assigner_slots=2)
     assert flag.exists()
@@ -180,7 +180,7 @@ def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
     t.upsert(spark.createDataFrame(_rows(range(0, 400), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "failed-once"
-    original = getattr(spark_writer, stage)
+    original = getattr(spark_stages, stage)
     first_time = _once()
 
     def flaky(*args: Any, **kw: Any) -> Any:
@@ -194,7 +194,7 @@ def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
 
         return run_then_fail
 
-    monkeypatch.setattr(spark_writer, stage, flaky)
+    monkeypatch.setattr(spark_stages, stage, flaky)
     result = t.upsert(spark.createDataFrame(_rows(range(200, 900), 2), DDL), assigner_slots=2)
     assert flag.exists()
     assert (result.keys_updated, result.keys_inserted) == (200, 500)
