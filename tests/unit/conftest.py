@@ -1,5 +1,7 @@
 """Unit tests are plain Python: a unit test that starts Ray or Spark fails (and what it
-started is stopped), so that the unit suite stays seconds long and runs anywhere."""
+started is stopped), so that the unit suite stays seconds long and runs anywhere. What ran
+before the test (the integration session's Ray and Spark, when ``make test`` runs every
+suite in one process) is neither blamed nor stopped."""
 
 from __future__ import annotations
 
@@ -9,26 +11,33 @@ from collections.abc import Iterator
 import pytest
 
 
-def _started() -> list[str]:
-    """What of Ray and Spark is running in this process."""
-    found = []
+def running() -> set[str]:
+    """What of Ray and Spark runs in this process now."""
+    found = set()
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
-        ray.shutdown()
-        found.append("Ray (ray.init)")
+        found.add("Ray (ray.init)")
     context = sys.modules.get("pyspark.context")
     if context is not None and context.SparkContext._active_spark_context is not None:
-        context.SparkContext._active_spark_context.stop()
-        found.append("Spark (a SparkContext)")
+        found.add("Spark (a SparkContext)")
     return found
+
+
+def stop(started: set[str]) -> None:
+    if "Spark (a SparkContext)" in started:
+        sys.modules["pyspark.context"].SparkContext._active_spark_context.stop()
+    if "Ray (ray.init)" in started:
+        sys.modules["ray"].shutdown()
 
 
 @pytest.fixture(autouse=True)
 def _no_ray_or_spark() -> Iterator[None]:
+    before = running()
     yield
-    started = _started()
+    started = running() - before
     if started:
+        stop(started)
         pytest.fail(
-            f"a unit test started {' and '.join(started)}: move it to "
+            f"a unit test started {' and '.join(sorted(started))}: move it to "
             "tests/integration (the shared session) or test the plain core"
         )

@@ -1,4 +1,5 @@
-"""The unit suite's guard sees Ray or Spark started by a test, and stops it."""
+"""The unit suite's guard tells what a test started from what ran before it, and stops
+only what the test started."""
 
 from __future__ import annotations
 
@@ -7,17 +8,23 @@ import types
 
 import pytest
 
-from tests.unit.conftest import _started
+from tests.unit.conftest import running, stop
 
 
 def test_the_guard_sees_ray_and_spark_and_stops_them(monkeypatch: pytest.MonkeyPatch) -> None:
     stopped: list[str] = []
-    ray = types.SimpleNamespace(is_initialized=lambda: True, shutdown=lambda: stopped.append("ray"))
+    state = {"ray": True}
+    ray = types.SimpleNamespace(
+        is_initialized=lambda: state["ray"], shutdown=lambda: stopped.append("ray")
+    )
     context = types.SimpleNamespace(stop=lambda: stopped.append("spark"))
     spark = types.SimpleNamespace(SparkContext=types.SimpleNamespace(_active_spark_context=context))
     monkeypatch.setitem(sys.modules, "ray", ray)
     monkeypatch.setitem(sys.modules, "pyspark.context", spark)
-    assert _started() == ["Ray (ray.init)", "Spark (a SparkContext)"]
-    assert stopped == ["ray", "spark"]
-    monkeypatch.undo()
-    assert _started() == []  # the real ones: nothing runs in the unit suite
+    assert running() == {"Ray (ray.init)", "Spark (a SparkContext)"}
+    stop({"Spark (a SparkContext)"})  # Ray ran before the test: left alone
+    assert stopped == ["spark"]
+    stop({"Ray (ray.init)"})
+    assert stopped == ["spark", "ray"]
+    state["ray"] = False
+    assert running() == {"Spark (a SparkContext)"}

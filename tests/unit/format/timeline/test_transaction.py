@@ -64,6 +64,7 @@ def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
     assert any(".dynbucket/rli" in str(p) for p in written)  # index files too
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
+    child.stdout.close()
 
     # Readers see the previous snapshot exactly, and the dead instant as pending.
     assert reader.to_arrow().sort_by("id").equals(before)
