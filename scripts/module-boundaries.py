@@ -65,7 +65,10 @@ def traced(fn, out_dir):  # type: ignore[no-untyped-def]
 def main() -> None:
     from pyspark.sql import DataFrame
 
-    from dynbucket import DynamicBucketIndex, Runtime, Table
+    try:
+        from dynbucket import DynamicBucketIndex, Runtime, Table
+    except ImportError:  # a tree from before the package was `dynbucket` (to compare)
+        from dynbucket.pipeline import DynamicBucketIndex, Runtime, Table
 
     original = DataFrame.mapInArrow
     DataFrame.mapInArrow = lambda self, fn, schema, *a, **k: original(  # type: ignore[method-assign]
