@@ -49,8 +49,9 @@ SEQUENCES = 200
 #: Sequences of each stateless scheme.
 STATELESS_SEQUENCES = 40
 STEPS = 7
-#: Every how many sequences hudi-rs reads the table after each step (it costs ~10 ms a read).
-HUDI_EVERY = 4
+#: Every how many sequences hudi-rs reads the table after each step (it costs ~10 ms a read;
+#: every sequence: about a minute of the suite).
+HUDI_EVERY = 1
 
 
 Key = tuple[str, str]  # (partition value, record key)
