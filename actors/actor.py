@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dynbucket.actors import kernels
 from dynbucket.actors.assigner import BucketAssigner, IndexSource
@@ -117,7 +116,4 @@ def _one_batch(table: pa.Table) -> pa.RecordBatch:
 
 
 def _partition_codes(batch: pa.RecordBatch) -> tuple[list[str], np.ndarray]:
-    column = _column(batch, columns.PARTITION)
-    if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)
-    return column.dictionary.to_pylist(), column.indices.to_numpy(zero_copy_only=False)
+    return columns.partition_codes(_column(batch, columns.PARTITION))

@@ -203,7 +203,7 @@ class Table:
         self, partition: str, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """The partition's record-level index entries (committed), reading only ``columns``."""
-        visible = {i.id for i in self.timeline.completed()}
+        visible = self.timeline.visible()
         return self.record_index.record_index_locations(partition, visible, columns)
 
     def lookup(

@@ -9,7 +9,8 @@ call sites (file, line) on the driver where a module of the write layer calls in
 the format layer: how often the driver goes back and forth between the two rooms. The
 layers are told by name (``.write.`` and ``.format.``), so the count reads the same before
 and after the rooms moved.
-Usage: ``.venv/bin/python scripts/module-boundaries.py``.
+Usage: ``.venv/bin/python scripts/module-boundaries.py [--sites]`` (``--sites`` lists the
+driver's write->format call sites).
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def main() -> None:
     )
     for a, b in sorted(crossing):
         print(f"  {a} -> {b}")
+    if "--sites" in sys.argv:
+        for file, line in sorted(sites):
+            print(f"  site {os.path.relpath(file)}:{line}")
 
 
 if __name__ == "__main__":

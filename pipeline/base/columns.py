@@ -4,6 +4,12 @@ The assigner reads and adds the first four (shared with the Spark stages); the f
 the others. A table's own fields may not use any of these names.
 """
 
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 PARTITION = "_partition"
 """Partition path of the row (hive style, ``field=value/...``); "" for unpartitioned."""
 HASH = "_hash"
@@ -30,3 +36,14 @@ UPSERT, DELETE = 0, 1
 #: The largest bucket id: the assigner's cache keeps bucket ids in 16 bits, one value of
 #: which marks a slot in use (``actors.kernels.RESERVED``).
 MAX_BUCKET_ID = 0xFFFD
+
+
+def partition_codes(column: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """A ``_partition`` column as (its distinct paths, each row's index into them): the one
+    way every stage groups rows by partition (a batch holds few partitions; a dictionary
+    column is taken as it is)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    return column.dictionary.to_pylist(), column.indices.to_numpy(zero_copy_only=False)

@@ -83,25 +83,25 @@ def assign_fn(
             hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
             slots = slot_of(hashes, len(handles))
             present = np.unique(slots)
-            parts = (
+            per_slot = (
                 [batch]
                 if len(present) == 1
                 else [batch.take(pa.array(np.flatnonzero(slots == s))) for s in present]
             )
             refs = [
                 getattr(handles[int(s)], method).remote(
-                    checkpoint, part.select([columns.PARTITION, columns.HASH])
+                    checkpoint, rows.select([columns.PARTITION, columns.HASH])
                 )
-                for s, part in zip(present, parts, strict=True)
+                for s, rows in zip(present, per_slot, strict=True)
             ]
-            return parts, refs
+            return per_slot, refs
 
-        def receive(parts: list[pa.RecordBatch], refs: list[Any]) -> Iterator[pa.RecordBatch]:
+        def receive(per_slot: list[pa.RecordBatch], refs: list[Any]) -> Iterator[pa.RecordBatch]:
             start = time.perf_counter()
             answers = ray.get(refs)  # the part of the actors' work not overlapped
             times["tag"] = times.get("tag", 0.0) + time.perf_counter() - start
-            for part, answer in zip(parts, answers, strict=True):
-                tagged = part.append_column(
+            for rows, answer in zip(per_slot, answers, strict=True):
+                tagged = rows.append_column(
                     columns.BUCKET, answer.column(columns.BUCKET)
                 ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))
                 if refuse_known:

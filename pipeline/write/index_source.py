@@ -34,12 +34,12 @@ class RLIIndexSource:
         return self.table.store
 
     def _visible(self) -> frozenset[str]:
-        return frozenset(i.id for i in Timeline(self.store).completed())
+        return Timeline(self.store).visible()
 
     def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
         """``slot``'s entries of ``partition`` (its own section of each index file, not the
         whole partition), with every slot's key count per bucket (from the footers)."""
-        part = RecordLevelIndex(self.store, self.spec).slot_slice(
+        section = RecordLevelIndex(self.store, self.spec).slot_slice(
             partition, self._visible(), [HASH, BUCKET], slot, num_slots
         )
         runs = [
@@ -47,10 +47,10 @@ class RLIIndexSource:
                 to_cache_keys(t.column(HASH).to_numpy()),
                 t.column(BUCKET).to_numpy().astype(np.uint16),
             )
-            for t in part.runs
+            for t in section.runs
         ]
-        bucket_keys, entries_read = part.bucket_keys, part.entries_read
-        del part  # its Arrow tables: only the cache's arrays stay
+        bucket_keys, entries_read = section.bucket_keys, section.entries_read
+        del section  # its Arrow tables: only the cache's arrays stay
         merged = SortedRun.union(runs)
         del runs
         # What the reads allocated goes back to the system, not to the slot's resident size.

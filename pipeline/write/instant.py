@@ -88,29 +88,18 @@ class InstantWrite:
         self._done = False
 
     def __enter__(self) -> InstantWrite:
-        # 1.
+        # 1. The instant's facts, read once: what the engine's stages are given.
         self.txn = self._begin()
+        self.id: str = self.txn.id
+        self.checkpoint = int(self.id)
+        self.based_on: str | None = self.txn.based_on
+        self.visible: frozenset[str] = self.txn.visible
+        """The completed instants this write reads (the files it builds on)."""
         # 2.
         if self.stream is not None and committed(self.txn.timeline, self.stream):
             self.skipped = self._done = True
             self.txn.abort()
         return self
-
-    @property
-    def id(self) -> str:
-        return self.txn.id
-
-    @property
-    def based_on(self) -> str | None:
-        return self.txn.based_on
-
-    @property
-    def checkpoint(self) -> int:
-        return self.txn.instant.checkpoint
-
-    def visible(self) -> frozenset[str]:
-        """The completed instants this write reads (the files it builds on)."""
-        return frozenset(i.id for i in self.txn.timeline.completed())
 
     def skipped_result(self) -> WriteResult:
         batch = self.stream.batch_id if self.stream else None

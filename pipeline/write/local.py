@@ -53,7 +53,7 @@ class LocalWriter:
             if self.spec.stateless:
                 w.open(NoAssigners())
                 layouts = BucketLayouts.load(
-                    self.store, self.spec.bucket_options, self.spec.record_key, w.visible()
+                    self.store, self.spec.bucket_options, self.spec.record_key, w.visible
                 )
                 rows = pa.Table.from_batches(
                     [with_buckets(layouts, b) for b in rows.combine_chunks().to_batches()],
@@ -68,7 +68,7 @@ class LocalWriter:
                     refuse_known(tagged, self.spec.record_key)
                 rows = pa.Table.from_batches([tagged])
             laps.lap("assign")
-            ctx = WriteContext(self.table, w.id, w.visible(), op)
+            ctx = WriteContext(self.table, w.id, w.visible, op)
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from dynbucket.base.columns import BUCKET, IS_NEW, PARTITION
+from dynbucket.base.columns import BUCKET, IS_NEW, PARTITION, partition_codes
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.write.batches import ROWS_PER_CALL, joined
 
@@ -50,14 +49,12 @@ def locate_fn(
 def with_buckets(layouts: BucketLayouts, batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` (checked: ``_partition``, key fields, ``_hash``) with ``_bucket`` and
     ``_is_new``."""
-    encoded = pc.dictionary_encode(batch.column(PARTITION))
-    names = encoded.dictionary.to_pylist()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    names, codes = partition_codes(batch.column(PARTITION))
     buckets = np.empty(batch.num_rows, np.int32)
     for code, name in enumerate(names):
         at = np.flatnonzero(codes == code) if len(names) > 1 else None
-        part = batch if at is None else batch.take(pa.array(at))
-        found = layouts.locate(name, part)
+        rows = batch if at is None else batch.take(pa.array(at))
+        found = layouts.locate(name, rows)
         if at is None:
             buckets = found
         else:

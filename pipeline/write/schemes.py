@@ -159,7 +159,7 @@ class LayoutScheme:
     def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
         spec = self.table.spec
         layouts = BucketLayouts.load(
-            self.table.store, spec.bucket_options, spec.record_key, w.visible()
+            self.table.store, spec.bucket_options, spec.record_key, w.visible
         )
         return locate_fn(layouts, record_check(spec, op.deletes))
 

@@ -65,8 +65,8 @@ def write_fn(ctx: WriteContext) -> ArrowFn:
         if not collected:
             return
         task = TaskContext.get()
-        part = f"p{task.partitionId() if task is not None else 0}"
-        written = write_file_groups(ctx, pa.Table.from_batches(collected), part)
+        tag = f"p{task.partitionId() if task is not None else 0}"
+        written = write_file_groups(ctx, pa.Table.from_batches(collected), tag)
         written.add_seconds(seconds or {})
         yield to_rows(written)
 

@@ -42,9 +42,9 @@ from dynbucket.format.buckets.layouts import (
 from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.buckets.ring import Ring, changed, plan_rebalance
 from dynbucket.format.file_group.merge import read_slice
-from dynbucket.format.file_group.slices import FileSlice, file_id_for
+from dynbucket.format.file_group.slices import FileSlice
 from dynbucket.format.file_group.writer import moved_to, write_base
-from dynbucket.format.hudi.files import base_name
+from dynbucket.format.hudi.files import base_name, file_id_for
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec

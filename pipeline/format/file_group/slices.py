@@ -1,16 +1,14 @@
 """File groups and file slices: the view a reader builds of a partition's files.
 
-A bucket is one file group, ``<bucket id, 8 digits>-<uuid tail>`` (Hudi's bucket-index
-naming). Its files (names in ``hudi/files.py``) are base files and log files; a file slice
-is a base file and the log files written after it (they name its instant as their base
-instant). A file is visible at instant ``t`` when the instant that wrote it is completed and
-``<= t``; a group's slice at ``t`` is its newest visible base plus that base's visible logs.
+A bucket is one file group (its file id and its files' names: ``hudi/files.py``); its files
+are base files and log files; a file slice is a base file and the log files written after it
+(they name its instant as their base instant). A file is visible at instant ``t`` when the
+instant that wrote it is completed and ``<= t``; a group's slice at ``t`` is its newest
+visible base plus that base's visible logs.
 """
 
 from __future__ import annotations
 
-import re
-import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -18,29 +16,6 @@ import pyarrow.fs as pafs
 
 from dynbucket.format.hudi import files as names
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.paths import RLI_DIR
-
-_INDEX = re.compile(r"^(?P<instant>\d{17})\.(?P<kind>base|delta)(\.[0-9a-z-]+)?\.parquet$")
-#: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
-TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
-_NAMESPACE = uuid.UUID("7d3c0a52-9a57-4c1e-9f4e-0b0d1b1e8a11")
-
-
-def file_id_for(table_id: str, instant: str, partition: str, bucket: int) -> str:
-    """The file id of a new bucket: deterministic in (table, instant, partition, bucket), so a
-    retried or speculative task writing the same new bucket names the same file group (I4)."""
-    tail = str(uuid.uuid5(_NAMESPACE, f"{table_id}/{instant}/{partition}/{bucket}"))[8:]
-    return f"{bucket:08d}{tail}"
-
-
-def bucket_of(file_id: str) -> int:
-    return int(file_id[:8])
-
-
-def index_name(instant: str, kind: str, part: str | None = None) -> str:
-    """Index file name; ``part`` tells apart files that several writer tasks of one instant
-    write for the same partition."""
-    return f"{instant}.{kind}.{part}.parquet" if part else f"{instant}.{kind}.parquet"
 
 
 @dataclass(frozen=True, order=True)
@@ -72,7 +47,7 @@ class FileSlice:
 
     @property
     def bucket(self) -> int:
-        return bucket_of(self.file_id)
+        return names.bucket_of(self.file_id)
 
     @property
     def files(self) -> list[DataFile]:
@@ -115,22 +90,6 @@ def parsed_data_files(infos: Iterable[pafs.FileInfo]) -> list[DataFile]:
                     parsed.version,
                 )
             )
-    return out
-
-
-def index_instant(name: str) -> str | None:
-    """The instant that wrote an index file, from its name (None: not an index file)."""
-    m = _INDEX.match(name)
-    return m["instant"] if m is not None else None
-
-
-def index_files(store: TableStore, partition: str) -> list[DataFile]:
-    """Every index file of a partition, visible or not."""
-    out = []
-    for info in store.list_files(store.path(RLI_DIR, partition)):
-        m = _INDEX.match(info.base_name)
-        if m is not None:
-            out.append(DataFile(m["instant"], info.path, m["kind"], int(info.size or 0)))
     return out
 
 

@@ -101,14 +101,14 @@ def _only_keys(
 ) -> tuple[pa.Table | None, list[pa.Table]]:
     """The records of ``keys`` alone, in the base and each log (one hash table of the keys,
     probed with every file's keys at once)."""
-    parts = ([base] if base is not None else []) + logs
-    chunks = [chunk for part in parts for chunk in part.column(KEY).chunks]
+    tables = ([base] if base is not None else []) + logs
+    chunks = [chunk for table in tables for chunk in table.column(KEY).chunks]
     found = pc.is_in(pa.chunked_array(chunks, pa.string()), value_set=keys)
-    found = found.combine_chunks()  # a mask per part is then a slice (no copy)
+    found = found.combine_chunks()  # a mask per file is then a slice (no copy)
     kept, at = [], 0
-    for part in parts:
-        kept.append(part.filter(found.slice(at, part.num_rows)))
-        at += part.num_rows
+    for table in tables:
+        kept.append(table.filter(found.slice(at, table.num_rows)))
+        at += table.num_rows
     return (kept[0], kept[1:]) if base is not None else (None, kept)
 
 

@@ -33,16 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION
+from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partition_codes
 from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
-from dynbucket.format.file_group.slices import (
-    FileSlice,
-    bucket_of,
-    data_files,
-    file_id_for,
-    file_slices,
-)
+from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices
 from dynbucket.format.file_group.stale import live_among, stale_updates
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file, properties
@@ -57,7 +51,8 @@ from dynbucket.format.hudi.meta_fields import (
     record_keys,
 )
 from dynbucket.format.index.rli import RecordLevelIndex, entries_for
-from dynbucket.format.records.incoming import dedupe, insert_conflict
+from dynbucket.format.records.incoming import dedupe
+from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.storage.store import FileWriter, TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import WrittenFile
@@ -108,7 +103,7 @@ class GroupWrites:
 
 
 def write_file_groups(
-    ctx: WriteContext, rows: pa.Table, part: str | None = None, threads: int = 1
+    ctx: WriteContext, rows: pa.Table, task: str | None = None, threads: int = 1
 ) -> GroupWrites:
     """Writes tagged rows (``_partition``, ``_bucket``, ``_is_new``, ``_op``) of the write
     ``ctx``.
@@ -123,7 +118,7 @@ def write_file_groups(
        slices are listed once.
     3. Per group, as one job (``threads`` jobs at a time; pyarrow releases the GIL): its
        rows, one record per key, one file (module doc), the index entries of its new keys.
-    4. Per partition, as one job: one index file with the entries of the new keys (``part``
+    4. Per partition, as one job: one index file with the entries of the new keys (``task``
        tells apart the files several writer tasks of one instant write into one partition).
     5. A partition that got a data file for the first time gets its
        ``.hoodie_partition_metadata``; every file written is flushed to disk and put in
@@ -162,9 +157,10 @@ def write_file_groups(
                 group = _mark_known(store, spec, fslice, group, deletes, refuse_known, out)
             if group.num_rows == 0:
                 return partition, None
-        file_id = (
-            fslice.file_id if fslice else file_id_for(spec.table_id, instant, partition, bucket)
-        )
+        if fslice is not None:
+            file_id = fslice.file_id
+        else:
+            file_id = names.file_id_for(spec.table_id, instant, partition, bucket)
         written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
         out.add(written)
         if not written.inserts or spec.stateless:
@@ -179,7 +175,7 @@ def write_file_groups(
     def one_index(partition: str, parts: list[pa.Table]) -> None:
         with out.timed("index"):
             table = pa.concat_tables(parts)
-            f = index.write(partition, instant, table, part=part, files=files, slots=index_slots)
+            f = index.write(partition, instant, table, task=task, files=files, slots=index_slots)
         out.add(WrittenFile(partition, f.path, "index", table.num_rows, f.size))
 
     # A partition's index file is written as soon as its last group is.
@@ -227,9 +223,8 @@ def _mark_known(
         known = pa.array(np.zeros(group.num_rows, np.bool_))
     else:
         known = live_among(store, spec, fslice, record_keys(group, spec.record_key))
-    if refuse_known and pc.any(known).as_py():
-        sample = group.filter(known).select(list(spec.record_key)).slice(0, 3).to_pylist()
-        raise insert_conflict(int(pc.sum(known).as_py()), sample)
+    if refuse_known:
+        refuse_known_keys(group, spec.record_key, known)
     group = group.set_column(group.schema.get_field_index(IS_NEW), IS_NEW, pc.invert(known))
     if deletes:
         missing = group.num_rows - int(pc.sum(known).as_py() or 0)
@@ -258,7 +253,7 @@ def _write_group(
     if fslice is None:
         with out.timed("encode"):
             name = names.base_name(file_id, instant)
-            rows = _with_meta(spec, upserts, instant, partition, name, bucket_of(file_id))
+            rows = _with_meta(spec, upserts, instant, partition, name, names.bucket_of(file_id))
             size = write_base(files, spec, store.path(partition, name), rows)
         written = WrittenFile(
             partition,
@@ -267,7 +262,7 @@ def _write_group(
             rows.num_rows,
             size,
             file_id,
-            bucket_of(file_id),
+            names.bucket_of(file_id),
         )
     elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
         with out.timed("encode"):
@@ -358,7 +353,7 @@ def _write_log(
     blocks = []
     if upserts.num_rows:
         rows = _with_meta(
-            spec, upserts, instant, partition, fslice.file_id, bucket_of(fslice.file_id)
+            spec, upserts, instant, partition, fslice.file_id, names.bucket_of(fslice.file_id)
         )
         buffer = io.BytesIO()
         pq.write_table(rows.cast(spec.file_schema()), buffer, **log_block_options(spec))
@@ -457,11 +452,10 @@ def split_groups(rows: pa.Table) -> list[tuple[str, int, pa.Array]]:
     """(partition, bucket, row positions) of each file group the rows go to."""
     if rows.num_rows == 0:
         return []
-    codes = pc.dictionary_encode(rows.column(PARTITION)).combine_chunks()
-    partitions = codes.dictionary.to_pylist()
+    partitions, codes = partition_codes(rows.column(PARTITION))
     buckets = rows.column(BUCKET).to_numpy()
     width = int(buckets.max()) + 1
-    key = codes.indices.to_numpy().astype(np.int64) * width + buckets
+    key = codes.astype(np.int64) * width + buckets
     # A write touches few groups: as small integers, one radix sort orders the rows.
     small = np.uint16 if len(partitions) * width <= 1 << 16 else np.int64
     order = np.argsort(key.astype(small), kind="stable")

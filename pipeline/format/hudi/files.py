@@ -1,4 +1,7 @@
-"""Names of data files in a partition: base files and log files of file groups.
+"""Names of file groups and of data files in a partition: base files and log files.
+
+* file id ``<bucket id, 8 digits>-<uuid tail>`` (Hudi's bucket-index naming: Hudi's readers
+  and bucket-index writers take the bucket from the first 8 characters);
 
 * base file ``<file id>_<write token>_<instant>.parquet``;
 * log file ``.<file id>_<base instant>.log.<version>_<write token>``: ``base instant`` is the
@@ -14,6 +17,7 @@ say) so that rolling an instant back finds its files by name.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 
 _ID = r"(?P<file_id>[^_/]+)"
@@ -21,6 +25,19 @@ _TOKEN = r"(?P<token>\d+-(?P<writer>\d+)-\d+)"
 _BASE = re.compile(rf"^{_ID}_{_TOKEN}_(?P<instant>\d{{17}})\.parquet$")
 _LOG = re.compile(rf"^\.{_ID}_(?P<base>\d{{17}})\.log\.(?P<version>\d+)_{_TOKEN}$")
 PARTITION_METADATA = ".hoodie_partition_metadata"
+_NAMESPACE = uuid.UUID("7d3c0a52-9a57-4c1e-9f4e-0b0d1b1e8a11")
+
+
+def file_id_for(table_id: str, instant: str, partition: str, bucket: int) -> str:
+    """The file id of a new bucket: deterministic in (table, instant, partition, bucket), so a
+    retried or speculative task writing the same new bucket names the same file group (I4)."""
+    tail = str(uuid.uuid5(_NAMESPACE, f"{table_id}/{instant}/{partition}/{bucket}"))[8:]
+    return f"{bucket:08d}{tail}"
+
+
+def bucket_of(file_id: str) -> int:
+    """The bucket id a file id names."""
+    return int(file_id[:8])
 
 
 def write_token(instant: str) -> str:

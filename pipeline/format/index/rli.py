@@ -26,12 +26,8 @@ import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
 from dynbucket.base.keyhash import slot_of
-from dynbucket.format.file_group.slices import (
-    DataFile,
-    index_files,
-    index_name,
-    latest_slice,
-)
+from dynbucket.format.file_group.slices import DataFile, latest_slice
+from dynbucket.format.index.files import index_files, index_name
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -80,12 +76,12 @@ class RecordLevelIndex:
         instant: str,
         entries: pa.Table,
         kind: str = "delta",
-        part: str | None = None,
+        task: str | None = None,
         files: FileWriter | None = None,
         slots: int = 1,
     ) -> DataFile:
         """Writes a partition's new entries of ``instant``, grouped by slot of ``slots`` and
-        sorted by hash within (``part``: which writer task, when several write the same
+        sorted by hash within (``task``: which writer task, when several write the same
         partition in one instant; ``files``: a batch to write it with, else it is
         published at once)."""
         entries = entries.select(self.schema.names).cast(self.schema)
@@ -100,7 +96,7 @@ class RecordLevelIndex:
                 BUCKET_ROWS_KEY: ",".join(f"{b}:{n}" for b, n in enumerate(buckets) if n).encode(),
             }
         )
-        path = f"{self.dir(partition)}/{index_name(instant, kind, part)}"
+        path = f"{self.dir(partition)}/{index_name(instant, kind, task)}"
         # Keys and hashes are unique: a dictionary of them is work for nothing.
         repeating = [BUCKET, FILE_ID, INSTANT]
         size = (files or self.store).write_parquet(

@@ -188,10 +188,14 @@ def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInput
     )
 
 
-def refuse_known(tagged: pa.RecordBatch | pa.Table, key_fields: Sequence[str]) -> None:
-    """An insert's check of its tagged rows: a key the table has (``_is_new`` false) fails
-    the write with :func:`insert_conflict`, naming a few."""
-    known = pc.invert(tagged.column(IS_NEW))
+def refuse_known(
+    tagged: pa.RecordBatch | pa.Table, key_fields: Sequence[str], known: pa.Array | None = None
+) -> None:
+    """An insert's check of its rows, the same on every write path: a key the table has
+    (``known``; by default where the assigner tagged ``_is_new`` false) fails the write
+    with :func:`insert_conflict`, naming a few."""
+    if known is None:
+        known = pc.invert(tagged.column(IS_NEW))
     if pc.any(known).as_py():
         sample = tagged.filter(known).select(list(key_fields)).slice(0, 3).to_pylist()
         raise insert_conflict(int(pc.sum(known).as_py()), sample)

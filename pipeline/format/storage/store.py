@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,6 +25,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from dynbucket.format.storage.object_store import ConditionalPut
+
+#: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
+TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ class TableStore:
 
     @staticmethod
     def _temporary(path: str) -> str:
-        """A hidden name beside ``path`` for writing it (``layout.TEMPORARY`` matches it)."""
+        """A hidden name beside ``path`` for writing it (:data:`TEMPORARY` matches it)."""
         directory, name = posixpath.split(path)
         return posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
 

@@ -31,17 +31,18 @@ import pyarrow.parquet as pq
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, PARTITION
 from dynbucket.base.errors import DynBucketError
 from dynbucket.base.keyhash import key_hashes
-from dynbucket.format.file_group.slices import bucket_of, index_instant
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file
+from dynbucket.format.hudi.files import bucket_of
 from dynbucket.format.hudi.meta_fields import record_keys
+from dynbucket.format.index.files import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, visible_of
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,7 @@ def _index(
     report: CheckReport,
 ) -> None:
     """The record-level index against the live rows (I6)."""
-    visible = {i.id for i in completed}
+    visible = visible_of(completed)
     index = RecordLevelIndex(store, spec)
     deleted = _deletes_per_group(timeline, completed)
     live = rows.append_column("_key", record_keys(rows, spec.record_key))

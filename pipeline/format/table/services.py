@@ -4,16 +4,17 @@ rollback of what dead writers left; and the history of the timeline."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dynbucket.format.file_group.merge import read_slice
-from dynbucket.format.file_group.slices import TEMPORARY, data_files, index_files
+from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.file_group.writer import moved_to, write_base
 from dynbucket.format.hudi.files import base_name
+from dynbucket.format.index.files import index_files
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.storage.store import TableStore
+from dynbucket.format.storage.store import TEMPORARY, TableStore
 from dynbucket.format.table.paths import (
     BUCKET_LAYOUT_DIR,
     HOODIE_DIR,
@@ -90,7 +91,7 @@ def compact_index(
     threshold = min_files or spec.options.index_compaction_min_files
     index = RecordLevelIndex(store, spec)
     with Transaction.begin(store, spec, "index-compaction", "compact-index") as txn:
-        visible = {i.id for i in txn.timeline.completed()}
+        visible = txn.visible
         written = 0
         for partition in index.partitions():
             base, deltas = index.files(partition, visible)
@@ -124,7 +125,7 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
         # Said before any file goes: a read that finds a file gone while this clean runs
         # learns that its instant is no longer retained (reader.missing_file).
         txn.record_plan({"earliest-retained": earliest})
-        visible = {i.id for i in txn.timeline.completed()}
+        visible = txn.visible
         removed = 0
         folders = []
         for partition in Snapshot(store, spec).partitions():
@@ -139,7 +140,7 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
 
 
 def _clean_files(
-    store: TableStore, files: list[Any], visible: set[str], earliest: str, by_group: bool
+    store: TableStore, files: list[Any], visible: Collection[str], earliest: str, by_group: bool
 ) -> int:
     groups: dict[str, list[Any]] = {}
     for f in files:
@@ -158,7 +159,7 @@ def _clean_files(
     return removed
 
 
-def _clean_temporary(store: TableStore, visible: set[str], folders: Iterable[str]) -> int:
+def _clean_temporary(store: TableStore, visible: Collection[str], folders: Iterable[str]) -> int:
     """Temporary files that killed task attempts left behind, for completed instants (a
     pending instant's are removed by its rollback). Only local filesystems write files
     under temporary names, beside their final names: in the data and index ``folders``

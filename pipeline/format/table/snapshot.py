@@ -41,7 +41,7 @@ from dynbucket.format.records.partitioning import partition_columns
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Timeline
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Timeline, visible_of
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class Snapshot:
                 f"instant {as_of} was cleaned: the table keeps file slices from "
                 f"{self.earliest_retained} on (cleaner.commits-retained)"
             )
-        self.visible = frozenset(i.id for i in completed if self.instant and i.id <= self.instant)
+        self.visible = visible_of(completed, self.instant) if self.instant else frozenset()
         self.seen = completed[-1].id if completed else None
         """The newest completed instant (of any action) when the snapshot was taken."""
         self._completed = completed

@@ -34,8 +34,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 
 from dynbucket.base.errors import ConcurrentWriteError
-from dynbucket.format.file_group.slices import TEMPORARY
-from dynbucket.format.storage.store import TableStore
+from dynbucket.format.storage.store import TEMPORARY, TableStore
 from dynbucket.format.table.paths import META_DIR
 
 DEFAULT_LEASE_SECONDS = 60.0

@@ -2,12 +2,8 @@
 
 An instant's id is a 17-digit UTC time (``yyyyMMddHHmmssSSS``), strictly increasing within a
 table; as an integer it is also the assigner's checkpoint id. Writes and compactions are on
-Hudi's timeline (``.hoodie/``, timeline layout 1), spelled as Hudi spells them:
-
-* merge-on-read writes: ``<id>.deltacommit.requested``, ``.deltacommit.inflight``,
-  ``<id>.deltacommit``;
-* copy-on-write writes: ``<id>.commit.requested``, ``<id>.inflight``, ``<id>.commit``;
-* compactions: ``<id>.compaction.requested``, ``.compaction.inflight``, ``<id>.commit``.
+Hudi's timeline (``.hoodie/``, timeline layout 1), spelled as Hudi spells them
+(``hudi/instant_files.py``).
 
 A completed write or compaction holds Hudi's commit metadata (JSON). dynbucket's own
 services (clean, rollback, index compaction) are recorded under
@@ -18,7 +14,6 @@ atomic publish; readers only see completed instants, and only files of completed
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -26,21 +21,15 @@ from typing import Any
 
 from dynbucket.base.errors import InstantNotFoundError, TableCorruptedError
 from dynbucket.format.hudi.commit import extra_of, written_paths
+from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, parse_suffix, suffix
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 
-#: Instants on Hudi's timeline, and instants recorded by dynbucket alone.
-HUDI_ACTIONS = ("commit", "compaction")
+#: Instants recorded by dynbucket alone (beside Hudi's ``HUDI_ACTIONS``).
 OWN_ACTIONS = ("index-compaction", "clean", "rollback")
 ACTIONS = HUDI_ACTIONS + OWN_ACTIONS
 ID_LENGTH = 17
 _ID_FORMAT = "%Y%m%d%H%M%S%f"
-
-
-class State(enum.IntEnum):
-    REQUESTED = 0
-    INFLIGHT = 1
-    COMPLETED = 2
 
 
 @dataclass(frozen=True, order=True)
@@ -68,49 +57,33 @@ def file_name(instant: Instant, state: State, merge_on_read: bool) -> str:
     """The timeline file of ``instant`` in ``state`` (relative to the table's root)."""
     i, action = instant.id, instant.action
     if action in OWN_ACTIONS:
-        suffix = "" if state == State.COMPLETED else f".{state.name.lower()}"
-        return f"{TIMELINE_DIR}/{i}.{action}{suffix}"
-    if action == "compaction":
-        names = {State.REQUESTED: "compaction.requested", State.INFLIGHT: "compaction.inflight",
-                 State.COMPLETED: "commit"}  # fmt: skip
-    elif merge_on_read:
-        names = {State.REQUESTED: "deltacommit.requested", State.INFLIGHT: "deltacommit.inflight",
-                 State.COMPLETED: "deltacommit"}  # fmt: skip
-    else:
-        names = {State.REQUESTED: "commit.requested", State.INFLIGHT: "inflight",
-                 State.COMPLETED: "commit"}  # fmt: skip
-    return f"{HOODIE_DIR}/{i}.{names[state]}"
-
-
-_HUDI_SUFFIXES = {
-    "deltacommit.requested": ("commit", State.REQUESTED),
-    "deltacommit.inflight": ("commit", State.INFLIGHT),
-    "deltacommit": ("commit", State.COMPLETED),
-    "commit.requested": ("commit", State.REQUESTED),
-    "inflight": ("commit", State.INFLIGHT),
-    "commit": ("commit", State.COMPLETED),
-    "compaction.requested": ("compaction", State.REQUESTED),
-    "compaction.inflight": ("compaction", State.INFLIGHT),
-}
+        tail = "" if state == State.COMPLETED else f".{state.name.lower()}"
+        return f"{TIMELINE_DIR}/{i}.{action}{tail}"
+    return f"{HOODIE_DIR}/{i}.{suffix(action, state, merge_on_read)}"
 
 
 def parse_instant_file(name: str, own: bool = False) -> Instant | None:
     """The instant a timeline file name stands for (None for other files). A Hudi
     ``<id>.commit`` is read as a write here; the timeline makes it a compaction when the
     instant was requested as one."""
-    head, _, suffix = name.partition(".")
+    head, _, tail = name.partition(".")
     if len(head) != ID_LENGTH or not head.isdigit():
         return None
     if not own:
-        found = _HUDI_SUFFIXES.get(suffix)
+        found = parse_suffix(tail)
         return Instant(head, *found) if found else None
-    action, _, state = suffix.partition(".")
+    action, _, state = tail.partition(".")
     if action not in OWN_ACTIONS:
         return None
     try:
         return Instant(head, action, State[state.upper()] if state else State.COMPLETED)
     except KeyError:
         return None
+
+
+def visible_of(completed: list[Instant], as_of: str | None = None) -> frozenset[str]:
+    """:meth:`Timeline.visible` of an already listed timeline's completed instants."""
+    return frozenset(i.id for i in completed if as_of is None or i.id <= as_of)
 
 
 def next_instant_id(after: str | None, now: dt.datetime | None = None) -> str:
@@ -170,6 +143,11 @@ class Timeline:
 
     def completed(self, *actions: str) -> list[Instant]:
         return [i for i in self.instants() if i.completed and (not actions or i.action in actions)]
+
+    def visible(self, as_of: str | None = None) -> frozenset[str]:
+        """The ids of the completed instants a reader or writer sees (up to ``as_of``): the
+        instants whose files make the table. The one place this set is built."""
+        return visible_of(self.completed(), as_of)
 
     def pending(self) -> list[Instant]:
         """Requested or inflight instants (a live writer's, or left by a crashed one)."""

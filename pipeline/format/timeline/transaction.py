@@ -33,7 +33,7 @@ from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, visible_of
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,11 @@ class Transaction:
     lock: WriterLock
     instant: Instant
     based_on: str | None
+    """The latest completed instant when the transaction began: the commit's precondition."""
     operation: str
+    visible: frozenset[str] = frozenset()
+    """The completed instants when the transaction began: what its writes build on (the
+    timeline cannot change under it: it holds the writer lease)."""
     files: list[WrittenFile] = field(default_factory=list)
     settled: dict[str, str] = field(default_factory=dict)
     """Other writers' pending instants this one settled: id -> what ``settle`` did."""
@@ -133,6 +137,7 @@ class Transaction:
                 instant,
                 based_on,
                 operation,
+                visible_of(completed),
                 plan=plan,
                 settled=settled,
             )

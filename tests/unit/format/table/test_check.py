@@ -87,7 +87,7 @@ def _ghost_entry(t: Table) -> None:
     entries = index.record_index_locations("day=d2", {i.id for i in t.timeline.completed()})
     ghost = entries.slice(0, 1).to_pylist()[0]
     ghost.update(id="ghost", _hash=12345)
-    index.write("day=d2", ghost["_instant"], pa.Table.from_pylist([ghost]), part="ghost")
+    index.write("day=d2", ghost["_instant"], pa.Table.from_pylist([ghost]), task="ghost")
 
 
 def _second_group(t: Table) -> None:
