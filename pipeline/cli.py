@@ -205,6 +205,27 @@ def _bench_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_soak(args: argparse.Namespace) -> int:
+    from dynbucket.bench import soak
+    from dynbucket.runtime import Runtime
+
+    if not args.stream_batches:
+        soak.run(None, args.writes, args.rows, args.window, 0, 0, args.workdir, args.png)
+        return 0
+    with Runtime() as rt:
+        soak.run(
+            rt,
+            args.writes,
+            args.rows,
+            args.window,
+            args.stream_batches,
+            args.stream_window,
+            args.workdir,
+            args.png,
+        )
+    return 0
+
+
 def _bench_engines(args: argparse.Namespace) -> int:
     from dynbucket.bench import engines
     from dynbucket.runtime import Runtime
@@ -405,6 +426,21 @@ def parser() -> argparse.ArgumentParser:
     eng.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     eng.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     eng.set_defaults(func=_bench_engines)
+    soak = bench_sub.add_parser(
+        "soak",
+        help="many small upserts and a long stream: write and read cost over the run",
+        parents=[loud],
+    )
+    soak.add_argument("--writes", type=_count, default=10_000, help="in-process upserts")
+    soak.add_argument("--rows", type=_count, default=2_000, help="rows per upsert / batch")
+    soak.add_argument("--window", type=int, default=500, help="writes per reported window")
+    soak.add_argument(
+        "--stream-batches", type=_count, default=1_000, help="micro-batches of the stream (0: none)"
+    )
+    soak.add_argument("--stream-window", type=int, default=100, help="batches per window")
+    soak.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
+    soak.add_argument("--workdir", default=None, help="where the tables go (temporary)")
+    soak.set_defaults(func=_bench_soak)
     sc = bench_sub.add_parser(
         "scale",
         help="a 1M upsert into a 200M-row table vs 5M rows; bootstrap, memory per key, slices",

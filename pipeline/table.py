@@ -20,6 +20,7 @@ from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import InvalidInputError, RuntimeSetupError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets import regroup
+from dynbucket.format.file_group.context import TableRef
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table import services
@@ -38,6 +39,7 @@ from dynbucket.write.file_scan import bare_file_stream
 from dynbucket.write.local import LocalWriter
 from dynbucket.write.results import WriteResult
 from dynbucket.write.spark import SparkWriter, StreamBatch
+from dynbucket.write.upkeep import TableUpkeep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,6 +62,7 @@ class Table:
         self.assigner_slots = assigner_slots
         self._local: LocalWriter | None = None
         self._spark: SparkWriter | None = None
+        self._upkeep: TableUpkeep | None = None
 
     def __enter__(self) -> Table:
         return self
@@ -68,7 +71,11 @@ class Table:
         self.close()
 
     def close(self) -> None:
-        """Releases the assigner actors this table started (the table stays on storage)."""
+        """Waits for a compaction running beside the writes, and releases the assigner
+        actors this table started (the table stays on storage)."""
+        if self._upkeep is not None:
+            self._upkeep.close()
+            self._upkeep = None
         if self._spark is not None:
             self._spark.close()
             self._spark = None
@@ -278,6 +285,7 @@ class Table:
             result = writer.write(
                 df, operation, self.assigner_slots, StreamBatch(stream_id, batch_id), file_stream
             )
+            result = self._services().after(result)
             if on_batch is not None:
                 on_batch(batch_id, result)
 
@@ -301,12 +309,28 @@ class Table:
 
     def _write(self, data: Any, operation: str, slots: int | None) -> WriteResult:
         if isinstance(data, pa.Table):
-            return self._writer().write(data, operation)
-        if hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
-            return self._spark_writer().write(data, operation, slots or self.assigner_slots)
-        raise InvalidInputError(
-            f"{operation} takes a pyarrow Table or a Spark DataFrame, not {type(data).__name__}"
-        )
+            result = self._writer().write(data, operation)
+        elif hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
+            result = self._spark_writer().write(data, operation, slots or self.assigner_slots)
+        else:
+            raise InvalidInputError(
+                f"{operation} takes a pyarrow Table or a Spark DataFrame, not {type(data).__name__}"
+            )
+        return self._services().after(result)
+
+    def _services(self) -> TableUpkeep:
+        """The table services this table's writes make due (run after each write)."""
+        if self._upkeep is None:
+            self._upkeep = TableUpkeep(
+                TableRef.of(self.store, self.spec),
+                on_ray=lambda: (self.runtime or active_runtime()) is not None,
+            )
+        return self._upkeep
+
+    def wait_for_services(self) -> None:
+        """Waits for a compaction running beside the writes (``close`` waits too)."""
+        if self._upkeep is not None:
+            self._upkeep.wait()
 
     def _writer(self) -> LocalWriter:
         if self._local is None:
@@ -338,7 +362,9 @@ class Table:
     # --- services ------------------------------------------------------------------------
 
     def compact(self, partitions: Sequence[str] | None = None) -> services.ServiceResult:
-        return self._service(lambda: services.compact(self.store, self.spec, partitions))
+        """Compacts every file slice with log files (of ``partitions``; default all), now
+        (first finishing any compaction left pending)."""
+        return services.compact(self.store, self.spec, partitions)
 
     def rescale(
         self, multiple: float, partitions: Sequence[str] | None = None, allow_shuffle: bool = False
@@ -366,22 +392,12 @@ class Table:
         return regroup.rebalance(self.store, self.spec)
 
     def compact_index(self, min_files: int | None = None) -> services.ServiceResult:
-        return self._service(lambda: services.compact_index(self.store, self.spec, min_files))
+        """Merges the index files of each partition that has ``min_files`` of them."""
+        return services.compact_index(self.store, self.spec, min_files)
 
     def clean(self, retain: int | None = None) -> services.ServiceResult:
-        return self._service(lambda: services.clean(self.store, self.spec, retain))
-
-    def _service(self, run: Callable[[], services.ServiceResult]) -> services.ServiceResult:
-        """Runs a table service of this process. It moves no key, so the assigner caches of
-        this table's writers stay valid across its instant (``CacheMatch.carry``) instead of
-        being emptied as after another writer's commit."""
-        before = self.latest_instant()
-        result = run()
-        if result.instant is not None:
-            for writer in (self._local, self._spark):
-                if writer is not None:
-                    writer.caches.carry(before, result.instant)
-        return result
+        """Removes file slices that none of the last ``retain`` instants reads."""
+        return services.clean(self.store, self.spec, retain)
 
     def check(self) -> CheckReport:
         """Reads the whole table and reports what is wrong and what to do (changes

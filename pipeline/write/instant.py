@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from dynbucket.actors.assigner import NO_CHECKPOINT
 from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.table import upkeep
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.results import Laps, WriteResult
@@ -95,6 +96,10 @@ class InstantWrite:
         self.based_on: str | None = self.txn.based_on
         self.visible: frozenset[str] = self.txn.visible
         """The completed instants this write reads (the files it builds on)."""
+        self.last_write: str | None = self.txn.last_write
+        """The latest completed data write: what the assigners' caches must match."""
+        self.compacting: dict[str, str] = self.txn.compacting
+        """File id -> the pending compaction its new logs go onto."""
         # 2.
         if self.stream is not None and committed(self.txn.timeline, self.stream):
             self.skipped = self._done = True
@@ -137,7 +142,8 @@ class InstantWrite:
             keys_deleted=written.keys_deleted,
             keys_not_found=written.keys_not_found,
         )
-        extra: dict[str, Any] = {"stats": result.as_dict(), **(metadata or {})}
+        stats = {k: v for k, v in result.as_dict().items() if k != "services"}
+        extra: dict[str, Any] = {"stats": stats, **(metadata or {})}
         if self.stream is not None:
             extra["stream"] = {"id": self.stream.stream, "batch": self.stream.batch_id}
         self.txn.commit(extra)
@@ -146,7 +152,8 @@ class InstantWrite:
         self._assigners.snapshot(self.checkpoint, self.checkpoint)
         self.laps.lap("snapshot")
         stages = {k: round(v, 4) for k, v in sorted(written.seconds.items())}
-        return dataclasses.replace(result, seconds=self.laps.laps, stages=stages)
+        due = upkeep.due(self.txn.spec, written.files, self.txn.timeline)
+        return dataclasses.replace(result, seconds=self.laps.laps, stages=stages, due=due)
 
     def __exit__(
         self,
@@ -162,9 +169,11 @@ class InstantWrite:
 
 
 def committed(timeline: Timeline, stream: StreamBatch) -> bool:
-    """Whether a commit of this stream at or after this batch id is on the timeline."""
+    """Whether a commit of this stream at or after this batch id is on the timeline (or
+    was archived off it)."""
     for instant in reversed(timeline.completed("commit")):
         recorded = timeline.metadata(instant).get("stream")
         if recorded and recorded.get("id") == stream.stream:
             return bool(recorded["batch"] >= stream.batch_id)
-    return False
+    archived = timeline.archived().streams.get(stream.stream)
+    return archived is not None and archived >= stream.batch_id

@@ -60,7 +60,7 @@ class LocalWriter:
                     schema=_tagged_schema(rows.schema),
                 )
             else:
-                slot = self._slot_for(w.based_on)
+                slot = self._slot_for(w.last_write)
                 w.open(slot.core)
                 # The slot actor's own plain class tags the rows: the same code as in Ray.
                 tagged = getattr(slot, op.assigner_call)(w.checkpoint, rows)
@@ -68,7 +68,7 @@ class LocalWriter:
                     refuse_known(tagged, self.spec.record_key)
                 rows = pa.Table.from_batches([tagged])
             laps.lap("assign")
-            ctx = WriteContext(self.table, w.id, w.visible, op)
+            ctx = WriteContext(self.table, w.id, w.visible, op, compacting=w.compacting)
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
@@ -76,16 +76,16 @@ class LocalWriter:
         self.caches.committed(result.instant)
         return result
 
-    def _slot_for(self, based_on: str | None) -> AssignerActor:
+    def _slot_for(self, last_write: str | None) -> AssignerActor:
         """The in-process slot (one slot, in process), its caches emptied when another
         writer committed since this writer's last write (``CacheMatch``)."""
         if self._slot is None:
             source = functools.partial(RLIIndexSource, self.table)
             self._slot = AssignerActor(0, 1, self.spec.dynamic_options, source)
-            self.caches.emptied(based_on)
-        elif not self.caches.holds(based_on):
+            self.caches.emptied(last_write)
+        elif not self.caches.holds(last_write):
             self._slot.reset()
-            self.caches.emptied(based_on)
+            self.caches.emptied(last_write)
         return self._slot
 
 

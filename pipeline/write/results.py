@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from dynbucket.format.table.upkeep import Upkeep
+
 
 @dataclass(frozen=True)
 class WriteResult:
@@ -41,8 +43,16 @@ class WriteResult:
     files), ``merge`` (copy-on-write rewrites), ``index`` (index files), ``flush`` (the
     staged files flushed and put in place). The commit is in ``seconds``."""
 
+    services: tuple[str, ...] = ()
+    """The table services that ran after the write, each ``<action> <instant>`` (a
+    compaction beside the writes says ``scheduled``)."""
+    due: Upkeep = field(default_factory=Upkeep, compare=False, repr=False)
+    """The table services the write made due (``format/table/upkeep.py``)."""
+
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("due")
+        return out
 
 
 class Laps:

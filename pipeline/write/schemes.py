@@ -39,7 +39,7 @@ _ROUTE = "_route"
 class Scheme(Protocol):
     """What a Spark write asks of its bucket scheme."""
 
-    def assigners(self, num_slots: int, based_on: str | None) -> Assigners: ...
+    def assigners(self, num_slots: int, last_write: str | None) -> Assigners: ...
 
     def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn: ...
 
@@ -64,15 +64,15 @@ class AssignerScheme:
         self.fleet: AssignerFleet | None = None
         self._slots_of: dict[str, int | None] = {}
 
-    def assigners(self, num_slots: int, based_on: str | None) -> AssignerFleet:
+    def assigners(self, num_slots: int, last_write: str | None) -> AssignerFleet:
         """The fleet: emptied when another writer committed, replaced when the slot count
         changed or an abort found a slot gone."""
         fleet = self.fleet
         if fleet is not None and fleet.num_slots != num_slots:
             self.close()
-        elif fleet is not None and not self.caches.holds(based_on):
+        elif fleet is not None and not self.caches.holds(last_write):
             fleet.reset()  # closes the fleet if a slot fails it
-            self.caches.emptied(based_on)
+            self.caches.emptied(last_write)
         if self.fleet is not None and self.fleet.closed:
             self.close()
         if self.fleet is None:
@@ -85,7 +85,7 @@ class AssignerScheme:
                 functools.partial(RLIIndexSource, self.table),
                 wait=False,
             )
-            self.caches.emptied(based_on)
+            self.caches.emptied(last_write)
         return self.fleet
 
     def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
@@ -131,7 +131,10 @@ class AssignerScheme:
 
     def one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
         """Whether every completed commit of the table was written with ``num_slots`` slots
-        (commits without a slot count, e.g. in-process pyarrow writes, count as other)."""
+        (commits without a slot count, e.g. in-process pyarrow writes, count as other), the
+        archived ones included."""
+        if any(s != num_slots for s in timeline.archived().slots):
+            return False
         for instant in timeline.completed("commit"):
             if instant.id not in self._slots_of:
                 self._slots_of[instant.id] = timeline.metadata(instant).get("slots")
@@ -153,7 +156,7 @@ class LayoutScheme:
     def __init__(self, table: TableRef) -> None:
         self.table = table
 
-    def assigners(self, num_slots: int, based_on: str | None) -> NoAssigners:
+    def assigners(self, num_slots: int, last_write: str | None) -> NoAssigners:
         return NoAssigners()
 
     def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:

@@ -184,12 +184,14 @@ class SparkWriter:
             with InstantWrite(begin, op.value, stream, laps) as w:  # 2.
                 if w.skipped:
                     return w.skipped_result()
-                assigners = scheme.assigners(num_slots, w.based_on)
+                assigners = scheme.assigners(num_slots, w.last_write)
                 engine.prepare(op, laps)
                 w.open(assigners)
                 laps.lap("prepare")
                 stage_a = scheme.stage_a(w, op)  # 3.
-                ctx = WriteContext(self.table, w.id, w.visible, op, scheme.index_slots(num_slots))
+                ctx = WriteContext(
+                    self.table, w.id, w.visible, op, scheme.index_slots(num_slots), w.compacting
+                )
                 written, shuffles = engine.run(scheme, stage_a, ctx, fused, w.txn.timeline, laps)
                 result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:

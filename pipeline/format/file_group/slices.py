@@ -4,7 +4,15 @@ A bucket is one file group (its file id and its files' names: ``hudi/files.py``)
 are base files and log files; a file slice is a base file and the log files written after it
 (they name its instant as their base instant). A file is visible at instant ``t`` when the
 instant that wrote it is completed and ``<= t``; a group's slice at ``t`` is its newest
-visible base plus that base's visible logs.
+visible base plus the visible logs after it.
+
+A log belongs to the newest visible base at or before its base instant (Hudi's rule for
+table version 6, which hudi-rs applies too): while a compaction at ``C`` is pending, writes
+name ``C`` as their logs' base instant although the base file of ``C`` is not visible yet,
+and a reader merges them onto the slice the compaction reads (Hudi's merged file slice).
+Logs are named with non-decreasing base instants in the order they are written
+(:meth:`FileSlice.next_log`), so that ordering them by (base instant, version), as Hudi's
+readers do, is the order they were written in.
 """
 
 from __future__ import annotations
@@ -64,8 +72,15 @@ class FileSlice:
             return self.base.instant
         return self.logs[0].base_instant if self.logs else ""
 
-    def next_log_version(self) -> int:
-        return max((f.version for f in self.logs), default=0) + 1
+    def next_log(self, compacting: str | None = None) -> tuple[str, int]:
+        """(base instant, version) of the next log file of this group: on the slice of a
+        pending compaction at ``compacting`` when one plans this group, else on the
+        newest base instant its logs name; the version counts that base instant's logs."""
+        base_instant = max([self.base_instant, *(f.base_instant for f in self.logs)])
+        if compacting is not None:
+            base_instant = max(base_instant, compacting)
+        on_it = (f.version for f in self.logs if f.base_instant == base_instant)
+        return base_instant, max(on_it, default=0) + 1
 
 
 def data_files(store: TableStore, partition: str) -> list[DataFile]:
@@ -104,8 +119,8 @@ def latest_slice(
     if base is None:
         return None, [f for f in seen if f.kind != "base"]
     after = [f for f in seen if f.kind != "base" and f.instant > base.instant]
-    if base.file_id:  # a data file group: its logs name the base as theirs
-        after = [f for f in after if f.base_instant == base.instant]
+    if base.file_id:  # a data file group: its logs name this base, or a later one not seen
+        after = [f for f in after if f.base_instant >= base.instant]
     return base, sorted(after, key=lambda f: (f.instant, f.version))
 
 

@@ -161,7 +161,9 @@ def write_file_groups(
             file_id = fslice.file_id
         else:
             file_id = names.file_id_for(spec.table_id, instant, partition, bucket)
-        written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
+        written = _write_group(
+            store, files, spec, instant, partition, file_id, fslice, group, out, ctx.compacting
+        )
         out.add(written)
         if not written.inserts or spec.stateless:
             return partition, None
@@ -244,6 +246,7 @@ def _write_group(
     fslice: FileSlice | None,
     group: pa.Table,
     out: GroupWrites,
+    compacting: Mapping[str, str],
 ) -> WrittenFile:
     is_delete = pc.equal(group.column(OP), DELETE)
     deleted = int(pc.sum(is_delete).as_py() or 0)
@@ -267,7 +270,15 @@ def _write_group(
     elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
         with out.timed("encode"):
             written = _write_log(
-                store, files, spec, instant, partition, fslice, upserts, group.filter(is_delete)
+                store,
+                files,
+                spec,
+                instant,
+                partition,
+                fslice,
+                upserts,
+                group.filter(is_delete),
+                compacting.get(fslice.file_id),
             )
         with out.timed("stale"):
             updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
@@ -347,9 +358,12 @@ def _write_log(
     fslice: FileSlice,
     upserts: pa.Table,
     deletes: pa.Table,
+    compacting: str | None = None,
 ) -> WrittenFile:
-    version = fslice.next_log_version()
-    name = names.log_name(fslice.file_id, fslice.base_instant, version, instant)
+    """A log file onto ``fslice`` (onto the slice of the pending compaction at
+    ``compacting`` when one plans this group)."""
+    base_instant, version = fslice.next_log(compacting)
+    name = names.log_name(fslice.file_id, base_instant, version, instant)
     blocks = []
     if upserts.num_rows:
         rows = _with_meta(
@@ -375,7 +389,7 @@ def _write_log(
         size,
         fslice.file_id,
         fslice.bucket,
-        prev_commit=fslice.base_instant,
+        prev_commit=base_instant,
         base_file=base_name,
         log_version=version,
     )

@@ -1,4 +1,5 @@
-"""Hudi log files: a sequence of blocks, each a Parquet data block or a delete block.
+"""Hudi log files: a sequence of blocks, each a Parquet data block, a delete block or (in the
+archived timeline) an Avro data block.
 
 A block, all integers big-endian::
 
@@ -11,7 +12,8 @@ the trailing long (magic and ``L`` included). Header and footer are an int count
 entry an int key, an int length and UTF-8 bytes; the header carries the block's instant and,
 for data blocks, the Avro schema of its records. A Parquet data block's content is a whole
 Parquet file; a delete block's content is a version (3), a length, and the Avro encoding of
-the deleted keys with their partition paths and ordering values.
+the deleted keys with their partition paths and ordering values; an Avro data block's is a
+version (3), a record count, and per record its length and Avro encoding.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1
 DELETE_BLOCK_VERSION = 3
 #: Block types.
-DELETE, PARQUET_DATA = 1, 5
+DELETE, AVRO_DATA, PARQUET_DATA = 1, 3, 5
 #: Header keys.
 INSTANT_TIME, SCHEMA = 0, 2
 
@@ -55,6 +57,25 @@ class Block:
 def data_block(parquet: bytes | memoryview, instant: str, schema_json: str) -> bytes:
     """A Parquet data block holding ``parquet`` (a whole file's bytes)."""
     return _block(PARQUET_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, parquet)
+
+
+def avro_data_block(records: Sequence[bytes], instant: str, schema_json: str) -> bytes:
+    """An Avro data block of ``records`` (each already Avro-encoded with ``schema_json``)."""
+    body = [struct.pack(">ii", DELETE_BLOCK_VERSION, len(records))]
+    body += [struct.pack(">i", len(r)) + r for r in records]
+    return _block(AVRO_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, b"".join(body))
+
+
+def avro_records(block: Block) -> list[bytes]:
+    """The encoded records of an Avro data block (decode them with its ``SCHEMA``)."""
+    data = memoryview(block.content)
+    _version, count = struct.unpack_from(">ii", data, 0)
+    out, pos = [], 8
+    for _ in range(count):
+        (size,) = struct.unpack_from(">i", data, pos)
+        out.append(bytes(data[pos + 4 : pos + 4 + size]))
+        pos += 4 + size
+    return out
 
 
 def delete_block(

@@ -42,7 +42,7 @@ from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, visible_of
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, Visible
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def _index(
     report: CheckReport,
 ) -> None:
     """The record-level index against the live rows (I6)."""
-    visible = visible_of(completed)
+    visible = timeline.visible_of(completed)
     index = RecordLevelIndex(store, spec)
     deleted = _deletes_per_group(timeline, completed)
     live = rows.append_column("_key", record_keys(rows, spec.record_key))
@@ -354,6 +354,9 @@ _REBUILD = (
 def _deletes_per_group(timeline: Timeline, completed: list[Instant]) -> dict[tuple[str, int], int]:
     """(partition, bucket) -> delete records the commits ever wrote into its file group."""
     out: Counter[tuple[str, int]] = Counter()
+    for group, n in timeline.archived().deletes.items():
+        partition, _, file_id = group.rpartition("/")
+        out[(partition, bucket_of(file_id))] += n
     for instant in completed:
         if instant.action not in HUDI_ACTIONS:
             continue
@@ -363,9 +366,15 @@ def _deletes_per_group(timeline: Timeline, completed: list[Instant]) -> dict[tup
     return dict(out)
 
 
+def _archived(timeline: Timeline) -> tuple[str, frozenset[str]]:
+    archived = timeline.archived()
+    return archived.floor, archived.rolled_back
+
+
 def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None:
     """Data and index files of instants the timeline does not have."""
-    known = {i.id for i in timeline.instants()}
+    # Archived instants were completed (``Visible``): their files are the table's.
+    known = Visible({i.id for i in timeline.instants()}, *_archived(timeline))
     strays: dict[str, list[str]] = defaultdict(list)
     index_dir = store.path(RLI_DIR) + "/"
     for info in store.walk(store.root):

@@ -1,8 +1,11 @@
 """Table-level options, persisted with the table: its Hudi type, its meta fields, and the
 settings of its services and writers.
 
-Options named ``hoodie.*`` are Hudi's own and live in ``.hoodie/hoodie.properties``; the
-others are dynbucket's and live under ``.hoodie/.dynbucket/``.
+Hudi's table properties (``hoodie.table.type``, ``hoodie.populate.meta.fields``) live in
+``.hoodie/hoodie.properties``; every other option lives under ``.hoodie/.dynbucket/``. The
+table services' options carry the names of Hudi's write options where Hudi has one
+(``hoodie.compact.inline.max.delta.commits``, ``hoodie.keep.min.commits``, ...): they mean
+the same, although Hudi passes them to each writer instead of keeping them with the table.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dynbucket.base.options import PersistedOptions, option
 
 MERGE_ON_READ, COPY_ON_WRITE = "MERGE_ON_READ", "COPY_ON_WRITE"
 TABLE_TYPES = (MERGE_ON_READ, COPY_ON_WRITE)
-HUDI_PREFIX = "hoodie."
+#: The options that are Hudi table properties (in ``hoodie.properties``).
+HUDI_TABLE_PROPERTIES = ("hoodie.table.type", "hoodie.populate.meta.fields")
 
 
 @dataclass(frozen=True)
@@ -36,34 +40,80 @@ class TableOptions(PersistedOptions):
     """Index delta files of a partition that trigger index compaction."""
     lock_lease_seconds: float = option("lock.lease-seconds", 60.0)
     """How long a dead writer can hold the table."""
+    compaction_delta_commits: int = option("hoodie.compact.inline.max.delta.commits", 5)
+    """Log files a file slice takes before it is compacted (merge-on-read tables)."""
+    compaction_inline: bool = option("hoodie.compact.inline", False)
+    """Whether a due compaction runs inside the write that made it due (the write waits)."""
+    compaction_async: bool = option("hoodie.datasource.compaction.async.enable", True)
+    """Whether due compactions (of file slices, and of the index) and cleans run beside the
+    writes (a thread, or a Ray task with a Runtime); a write never waits for them. Without
+    this and ``compaction_inline``, file slices are compacted only by ``Table.compact``,
+    and the index and cleans run inline."""
+    clean_automatic: bool = option("hoodie.clean.automatic", True)
+    """Whether writes clean file slices no retained instant reads."""
+    clean_max_commits: int = option("hoodie.clean.max.commits", 5)
+    """Data commits after the last clean that make the next one due (a clean lists every
+    partition, so it runs every few commits, not after each)."""
+    archive_automatic: bool = option("hoodie.archive.automatic", True)
+    """Whether writes archive old instants off the active timeline."""
+    keep_min_commits: int = option("hoodie.keep.min.commits", 20)
+    """Instants the active timeline keeps when it is archived."""
+    keep_max_commits: int = option("hoodie.keep.max.commits", 30)
+    """Instants on the active timeline that make an archival due."""
+    index_compaction_automatic: bool = option("index.compaction.automatic", True)
+    """Whether writes compact a partition's index once it has ``index.compaction.min-files``
+    files."""
 
     def __post_init__(self) -> None:
         if self.table_type not in TABLE_TYPES:
             raise ConfigError(
                 f"{self.key('table_type')}={self.table_type!r}: must be one of {TABLE_TYPES}"
             )
-        if not isinstance(self.populate_meta_fields, bool):
-            raise ConfigError(
-                f"{self.key('populate_meta_fields')}={self.populate_meta_fields!r}: must be "
-                "True or False"
-            )
+        for name in (
+            "populate_meta_fields",
+            "compaction_inline",
+            "compaction_async",
+            "clean_automatic",
+            "archive_automatic",
+            "index_compaction_automatic",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"{self.key(name)}={getattr(self, name)!r}: must be True or False"
+                )
         for name in (
             "cleaner_commits_retained",
             "index_compaction_min_files",
             "lock_lease_seconds",
+            "compaction_delta_commits",
+            "clean_max_commits",
+            "keep_min_commits",
+            "keep_max_commits",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"{self.key(name)}={value!r}: must be a number > 0")
+
+        if self.keep_max_commits <= self.keep_min_commits:
+            raise ConfigError(
+                f"{self.key('keep_max_commits')}={self.keep_max_commits} must be larger than "
+                f"{self.key('keep_min_commits')}={self.keep_min_commits}: raise it"
+            )
+        if self.keep_min_commits <= self.cleaner_commits_retained:
+            raise ConfigError(
+                f"{self.key('keep_min_commits')}={self.keep_min_commits} must be larger than "
+                f"{self.key('cleaner_commits_retained')}={self.cleaner_commits_retained} (an "
+                "instant the cleaner retains stays on the active timeline): raise it"
+            )
 
     @property
     def merge_on_read(self) -> bool:
         return self.table_type == MERGE_ON_READ
 
     def hudi_properties(self) -> dict[str, str]:
-        """The options Hudi defines, as ``hoodie.properties`` spells them."""
-        return {k: v for k, v in self.to_properties().items() if k.startswith(HUDI_PREFIX)}
+        """The options that are Hudi table properties, as ``hoodie.properties`` spells them."""
+        return {k: v for k, v in self.to_properties().items() if k in HUDI_TABLE_PROPERTIES}
 
     def own_properties(self) -> dict[str, str]:
-        """dynbucket's own options."""
-        return {k: v for k, v in self.to_properties().items() if not k.startswith(HUDI_PREFIX)}
+        """The other options (kept under ``.hoodie/.dynbucket/``)."""
+        return {k: v for k, v in self.to_properties().items() if k not in HUDI_TABLE_PROPERTIES}

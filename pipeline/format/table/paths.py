@@ -17,3 +17,6 @@ OUTCOME_DIR = f"{META_DIR}/outcomes"
 OLD_LAYOUT_DIR = ".dynbucket"
 #: Bucket layouts of the stateless schemes: ``<instant>.json`` per instant that changed one.
 BUCKET_LAYOUT_DIR = f"{META_DIR}/buckets"
+#: What archival moved off the active timeline: ``<floor>.json`` per archival
+#: (``timeline/archive.py``).
+ARCHIVE_DIR = f"{META_DIR}/archive"

@@ -4,17 +4,16 @@ rollback of what dead writers left; and the history of the timeline."""
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.slices import data_files
-from dynbucket.format.file_group.writer import moved_to, write_base
-from dynbucket.format.hudi.files import base_name
-from dynbucket.format.index.files import index_files
+from dynbucket.format.hudi import files as names
+from dynbucket.format.index.files import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TEMPORARY, TableStore
+from dynbucket.format.table import compaction
 from dynbucket.format.table.paths import (
     BUCKET_LAYOUT_DIR,
     HOODIE_DIR,
@@ -22,121 +21,194 @@ from dynbucket.format.table.paths import (
     RLI_DIR,
     TIMELINE_DIR,
 )
+from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.timeline import Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
 _INSTANT_IN_NAME = re.compile(r"(?:^\.?|_)(\d{17})\.")
+_TEMPORARY_TAIL = re.compile(r"\.tmp-[0-9a-f]+$")
 
 
-@dataclass(frozen=True)
-class ServiceResult:
-    """What a table service did (``instant`` is None when there was nothing to do)."""
-
-    action: str
-    instant: str | None
-    files_written: int = 0
-    files_removed: int = 0
-    rows: int = 0
+def writer_of_temporary(name: str) -> str | None:
+    """The instant that was writing a temporary file (None: none can be told): a data
+    file's writer (a log file's name also holds its base instant, an older one), an index
+    file's, else the first instant in the name."""
+    final = _TEMPORARY_TAIL.sub("", name)
+    parsed = names.parse(final) or names.parse(final.lstrip("."))
+    if parsed is not None:
+        return parsed.instant
+    index = index_instant(final.lstrip("."))
+    if index is not None:
+        return index
+    found = _INSTANT_IN_NAME.search(name)
+    return found.group(1) if found is not None else None
 
 
 def compact(
     store: TableStore, spec: TableSpec, partitions: Sequence[str] | None = None
 ) -> ServiceResult:
     """Merges each file slice that has log files into a new base file (merge-on-read tables;
-    a copy-on-write table has nothing to compact).
+    a copy-on-write table has nothing to compact), inline: scheduled and executed at once
+    (``compaction.py``).
 
     On Hudi's timeline as Hudi records a compaction: ``<id>.compaction.requested``,
     ``.compaction.inflight``, completed as ``<id>.commit`` (``compacted``, operation type
     ``COMPACT``). Rows keep their meta fields, so their commit time.
     """
-    if not spec.options.merge_on_read:
+    return compact_due(store, spec, 1, partitions)
+
+
+def compact_due(
+    store: TableStore, spec: TableSpec, min_logs: int, partitions: Sequence[str] | None = None
+) -> ServiceResult:
+    """Executes the compactions left pending (an executor died), then schedules and
+    executes one of the slices with at least ``min_logs`` log files."""
+    for left in compaction.pending(Timeline(store, spec.options.merge_on_read)):
+        compaction.execute(store, spec, left.id)
+    scheduled = compaction.schedule(store, spec, min_logs, partitions)
+    if scheduled is None:
         return ServiceResult("compaction", None)
-    with Transaction.begin(store, spec, "compaction", "compact") as txn:
-        snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
-        refs = [r for r in snapshot.slices(partitions) if r.slice.logs] if snapshot else []
-        if not refs:
-            txn.abort()
-            return ServiceResult("compaction", None)
-        rows = 0
-        meta = list(spec.meta_fields)
-        for ref in refs:
-            live = read_slice(store, spec, ref.slice, spec.schema.names, meta)
-            name = base_name(ref.slice.file_id, txn.id)
-            path = store.path(ref.partition, name)
-            size = write_base(store, spec, path, moved_to(spec, live, name))
-            txn.add(
-                WrittenFile(
-                    ref.partition,
-                    path,
-                    "base",
-                    live.num_rows,
-                    size,
-                    ref.slice.file_id,
-                    ref.slice.bucket,
-                    prev_commit=ref.slice.base_instant,
-                )
-            )
-            rows += live.num_rows
-        txn.commit({"compacted-slices": len(refs)})
-        return ServiceResult("compaction", txn.id, len(refs), 0, rows)
+    return compaction.execute(store, spec, scheduled)
 
 
 def compact_index(
-    store: TableStore, spec: TableSpec, min_files: int | None = None
+    store: TableStore,
+    spec: TableSpec,
+    min_files: int | None = None,
+    partitions: Sequence[str] | None = None,
 ) -> ServiceResult:
-    """Merges a partition's index files into one once it has ``min_files`` of them."""
+    """Merges a partition's index files into one once it has ``min_files`` of them (of
+    ``partitions``; default all), now: scheduled and executed at once."""
+    scheduled = schedule_index_compaction(store, spec, min_files, partitions)
+    if scheduled is None:
+        return ServiceResult("index-compaction", None)
+    return execute_index_compaction(store, spec, scheduled)
+
+
+def schedule_index_compaction(
+    store: TableStore,
+    spec: TableSpec,
+    min_files: int | None = None,
+    partitions: Sequence[str] | None = None,
+) -> str | None:
+    """Plans an index compaction of the partitions (of ``partitions``; default all) with
+    at least ``min_files`` index files, under the lease, and leaves it pending for
+    :func:`execute_index_compaction`, which needs no lease: as a compaction does
+    (``compaction.py``), it writes only files of its own instant and moves no key, and
+    writes meanwhile add index files of later instants. Returns its instant (None:
+    nothing to merge; partitions are looked at before the lease is taken)."""
     threshold = min_files or spec.options.index_compaction_min_files
     index = RecordLevelIndex(store, spec)
-    with Transaction.begin(store, spec, "index-compaction", "compact-index") as txn:
-        visible = txn.visible
-        written = 0
-        for partition in index.partitions():
-            base, deltas = index.files(partition, visible)
-            if len(deltas) + (base is not None) < threshold:
-                continue
-            merged = index.compact(partition, txn.id, visible)
-            if merged is not None:
-                txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
-                written += 1
-        if not written:
-            txn.abort()
-            return ServiceResult("index-compaction", None)
-        txn.commit({"partitions": written})
-        return ServiceResult("index-compaction", txn.id, written)
+
+    def due(partition: str, visible: Collection[str]) -> bool:
+        base, deltas = index.files(partition, visible)
+        return len(deltas) + (base is not None) >= threshold
+
+    visible = Timeline(store, spec.options.merge_on_read).visible()
+    wanted = [p for p in (partitions or index.partitions()) if due(p, visible)]
+    if not wanted:
+        return None
+    txn = Transaction.begin(store, spec, "index-compaction", "compact-index")
+    try:
+        wanted = [p for p in wanted if due(p, txn.visible)]
+        if not wanted or any(i.action == "index-compaction" for i in txn.timeline.pending()[:-1]):
+            txn.cancel()  # nothing left, or one is still being executed
+            return None
+        txn.record_plan({"partitions": wanted})
+    except BaseException:
+        txn.abort()
+        raise
+    txn.hand_off()
+    return txn.id
+
+
+def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
+    """Executes the pending index compaction ``instant`` and completes it: each planned
+    partition's index files older than it merged into one base file of it."""
+    timeline = Timeline(store, spec.options.merge_on_read)
+    found = next((i for i in timeline.pending() if i.id == instant), None)
+    if found is None or found.action != "index-compaction":
+        raise ValueError(f"no pending index compaction {instant} in {store.uri}")
+    txn = Transaction.resume(store, spec, found, f"index-compactor-{uuid.uuid4().hex[:8]}")
+    visible = timeline.visible(as_of=instant)
+    index = RecordLevelIndex(store, spec)
+    for partition in txn.plan.get("partitions", []):
+        merged = index.compact(partition, instant, visible)
+        if merged is not None:
+            txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
+    written = len(txn.files)
+    txn.commit({"partitions": written})
+    return ServiceResult("index-compaction", txn.id, written)
 
 
 def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> ServiceResult:
-    """Removes file slices no retained instant can read.
+    """Removes file slices no retained instant can read, now: scheduled and executed at
+    once.
 
     The last ``retain`` completed instants stay readable (``cleaner.commits-retained``): for
     the oldest of them, E, each group keeps its newest base <= E and everything after it.
     """
+    scheduled = schedule_clean(store, spec, retain)
+    if scheduled is None:
+        return ServiceResult("clean", None)
+    return execute_clean(store, spec, scheduled)
+
+
+def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> str | None:
+    """Plans a clean under the lease, and leaves it pending for :func:`execute_clean`: the
+    plan says the horizon E before any file goes (a read that finds a file gone while the
+    clean runs learns that its instant is no longer retained: ``snapshot.missing_file``),
+    and the compactions then pending, whose base files the clean must not count (a reader
+    may still read the slices they replace). Removing files below a horizon needs no
+    lease: horizons only grow. Returns its instant (None: fewer instants than retained)."""
     keep = retain or spec.options.cleaner_commits_retained
-    with Transaction.begin(store, spec, "clean", "clean") as txn:
+    txn = Transaction.begin(store, spec, "clean", "clean")
+    try:
         # Retention counts instants that change data; cleans and rollbacks do not.
         completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
         if len(completed) <= keep:
-            txn.abort()
-            return ServiceResult("clean", None)
-        earliest = completed[-keep]
-        # Said before any file goes: a read that finds a file gone while this clean runs
-        # learns that its instant is no longer retained (reader.missing_file).
-        txn.record_plan({"earliest-retained": earliest})
-        visible = txn.visible
-        removed = 0
-        folders = []
-        for partition in Snapshot(store, spec).partitions():
-            removed += _clean_files(store, data_files(store, partition), visible, earliest, True)
-            folders.append(store.path(partition))
-        for partition in RecordLevelIndex(store, spec).partitions():
-            removed += _clean_files(store, index_files(store, partition), visible, earliest, False)
-            folders.append(store.path(RLI_DIR, partition))
-        removed += _clean_temporary(store, visible, folders)
-        txn.commit({"earliest-retained": earliest, "files-removed": removed})
-        return ServiceResult("clean", txn.id, 0, removed)
+            txn.cancel()
+            return None
+        pending = [i.id for i in txn.timeline.pending() if i.id != txn.id]
+        txn.record_plan({"earliest-retained": completed[-keep], "pending": pending})
+    except BaseException:
+        txn.abort()
+        raise
+    txn.hand_off()
+    return txn.id
+
+
+def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
+    """Executes the pending clean ``instant`` and completes it."""
+    timeline = Timeline(store, spec.options.merge_on_read)
+    found = next((i for i in timeline.pending() if i.id == instant), None)
+    if found is None or found.action != "clean":
+        raise ValueError(f"no pending clean {instant} in {store.uri}")
+    txn = Transaction.resume(store, spec, found, f"cleaner-{uuid.uuid4().hex[:8]}")
+    earliest = txn.plan["earliest-retained"]
+    seen = timeline.visible()
+    # What was visible when it was planned: not what completed since, from then pending.
+    visible = Visible(set(seen) - set(txn.plan.get("pending", [])), seen.floor, seen.rolled_back)
+    removed = 0
+    folders = []
+    for partition in Snapshot(store, spec).partitions():
+        removed += _clean_files(store, data_files(store, partition), visible, earliest, True)
+        folders.append(store.path(partition))
+    for partition in RecordLevelIndex(store, spec).partitions():
+        removed += _clean_files(store, index_files(store, partition), visible, earliest, False)
+        folders.append(store.path(RLI_DIR, partition))
+    removed += _clean_temporary(store, visible, folders)
+    txn.commit({"earliest-retained": earliest, "files-removed": removed})
+    return ServiceResult("clean", txn.id, 0, removed)
+
+
+def pending_of(timeline: Timeline, action: str) -> list[Instant]:
+    """Scheduled and not completed instants of ``action`` (one an executor that died left,
+    or one running now)."""
+    return [i for i in timeline.pending() if i.action == action]
 
 
 def _clean_files(
@@ -173,8 +245,8 @@ def _clean_temporary(store: TableStore, visible: Collection[str], folders: Itera
         for info in store.list_files(folder):
             if not TEMPORARY.match(info.base_name):
                 continue
-            instant = _INSTANT_IN_NAME.search(info.base_name)
-            if instant is not None and instant.group(1) in visible:
+            instant = writer_of_temporary(info.base_name)
+            if instant is not None and instant in visible:
                 store.delete(info.path)
                 removed += 1
     return removed

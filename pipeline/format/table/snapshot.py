@@ -65,6 +65,13 @@ class Snapshot:
         self.spec = spec
         self.timeline = timeline = Timeline(store, spec.options.merge_on_read)
         completed = timeline.completed()
+        archived = timeline.archived()
+        if as_of is not None and as_of <= archived.floor:
+            raise InstantNotFoundError(
+                f"instant {as_of} of {store.uri} was archived (the active timeline starts "
+                f"after {archived.floor}); read a later instant, or keep more instants "
+                "active (hoodie.keep.min.commits)"
+            )
         if as_of is not None and as_of not in {i.id for i in completed}:
             raise InstantNotFoundError(
                 f"no completed instant {as_of} in {store.uri}; completed: "
@@ -74,6 +81,7 @@ class Snapshot:
         cleaned = [
             timeline.metadata(i).get("earliest-retained") for i in completed if i.action == "clean"
         ]
+        cleaned.append(archived.earliest_retained)
         self.earliest_retained: str | None = max((c for c in cleaned if c), default=None)
         if (
             as_of is not None
@@ -84,7 +92,7 @@ class Snapshot:
                 f"instant {as_of} was cleaned: the table keeps file slices from "
                 f"{self.earliest_retained} on (cleaner.commits-retained)"
             )
-        self.visible = visible_of(completed, self.instant) if self.instant else frozenset()
+        self.visible = visible_of(completed, self.instant or "", archived)
         self.seen = completed[-1].id if completed else None
         """The newest completed instant (of any action) when the snapshot was taken."""
         self._completed = completed

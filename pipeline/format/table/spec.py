@@ -39,7 +39,7 @@ from dynbucket.format.hudi import avro, properties
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
 from dynbucket.format.records.partitioning import check_partition_type
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.options import TableOptions
+from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
     OLD_LAYOUT_DIR,
     PROPERTIES_FILE,
@@ -257,11 +257,7 @@ class TableSpec:
                     "use the dynbucket that wrote it"
                 )
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["schema"])))
-            hudi_options = {
-                k: v
-                for k, v in hoodie.items()
-                if k in ("hoodie.table.type", "hoodie.populate.meta.fields")
-            }
+            hudi_options = {k: v for k, v in hoodie.items() if k in HUDI_TABLE_PROPERTIES}
             return cls(
                 schema=schema,
                 record_key=tuple(_list(hoodie["hoodie.table.recordkey.fields"])),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ from dynbucket.format.hudi.commit import extra_of, written_paths
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, parse_suffix, suffix
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
+from dynbucket.format.timeline import archive_record
+from dynbucket.format.timeline.archive_record import Archived
 
 #: Instants recorded by dynbucket alone (beside Hudi's ``HUDI_ACTIONS``).
 OWN_ACTIONS = ("index-compaction", "clean", "rollback")
@@ -81,9 +84,41 @@ def parse_instant_file(name: str, own: bool = False) -> Instant | None:
         return None
 
 
-def visible_of(completed: list[Instant], as_of: str | None = None) -> frozenset[str]:
+class Visible(frozenset[str]):
+    """The instants whose files a view sees: the completed ones on the active timeline
+    (up to an ``as_of``), and every archived one (up to the archive's ``floor``) except
+    those rolled back. ``instant in visible`` is the test every reader and writer makes."""
+
+    floor: str
+    rolled_back: frozenset[str]
+
+    def __new__(
+        cls, ids: Iterable[str] = (), floor: str = "", rolled_back: Iterable[str] = ()
+    ) -> Visible:
+        self = super().__new__(cls, ids)
+        self.floor = floor
+        self.rolled_back = frozenset(rolled_back)
+        return self
+
+    def __contains__(self, instant: object) -> bool:
+        if frozenset.__contains__(self, instant):
+            return True
+        return (
+            isinstance(instant, str) and instant <= self.floor and (instant not in self.rolled_back)
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Visible, (frozenset(self), self.floor, self.rolled_back))
+
+
+def visible_of(
+    completed: list[Instant], as_of: str | None = None, archived: Archived | None = None
+) -> Visible:
     """:meth:`Timeline.visible` of an already listed timeline's completed instants."""
-    return frozenset(i.id for i in completed if as_of is None or i.id <= as_of)
+    ids = (i.id for i in completed if as_of is None or i.id <= as_of)
+    if archived is None:
+        return Visible(ids)
+    return Visible(ids, archived.floor, archived.rolled_back)
 
 
 def next_instant_id(after: str | None, now: dt.datetime | None = None) -> str:
@@ -144,10 +179,18 @@ class Timeline:
     def completed(self, *actions: str) -> list[Instant]:
         return [i for i in self.instants() if i.completed and (not actions or i.action in actions)]
 
-    def visible(self, as_of: str | None = None) -> frozenset[str]:
-        """The ids of the completed instants a reader or writer sees (up to ``as_of``): the
-        instants whose files make the table. The one place this set is built."""
-        return visible_of(self.completed(), as_of)
+    def visible(self, as_of: str | None = None) -> Visible:
+        """The instants a reader or writer sees (up to ``as_of``): the instants whose files
+        make the table, archived ones included. The one place this set is built."""
+        return self.visible_of(self.completed(), as_of)
+
+    def visible_of(self, completed: list[Instant], as_of: str | None = None) -> Visible:
+        """:meth:`visible` of this timeline's already listed completed instants."""
+        return visible_of(completed, as_of, self.archived())
+
+    def archived(self) -> Archived:
+        """What archival left of the instants it moved off the active timeline."""
+        return archive_record.load(self.store)
 
     def pending(self) -> list[Instant]:
         """Requested or inflight instants (a live writer's, or left by a crashed one)."""
@@ -265,6 +308,12 @@ class Timeline:
                 for m in (True, False)
             )
         return self.store.exists(self._path(done, State.COMPLETED))
+
+    def forget_archived(self, instant: Instant) -> None:
+        """Removes an archived instant from the active timeline: its requested and inflight
+        files first, its completed file last (a crash in between leaves it completed,
+        never pending)."""
+        self._remove_states(instant, (State.REQUESTED, State.INFLIGHT, State.COMPLETED))
 
     def discard(self, instant: Instant) -> None:
         """Removes a pending instant's state files (after its files were rolled back)."""

@@ -2,9 +2,13 @@
 
 1. Take the table's writer lease (I9).
 2. Settle the instants another writer left pending (``outcome``): roll each back (its files
-   removed, I5) unless its writer had decided it committed, then publish it.
-3. Note the latest completed instant, the commit's precondition, and read its metadata
-   (a write never builds on a commit that does not read).
+   removed, I5) unless its writer had decided it committed, then publish it. A pending
+   compaction is not settled: later writes already put logs onto its slice, and the next
+   compaction run executes it (``table/compaction.py``).
+3. Note the latest completed instant and read its metadata (a write never builds on a
+   commit that does not read); the commit's precondition is the latest completed instant
+   not completed beside the writes (``DETACHED_ACTIONS``: compactions of slices or of the
+   index, cleans; they move no row).
 4. Request and start a new instant; write files named with it.
 5. Commit: the lease is still ours and the timeline still ends at the noted instant
    ("expected X, found Y"); then the commit point, the exclusive create of the instant's
@@ -26,14 +30,14 @@ from typing import Any
 
 from dynbucket.base.errors import CommitFailedError, ConcurrentWriteError
 from dynbucket.format.hudi import properties
-from dynbucket.format.hudi.commit import WriteStat, commit_metadata
+from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, visible_of
+from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, State, Timeline
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +91,8 @@ class Transaction:
     store: TableStore
     spec: TableSpec
     timeline: Timeline
-    lock: WriterLock
+    lock: WriterLock | None
+    """The writer lease (None: a detached instant, completed without it: ``resume``)."""
     instant: Instant
     based_on: str | None
     """The latest completed instant when the transaction began: the commit's precondition."""
@@ -100,8 +105,17 @@ class Transaction:
     """Other writers' pending instants this one settled: id -> what ``settle`` did."""
     plan: dict[str, Any] = field(default_factory=dict)
     """What the inflight instant says it will do (readers of a pending clean read it)."""
+    expected: str | None = None
+    """The latest completed instant not of ``DETACHED_ACTIONS``: the commit's precondition."""
+    compacting: dict[str, str] = field(default_factory=dict)
+    """File id -> the pending compaction that plans its group (new logs go onto its slice)."""
+    last_write: str | None = None
+    """The latest completed data write (``commit`` action): the instant that last changed
+    which keys the table has (services never do)."""
     started: float = field(default_factory=time.perf_counter)
     done: bool = False
+    owner: str = ""
+    """Who decides this instant's outcome (the lease's owner, or a detached executor)."""
 
     @classmethod
     def begin(
@@ -117,7 +131,18 @@ class Transaction:
         lock.acquire()
         try:
             timeline = Timeline(store, spec.options.merge_on_read)
-            settled = {p.id: settle(store, timeline, p, lock.owner) for p in timeline.pending()}
+            pending = timeline.pending()
+            settled = {
+                p.id: settle(store, timeline, p, lock.owner)
+                for p in pending
+                if p.action not in DETACHED_ACTIONS
+            }
+            compacting = {
+                file_id: p.id
+                for p in pending
+                if p.action == "compaction"
+                for _, file_id, _ in compaction_groups(timeline, p)
+            }
             completed = timeline.completed()
             based_on = completed[-1].id if completed else None
             if completed:
@@ -137,13 +162,32 @@ class Transaction:
                 instant,
                 based_on,
                 operation,
-                visible_of(completed),
+                timeline.visible_of(completed),
                 plan=plan,
                 settled=settled,
+                expected=latest_write(completed),
+                compacting=compacting,
+                last_write=next((i.id for i in reversed(completed) if i.action == "commit"), None),
             )
         except BaseException:
             lock.release()
             raise
+
+    @classmethod
+    def resume(
+        cls, store: TableStore, spec: TableSpec, instant: Instant, owner: str
+    ) -> Transaction:
+        """A pending instant scheduled by another transaction (``hand_off``), to complete
+        without the writer lease (``DETACHED_ACTIONS``): a compaction or an index
+        compaction, whose files nobody else writes and which move no row, or a clean.
+        ``owner`` names this executor in the instant's outcome."""
+        timeline = Timeline(store, spec.options.merge_on_read)
+        plan = timeline.plan(instant)
+        recorded = {**plan, **extra_of(plan)}
+        based_on, operation = recorded.get("based-on"), str(recorded.get("operation", ""))
+        tx = cls(store, spec, timeline, None, instant, based_on, operation, plan=plan)
+        tx.owner = owner
+        return tx
 
     def __enter__(self) -> Transaction:
         return self
@@ -169,14 +213,15 @@ class Transaction:
         """Publishes the instant atomically; returns its metadata."""
         if self.done:
             raise CommitFailedError(f"instant {self.instant.id} is already finished")
+        if self.lock is None:
+            return self._commit_detached(metadata or {})
         try:
             self.lock.verify()
-            completed = self.timeline.completed()
-            found = completed[-1].id if completed else None
-            if found != self.based_on:
+            found = latest_write(self.timeline.completed())
+            if found != self.expected:
                 raise ConcurrentWriteError(
                     f"commit of {self.instant.id} expected the latest completed instant to be "
-                    f"{self.based_on}, found {found}: another writer committed in between"
+                    f"{self.expected}, found {found}: another writer committed in between"
                 )
             body = self._document(metadata or {})
             outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
@@ -194,7 +239,27 @@ class Transaction:
                 "readers see it once the next writer (or `dynbucket rollback`) publishes it"
             ) from e
         finally:
-            self.lock.release()
+            self._release()
+        return body
+
+    def _commit_detached(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Completes a detached instant; another executor of the same plan may have
+        completed it first (then its document stands, and is returned)."""
+        body = self._document(metadata)
+        self.done = True
+        try:
+            outcome.decide_commit(self.store, self.instant.id, body, self.owner)
+        except ConcurrentWriteError:
+            found = outcome.read(self.store, self.instant.id)
+            if found is not None and found.state == outcome.COMMITTED:
+                body = found.document or body
+            elif self.timeline.is_published(self.instant):
+                return self.timeline.raw(
+                    Instant(self.instant.id, self.instant.action, State.COMPLETED)
+                )
+            else:
+                raise
+        _publish(self.store, self.timeline, self.instant, body)
         return body
 
     def _document(self, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -223,15 +288,54 @@ class Transaction:
         ]
         return {**extra, "files": files}
 
+    def cancel(self) -> None:
+        """Ends an instant that wrote nothing (a service with nothing to do): its timeline
+        entries go, without the search for its files that a rollback makes."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.timeline.discard(self.instant)
+        finally:
+            self._release()
+
+    def hand_off(self) -> None:
+        """Releases the lease and leaves the instant pending, for a process that completes
+        it without the lease (a scheduled compaction: ``table/compaction.py``)."""
+        self.done = True
+        self._release()
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
     def abort(self) -> None:
         """Rolls back everything this instant wrote and releases the lease."""
         if self.done:
             return
         self.done = True
+        if self.lock is None:
+            return  # a detached instant stays pending: the next run executes it again
         try:
             rollback_instant(self.store, self.timeline, self.instant)
         finally:
-            self.lock.release()
+            self._release()
+
+
+#: Services scheduled under the lease and executed and completed without it, beside the
+#: writes: never settled (rolled back) by a writer; the next run executes them again.
+DETACHED_ACTIONS = ("compaction", "index-compaction", "clean")
+
+
+def latest_write(completed: list[Instant]) -> str | None:
+    """The latest of ``completed`` not completed beside the writes (``DETACHED_ACTIONS``):
+    a commit's precondition."""
+    return next((i.id for i in reversed(completed) if i.action not in DETACHED_ACTIONS), None)
+
+
+def compaction_groups(timeline: Timeline, instant: Instant) -> list[tuple[str, str, str]]:
+    """(partition, file id, base instant) of each file group a compaction plans."""
+    return [(p, f, b) for p, f, b in timeline.plan(instant).get("groups", [])]
 
 
 #: Attempts of a committed instant's publish before the writer leaves it to the next one.
@@ -255,6 +359,10 @@ def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str)
     """Ends another writer's pending instant as its outcome says (deciding it rolled back
     if it has none yet); returns what was done: ``rolled back``, ``published`` or
     ``nothing`` (it was published in between)."""
+    if instant.id <= timeline.archived().floor:
+        # Archived as completed; a crash of the archival left a state file behind.
+        timeline.forget_archived(instant)
+        return "nothing"
     decided = outcome.decide_rollback(store, instant.id, writer)
     if decided is None:
         return "nothing"
@@ -263,8 +371,9 @@ def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str)
         _publish(store, timeline, instant, decided.document)
         log.info("published instant %s, which its writer had committed", instant.id)
         return "published"
-    if timeline.is_published(instant):
-        # Its writer published and forgot its outcome after our look at the timeline.
+    if timeline.is_published(instant) or instant.id <= timeline.archived().floor:
+        # Its writer published and forgot its outcome after our look at the timeline (and
+        # it may have been archived since, while this writer stalled).
         if decided.writer == writer:
             outcome.forget(store, instant.id)
         return "nothing"

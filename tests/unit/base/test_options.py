@@ -14,15 +14,27 @@ from dynbucket.options import DynamicBucketIndex
 def test_keys_are_the_documented_ones() -> None:
     assert sorted(TableOptions().to_properties()) == [
         "cleaner.commits-retained",
+        "hoodie.archive.automatic",
+        "hoodie.clean.automatic",
+        "hoodie.clean.max.commits",
+        "hoodie.compact.inline",
+        "hoodie.compact.inline.max.delta.commits",
+        "hoodie.datasource.compaction.async.enable",
+        "hoodie.keep.max.commits",
+        "hoodie.keep.min.commits",
         "hoodie.populate.meta.fields",
         "hoodie.table.type",
+        "index.compaction.automatic",
         "index.compaction.min-files",
         "lock.lease-seconds",
     ]
+    # Only Hudi's table properties go to hoodie.properties; the services' options (Hudi's
+    # write options) stay with dynbucket's definition.
     assert TableOptions(populate_meta_fields=False).hudi_properties() == {
         "hoodie.table.type": "MERGE_ON_READ",
         "hoodie.populate.meta.fields": "false",
     }
+    assert "hoodie.keep.min.commits" in TableOptions().own_properties()
     assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [
         "dynamic-bucket.bytes-per-key-estimate",
         "dynamic-bucket.max-buckets",

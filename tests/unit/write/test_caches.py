@@ -14,17 +14,13 @@ from dynbucket.table import Table
 from dynbucket.write.caches import CacheMatch
 
 
-def test_a_match_holds_for_its_instant_and_carries_across_services() -> None:
+def test_a_match_holds_for_the_last_data_write() -> None:
     match = CacheMatch()
     assert match.holds(None) and not match.holds("1")
     match.committed("1")
     assert match.holds("1") and not match.holds("2")
-    match.carry("1", "2")  # a compaction of this process on top of 1
-    assert match.holds("2")
-    match.carry("5", "6")  # on top of an instant the caches never saw: no match carried
-    assert match.holds("2") and not match.holds("6")
     match.emptied("7")
-    assert match.holds("7")
+    assert match.holds("7") and not match.holds("1")
 
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -53,3 +49,27 @@ def test_the_in_process_writer_resets_its_slot_after_another_commit(tmp_path: Pa
     assert (r.keys_updated, r.keys_inserted) == (1, 1)
     assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
     assert mine._writer()._slot is slot  # emptied, not replaced
+
+
+def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
+    """A compaction, a clean and an index compaction move no key: a writer's caches stay
+    as they are across them, whoever ran them (a compaction beside the writes is another
+    process's instant too)."""
+    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
+                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+    mine.upsert(_rows(["k1", "k2"], 1))
+    mine.upsert(_rows(["k1", "k3"], 2))  # k3 opens bucket 1; k1 updated in a log
+    slot = mine._writer()._slot
+    resets = []
+    reset = slot.reset
+    slot.reset = lambda: resets.append(1) or reset()  # type: ignore[method-assign]
+    other = Table.open(mine.uri)
+    assert other.compact().instant is not None
+    assert other.compact_index(min_files=1).instant is not None
+    r = mine.upsert(_rows(["k3", "k4"], 3))
+    assert (r.keys_updated, r.keys_inserted) == (1, 1)
+    assert resets == []
+    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
+    other.upsert(_rows(["k5"], 4))  # a data write: now the caches must go
+    mine.upsert(_rows(["k6"], 5))
+    assert resets == [1]

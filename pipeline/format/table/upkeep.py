@@ -1,0 +1,99 @@
+"""What a write leaves due: the table services that keep a streaming table's cost flat.
+
+A table that takes a micro-batch every few seconds grows a log file per touched group, an
+index file per touched partition and three timeline files per write. Left alone, every
+write and read gets slower with each of them (docs/soak.md). As Hudi's writers do, each
+write says which services it made due, decided from what it wrote and one listing of the
+timeline, and they run right after it (``Table`` runs them; a due compaction may run
+beside the writes):
+
+* **compaction** of file slices with ``hoodie.compact.inline.max.delta.commits`` log
+  files (merge-on-read tables);
+* **cleaning** once ``hoodie.clean.max.commits`` data commits followed the last clean;
+* **index compaction** of the partitions it wrote index files to, once one has
+  ``index.compaction.min-files`` of them;
+* **archival** once the active timeline holds more than ``hoodie.keep.max.commits``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table import services
+from dynbucket.format.table.results import ServiceResult
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import WrittenFile
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """The services a write made due."""
+
+    compaction: bool = False
+    clean: bool = False
+    index_partitions: tuple[str, ...] = ()
+    archive: bool = False
+
+    def __bool__(self) -> bool:
+        return self.compaction or self.clean or bool(self.index_partitions) or self.archive
+
+
+def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Upkeep:
+    """The services due after a write that wrote ``files`` (``timeline``: the table's)."""
+    o = spec.options
+    compaction = (
+        o.merge_on_read
+        and (o.compaction_inline or o.compaction_async)
+        and any(
+            f.kind == "log" and (f.log_version or 0) >= o.compaction_delta_commits for f in files
+        )
+    )
+    instants = timeline.instants()
+    clean = False
+    if o.clean_automatic:
+        since = 0
+        for i in reversed(instants):
+            if i.action == "clean" and i.completed:
+                break
+            since += i.action in ("commit", "compaction") and i.completed
+        clean = since >= o.clean_max_commits
+    index: tuple[str, ...] = ()
+    if o.index_compaction_automatic:
+        index = tuple(sorted({f.partition for f in files if f.kind == "index"}))
+    return Upkeep(
+        bool(compaction),
+        clean,
+        index,
+        o.archive_automatic and len(instants) > o.keep_max_commits,
+    )
+
+
+def beside(spec: TableSpec) -> bool:
+    """Whether due compactions (of slices and of the index) and cleans run beside the
+    writes."""
+    return spec.options.compaction_async and not spec.options.compaction_inline
+
+
+def run_inline(store: TableStore, spec: TableSpec, upkeep: Upkeep) -> list[ServiceResult]:
+    """Runs the due services that run inline (archival; the others unless they run beside
+    the writes), each as its own instant: compaction first (it makes the slices the clean
+    may drop), then cleaning, index compaction, archival (last: it archives what the others
+    completed)."""
+    o = spec.options
+    out = []
+    if upkeep.compaction and o.compaction_inline:
+        out.append(services.compact_due(store, spec, o.compaction_delta_commits))
+    if upkeep.clean and not beside(spec):
+        out.append(services.clean(store, spec))
+    if upkeep.index_partitions and not beside(spec):
+        out.append(services.compact_index(store, spec, partitions=upkeep.index_partitions))
+    if upkeep.archive:
+        done = archive.archive(
+            store, o.merge_on_read, o.keep_min_commits, o.keep_max_commits, o.lock_lease_seconds
+        )
+        out.append(ServiceResult("archive", done.floor or None, done.archived))
+    return [r for r in out if r.instant is not None]

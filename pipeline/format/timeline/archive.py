@@ -1,0 +1,159 @@
+"""Archival: old instants leave the active timeline, so that its cost stays flat.
+
+A table that takes a micro-batch every few seconds makes thousands of instants a day; every
+write and read lists the active timeline, so it must stay short. As Hudi does
+(``hoodie.keep.min.commits`` / ``hoodie.keep.max.commits``): once more than ``keep_max``
+instants are active, the oldest go until ``keep_min`` are left, never one at or after the
+earliest pending instant (a pending compaction included) or after the earliest instant the
+last clean retains.
+
+1. Under the writer lease, pick the instants; the newest of them is the **floor**.
+2. Write them to Hudi's archived timeline (``hudi/archived.py``), so Hudi's tools still
+   list the history.
+3. Record what readers and writers still need of them in ``.hoodie/.dynbucket/archive/
+   <floor>.json`` (an exclusive create: a stalled archiver never lowers the floor, the
+   newest record is the one in force): the floor; the instants at or below it that were
+   rolled back (their leftover files stay invisible); each stream's last batch; the slot
+   counts of archived commits; the cleaning horizon.
+4. Check the lease, then remove the instants' files from the active timeline, oldest
+   first, then older archive records.
+
+Every instant at or below the floor was completed when it was archived, so a file of one
+is visible (Hudi's rule too: a file older than the active timeline is committed), unless
+its instant was rolled back. A crash between 3 and 4 leaves instants both archived and
+active: both say completed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dynbucket.format.hudi import archived
+from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, suffix
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import ARCHIVE_DIR, OUTCOME_DIR
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.archive_record import Archived, load
+from dynbucket.format.timeline.lock import WriterLock
+from dynbucket.format.timeline.timeline import Instant, Timeline
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    """What an archival did (``floor`` empty: nothing to archive)."""
+
+    archived: int = 0
+    floor: str = ""
+
+
+def due(timeline: Timeline, keep_max: int) -> bool:
+    """Whether the active timeline holds more than ``keep_max`` instants."""
+    return len(timeline.instants()) > keep_max
+
+
+def archive(
+    store: TableStore, merge_on_read: bool, keep_min: int, keep_max: int, lease_seconds: float
+) -> ArchiveResult:
+    """Archives the oldest instants once more than ``keep_max`` are active (module doc)."""
+    timeline = Timeline(store, merge_on_read)
+    if not due(timeline, keep_max):
+        return ArchiveResult()
+    with WriterLock(store, lease_seconds) as lock:
+        # 1.
+        chosen = _choose(timeline, keep_min)
+        if not chosen:
+            return ArchiveResult()
+        before = load(store)
+        record = _record(store, timeline, before, chosen)
+        # 2.
+        hudi = [i for i in chosen if i.action in HUDI_ACTIONS]
+        if hudi:
+            _write_hudi_archive(store, hudi, merge_on_read, record.floor)
+        # 3.
+        store.create_exclusive(store.path(ARCHIVE_DIR, f"{record.floor}.json"), record.to_json())
+        # 4.
+        lock.verify()
+        for instant in chosen:
+            timeline.forget_archived(instant)
+        for info in store.list_files(store.path(ARCHIVE_DIR)):
+            if info.base_name.endswith(".json") and info.base_name < f"{record.floor}.json":
+                store.delete(info.path)
+    return ArchiveResult(len(chosen), record.floor)
+
+
+def _choose(timeline: Timeline, keep_min: int) -> list[Instant]:
+    instants = timeline.instants()
+    pending = [i.id for i in instants if not i.completed]
+    limit = min(pending, default=None)
+    completed = [i for i in instants if i.completed]
+    horizon = None
+    for clean in reversed(timeline.completed("clean")):
+        horizon = timeline.metadata(clean).get("earliest-retained")
+        if horizon:
+            break
+    chosen = []
+    for i in completed[: max(0, len(completed) - keep_min)]:
+        if (limit is not None and i.id >= limit) or (horizon and i.id >= horizon):
+            break
+        chosen.append(i)
+    return chosen
+
+
+def _record(
+    store: TableStore, timeline: Timeline, before: Archived, chosen: list[Instant]
+) -> Archived:
+    floor = chosen[-1].id
+    streams = dict(before.streams)
+    slots = set(before.slots)
+    earliest = before.earliest_retained
+    deletes = dict(before.deletes)
+    for instant in chosen:
+        if instant.action in HUDI_ACTIONS:
+            stats = timeline.raw(instant).get("partitionToWriteStats") or {}
+            for partition, group_stats in stats.items():
+                for stat in group_stats:
+                    if stat.get("numDeletes"):
+                        key = f"{partition}/{stat['fileId']}"
+                        deletes[key] = deletes.get(key, 0) + int(stat["numDeletes"])
+        meta = timeline.metadata(instant)
+        if instant.action == "commit":
+            stream = meta.get("stream")
+            if stream:
+                streams[stream["id"]] = max(streams.get(stream["id"], -1), int(stream["batch"]))
+            slots.add(meta.get("slots"))
+        if instant.action == "clean" and meta.get("earliest-retained"):
+            earliest = max(earliest or "", meta["earliest-retained"])
+    rolled_back = set(before.rolled_back)
+    for info in store.list_files(store.path(OUTCOME_DIR)):
+        name = info.base_name
+        if name <= floor and name not in rolled_back:
+            found = outcome.read(store, name)
+            if found is not None and found.state == outcome.ROLLED_BACK:
+                rolled_back.add(name)
+    return Archived(
+        floor,
+        frozenset(rolled_back),
+        streams,
+        frozenset(slots),
+        earliest,
+        before.instants + len(chosen),
+        deletes,
+    )
+
+
+def _write_hudi_archive(
+    store: TableStore, instants: list[Instant], merge_on_read: bool, floor: str
+) -> None:
+    entries = []
+    for instant in instants:
+        for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
+            action = suffix(instant.action, state, merge_on_read).split(".")[0]
+            if action == "inflight":  # a copy-on-write write's inflight file
+                action = "commit"
+            entries.append((instant.id, action, state.name))
+    body = archived.entries_file(entries, floor)
+    folder = store.path(archived.ARCHIVED_DIR)
+    versions = [archived.version_of(i.base_name) for i in store.list_files(folder)]
+    version = max((v for v in versions if v is not None), default=0) + 1
+    while not store.create_exclusive(store.path(folder, archived.file_name(version)), body):
+        version += 1

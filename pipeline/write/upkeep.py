@@ -1,0 +1,168 @@
+"""Running what a write made due: inline services, and compaction beside the writes.
+
+``format/table/upkeep.py`` decides which services a write made due; this runs them for one
+``Table`` after each of its writes (Hudi's writers do the same: automatic cleaning and
+archival inline, compaction inline or asynchronous):
+
+* archival runs inline, a moment under the writer lease;
+* a due compaction of file slices or of the index, or a clean, is scheduled inline (a
+  moment under the writer lease) and executed beside the writes: on the Ray cluster as one task when
+  the table has a Runtime, else in a thread of this process. The writes go on meanwhile
+  (putting the logs of the planned groups onto the compaction's slice); one of each runs at
+  a time, and one an earlier process left pending is executed before a new one is
+  scheduled. With ``hoodie.compact.inline`` they run inside the write instead.
+
+A failure of a service never fails the write that made it due (the write is committed);
+it is logged, and the service is due again after the next write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from dynbucket.format.file_group.context import TableRef
+from dynbucket.format.table import compaction, services
+from dynbucket.format.table import upkeep as due_services
+from dynbucket.format.table.results import ServiceResult
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.write.results import WriteResult
+
+log = logging.getLogger(__name__)
+
+
+def execute(table: TableRef, action: str, instant: str) -> ServiceResult:
+    """Executes and completes a scheduled compaction or index compaction (in whichever
+    process runs it)."""
+    run = {
+        "compaction": compaction.execute,
+        "index-compaction": services.execute_index_compaction,
+        "clean": services.execute_clean,
+    }[action]
+    return run(table.store, table.spec, instant)
+
+
+class TableUpkeep:
+    """The services of one table's writes; ``close`` waits for those running beside them.
+
+    Args:
+        table: the table.
+        on_ray: runs compactions as Ray tasks (the driver's Ray must be connected), else in
+            a thread of this process.
+    """
+
+    def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
+        self.table = table
+        self.on_ray = on_ray
+        self._running: dict[str, Future[ServiceResult] | Any] = {}
+        self._threads: ThreadPoolExecutor | None = None
+
+    def after(self, result: WriteResult) -> WriteResult:
+        """Runs what ``result``'s write made due; returns it with the services named."""
+        if not result.due:
+            return result
+        ran: list[str] = []
+        store, spec = self.table.store, self.table.spec
+        try:
+            for r in due_services.run_inline(store, spec, result.due):
+                ran.append(f"{r.action} {r.instant}")
+            if due_services.beside(spec):
+                slices = functools.partial(
+                    compaction.schedule, store, spec, spec.options.compaction_delta_commits
+                )
+                index = functools.partial(
+                    services.schedule_index_compaction,
+                    store,
+                    spec,
+                    partitions=result.due.index_partitions,
+                )
+                clean = functools.partial(services.schedule_clean, store, spec)
+                for action, due, plan in (
+                    ("compaction", result.due.compaction, slices),
+                    ("clean", result.due.clean, clean),
+                    ("index-compaction", bool(result.due.index_partitions), index),
+                ):
+                    if due:
+                        ran += self._beside(action, self._schedule(action, plan))
+        except Exception:
+            log.exception("a service after instant %s failed; it is due again", result.instant)
+        return dataclasses.replace(result, services=tuple(ran))
+
+    def _schedule(self, action: str, plan: Callable[[], str | None]) -> Callable[[], str | None]:
+        """Scheduling of ``action``: one an earlier process left pending (its executor
+        died) is run again first; else ``plan`` schedules a new one."""
+
+        def schedule() -> str | None:
+            timeline = Timeline(self.table.store, self.table.spec.options.merge_on_read)
+            left = services.pending_of(timeline, action)
+            return left[0].id if left else plan()
+
+        return schedule
+
+    def _beside(self, action: str, schedule: Callable[[], str | None]) -> list[str]:
+        """Schedules a service of ``action`` and starts its execution beside the writes
+        (none while one of the same action runs)."""
+        if self.busy(action):
+            return []
+        instant = schedule()
+        if instant is None:
+            return []
+        if self.on_ray():
+            import ray
+
+            task = ray.remote(num_cpus=1, max_retries=0)(execute)
+            self._running[action] = task.remote(self.table, action, instant)
+        else:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(1, thread_name_prefix="dynbucket-services")
+            self._running[action] = self._threads.submit(execute, self.table, action, instant)
+        return [f"{action} {instant} (beside the writes)"]
+
+    def busy(self, action: str | None = None) -> bool:
+        """Whether a service (of ``action``) of this table's writes is running."""
+        for name in [action] if action else list(self._running):
+            running = self._running.get(name)
+            if running is None:
+                continue
+            if isinstance(running, Future):
+                done = running.done()
+            else:
+                import ray
+
+                done = bool(ray.wait([running], timeout=0)[0])
+            if not done:
+                return True
+            self._collect(name)
+        return False
+
+    def _collect(self, action: str) -> ServiceResult | None:
+        """A finished service's result, waiting for it (a failure is logged: it stays
+        pending and runs again later)."""
+        running = self._running.pop(action, None)
+        if running is None:
+            return None
+        try:
+            if isinstance(running, Future):
+                return running.result()
+            import ray
+
+            return ray.get(running)
+        except Exception:
+            log.exception("%s beside the writes failed; it runs again later", action)
+            return None
+
+    def wait(self) -> list[ServiceResult]:
+        """Waits for the services running beside the writes; returns their results."""
+        out = [self._collect(action) for action in list(self._running)]
+        return [r for r in out if r is not None]
+
+    def close(self) -> None:
+        """Waits for the services running beside the writes and stops the thread."""
+        self.wait()
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
