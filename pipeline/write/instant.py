@@ -98,8 +98,6 @@ class InstantWrite:
         """The completed instants this write reads (the files it builds on)."""
         self.last_write: str | None = self.txn.last_write
         """The latest completed data write: what the assigners' caches must match."""
-        self.compacting: dict[str, str] = self.txn.compacting
-        """File id -> the pending compaction its new logs go onto."""
         # 2.
         if self.stream is not None and committed(self.txn.timeline, self.stream):
             self.skipped = self._done = True

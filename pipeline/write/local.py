@@ -68,7 +68,7 @@ class LocalWriter:
                     refuse_known(tagged, self.spec.record_key)
                 rows = pa.Table.from_batches([tagged])
             laps.lap("assign")
-            ctx = WriteContext(self.table, w.id, w.visible, op, compacting=w.compacting)
+            ctx = WriteContext(self.table, w.id, w.visible, op)
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")

@@ -189,9 +189,7 @@ class SparkWriter:
                 w.open(assigners)
                 laps.lap("prepare")
                 stage_a = scheme.stage_a(w, op)  # 3.
-                ctx = WriteContext(
-                    self.table, w.id, w.visible, op, scheme.index_slots(num_slots), w.compacting
-                )
+                ctx = WriteContext(self.table, w.id, w.visible, op, scheme.index_slots(num_slots))
                 written, shuffles = engine.run(scheme, stage_a, ctx, fused, w.txn.timeline, laps)
                 result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:

@@ -6,10 +6,11 @@ archival inline, compaction inline or asynchronous):
 
 * archival runs inline, a moment under the writer lease;
 * a due compaction of file slices or of the index, or a clean, is scheduled inline (a
-  moment under the writer lease) and executed beside the writes: on the Ray cluster as one task when
-  the table has a Runtime, else in a thread of this process. The writes go on meanwhile
-  (putting the logs of the planned groups onto the compaction's slice); one of each runs at
-  a time, and one an earlier process left pending is executed before a new one is
+  moment under the writer lease) and executed beside the writes: on the Ray cluster as one
+  task when the table has a Runtime, else in a thread of this process. A clean or an index
+  compaction completes there; a compaction's base files are written there, and the next
+  write's thread finishes it (a moment under the lease: ``compaction.finish``). One of each
+  runs at a time, and one an earlier process left pending is executed before a new one is
   scheduled. With ``hoodie.compact.inline`` they run inside the write instead.
 
 A failure of a service never fails the write that made it due (the write is committed);
@@ -35,15 +36,15 @@ from dynbucket.write.results import WriteResult
 log = logging.getLogger(__name__)
 
 
-def execute(table: TableRef, action: str, instant: str) -> ServiceResult:
-    """Executes and completes a scheduled compaction or index compaction (in whichever
-    process runs it)."""
-    run = {
-        "compaction": compaction.execute,
-        "index-compaction": services.execute_index_compaction,
-        "clean": services.execute_clean,
-    }[action]
-    return run(table.store, table.spec, instant)
+def execute(table: TableRef, action: str, instant: str) -> Any:
+    """Executes a scheduled service beside the writes (in whichever process runs it): a
+    compaction's base files (returned: the writer's thread finishes it), or a whole clean
+    or index compaction (completed here; they need no lease)."""
+    if action == "compaction":
+        return compaction.execute(table.store, table.spec, instant)
+    if action == "clean":
+        return services.execute_clean(table.store, table.spec, instant)
+    return services.execute_index_compaction(table.store, table.spec, instant)
 
 
 class TableUpkeep:
@@ -58,16 +59,18 @@ class TableUpkeep:
     def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
         self.table = table
         self.on_ray = on_ray
-        self._running: dict[str, Future[ServiceResult] | Any] = {}
+        self._running: dict[str, tuple[str, Future[Any] | Any]] = {}
         self._threads: ThreadPoolExecutor | None = None
 
     def after(self, result: WriteResult) -> WriteResult:
         """Runs what ``result``'s write made due; returns it with the services named."""
-        if not result.due:
+        if not result.due and not self._running:
             return result
         ran: list[str] = []
         store, spec = self.table.store, self.table.spec
         try:
+            finished = [self._collect(a) for a in list(self._running) if self.done(a)]
+            ran += [f"{r.action} {r.instant} (finished)" for r in finished if r and r.instant]
             for r in due_services.run_inline(store, spec, result.due):
                 ran.append(f"{r.action} {r.instant}")
             if due_services.beside(spec):
@@ -106,7 +109,7 @@ class TableUpkeep:
     def _beside(self, action: str, schedule: Callable[[], str | None]) -> list[str]:
         """Schedules a service of ``action`` and starts its execution beside the writes
         (none while one of the same action runs)."""
-        if self.busy(action):
+        if action in self._running:
             return []
         instant = schedule()
         if instant is None:
@@ -115,44 +118,40 @@ class TableUpkeep:
             import ray
 
             task = ray.remote(num_cpus=1, max_retries=0)(execute)
-            self._running[action] = task.remote(self.table, action, instant)
+            self._running[action] = (instant, task.remote(self.table, action, instant))
         else:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(1, thread_name_prefix="dynbucket-services")
-            self._running[action] = self._threads.submit(execute, self.table, action, instant)
+            job = self._threads.submit(execute, self.table, action, instant)
+            self._running[action] = (instant, job)
         return [f"{action} {instant} (beside the writes)"]
 
-    def busy(self, action: str | None = None) -> bool:
-        """Whether a service (of ``action``) of this table's writes is running."""
-        for name in [action] if action else list(self._running):
-            running = self._running.get(name)
-            if running is None:
-                continue
+    def done(self, action: str) -> bool:
+        """Whether the service of ``action`` running beside the writes has finished."""
+        _, running = self._running[action]
+        if isinstance(running, Future):
+            return running.done()
+        import ray
+
+        return bool(ray.wait([running], timeout=0)[0])
+
+    def _collect(self, action: str) -> ServiceResult | None:
+        """A service's result, waiting for it; a compaction is finished here, in the
+        writer's thread (a moment under the lease). A failure is logged: the service stays
+        pending and runs again later."""
+        instant, running = self._running.pop(action)
+        try:
             if isinstance(running, Future):
-                done = running.done()
+                out = running.result()
             else:
                 import ray
 
-                done = bool(ray.wait([running], timeout=0)[0])
-            if not done:
-                return True
-            self._collect(name)
-        return False
-
-    def _collect(self, action: str) -> ServiceResult | None:
-        """A finished service's result, waiting for it (a failure is logged: it stays
-        pending and runs again later)."""
-        running = self._running.pop(action, None)
-        if running is None:
-            return None
-        try:
-            if isinstance(running, Future):
-                return running.result()
-            import ray
-
-            return ray.get(running)
+                out = ray.get(running)
+            if action == "compaction":
+                return compaction.finish(self.table.store, self.table.spec, instant, out)
+            return out
         except Exception:
-            log.exception("%s beside the writes failed; it runs again later", action)
+            log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None
 
     def wait(self) -> list[ServiceResult]:

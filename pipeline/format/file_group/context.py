@@ -13,7 +13,6 @@ first use in each process (pyarrow's filesystems pickle; an open store does not 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
@@ -102,8 +101,6 @@ class WriteContext:
     operation: Operation
     index_slots: int = 1
     """The write's assigner slot count, which groups its index files."""
-    compacting: Mapping[str, str] = field(default_factory=dict)
-    """File id -> the pending compaction that plans its group: new logs go onto its slice."""
 
     @property
     def spec(self) -> TableSpec:

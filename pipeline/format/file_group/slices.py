@@ -7,10 +7,9 @@ instant that wrote it is completed and ``<= t``; a group's slice at ``t`` is its
 visible base plus the visible logs after it.
 
 A log belongs to the newest visible base at or before its base instant (Hudi's rule for
-table version 6, which hudi-rs applies too): while a compaction at ``C`` is pending, writes
-name ``C`` as their logs' base instant although the base file of ``C`` is not visible yet,
-and a reader merges them onto the slice the compaction reads (Hudi's merged file slice).
-Logs are named with non-decreasing base instants in the order they are written
+table version 6): a log on a compaction's slice whose base file is not visible yet (the
+compaction completes it: ``table/compaction.py``) merges onto the slice before. Logs are
+named with non-decreasing base instants in the order they are written
 (:meth:`FileSlice.next_log`), so that ordering them by (base instant, version), as Hudi's
 readers do, is the order they were written in.
 """
@@ -72,13 +71,10 @@ class FileSlice:
             return self.base.instant
         return self.logs[0].base_instant if self.logs else ""
 
-    def next_log(self, compacting: str | None = None) -> tuple[str, int]:
-        """(base instant, version) of the next log file of this group: on the slice of a
-        pending compaction at ``compacting`` when one plans this group, else on the
-        newest base instant its logs name; the version counts that base instant's logs."""
+    def next_log(self) -> tuple[str, int]:
+        """(base instant, version) of the next log file of this group: on the newest base
+        instant it or its logs name; the version counts that base instant's logs."""
         base_instant = max([self.base_instant, *(f.base_instant for f in self.logs)])
-        if compacting is not None:
-            base_instant = max(base_instant, compacting)
         on_it = (f.version for f in self.logs if f.base_instant == base_instant)
         return base_instant, max(on_it, default=0) + 1
 

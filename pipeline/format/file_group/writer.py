@@ -161,9 +161,7 @@ def write_file_groups(
             file_id = fslice.file_id
         else:
             file_id = names.file_id_for(spec.table_id, instant, partition, bucket)
-        written = _write_group(
-            store, files, spec, instant, partition, file_id, fslice, group, out, ctx.compacting
-        )
+        written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
         out.add(written)
         if not written.inserts or spec.stateless:
             return partition, None
@@ -246,7 +244,6 @@ def _write_group(
     fslice: FileSlice | None,
     group: pa.Table,
     out: GroupWrites,
-    compacting: Mapping[str, str],
 ) -> WrittenFile:
     is_delete = pc.equal(group.column(OP), DELETE)
     deleted = int(pc.sum(is_delete).as_py() or 0)
@@ -278,7 +275,6 @@ def _write_group(
                 fslice,
                 upserts,
                 group.filter(is_delete),
-                compacting.get(fslice.file_id),
             )
         with out.timed("stale"):
             updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
@@ -358,11 +354,8 @@ def _write_log(
     fslice: FileSlice,
     upserts: pa.Table,
     deletes: pa.Table,
-    compacting: str | None = None,
 ) -> WrittenFile:
-    """A log file onto ``fslice`` (onto the slice of the pending compaction at
-    ``compacting`` when one plans this group)."""
-    base_instant, version = fslice.next_log(compacting)
+    base_instant, version = fslice.next_log()
     name = names.log_name(fslice.file_id, base_instant, version, instant)
     blocks = []
     if upserts.num_rows:

@@ -6,29 +6,34 @@ never waits for it:
 1. **Schedule**, under the writer lease, in a moment: pick the slices with at least
    ``min_logs`` log files (``hoodie.compact.inline.max.delta.commits``), record them as the
    plan of a new compaction instant ``C`` (inflight), and release the lease with ``C``
-   pending. From then on writes put the logs of those groups onto ``C``'s slice
-   (``FileSlice.next_log``), and readers merge them onto the slice ``C`` reads.
+   pending. Writes go on putting their logs on the slices they know (the completed ones).
 2. **Execute**, without the lease (nobody else writes these base files): per planned group,
    merge its slice as of ``C`` (the newest base before ``C`` and the logs after it, all of
-   instants older than ``C``) into base file ``C``; groups in parallel (threads here; the
-   cluster runs shares of them as tasks: ``execute_groups``).
-3. **Complete**: the outcome's exclusive create, then the publish of ``<C>.commit``.
+   instants older than ``C``) into base file ``C``; groups in parallel (threads here; a
+   cluster may run shares of them as tasks: ``execute_groups``).
+3. **Finish**, under the lease, in a moment: the logs written onto a planned group's old
+   slice since ``C`` was planned are copied onto ``C``'s slice (same bytes, same writer's
+   token, ``C`` as base instant), then the outcome's exclusive create and the publish of
+   ``<C>.commit``.
 
-A pending compaction is never rolled back: logs already sit on its slice. An executor that
-dies leaves it pending, and the next run executes it again: the same plan writes the same
-files, and whichever executor decides the outcome first completes it.
+Hudi's own writers put the logs of planned groups onto ``C``'s slice from step 1 on, and
+its Java readers merge them onto the slice before; hudi-rs 0.5 reads such logs only once
+``C`` completed, so a table written that way reads stale in hudi-rs while a compaction
+runs. Carrying the late logs in step 3 keeps every reader right at every moment: before
+``C`` completes, the old slice holds every log; after, ``C``'s slice does. A pending
+compaction is never rolled back; an executor that dies leaves it pending, and the next run
+executes it again (the same plan writes the same files).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from dynbucket.format.file_group.merge import read_slice
-from dynbucket.format.file_group.slices import FileSlice, data_files, latest_slice
+from dynbucket.format.file_group.slices import DataFile, FileSlice, data_files, latest_slice
 from dynbucket.format.file_group.writer import moved_to, write_base
-from dynbucket.format.hudi.files import base_name, bucket_of
+from dynbucket.format.hudi.files import base_name, bucket_of, log_name
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
@@ -70,19 +75,28 @@ def schedule(
             return None
         txn.record_plan({"groups": groups})
     except BaseException:
-        txn.abort()
+        txn.cancel()  # it wrote nothing but its timeline entries
         raise
     txn.hand_off()
     return txn.id
 
 
-def execute(store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> ServiceResult:
-    """2-3. Executes the pending compaction ``instant`` and completes it (here: its groups
-    in ``threads`` threads)."""
-    txn = _resume(store, spec, instant)
-    groups = compaction_groups(txn.timeline, txn.instant)
-    written = execute_groups(store, spec, instant, groups, threads)
-    return complete(txn, written)
+def run(store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> ServiceResult:
+    """2-3. Executes the pending compaction ``instant`` (its groups in ``threads`` threads)
+    and completes it."""
+    return finish(store, spec, instant, execute(store, spec, instant, threads))
+
+
+def execute(
+    store: TableStore, spec: TableSpec, instant: str, threads: int = 4
+) -> list[WrittenFile]:
+    """2. Writes the base files of the pending compaction ``instant`` (no lease: any
+    process may run it, and run it again)."""
+    timeline = Timeline(store, spec.options.merge_on_read)
+    found = next((i for i in pending(timeline) if i.id == instant), None)
+    if found is None:
+        raise ValueError(f"no pending compaction {instant} in {store.uri}")
+    return execute_groups(store, spec, instant, compaction_groups(timeline, found), threads)
 
 
 def execute_groups(
@@ -117,17 +131,55 @@ def execute_groups(
         return list(pool.map(one, groups))
 
 
-def complete(txn: Transaction, written: Sequence[WrittenFile]) -> ServiceResult:
-    """3. Completes a compaction with the files its groups were written to."""
-    for f in written:
-        txn.add(f)
-    txn.commit({"compacted-slices": len(written)})
-    return ServiceResult("compaction", txn.id, len(written), 0, sum(f.rows for f in written))
-
-
-def _resume(store: TableStore, spec: TableSpec, instant: str) -> Transaction:
+def finish(
+    store: TableStore, spec: TableSpec, instant: str, written: Sequence[WrittenFile]
+) -> ServiceResult:
+    """3. Completes the compaction ``instant``, whose base files are ``written``, under the
+    writer lease (a moment): the logs writes put on a planned group's old slice while it
+    ran are carried onto its new slice (the same bytes, named on the compaction's base
+    instant, keeping their writer's token), then the outcome and the publish. Already
+    completed (another executor finished it): nothing is done."""
     timeline = Timeline(store, spec.options.merge_on_read)
     found = next((i for i in pending(timeline) if i.id == instant), None)
     if found is None:
-        raise ValueError(f"no pending compaction {instant} in {store.uri}")
-    return Transaction.resume(store, spec, found, f"compactor-{uuid.uuid4().hex[:8]}")
+        return ServiceResult("compaction", None)
+    txn = Transaction.take_over(store, spec, found)
+    try:
+        if found not in pending(txn.timeline):  # finished by another while we waited
+            txn.hand_off()
+            return ServiceResult("compaction", None)
+        carried = _carry_late_logs(store, txn, compaction_groups(txn.timeline, found))
+        for f in written:
+            txn.add(f)
+        txn.commit({"compacted-slices": len(written), "carried-logs": carried})
+    except BaseException:
+        txn.abort()  # a compaction stays pending: the next run finishes it
+        raise
+    return ServiceResult("compaction", txn.id, len(written), 0, sum(f.rows for f in written))
+
+
+def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group]) -> list[str]:
+    """Copies each planned group's logs written after the compaction was planned onto its
+    slice; returns their paths. A group rewritten since (a newer base) is left alone."""
+    instant, visible = txn.id, txn.visible
+    out = []
+    for partition in dict.fromkeys(g[0] for g in groups):
+        files = data_files(store, partition)
+        planned = {g[1] for g in groups if g[0] == partition}
+        by_group: dict[str, list[DataFile]] = {}
+        for f in files:
+            if f.file_id in planned and f.instant in visible:
+                by_group.setdefault(f.file_id, []).append(f)
+        for file_id, group in by_group.items():
+            if any(f.kind == "base" and f.instant > instant for f in group):
+                continue
+            late = sorted(
+                (f for f in group if f.kind == "log" and f.instant > instant
+                 and f.base_instant < instant),
+                key=lambda f: (f.instant, f.version),
+            )  # fmt: skip
+            for version, f in enumerate(late, start=1):
+                target = store.path(partition, log_name(file_id, instant, version, f.instant))
+                store.write_atomic(target, store.read_bytes(f.path))
+                out.append(target[len(store.root) :].lstrip("/"))
+    return out

@@ -67,11 +67,11 @@ def compact_due(
     """Executes the compactions left pending (an executor died), then schedules and
     executes one of the slices with at least ``min_logs`` log files."""
     for left in compaction.pending(Timeline(store, spec.options.merge_on_read)):
-        compaction.execute(store, spec, left.id)
+        compaction.run(store, spec, left.id)
     scheduled = compaction.schedule(store, spec, min_logs, partitions)
     if scheduled is None:
         return ServiceResult("compaction", None)
-    return compaction.execute(store, spec, scheduled)
+    return compaction.run(store, spec, scheduled)
 
 
 def compact_index(

@@ -189,6 +189,26 @@ class Transaction:
         tx.owner = owner
         return tx
 
+    @classmethod
+    def take_over(
+        cls,
+        store: TableStore,
+        spec: TableSpec,
+        instant: Instant,
+        lease_seconds: float | None = None,
+    ) -> Transaction:
+        """A pending instant scheduled by another transaction, to complete under the writer
+        lease (a compaction's last step: ``table/compaction.py``)."""
+        tx = cls.resume(store, spec, instant, "")
+        lock = WriterLock(store, lease_seconds or spec.options.lock_lease_seconds)
+        lock.acquire()
+        tx.lock, tx.owner = lock, lock.owner
+        tx.timeline = Timeline(store, spec.options.merge_on_read)
+        completed = tx.timeline.completed()
+        tx.expected = latest_write(completed)
+        tx.visible = tx.timeline.visible_of(completed)
+        return tx
+
     def __enter__(self) -> Transaction:
         return self
 
@@ -314,8 +334,11 @@ class Transaction:
         if self.done:
             return
         self.done = True
-        if self.lock is None:
-            return  # a detached instant stays pending: the next run executes it again
+        if self.lock is None or self.instant.action == "compaction":
+            # Stays pending: the next run executes it again (a compaction is never rolled
+            # back: another executor may be completing it).
+            self._release()
+            return
         try:
             rollback_instant(self.store, self.timeline, self.instant)
         finally:
