@@ -16,7 +16,7 @@ last clean retains.
    rolled back (their leftover files stay invisible); each stream's last batch; the slot
    counts of archived commits; the cleaning horizon.
 4. Check the lease, then remove the instants' files from the active timeline, oldest
-   first, then older archive records.
+   first, then older archive records (the next archival removes what a crash left).
 
 Every instant at or below the floor was completed when it was archived, so a file of one
 is visible (Hudi's rule too: a file older than the active timeline is committed), unless
@@ -59,11 +59,14 @@ def archive(
     if not due(timeline, keep_max):
         return ArchiveResult()
     with WriterLock(store, lease_seconds) as lock:
+        before = load(store)
+        # An archival that crashed in step 4 left some of its instants active.
+        for stray in [i for i in timeline.instants() if i.id <= before.floor]:
+            timeline.forget_archived(stray)
         # 1.
         chosen = _choose(timeline, keep_min)
         if not chosen:
             return ArchiveResult()
-        before = load(store)
         record = _record(store, timeline, before, chosen)
         # 2.
         hudi = [i for i in chosen if i.action in HUDI_ACTIONS]

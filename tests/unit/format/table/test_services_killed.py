@@ -1,0 +1,119 @@
+"""A table service killed with SIGKILL in the middle: a compaction while it finishes (its
+base files and the carried logs written, the lease held), a clean after it removed some
+files, an archival after its record and before the removal. The next writer goes on (the
+lease runs out), the next run completes what was left, and nothing is lost or doubled;
+both readers read the model and ``dynbucket check`` finds the table healthy."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.format.table import services
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.table import Table
+from tests.hudi_readers import check_hudi_reads
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
+                       index_compaction_automatic=False, cleaner_commits_retained=2,
+                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0)  # fmt: skip
+
+CHILD = r"""
+import sys, time
+import pyarrow as pa
+from dynbucket.table import Table
+from dynbucket.format.table import compaction, services
+from dynbucket.format.timeline import archive, transaction
+from dynbucket.format.timeline.timeline import Timeline
+
+def stall(*args, **kwargs):
+    print("AT", flush=True)
+    time.sleep(3600)
+
+service = sys.argv[2]
+t = Table.open(sys.argv[1])
+if service == "compaction":
+    scheduled = compaction.schedule(t.store, t.spec, 1)
+    written = compaction.execute(t.store, t.spec, scheduled)
+    ids = ["a", "late"]  # a write while it runs: its log is carried when it finishes
+    t.upsert(pa.table({"id": ids, "day": [f"d{sum(map(ord, i)) % 2}" for i in ids],
+                       "v": [50, 50]}))
+    transaction.Transaction.commit = stall  # base files and carried logs are written
+    compaction.finish(t.store, t.spec, scheduled, written)
+elif service == "clean":
+    real = services._clean_files
+    def some(*args, **kwargs):
+        real(*args, **kwargs)
+        stall()
+    services._clean_files = some  # the first partition's files are gone
+    services.clean(t.store, t.spec)
+else:
+    Timeline.forget_archived = stall  # the record is written, no instant removed yet
+    o = t.spec.options
+    archive.archive(t.store, True, o.keep_min_commits, o.keep_max_commits, 1.0)
+"""
+
+
+def _rows(ids: list[str], v: int) -> pa.Table:
+    """Rows of ``ids``; each key's partition is one of two, always the same for it."""
+    days = [f"d{sum(map(ord, i)) % 2}" for i in ids]
+    return pa.table({"id": ids, "day": days, "v": [v] * len(ids)}, schema=SCHEMA)
+
+
+def _live(t: Table) -> dict[str, int]:
+    rows = t.to_arrow(meta_columns=False)
+    return dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("service", ["compaction", "clean", "archive"])
+def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    model: dict[str, int] = {}
+    for i in range(8):
+        ids = [f"k{i}", "a", f"b{i % 3}"]
+        t.upsert(_rows(ids, i))
+        model.update(dict.fromkeys(ids, i))
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, t.uri, service], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().split() == ["AT"]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    if service == "compaction":
+        model.update(a=50, late=50)
+        (pending,) = Timeline(t.store, True).pending()
+        carried = [p for p in Path(t.uri).rglob(f".*_{pending.id}.log.*")]
+        assert len(carried) == 2  # the late write's logs (two groups), onto the new slices
+    # What readers see is the model, whatever the service had done.
+    reader = Table.open(t.uri)
+    assert _live(reader) == model
+    time.sleep(1.1)  # the killed service's lease (if it held one) runs out
+    # The next writer goes on; the next run completes what was left pending.
+    reader.upsert(_rows(["a", "z"], 100))
+    model.update(a=100, z=100)
+    if service == "compaction":
+        assert reader.compact().instant is not None
+    elif service == "clean":
+        (left,) = services.pending_of(Timeline(reader.store, True), "clean")
+        assert services.execute_clean(reader.store, reader.spec, left.id).instant == left.id
+    else:
+        for i in range(3):
+            reader.upsert(_rows([f"m{i}"], i))
+            model[f"m{i}"] = i
+        assert archive.archive(reader.store, True, 4, 6, 1.0).archived > 0
+    assert Timeline(reader.store, True).pending() == []
+    assert _live(reader) == model
+    check_hudi_reads(reader)
+    assert reader.check().healthy

@@ -1,0 +1,155 @@
+"""Archival keeps the active timeline short: the oldest instants move to Hudi's archived
+timeline, their files stay the table's (dynbucket and hudi-rs read them), time travel to an
+archived instant is a clear error, a stream's last batch and a rolled-back instant's
+leftovers stay known, and a crash between the record and the removal changes nothing."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.base.errors import InstantNotFoundError
+from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.hudi import archived as hudi_archived
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import Transaction, settle
+from dynbucket.table import Table
+from dynbucket.write.instant import InstantWrite, NoAssigners, StreamBatch, committed
+from tests.dead_writer import die_mid_instant
+from tests.hudi_readers import check_hudi_reads
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
+                       index_compaction_automatic=False, cleaner_commits_retained=2,
+                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=0.5)  # fmt: skip
+
+
+def _rows(ids: list[str], v: int, day: str = "d1") -> pa.Table:
+    return pa.table({"id": ids, "day": [day] * len(ids), "v": [v] * len(ids)}, schema=SCHEMA)
+
+
+def _live(t: Table) -> dict[str, int]:
+    rows = t.to_arrow(meta_columns=False)
+    return dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True))
+
+
+def _archive(t: Table) -> archive.ArchiveResult:
+    o = t.spec.options
+    return archive.archive(t.store, True, o.keep_min_commits, o.keep_max_commits, 0.5)
+
+
+def test_archived_instants_stay_readable_as_the_table(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    dead = die_mid_instant(t, [{"id": "ghost", "day": "d9", "v": 0}])  # files left behind
+    ids = []
+    for i in range(8):
+        ids.append(t.upsert(_rows([f"k{i}", "a"], i, f"d{i % 2}")).instant)
+    assert dead not in [i.id for i in t.timeline.instants()]  # rolled back by the next write
+    assert os.path.exists(Path(t.uri) / ".hoodie/.dynbucket/outcomes" / dead)  # its fence
+    # The rolled-back instant's files come back, as a writer stalled past its lease writes.
+    t.upsert(_rows(["x"], 9))
+    expected = _live(t)
+    done = _archive(t)
+    assert done.archived == 9 - 4 + 0 and done.floor == ids[4]
+    active = [i.id for i in Timeline(t.store, True).instants()]
+    assert len(active) == 4 and min(active) > done.floor
+    record = Timeline(t.store).archived()
+    assert record.floor == done.floor and record.instants == 5
+    assert dead in record.rolled_back
+    # Both readers read the archived instants' files: the first writes live in them only.
+    assert _live(t) == expected
+    check_hudi_reads(t)
+    assert t.check().healthy
+    # Time travel before the active timeline is a clear error.
+    with pytest.raises(InstantNotFoundError, match="archived"):
+        t.to_arrow(as_of=ids[0])
+    # Hudi's archived timeline names them (requested, inflight and completed).
+    folder = Path(t.uri) / ".hoodie/archived"
+    (name,) = os.listdir(folder)
+    entries = hudi_archived.read_entries((folder / name).read_bytes())
+    assert {e[0] for e in entries} == set(ids[:5])
+    assert {(e[1], e[2]) for e in entries if e[0] == ids[0]} == {
+        ("deltacommit", "REQUESTED"),
+        ("deltacommit", "INFLIGHT"),
+        ("deltacommit", "COMPLETED"),
+    }
+    # Writes go on; a second archival moves the floor up and keeps one record.
+    for i in range(3):
+        t.upsert(_rows([f"m{i}"], i))
+    assert _archive(t).floor > done.floor
+    assert len(os.listdir(Path(t.uri) / ".hoodie/.dynbucket/archive")) == 1
+    assert len(os.listdir(folder)) == 2
+    assert _live(t) == {**expected, "m0": 0, "m1": 1, "m2": 2}
+    check_hudi_reads(t)
+    assert t.check().healthy
+
+
+def test_a_streams_last_batch_survives_archival(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    t.upsert(_rows(["a"], 1))
+    assert not committed(Timeline(t.store, True), StreamBatch("s", 0))
+    _stream_write(t, StreamBatch("s", 0))
+    for i in range(7):  # other writes, until the stream's commit is archived
+        t.upsert(_rows([f"k{i}"], i))
+    _archive(t)
+    timeline = Timeline(t.store, True)
+    assert all(timeline.metadata(i).get("stream") is None for i in timeline.completed("commit"))
+    assert committed(timeline, StreamBatch("s", 0))  # replayed after a crash: skipped
+    assert not committed(timeline, StreamBatch("s", 1))
+
+
+def _stream_write(t: Table, batch: StreamBatch) -> None:
+    """A micro-batch's instant as ``Table.stream`` commits one (recording the batch)."""
+    begin = functools.partial(Transaction.begin, t.store, t.spec, "commit", "upsert")
+    with InstantWrite(begin, "upsert", batch) as w:
+        w.open(NoAssigners())
+        w.commit(GroupWrites())
+
+
+def test_a_crash_between_the_record_and_the_removal_changes_nothing(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    for i in range(8):
+        t.upsert(_rows([f"k{i}"], i))
+    expected = _live(t)
+    timeline = Timeline(t.store, True)
+    oldest = timeline.instants()[0]
+    forget = Timeline.forget_archived
+    calls = []
+
+    def crash(self: Timeline, instant: object) -> None:
+        calls.append(instant)
+        if len(calls) == 2:
+            raise OSError("killed")
+        forget(self, instant)  # type: ignore[arg-type]
+
+    Timeline.forget_archived = crash  # type: ignore[method-assign]
+    try:
+        with pytest.raises(OSError):
+            _archive(t)
+    finally:
+        Timeline.forget_archived = forget  # type: ignore[method-assign]
+    # The record says archived; some instants are still active too: both say completed.
+    assert Timeline(t.store).archived().floor > oldest.id
+    assert _live(t) == expected
+    # An archived instant's stray state file is never rolled back by a settling writer.
+    floor = Timeline(t.store).archived().floor
+    left = next(i for i in Timeline(t.store, True).instants() if i.id <= floor)
+    assert settle(t.store, Timeline(t.store, True), left, "w") == "nothing"
+    t.upsert(_rows(["z"], 0))  # the lease of the crashed archival ran out
+    assert _live(t) == {**expected, "z": 0}
+    check_hudi_reads(t)
+    assert t.check().healthy
+    # The next archival removes what the crashed one left active.
+    for i in range(6):
+        t.upsert(_rows([f"n{i}"], i))
+    _archive(t)
+    assert all(
+        i.id > Timeline(t.store).archived().floor for i in Timeline(t.store, True).instants()
+    )
+    assert t.check().healthy
