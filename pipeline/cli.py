@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -69,6 +69,42 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _when(instant: str | None) -> str:
+    """A 17-digit instant id as a UTC time."""
+    if not instant:
+        return "never"
+    i = instant
+    return f"{i[:4]}-{i[4:6]}-{i[6:8]} {i[8:10]}:{i[10:12]}:{i[12:14]}.{i[14:]} UTC ({i})"
+
+
+def _print_services(table: Any) -> None:
+    """Which table services run, and when each last ran (``show``)."""
+    o = table.spec.options
+    timeline = table.timeline
+    instants = timeline.instants()
+
+    def last(action: str) -> str:
+        done = [i.id for i in instants if i.action == action and i.completed]
+        running = [i.id for i in instants if i.action == action and not i.completed]
+        return _when(done[-1] if done else None) + (f"; running: {running}" if running else "")
+
+    where = "inline" if o.compaction_inline else "beside the writes"
+    on = {True: "", False: " (off)"}
+    archived = timeline.archived()
+    print("\nservices")
+    if o.merge_on_read:
+        auto = o.compaction_inline or o.compaction_async
+        print(f"  compaction        at {o.compaction_delta_commits} logs, {where}{on[auto]}: "
+              f"last {last('compaction')}")  # fmt: skip
+    print(f"  clean             every {o.clean_max_commits} commits, keeping "
+          f"{o.cleaner_commits_retained}{on[o.clean_automatic]}: last {last('clean')}")  # fmt: skip
+    print(f"  index compaction  at {o.index_compaction_min_files} files"
+          f"{on[o.index_compaction_automatic]}: last {last('index-compaction')}")  # fmt: skip
+    print(f"  archival          beyond {o.keep_max_commits} instants, down to "
+          f"{o.keep_min_commits}{on[o.archive_automatic]}: {archived.instants:,} archived, "
+          f"up to {_when(archived.floor or None)}")  # fmt: skip
+
+
 def _show(args: argparse.Namespace) -> int:
     from dynbucket.table import Table
 
@@ -91,6 +127,7 @@ def _show(args: argparse.Namespace) -> int:
         print(
             f"{r['partition']:<24}{r['bucket']:>7}{r['keys']:>12,}{r['bytes']:>14,}{r['files']:>6}"
         )
+    _print_services(table)
     print(f"\ntimeline (last {args.last})")
     for row in table.history()[-args.last :]:
         keys = row.get("keys") or {}

@@ -102,6 +102,10 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert "day=d0" in shown.stdout and "day=d1" in shown.stdout
     assert "compaction" in shown.stdout and shown.stdout.count(" commit ") == 2
+    # Which services run and when each last ran: compaction just ran (by hand).
+    services = shown.stdout.split("services\n", 1)[1].split("\n\n", 1)[0]
+    assert "at 5 logs, beside the writes: last 20" in services
+    assert "archival          beyond 30 instants, down to 20: 0 archived" in services
     assert "inserted=1 updated=1 stale=1" in shown.stdout  # the second ingest's keys
     rolled = run([dynbucket, "rollback", table], env)
     assert rolled.returncode == 0 and "rolled back 0 pending instant(s)" in rolled.stdout
