@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.slices import DataFile, FileSlice, data_files, latest_slice
@@ -39,7 +40,12 @@ from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
-from dynbucket.format.timeline.transaction import Transaction, WrittenFile, compaction_groups
+from dynbucket.format.timeline.transaction import (
+    Transaction,
+    WrittenFile,
+    compaction_groups,
+)
+from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: A planned group: (partition, file id, base instant of the slice it compacts).
 Group = tuple[str, str, str]
@@ -61,8 +67,8 @@ def schedule(
     instant (None: nothing to compact, or a copy-on-write table)."""
     if not spec.options.merge_on_read:
         return None
-    txn = Transaction.begin(store, spec, "compaction", "compact")
-    try:
+
+    def plan(txn: Transaction) -> dict[str, Any] | None:
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
         refs = snapshot.slices(partitions) if snapshot is not None else []
         groups = [
@@ -70,15 +76,9 @@ def schedule(
             for r in refs
             if len(r.slice.logs) >= min_logs and r.slice.file_id not in txn.compacting
         ]
-        if not groups:
-            txn.cancel()
-            return None
-        txn.record_plan({"groups": groups})
-    except BaseException:
-        txn.cancel()  # it wrote nothing but its timeline entries
-        raise
-    txn.hand_off()
-    return txn.id
+        return {"groups": groups} if groups else None
+
+    return schedule_instant(store, spec, "compaction", "compact", plan)
 
 
 def run(store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> ServiceResult:

@@ -26,6 +26,7 @@ from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
+from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
 _INSTANT_IN_NAME = re.compile(r"(?:^\.?|_)(\d{17})\.")
@@ -111,18 +112,13 @@ def schedule_index_compaction(
     wanted = [p for p in (partitions or index.partitions()) if due(p, visible)]
     if not wanted:
         return None
-    txn = Transaction.begin(store, spec, "index-compaction", "compact-index")
-    try:
-        wanted = [p for p in wanted if due(p, txn.visible)]
-        if not wanted or any(i.action == "index-compaction" for i in txn.timeline.pending()[:-1]):
-            txn.cancel()  # nothing left, or one is still being executed
-            return None
-        txn.record_plan({"partitions": wanted})
-    except BaseException:
-        txn.abort()
-        raise
-    txn.hand_off()
-    return txn.id
+
+    def plan(txn: Transaction) -> dict[str, Any] | None:
+        left = [p for p in wanted if due(p, txn.visible)]
+        running = any(i.action == "index-compaction" for i in txn.timeline.pending()[:-1])
+        return {"partitions": left} if left and not running else None
+
+    return schedule_instant(store, spec, "index-compaction", "compact-index", plan)
 
 
 def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
@@ -165,20 +161,16 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
     may still read the slices they replace). Removing files below a horizon needs no
     lease: horizons only grow. Returns its instant (None: fewer instants than retained)."""
     keep = retain or spec.options.cleaner_commits_retained
-    txn = Transaction.begin(store, spec, "clean", "clean")
-    try:
+
+    def plan(txn: Transaction) -> dict[str, Any] | None:
         # Retention counts instants that change data; cleans and rollbacks do not.
         completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
         if len(completed) <= keep:
-            txn.cancel()
             return None
         pending = [i.id for i in txn.timeline.pending() if i.id != txn.id]
-        txn.record_plan({"earliest-retained": completed[-keep], "pending": pending})
-    except BaseException:
-        txn.abort()
-        raise
-    txn.hand_off()
-    return txn.id
+        return {"earliest-retained": completed[-keep], "pending": pending}
+
+    return schedule_instant(store, spec, "clean", "clean", plan)
 
 
 def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:

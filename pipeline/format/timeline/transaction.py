@@ -25,6 +25,7 @@ import logging
 import posixpath
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,6 +349,32 @@ class Transaction:
 #: Services scheduled under the lease and executed and completed without it, beside the
 #: writes: never settled (rolled back) by a writer; the next run executes them again.
 DETACHED_ACTIONS = ("compaction", "index-compaction", "clean")
+
+
+def schedule(
+    store: TableStore,
+    spec: TableSpec,
+    action: str,
+    operation: str,
+    plan: Callable[[Transaction], dict[str, Any] | None],
+) -> str | None:
+    """Schedules a service that runs beside the writes (``DETACHED_ACTIONS``): begins an
+    instant of ``action`` under the lease, records what ``plan`` returns as its plan, and
+    releases the lease with the instant pending; returns its id. ``plan`` returning None
+    (nothing to do) or raising ends the instant, which wrote nothing but its timeline
+    entries."""
+    txn = Transaction.begin(store, spec, action, operation)
+    try:
+        entries = plan(txn)
+        if entries is None:
+            txn.cancel()
+            return None
+        txn.record_plan(entries)
+    except BaseException:
+        txn.cancel()
+        raise
+    txn.hand_off()
+    return txn.id
 
 
 def latest_write(completed: list[Instant]) -> str | None:
