@@ -117,7 +117,9 @@ class TableUpkeep:
         if self.on_ray():
             import ray
 
-            task = ray.remote(num_cpus=1, max_retries=0)(execute)
+            # No CPU reserved: Spark executors and slot actors may hold every CPU the cluster
+            # has, and a task waiting for one would never run (a close would wait forever).
+            task = ray.remote(num_cpus=0, max_retries=0)(execute)
             self._running[action] = (instant, task.remote(self.table, action, instant))
         else:
             if self._threads is None:
