@@ -43,6 +43,7 @@ from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, Visible
+from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,15 @@ def _instants(store: TableStore, timeline: Timeline, report: CheckReport) -> lis
             continue
         readable.append(instant)
     report.instants = len(readable)
-    pending = timeline.pending()
+    # Services beside the writes are pending while they run; one whose process died is
+    # run again by the next write's services (or `dynbucket compact`), never rolled back.
+    beside = [i for i in timeline.pending() if i.action in DETACHED_ACTIONS]
+    if beside:
+        report.notes.append(
+            f"instant(s) {[str(i) for i in beside]} run beside the writes (the next write's "
+            "services finish one left behind; so does `dynbucket compact --index --clean`)"
+        )
+    pending = [i for i in timeline.pending() if i.action not in DETACHED_ACTIONS]
     if pending:
         holder = WriterLock(store).holder()
         if holder is not None:

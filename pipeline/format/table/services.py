@@ -82,7 +82,10 @@ def compact_index(
     partitions: Sequence[str] | None = None,
 ) -> ServiceResult:
     """Merges a partition's index files into one once it has ``min_files`` of them (of
-    ``partitions``; default all), now: scheduled and executed at once."""
+    ``partitions``; default all), now: scheduled and executed at once (one a process that
+    died left pending first)."""
+    for left in pending_of(Timeline(store, spec.options.merge_on_read), "index-compaction"):
+        execute_index_compaction(store, spec, left.id)
     scheduled = schedule_index_compaction(store, spec, min_files, partitions)
     if scheduled is None:
         return ServiceResult("index-compaction", None)
@@ -146,7 +149,10 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
 
     The last ``retain`` completed instants stay readable (``cleaner.commits-retained``): for
     the oldest of them, E, each group keeps its newest base <= E and everything after it.
+    A clean a process that died left pending is finished first.
     """
+    for left in pending_of(Timeline(store, spec.options.merge_on_read), "clean"):
+        execute_clean(store, spec, left.id)
     scheduled = schedule_clean(store, spec, retain)
     if scheduled is None:
         return ServiceResult("clean", None)
