@@ -323,7 +323,9 @@ class Table:
         if self._upkeep is None:
             self._upkeep = TableUpkeep(
                 TableRef.of(self.store, self.spec),
-                on_ray=lambda: (self.runtime or active_runtime()) is not None,
+                # On the cluster when this table has one (given, or found by a Spark
+                # write); a table written in process keeps its services in process.
+                on_ray=lambda: self.runtime is not None or self._spark is not None,
             )
         return self._upkeep
 
