@@ -118,6 +118,7 @@ def test_a_worker_node_removed_mid_upsert_loses_nothing(
             }
         else:  # or nothing changed
             assert after == before
+        t.wait_for_services()  # services beside the writes finish first
         assert t.timeline.pending() == []
         moved = {k for k in before if after[k][1] != before[k][1]}
         assert moved == set()  # I1

@@ -117,6 +117,7 @@ def test_a_writer_stalled_past_its_lease_never_commits_over_a_newer_one(
         assert live == {"a": 100, "b": 2, "c": 3, "s1": 1, "s2": 2}
         assert newer.instant > stalled and stalled in [i.id for i in t.timeline.completed()]
         assert outcome.read(t.store, stalled) is None
+    t.wait_for_services()  # services beside the writes finish first
     assert t.timeline.pending() == []
     report = t.check()
     assert report.healthy, [str(f) for f in report.findings]

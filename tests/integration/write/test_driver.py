@@ -126,6 +126,7 @@ def test_bad_records_through_the_driver_raise_and_write_nothing(
         for p in Path(t.store.root).rglob("*")
         if p.is_file() and not p.name.startswith("writer.lease")
     )
+    t.wait_for_services()  # services beside the writes finish first
     assert after == before and t.timeline.pending() == []
     # The failed instants' keys left the actors' caches (I8): written again, they are new.
     again = t.upsert(df([(f"n{i}", "d0", i, 1) for i in range(20)] + [("new", "d0", 3, 3)]))

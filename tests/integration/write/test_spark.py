@@ -127,6 +127,7 @@ def test_bad_records_raise_dynbucket_errors_and_write_nothing(
     files = _files(t)
     with pytest.raises(error, match=message):
         t.upsert(_df(spark, [(f"n{i}", "d0", i, 1) for i in range(50)] + rows))
+    t.wait_for_services()  # services beside the writes finish first
     assert _files(t) == files and t.timeline.pending() == []
     # The keys the failed instant assigned left the actors' caches (I8): written again, they
     # are new, and get index entries.

@@ -85,6 +85,7 @@ def _files_committed(t: Table) -> set[str]:
 def _state(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
     """(day, id) -> (value, bucket), after checking I4, I6 and that storage holds exactly
     the files of completed instants (no file of a dead attempt or instant)."""
+    t.wait_for_services()  # services beside the writes finish first
     assert t.timeline.pending() == []
     assert _files_on_storage(t) == _files_committed(t)
     live = {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in checked_live_rows(t)}
@@ -163,6 +164,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     assert {k for k, (v, _) in after.items() if v == 2} == {
         (f"d{i % 3}", f"k{i}") for i in range(1500, 6000)
     }
+    t.wait_for_services()  # services beside the writes finish first
     assert len(t.history()) == 2 and t.timeline.pending() == []
 
 
