@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -41,7 +42,9 @@ def execute(table: TableRef, action: str, instant: str) -> Any:
     compaction's base files (returned: the writer's thread finishes it), or a whole clean
     or index compaction (completed here; they need no lease)."""
     if action == "compaction":
-        return compaction.execute(table.store, table.spec, instant)
+        # A core stays with the writes it runs beside: a write must not wait for a CPU.
+        threads = max(1, (os.cpu_count() or 2) - 1)
+        return compaction.execute(table.store, table.spec, instant, threads)
     if action == "clean":
         return services.execute_clean(table.store, table.spec, instant)
     return services.execute_index_compaction(table.store, table.spec, instant)
@@ -123,7 +126,8 @@ class TableUpkeep:
             self._running[action] = (instant, task.remote(self.table, action, instant))
         else:
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(1, thread_name_prefix="dynbucket-services")
+                # A thread per action: a long compaction does not hold up a clean.
+                self._threads = ThreadPoolExecutor(3, thread_name_prefix="dynbucket-services")
             job = self._threads.submit(execute, self.table, action, instant)
             self._running[action] = (instant, job)
         return [f"{action} {instant} (beside the writes)"]

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from dynbucket.base.columns import OP, UPSERT
 from dynbucket.format.file_group.merge import KEY, merge, read_base, read_log
-from dynbucket.format.file_group.slices import FileSlice
+from dynbucket.format.file_group.slices import DataFile, FileSlice
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, record_keys
 from dynbucket.format.storage.store import TableStore
@@ -112,28 +112,88 @@ def _only_keys(
     return (kept[0], kept[1:]) if base is not None else (None, kept)
 
 
+#: The largest ordering value of each data file read or written (files never change once
+#: written): a write reads the statistics of the slice's files it has not seen, so its cost
+#: does not grow with the logs a slice collects between compactions. Bounded: the oldest
+#: entries go first.
+_LARGEST: dict[str, object] = {}
+_LARGEST_MAX = 200_000
+#: A file without statistics of the ordering field: the slice's largest cannot be told.
+_NO_STATS = object()
+
+
+def remember_largest(path: str, spec: TableSpec, metadata: pq.FileMetaData) -> None:
+    """Notes the largest ordering value of a data block just written at ``path`` (the
+    writer knows its footer; the next write of the slice need not read it back)."""
+    if spec.ordering_field is not None and _comparable(spec):
+        _remember(path, _footer_max(metadata, spec.ordering_field))
+
+
+def copied_largest(source: str, target: str) -> None:
+    """Notes that ``target`` holds the same records as ``source`` (a copied log)."""
+    if source in _LARGEST:
+        _remember(target, _LARGEST[source])
+
+
+def _remember(path: str, value: object) -> None:
+    if len(_LARGEST) >= _LARGEST_MAX:
+        for old in list(_LARGEST)[: _LARGEST_MAX // 4]:
+            del _LARGEST[old]
+    _LARGEST[path] = value
+
+
+def _comparable(spec: TableSpec) -> bool:
+    assert spec.ordering_field is not None
+    t = spec.schema.field(spec.ordering_field).type
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+
+
 def _largest_ordering(store: TableStore, spec: TableSpec, fslice: FileSlice) -> object | None:
     """The largest ordering value in the slice's data files, from their Parquet statistics
-    (None when a file has none, or the type's values do not compare as Python values)."""
+    (None when a file has none, or the type's values do not compare as Python values); a
+    file's value is read once per process (``_LARGEST``)."""
     ordering = spec.ordering_field
     assert ordering is not None
-    t = spec.schema.field(ordering).type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)):
+    if not _comparable(spec):
         return None
-    footers = []
-    if fslice.base is not None:  # its footer alone (a ranged read on object stores)
-        footers.append(pq.read_metadata(fslice.base.path, filesystem=store.fs))
-    for f in fslice.logs:
-        for block in log_file.read_blocks(store.read_buffer(f.path)):
-            if block.type == log_file.PARQUET_DATA:
-                footers.append(pq.ParquetFile(pa.BufferReader(block.content)).metadata)
     largest = None
-    for meta in footers:
-        at = meta.schema.to_arrow_schema().get_field_index(ordering)
-        for g in range(meta.num_row_groups):
-            stats = meta.row_group(g).column(at).statistics
-            if stats is None or not stats.has_min_max:
-                return None
-            if largest is None or stats.max > largest:
-                largest = stats.max
+    for f in fslice.files:
+        value = _LARGEST.get(f.path, _LARGEST)
+        if value is _LARGEST:
+            value = _file_max(store, f, ordering)
+            _remember(f.path, value)
+        if value is _NO_STATS:
+            return None
+        if value is not None and (largest is None or value > largest):  # type: ignore[operator]
+            largest = value
+    return largest
+
+
+def _file_max(store: TableStore, f: DataFile, ordering: str) -> object:
+    """A data file's largest ordering value (None: it holds no records; ``_NO_STATS``)."""
+    if f.kind == "base":  # its footer alone (a ranged read on object stores)
+        return _footer_max(pq.read_metadata(f.path, filesystem=store.fs), ordering)
+    largest = None
+    for block in log_file.read_blocks(store.read_buffer(f.path)):
+        if block.type == log_file.PARQUET_DATA:
+            meta = pq.ParquetFile(pa.BufferReader(block.content)).metadata
+            value = _footer_max(meta, ordering)
+            if value is _NO_STATS:
+                return _NO_STATS
+            if value is not None and (largest is None or value > largest):  # type: ignore[operator]
+                largest = value
+    return largest
+
+
+def _footer_max(meta: pq.FileMetaData, ordering: str) -> object:
+    """The largest ordering value a Parquet footer's statistics hold (None: no rows;
+    ``_NO_STATS``: a row group without them)."""
+    at = meta.schema.to_arrow_schema().get_field_index(ordering)
+    largest = None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(at).statistics
+        if stats is None or not stats.has_min_max:
+            return _NO_STATS
+        if largest is None or stats.max > largest:
+            largest = stats.max
     return largest

@@ -24,9 +24,10 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,10 +35,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partition_codes
+from dynbucket.base.threads import shared_pool
 from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
 from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices
-from dynbucket.format.file_group.stale import live_among, stale_updates
+from dynbucket.format.file_group.stale import live_among, remember_largest, stale_updates
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file, properties
 from dynbucket.format.hudi.meta_fields import (
@@ -182,9 +184,12 @@ def write_file_groups(
     left = Counter(g[0] for g in groups)
     entries: dict[str, list[pa.Table]] = defaultdict(list)
     try:
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            jobs = [pool.submit(one_group, *g) for g in groups]
-            indexes = []
+        # Its tasks wait for no other task of it (their files' flushes have a pool of their
+        # own), so the process's pool serves: no threads started per write.
+        pool = shared_pool("file-groups", threads)
+        jobs: list[Future[Any]] = [pool.submit(one_group, *g) for g in groups]
+        indexes: list[Future[Any]] = []
+        try:
             for job in as_completed(jobs):
                 partition, new = job.result()
                 if new is not None:
@@ -194,6 +199,10 @@ def write_file_groups(
                     indexes.append(pool.submit(one_index, partition, entries[partition]))
             for index_job in indexes:
                 index_job.result()
+        finally:  # a failure waits for the rest, as the pool's ``with`` did
+            for pending in [*jobs, *indexes]:
+                if not pending.cancel():
+                    pending.exception()
         # 5.
         # Only a partition that got a file is one (deletes of keys a new partition never
         # had write nothing there: no folder holding only its metadata).
@@ -357,6 +366,7 @@ def _write_log(
 ) -> WrittenFile:
     base_instant, version = fslice.next_log()
     name = names.log_name(fslice.file_id, base_instant, version, instant)
+    path = store.path(partition, name)
     blocks = []
     if upserts.num_rows:
         rows = _with_meta(
@@ -364,6 +374,7 @@ def _write_log(
         )
         buffer = io.BytesIO()
         pq.write_table(rows.cast(spec.file_schema()), buffer, **log_block_options(spec))
+        remember_largest(path, spec, pq.ParquetFile(pa.BufferReader(buffer.getbuffer())).metadata)
         blocks.append(
             log_file.data_block(buffer.getbuffer(), instant, spec.avro_schema(meta_fields=True))
         )
@@ -371,7 +382,6 @@ def _write_log(
     if deletes.num_rows and ordering is not None:
         keys = record_keys(deletes, spec.record_key).to_pylist()
         blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))
-    path = store.path(partition, name)
     size = files.write_file(path, blocks)
     base_name = fslice.base.name if fslice.base is not None else ""
     return WrittenFile(

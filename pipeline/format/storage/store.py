@@ -17,7 +17,6 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from dynbucket.base.threads import shared_pool
 from dynbucket.format.storage.object_store import ConditionalPut
 
 #: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
@@ -257,11 +257,10 @@ class WriteBatch:
         staged = self._staged
         if not staged:
             return
-        with ThreadPoolExecutor(max_workers=min(32, len(staged))) as pool:
-            list(pool.map(_fsync, [tmp for tmp, _ in staged]))
-            for tmp, path in staged:
-                self.store.fs.move(tmp, path)
-            list(pool.map(_fsync, sorted({posixpath.dirname(p) for _, p in staged})))
+        _flush_all([tmp for tmp, _ in staged])
+        for tmp, path in staged:
+            self.store.fs.move(tmp, path)
+        _flush_all(sorted({posixpath.dirname(p) for _, p in staged}))
         self._staged = []
 
     def discard(self) -> None:
@@ -269,6 +268,16 @@ class WriteBatch:
         staged, self._staged = self._staged, []
         for tmp, _ in staged:
             self.store.delete(tmp)
+
+
+def _flush_all(paths: Sequence[str]) -> None:
+    """Flushes ``paths`` to disk, all waiting at once (one journal commit for them all)."""
+    if len(paths) <= 1:
+        for p in paths:
+            _fsync(p)
+        return
+    # Flushes are leaves (they wait for nothing): one pool serves every writer thread.
+    list(shared_pool("flush", 32).map(_fsync, paths))
 
 
 def _fsync(path: str) -> None:

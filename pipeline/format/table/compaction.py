@@ -33,9 +33,10 @@ from typing import Any
 
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.slices import DataFile, FileSlice, data_files, latest_slice
+from dynbucket.format.file_group.stale import copied_largest
 from dynbucket.format.file_group.writer import moved_to, write_base
 from dynbucket.format.hudi.files import base_name, bucket_of, log_name
-from dynbucket.format.storage.store import TableStore
+from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
@@ -163,23 +164,30 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
     slice; returns their paths. A group rewritten since (a newer base) is left alone."""
     instant, visible = txn.id, txn.visible
     out = []
-    for partition in dict.fromkeys(g[0] for g in groups):
-        files = data_files(store, partition)
-        planned = {g[1] for g in groups if g[0] == partition}
-        by_group: dict[str, list[DataFile]] = {}
-        for f in files:
-            if f.file_id in planned and f.instant in visible:
-                by_group.setdefault(f.file_id, []).append(f)
-        for file_id, group in by_group.items():
-            if any(f.kind == "base" and f.instant > instant for f in group):
-                continue
-            late = sorted(
-                (f for f in group if f.kind == "log" and f.instant > instant
-                 and f.base_instant < instant),
-                key=lambda f: (f.instant, f.version),
-            )  # fmt: skip
-            for version, f in enumerate(late, start=1):
-                target = store.path(partition, log_name(file_id, instant, version, f.instant))
-                store.write_atomic(target, store.read_bytes(f.path))
-                out.append(target[len(store.root) :].lstrip("/"))
+    batch = WriteBatch(store)  # published together: one wait for the disk, not one per log
+    try:
+        for partition in dict.fromkeys(g[0] for g in groups):
+            files = data_files(store, partition)
+            planned = {g[1] for g in groups if g[0] == partition}
+            by_group: dict[str, list[DataFile]] = {}
+            for f in files:
+                if f.file_id in planned and f.instant in visible:
+                    by_group.setdefault(f.file_id, []).append(f)
+            for file_id, group in by_group.items():
+                if any(f.kind == "base" and f.instant > instant for f in group):
+                    continue
+                late = sorted(
+                    (f for f in group if f.kind == "log" and f.instant > instant
+                     and f.base_instant < instant),
+                    key=lambda f: (f.instant, f.version),
+                )  # fmt: skip
+                for version, f in enumerate(late, start=1):
+                    target = store.path(partition, log_name(file_id, instant, version, f.instant))
+                    batch.write_file(target, store.read_bytes(f.path))
+                    copied_largest(f.path, target)
+                    out.append(target[len(store.root) :].lstrip("/"))
+        batch.publish()
+    except BaseException:
+        batch.discard()
+        raise
     return out

@@ -4,6 +4,7 @@ rollback of what dead writers left; and the history of the timeline."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
@@ -198,7 +199,7 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     for partition in RecordLevelIndex(store, spec).partitions():
         removed += _clean_files(store, index_files(store, partition), visible, earliest, False)
         folders.append(store.path(RLI_DIR, partition))
-    removed += _clean_temporary(store, visible, folders)
+    removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
     txn.commit({"earliest-retained": earliest, "files-removed": removed})
     return ServiceResult("clean", txn.id, 0, removed)
 
@@ -229,7 +230,9 @@ def _clean_files(
     return removed
 
 
-def _clean_temporary(store: TableStore, visible: Collection[str], folders: Iterable[str]) -> int:
+def _clean_temporary(
+    store: TableStore, visible: Collection[str], folders: Iterable[str], lease_seconds: float
+) -> int:
     """Temporary files that killed task attempts left behind, for completed instants (a
     pending instant's are removed by its rollback). Only local filesystems write files
     under temporary names, beside their final names: in the data and index ``folders``
@@ -237,11 +240,16 @@ def _clean_temporary(store: TableStore, visible: Collection[str], folders: Itera
     whole table."""
     if not store.is_local:
         return 0
+    # A temporary file of a completed instant may still be on its way (a compaction copying
+    # that instant's logs onto its slice): only one older than any writer's lease is left.
+    young = time.time() - lease_seconds
     removed = 0
     meta = [store.path(d) for d in (HOODIE_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)]
     for folder in sorted({*folders, *meta}):
         for info in store.list_files(folder):
             if not TEMPORARY.match(info.base_name):
+                continue
+            if info.mtime is not None and info.mtime.timestamp() > young:
                 continue
             instant = writer_of_temporary(info.base_name)
             if instant is not None and instant in visible:
