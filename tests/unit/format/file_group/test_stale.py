@@ -10,6 +10,7 @@ import pytest
 
 from dynbucket.format.file_group import stale
 from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices
+from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 
@@ -88,3 +89,31 @@ def test_without_an_ordering_field_the_latest_commit_wins(tmp_path: Path) -> Non
     t.upsert(pa.table({"id": ["a", "b"], "ts": [5, 5]}))
     updates = _updates(["a", "b"], [1, 2])
     assert stale.stale_updates(t.store, t.spec, _only_slice(t), updates, "99999999999999999") == 0
+
+
+def test_a_slices_largest_value_is_read_once_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The largest ordering value of a log this process wrote, or already read, is not read
+    again: a write's stale check costs the same after 5 logs on a slice as after 500."""
+    t = _table(tmp_path, "MERGE_ON_READ")  # a base and a log this process wrote
+    fslice = _only_slice(t)
+    read: list[str] = []
+    real = TableStore.read_buffer
+
+    def reading(store: TableStore, path: str) -> Any:
+        read.append(path)
+        return real(store, path)
+
+    monkeypatch.setattr(TableStore, "read_buffer", reading)
+    updates = _updates(["k0", "k1"], [19, 25])  # k0 loses to the log's 20
+    assert stale.stale_updates(t.store, t.spec, fslice, updates, "99999999999999999") == 1
+    assert [p for p in read if ".log." in p] == [fslice.logs[0].path]  # merged: k0's record
+    read.clear()
+    stale._LARGEST.clear()  # as a new process: the log's value is read from its footer
+    above = _updates(["k2"], [30])
+    assert stale.stale_updates(t.store, t.spec, fslice, above, "99999999999999999") == 0
+    assert read == [fslice.logs[0].path]
+    read.clear()
+    assert stale.stale_updates(t.store, t.spec, fslice, above, "99999999999999999") == 0
+    assert read == []  # the second time, from what the process remembers
