@@ -7,7 +7,8 @@ archival inline, compaction inline or asynchronous):
 * archival runs inline, a moment under the writer lease;
 * a due compaction of file slices or of the index, or a clean, is scheduled inline (a
   moment under the writer lease) and executed beside the writes: on the Ray cluster as one
-  task when the table has a Runtime, else in a thread of this process. A clean or an index
+  task when the table has a Runtime, else in a service process of this machine, at a
+  lower priority than the writes (``service_processes``). A clean or an index
   compaction completes there; a compaction's base files are written there, and the next
   write's thread finishes it (a moment under the lease: ``compaction.finish``). One of each
   runs at a time, and one an earlier process left pending is executed before a new one is
@@ -22,9 +23,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import multiprocessing
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from dynbucket.format.file_group.context import TableRef
@@ -50,20 +53,59 @@ def execute(table: TableRef, action: str, instant: str) -> Any:
     return services.execute_index_compaction(table.store, table.spec, instant)
 
 
+#: The process's service processes, (pid, pool): made at the first service run beside the
+#: writes of a table without a cluster, shared by every table of the process, shut down at
+#: exit. A thread of the writer's process would share its interpreter lock and its CPU
+#: priority with the writes; these processes run at a lower priority, so a write does not
+#: wait for a compaction's CPU.
+_PROCESSES: tuple[int, ProcessPoolExecutor] | None = None
+_PROCESSES_LOCK = threading.Lock()
+#: Processes: a compaction and a clean or an index compaction at the same time.
+SERVICE_PROCESSES = 2
+
+
+def _lower_priority() -> None:
+    os.nice(10)
+
+
+def service_processes() -> ProcessPoolExecutor:
+    """The process's pool of service processes (started at the first call; spawned, not
+    forked: the writer's threads and locks stay where they are)."""
+    global _PROCESSES
+    with _PROCESSES_LOCK:
+        if _PROCESSES is None or _PROCESSES[0] != os.getpid():
+            pool = ProcessPoolExecutor(
+                SERVICE_PROCESSES,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_lower_priority,
+            )
+            _PROCESSES = (os.getpid(), pool)
+        return _PROCESSES[1]
+
+
+def shutdown_service_processes() -> None:
+    """Stops the service processes (waiting for what they run); the next service run
+    starts them again."""
+    global _PROCESSES
+    with _PROCESSES_LOCK:
+        found, _PROCESSES = _PROCESSES, None
+    if found is not None and found[0] == os.getpid():
+        found[1].shutdown(wait=True)
+
+
 class TableUpkeep:
     """The services of one table's writes; ``close`` waits for those running beside them.
 
     Args:
         table: the table.
         on_ray: runs compactions as Ray tasks (the driver's Ray must be connected), else in
-            a thread of this process.
+            the process's service processes.
     """
 
     def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
         self.table = table
         self.on_ray = on_ray
         self._running: dict[str, tuple[str, Future[Any] | Any]] = {}
-        self._threads: ThreadPoolExecutor | None = None
 
     def after(self, result: WriteResult) -> WriteResult:
         """Runs what ``result``'s write made due; returns it with the services named."""
@@ -125,10 +167,7 @@ class TableUpkeep:
             task = ray.remote(num_cpus=0, max_retries=0)(execute)
             self._running[action] = (instant, task.remote(self.table, action, instant))
         else:
-            if self._threads is None:
-                # A thread per action: a long compaction does not hold up a clean.
-                self._threads = ThreadPoolExecutor(3, thread_name_prefix="dynbucket-services")
-            job = self._threads.submit(execute, self.table, action, instant)
+            job = service_processes().submit(execute, self.table, action, instant)
             self._running[action] = (instant, job)
         return [f"{action} {instant} (beside the writes)"]
 
@@ -166,8 +205,6 @@ class TableUpkeep:
         return [r for r in out if r is not None]
 
     def close(self) -> None:
-        """Waits for the services running beside the writes and stops the thread."""
+        """Waits for the services running beside the writes (the service processes stay
+        for other tables; they stop at exit, or with ``shutdown_service_processes``)."""
         self.wait()
-        if self._threads is not None:
-            self._threads.shutdown(wait=True)
-            self._threads = None

@@ -237,6 +237,23 @@ class WriteBatch:
     def write_file(self, path: str, data: bytes | Sequence[bytes]) -> int:
         return self.stage(path, lambda target: self.store._write_bytes(target, data))
 
+    def copy_file(self, source: str, path: str) -> int:
+        """Publishes a copy of ``source`` at ``path`` with the batch: locally a hard link
+        (files never change once written, so two names of one file are two files; no byte
+        is written), else the filesystem's own copy (server-side on S3)."""
+        store = self.store
+
+        def copy(target: str) -> None:
+            if store.is_local:
+                try:
+                    os.link(source, target)
+                    return
+                except OSError:  # another device, or links not supported: copy the bytes
+                    pass
+            store.fs.copy_file(source, target)
+
+        return self.stage(path, copy)
+
     def stage(self, path: str, write: Callable[[str], None]) -> int:
         """Writes ``path`` through ``write(target)`` under a temporary name, to be
         published with the batch; returns the file's size."""

@@ -164,7 +164,8 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
     slice; returns their paths. A group rewritten since (a newer base) is left alone."""
     instant, visible = txn.id, txn.visible
     out = []
-    batch = WriteBatch(store)  # published together: one wait for the disk, not one per log
+    # Published together (one wait for the disk, not one per log); locally as hard links.
+    batch = WriteBatch(store)
     try:
         for partition in dict.fromkeys(g[0] for g in groups):
             files = data_files(store, partition)
@@ -183,7 +184,7 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
                 )  # fmt: skip
                 for version, f in enumerate(late, start=1):
                     target = store.path(partition, log_name(file_id, instant, version, f.instant))
-                    batch.write_file(target, store.read_bytes(f.path))
+                    batch.copy_file(f.path, target)
                     copied_largest(f.path, target)
                     out.append(target[len(store.root) :].lstrip("/"))
         batch.publish()

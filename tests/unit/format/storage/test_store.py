@@ -98,3 +98,17 @@ def test_a_batch_that_fails_to_publish_leaves_no_temporary_file(
         batch.publish()
     batch.discard()
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_copy_in_a_batch_is_a_file_of_its_own(tmp_path: Path) -> None:
+    """A carried log is published as a copy (locally a hard link): the same bytes under the
+    new name, and still there when the original is cleaned away."""
+    store = TableStore.at(str(tmp_path))
+    source = store.path("p", "a.log")
+    store.write_atomic(source, b"log block bytes")
+    batch = WriteBatch(store)
+    size = batch.copy_file(source, store.path("p", "b.log"))
+    assert size == len(b"log block bytes") and not Path(store.path("p", "b.log")).exists()
+    batch.publish()
+    store.delete(source)
+    assert Path(store.path("p", "b.log")).read_bytes() == b"log block bytes"
