@@ -45,8 +45,10 @@ def execute(table: TableRef, action: str, instant: str) -> Any:
     compaction's base files (returned: the writer's thread finishes it), or a whole clean
     or index compaction (completed here; they need no lease)."""
     if action == "compaction":
-        # A core stays with the writes it runs beside: a write must not wait for a CPU.
-        threads = max(1, (os.cpu_count() or 2) - 1)
+        # Beside the writes at the same priority (a Ray task), a core stays with them.
+        # In a service process (lower priority) every core: the writes still come first.
+        cores = os.cpu_count() or 2
+        threads = cores if os.getpriority(os.PRIO_PROCESS, 0) > 0 else max(1, cores - 1)
         return compaction.execute(table.store, table.spec, instant, threads)
     if action == "clean":
         return services.execute_clean(table.store, table.spec, instant)
@@ -120,7 +122,11 @@ class TableUpkeep:
                 ran.append(f"{r.action} {r.instant}")
             if due_services.beside(spec):
                 slices = functools.partial(
-                    compaction.schedule, store, spec, spec.options.compaction_delta_commits
+                    compaction.schedule,
+                    store,
+                    spec,
+                    spec.options.compaction_delta_commits,
+                    max_bytes=due_services.target_io_bytes(spec),
                 )
                 index = functools.partial(
                     services.schedule_index_compaction,

@@ -27,6 +27,7 @@ executes it again (the same plan writes the same files).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -62,21 +63,28 @@ def schedule(
     spec: TableSpec,
     min_logs: int = 1,
     partitions: Sequence[str] | None = None,
+    max_bytes: int | None = None,
 ) -> str | None:
-    """1. Plans a compaction of every slice with at least ``min_logs`` logs (of
-    ``partitions``; default all) whose group no pending compaction plans; returns its
-    instant (None: nothing to compact, or a copy-on-write table)."""
+    """1. Plans a compaction of the slices with at least ``min_logs`` logs (of
+    ``partitions``; default all) whose group no pending compaction plans: the slices with
+    most logs first, up to ``max_bytes`` of their files (at least one slice; None: all);
+    returns its instant (None: nothing to compact, or a copy-on-write table)."""
     if not spec.options.merge_on_read:
         return None
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
         refs = snapshot.slices(partitions) if snapshot is not None else []
-        groups = [
-            (r.partition, r.slice.file_id, r.slice.base_instant)
+        due = [
+            r
             for r in refs
             if len(r.slice.logs) >= min_logs and r.slice.file_id not in txn.compacting
         ]
+        if max_bytes is not None:
+            due.sort(key=lambda r: -len(r.slice.logs))
+            sizes = itertools.accumulate(r.slice.size for r in due)
+            due = [r for r, before in zip(due, [0, *sizes], strict=False) if before < max_bytes]
+        groups = [(r.partition, r.slice.file_id, r.slice.base_instant) for r in due]
         return {"groups": groups} if groups else None
 
     return schedule_instant(store, spec, "compaction", "compact", plan)

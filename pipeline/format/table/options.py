@@ -42,6 +42,11 @@ class TableOptions(PersistedOptions):
     """How long a dead writer can hold the table."""
     compaction_delta_commits: int = option("hoodie.compact.inline.max.delta.commits", 5)
     """Log files a file slice takes before it is compacted (merge-on-read tables)."""
+    compaction_target_io_mb: int = option("hoodie.compaction.target.io", 128)
+    """Megabytes of file slices one automatic compaction reads at most, the slices with the
+    most log files first (at least one slice): a compaction of a large table runs as several
+    short ones, so none holds the timeline's archival back for long (``Table.compact``
+    compacts every slice)."""
     compaction_inline: bool = option("hoodie.compact.inline", False)
     """Whether a due compaction runs inside the write that made it due (the write waits)."""
     compaction_async: bool = option("hoodie.datasource.compaction.async.enable", True)
@@ -86,6 +91,7 @@ class TableOptions(PersistedOptions):
             "index_compaction_min_files",
             "lock_lease_seconds",
             "compaction_delta_commits",
+            "compaction_target_io_mb",
             "clean_max_commits",
             "keep_min_commits",
             "keep_max_commits",

@@ -64,13 +64,18 @@ def compact(
 
 
 def compact_due(
-    store: TableStore, spec: TableSpec, min_logs: int, partitions: Sequence[str] | None = None
+    store: TableStore,
+    spec: TableSpec,
+    min_logs: int,
+    partitions: Sequence[str] | None = None,
+    max_bytes: int | None = None,
 ) -> ServiceResult:
     """Executes the compactions left pending (an executor died), then schedules and
-    executes one of the slices with at least ``min_logs`` log files."""
+    executes one of the slices with at least ``min_logs`` log files (up to ``max_bytes``:
+    ``compaction.schedule``)."""
     for left in compaction.pending(Timeline(store, spec.options.merge_on_read)):
         compaction.run(store, spec, left.id)
-    scheduled = compaction.schedule(store, spec, min_logs, partitions)
+    scheduled = compaction.schedule(store, spec, min_logs, partitions, max_bytes)
     if scheduled is None:
         return ServiceResult("compaction", None)
     return compaction.run(store, spec, scheduled)

@@ -72,6 +72,11 @@ def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Up
     )
 
 
+def target_io_bytes(spec: TableSpec) -> int:
+    """Bytes of file slices one automatic compaction reads at most."""
+    return spec.options.compaction_target_io_mb * 1024 * 1024
+
+
 def beside(spec: TableSpec) -> bool:
     """Whether due compactions (of slices and of the index) and cleans run beside the
     writes."""
@@ -86,7 +91,11 @@ def run_inline(store: TableStore, spec: TableSpec, upkeep: Upkeep) -> list[Servi
     o = spec.options
     out = []
     if upkeep.compaction and o.compaction_inline:
-        out.append(services.compact_due(store, spec, o.compaction_delta_commits))
+        out.append(
+            services.compact_due(
+                store, spec, o.compaction_delta_commits, max_bytes=target_io_bytes(spec)
+            )
+        )
     if upkeep.clean and not beside(spec):
         out.append(services.clean(store, spec))
     if upkeep.index_partitions and not beside(spec):

@@ -15,6 +15,7 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.table import compaction
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import compaction_groups
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 
@@ -99,3 +100,40 @@ def test_a_compaction_left_pending_is_executed_by_the_next_run(tmp_path: Path) -
 def test_a_new_buckets_file_id_names_its_bucket() -> None:
     """The bucket of a file id is its first eight digits (Hudi's bucket-index naming)."""
     assert names.bucket_of(names.file_id_for("t", "20260101000000000", "p", 42)) == 42
+
+
+def test_an_automatic_compaction_takes_the_slices_with_most_logs_up_to_its_io(
+    tmp_path: Path,
+) -> None:
+    """``hoodie.compaction.target.io``: one compaction reads at most that many bytes of
+    slices, those with most logs first, and always at least one slice."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
+
+    def write(day: str, v: int) -> None:
+        t.upsert(pa.table({"id": ["a", "b"], "day": [day] * 2, "v": [v] * 2}, schema=SCHEMA))
+
+    for day, logs in (("d1", 1), ("d2", 3), ("d3", 2)):
+        for v in range(logs + 1):  # a base, then the logs
+            write(day, v)
+    slices = {r.partition: r.slice for r in t.snapshot().slices()}
+    assert {p: len(s.logs) for p, s in slices.items()} == {"day=d1": 1, "day=d2": 3, "day=d3": 2}
+
+    def planned(max_bytes: int | None) -> list[str]:
+        instant = compaction.schedule(t.store, t.spec, 1, max_bytes=max_bytes)
+        assert instant is not None
+        timeline = Timeline(t.store, True)
+        found = next(i for i in timeline.pending() if i.id == instant)
+        groups = [g[0] for g in compaction_groups(timeline, found)]
+        compaction.run(t.store, t.spec, instant)
+        return groups
+
+    assert planned(1) == ["day=d2"]  # the most logs; over the budget alone, still taken
+    write("d1", 9)
+    write("d1", 10)  # d1: 3 logs, d3: 2 logs
+    d1 = next(r.slice for r in t.snapshot().slices() if r.partition == "day=d1")
+    assert planned(d1.size + 1) == ["day=d1", "day=d3"]
+    rows = t.to_arrow(meta_columns=False)
+    assert sorted(zip(rows["day"].to_pylist(), rows["v"].to_pylist(), strict=True)) == [
+        ("d1", 10), ("d1", 10), ("d2", 3), ("d2", 3), ("d3", 2), ("d3", 2)
+    ]  # fmt: skip
+    check_hudi_reads(t)
