@@ -39,7 +39,7 @@ from dynbucket.write.file_scan import bare_file_stream
 from dynbucket.write.local import LocalWriter
 from dynbucket.write.results import WriteResult
 from dynbucket.write.spark import SparkWriter, StreamBatch
-from dynbucket.write.upkeep import TableUpkeep
+from dynbucket.write.upkeep import TableUpkeep, compact_spread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -365,8 +365,11 @@ class Table:
 
     def compact(self, partitions: Sequence[str] | None = None) -> services.ServiceResult:
         """Compacts every file slice with log files (of ``partitions``; default all), now
-        (first finishing any compaction left pending)."""
-        return services.compact(self.store, self.spec, partitions)
+        (first finishing any compaction left pending). A large compaction's file groups
+        run as parallel tasks: Ray tasks when the table has a cluster, else processes of
+        this machine."""
+        on_ray = self.runtime is not None or self._spark is not None
+        return compact_spread(TableRef.of(self.store, self.spec), on_ray, partitions)
 
     def rescale(
         self, multiple: float, partitions: Sequence[str] | None = None, allow_shuffle: bool = False

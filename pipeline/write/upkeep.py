@@ -7,8 +7,9 @@ archival inline, compaction inline or asynchronous):
 * archival runs inline, a moment under the writer lease;
 * a due compaction of file slices or of the index, or a clean, is scheduled inline (a
   moment under the writer lease) and executed beside the writes: on the Ray cluster as one
-  task when the table has a Runtime, else in a service process of this machine, at a
-  lower priority than the writes (``service_processes``). A clean or an index
+  task when the table has a Runtime; else, when it reads ``HEAVY_BYTES`` or more, in a
+  service process of this machine at a lower priority than the writes
+  (``service_processes``), and in a thread of this process when small. A clean or an index
   compaction completes there; a compaction's base files are written there, and the next
   write's thread finishes it (a moment under the lease: ``compaction.finish``). One of each
   runs at a time, and one an earlier process left pending is executed before a new one is
@@ -26,15 +27,18 @@ import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from dynbucket.format.file_group.context import TableRef
+from dynbucket.format.index.files import index_files
 from dynbucket.format.table import compaction, services
 from dynbucket.format.table import upkeep as due_services
+from dynbucket.format.table.compaction import Group
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import WrittenFile, compaction_groups
 from dynbucket.write.results import WriteResult
 
 log = logging.getLogger(__name__)
@@ -62,7 +66,8 @@ def execute(table: TableRef, action: str, instant: str) -> Any:
 #: wait for a compaction's CPU.
 _PROCESSES: tuple[int, ProcessPoolExecutor] | None = None
 _PROCESSES_LOCK = threading.Lock()
-#: Processes: a compaction and a clean or an index compaction at the same time.
+#: Processes at least: a compaction and a clean or an index compaction at the same time
+#: (one per CPU, for the shares of a large compaction).
 SERVICE_PROCESSES = 2
 
 
@@ -77,7 +82,7 @@ def service_processes() -> ProcessPoolExecutor:
     with _PROCESSES_LOCK:
         if _PROCESSES is None or _PROCESSES[0] != os.getpid():
             pool = ProcessPoolExecutor(
-                SERVICE_PROCESSES,
+                max(SERVICE_PROCESSES, os.cpu_count() or 1),
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_lower_priority,
             )
@@ -95,6 +100,73 @@ def shutdown_service_processes() -> None:
         found[1].shutdown(wait=True)
 
 
+def execute_share(table: TableRef, instant: str, groups: list[Group]) -> list[WrittenFile]:
+    """A share of a compaction's groups, executed in a task (one thread: the tasks are the
+    parallelism)."""
+    return compaction.execute_groups(table.store, table.spec, instant, groups, threads=1)
+
+
+def compact_spread(
+    table: TableRef, on_ray: bool, partitions: Sequence[str] | None = None
+) -> ServiceResult:
+    """``Table.compact``: every slice with logs compacted now, its groups spread over tasks
+    (Ray tasks with a cluster, else the service processes) when they are many and large;
+    a small compaction runs here, in threads (starting processes would cost more). A
+    compaction an earlier process left pending is executed first, the same way."""
+    store, spec = table.store, table.spec
+    for left in compaction.pending(Timeline(store, spec.options.merge_on_read)):
+        _execute_spread(table, left.id, on_ray)
+    instant = compaction.schedule(store, spec, 1, partitions)
+    if instant is None:
+        return ServiceResult("compaction", None)
+    return _execute_spread(table, instant, on_ray)
+
+
+#: Bytes a service beside the writes reads from which it runs in a service process.
+HEAVY_BYTES = 16 * 1024 * 1024
+#: Bytes of slices below which a compaction runs in the caller's threads.
+SPREAD_BYTES = 128 * 1024 * 1024
+
+
+def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResult:
+    """1. The plan's groups and their slices' sizes; 2. shares balanced by size (largest
+    first onto the lightest share), one per CPU; 3. the shares as tasks, or in threads
+    here when small; 4. the finish, here (a moment under the lease)."""
+    store, spec = table.store, table.spec
+    timeline = Timeline(store, spec.options.merge_on_read)  # 1.
+    found = next(i for i in compaction.pending(timeline) if i.id == instant)
+    groups = compaction_groups(timeline, found)
+    sizes = compaction.planned_sizes(store, groups)
+    if (not on_ray and sum(sizes) < SPREAD_BYTES) or len(groups) < 2:  # 3. small
+        written = compaction.execute_groups(store, spec, instant, groups, threads=4)
+        return compaction.finish(store, spec, instant, written)
+    if on_ray:
+        import ray
+
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+    else:
+        cpus = os.cpu_count() or 2
+    shares: list[list[Group]] = [[] for _ in range(max(1, min(cpus, len(groups))))]  # 2.
+    loads = [0] * len(shares)
+    for size, group in sorted(zip(sizes, groups, strict=True), reverse=True):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(group)
+        loads[lightest] += size
+    if on_ray:
+        import ray
+
+        # No CPU reserved, as for the services beside the writes (Spark may hold them all).
+        task = ray.remote(num_cpus=0, max_retries=0)(execute_share)
+        parts = ray.get([task.remote(table, instant, share) for share in shares])
+    else:
+        pool = service_processes()
+        parts = list(
+            pool.map(execute_share, [table] * len(shares), [instant] * len(shares), shares)
+        )
+    written = [f for part in parts for f in part]
+    return compaction.finish(store, spec, instant, written)  # 4.
+
+
 class TableUpkeep:
     """The services of one table's writes; ``close`` waits for those running beside them.
 
@@ -108,6 +180,7 @@ class TableUpkeep:
         self.table = table
         self.on_ray = on_ray
         self._running: dict[str, tuple[str, Future[Any] | Any]] = {}
+        self._threads: ThreadPoolExecutor | None = None
 
     def after(self, result: WriteResult) -> WriteResult:
         """Runs what ``result``'s write made due; returns it with the services named."""
@@ -172,10 +245,39 @@ class TableUpkeep:
             # has, and a task waiting for one would never run (a close would wait forever).
             task = ray.remote(num_cpus=0, max_retries=0)(execute)
             self._running[action] = (instant, task.remote(self.table, action, instant))
-        else:
+        elif self._heavy(action, instant):
             job = service_processes().submit(execute, self.table, action, instant)
             self._running[action] = (instant, job)
+        else:
+            if self._threads is None:  # a thread per action: a clean need not wait
+                self._threads = ThreadPoolExecutor(3, thread_name_prefix="dynbucket-services")
+            self._running[action] = (instant, self._threads.submit(self._light, action, instant))
         return [f"{action} {instant} (beside the writes)"]
+
+    def _light(self, action: str, instant: str) -> Any:
+        """A small service in a thread of this process, compaction in one thread (its
+        pieces are small; the writes keep the other cores)."""
+        if action == "compaction":
+            return compaction.execute(self.table.store, self.table.spec, instant, threads=1)
+        return execute(self.table, action, instant)
+
+    def _heavy(self, action: str, instant: str) -> bool:
+        """Whether a service reads enough (``HEAVY_BYTES``) to run in a service process
+        rather than a thread here (a process costs a start, about a second, once; a
+        thread shares this process's interpreter lock with the writes)."""
+        store = self.table.store
+        timeline = Timeline(store, self.table.spec.options.merge_on_read)
+        found = next((i for i in timeline.pending() if i.id == instant), None)
+        if found is None:
+            return False
+        if action == "compaction":
+            return sum(compaction.planned_sizes(store, compaction_groups(timeline, found))) >= (
+                HEAVY_BYTES
+            )
+        if action == "index-compaction":
+            partitions = timeline.plan(found).get("partitions", [])
+            return sum(f.size for p in partitions for f in index_files(store, p)) >= HEAVY_BYTES
+        return False
 
     def done(self, action: str) -> bool:
         """Whether the service of ``action`` running beside the writes has finished."""
@@ -211,6 +313,10 @@ class TableUpkeep:
         return [r for r in out if r is not None]
 
     def close(self) -> None:
-        """Waits for the services running beside the writes (the service processes stay
-        for other tables; they stop at exit, or with ``shutdown_service_processes``)."""
+        """Waits for the services running beside the writes and stops its threads (the
+        service processes stay for other tables; they stop at exit, or with
+        ``shutdown_service_processes``)."""
         self.wait()
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None

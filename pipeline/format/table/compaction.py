@@ -108,6 +108,16 @@ def execute(
     return execute_groups(store, spec, instant, compaction_groups(timeline, found), threads)
 
 
+def planned_sizes(store: TableStore, groups: Sequence[Group]) -> list[int]:
+    """Bytes of each planned group's slice (its files from the planned base on; one
+    listing per partition): about what executing it reads."""
+    listed = {p: data_files(store, p) for p in dict.fromkeys(g[0] for g in groups)}
+    return [
+        sum(f.size for f in listed[p] if f.file_id == file_id and f.instant >= base)
+        for p, file_id, base in groups
+    ]
+
+
 def execute_groups(
     store: TableStore, spec: TableSpec, instant: str, groups: Sequence[Group], threads: int = 1
 ) -> list[WrittenFile]:

@@ -1,0 +1,41 @@
+"""Compaction spread over service processes: a large plan's groups run as parallel tasks
+(here real spawned processes), and the result is the one the driver's threads give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.format.table.options import TableOptions
+from dynbucket.table import Table
+from dynbucket.write import upkeep
+from tests.hudi_readers import check_hudi_reads
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
+                      index_compaction_automatic=False)  # fmt: skip
+
+
+def test_a_large_compaction_runs_as_shares_in_the_service_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upkeep, "SPREAD_BYTES", 0)  # every plan counts as large
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
+    days = ["d0", "d1", "d2", "d3", "d4"]
+    for v in range(3):
+        ids = [f"k{i}" for i in range(40)]
+        t.upsert(pa.table({"id": ids, "day": [days[i % 5] for i in range(40)], "v": [v] * 40}))
+    before = t.to_arrow(meta_columns=False).sort_by("id")
+    upkeep.shutdown_service_processes()
+    try:
+        result = t.compact()
+        assert upkeep._PROCESSES is not None  # the shares ran there
+    finally:
+        upkeep.shutdown_service_processes()
+    assert result.instant is not None and result.files_written == 5  # a base file per group
+    assert all(not r.slice.logs for r in t.snapshot().slices())
+    assert t.to_arrow(meta_columns=False).sort_by("id").equals(before)
+    check_hudi_reads(t)
+    assert t.check().healthy
