@@ -10,14 +10,14 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dynbucket.actors.link import RayLink
-from dynbucket.base.errors import InvalidInputError, RuntimeSetupError
+from dynbucket.base.errors import ConfigError, InvalidInputError, RuntimeSetupError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets import regroup
 from dynbucket.format.file_group.context import TableRef
@@ -44,6 +44,24 @@ from dynbucket.write.upkeep import TableUpkeep, compact_spread
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+
+def _table_options(options: TableOptions | Mapping[str, object] | None) -> TableOptions:
+    """``TableOptions`` as given, or read from a mapping of their persisted keys (as Hudi's
+    users pass ``hoodie.*`` options); a key no option has is a ``ConfigError`` naming it
+    and the known keys."""
+    if options is None:
+        return TableOptions()
+    if isinstance(options, TableOptions):
+        return options
+    if not isinstance(options, Mapping):
+        raise ConfigError(
+            f"options={options!r}: must be TableOptions or a mapping of option keys "
+            '(e.g. {"hoodie.clean.automatic": False})'
+        )
+    return TableOptions.from_properties(
+        {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+    )
 
 
 class Table:
@@ -91,7 +109,7 @@ class Table:
         partition_by: str | Sequence[str] = (),
         ordering_field: str | None = None,
         index: IndexOptions | None = None,
-        options: TableOptions | None = None,
+        options: TableOptions | Mapping[str, object] | None = None,
         filesystem: pafs.FileSystem | None = None,
         runtime: Runtime | None = None,
         name: str | None = None,
@@ -107,7 +125,8 @@ class Table:
             ordering_field: when two records of a key meet, the larger value wins.
             index: the bucket index: ``DynamicBucketIndex`` (bucket options and assigner
                 slots; the default), ``SimpleBucketIndex`` or ``ConsistentHashingIndex``.
-            options: table options (cleaning, index compaction, lease).
+            options: table options (services, lease): ``TableOptions``, or a mapping of
+                their persisted keys (``{"hoodie.clean.automatic": False}``).
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
             runtime: the Spark-on-Ray runtime for Spark writes and reads (default: the
                 active one). Given, the assigner actors start at once, in the background.
@@ -124,7 +143,7 @@ class Table:
             partition_by=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
             ordering_field=ordering_field,
             bucket_options=index or DynamicBucketOptions(),
-            options=options or TableOptions(),
+            options=_table_options(options),
             table_id=uuid.uuid4().hex,
             name=name or table_name_for(store.uri),
         )

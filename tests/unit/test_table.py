@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.base.errors import (
+    ConfigError,
     InvalidInputError,
     NotATableError,
     TableCorruptedError,
@@ -108,3 +109,21 @@ def test_hoodie_properties_say_what_hudi_readers_need(tmp_path: Path) -> None:
         "hoodie.table.checksum": "3087979720",  # crc32("default.orders_2026")
     }
     assert Table.open(t.uri).spec == t.spec
+
+
+def test_options_may_be_given_by_their_keys_and_a_wrong_key_is_named(tmp_path: Path) -> None:
+    t = Table.create(
+        str(tmp_path / "t"),
+        pa.schema([("id", pa.string())]),
+        "id",
+        options={"hoodie.clean.automatic": False, "hoodie.compact.inline.max.delta.commits": 3},
+    )
+    assert not t.spec.options.clean_automatic and t.spec.options.compaction_delta_commits == 3
+    assert not Table.open(t.uri).spec.options.clean_automatic  # persisted
+    with pytest.raises(
+        ConfigError,
+        match="unknown option clean_automatic='false'; known options: .*hoodie.clean.automatic",
+    ):
+        Table.create(str(tmp_path / "u"), pa.schema([("id", pa.string())]), "id",
+                     options={"clean_automatic": False})  # fmt: skip
+    assert not (tmp_path / "u").exists()  # nothing written
