@@ -263,6 +263,13 @@ def _bench_soak(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_compaction(args: argparse.Namespace) -> int:
+    from dynbucket.bench import compaction
+
+    compaction.run(args.rows, args.upsert_rows, args.runs, args.workdir)
+    return 0
+
+
 def _bench_engines(args: argparse.Namespace) -> int:
     from dynbucket.bench import engines
     from dynbucket.runtime import Runtime
@@ -463,6 +470,17 @@ def parser() -> argparse.ArgumentParser:
     eng.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     eng.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     eng.set_defaults(func=_bench_engines)
+    comp = bench_sub.add_parser(
+        "compaction",
+        help="compaction of a large table: groups as parallel tasks, and in driver threads",
+        parents=[loud],
+    )
+    comp.add_argument("--rows", type=_count, default=50_000_000, help="rows of the table")
+    comp.add_argument("--upsert-rows", type=_count, default=1_000_000, help="updates per run")
+    comp.add_argument("--runs", type=int, default=3, help="compactions of each kind")
+    comp.add_argument("--workdir", default=None, help="where the table goes (temporary)")
+    comp.set_defaults(func=_bench_compaction)
+
     soak = bench_sub.add_parser(
         "soak",
         help="many small upserts and a long stream: write and read cost over the run",
