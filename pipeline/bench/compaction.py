@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from dynbucket.bench.soak import REGIONS, SCHEMA
+from dynbucket.bench.soak import SCHEMA, rows_of
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 from dynbucket.write import upkeep
@@ -32,18 +31,6 @@ MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_aut
 CHUNK = 5_000_000
 
 
-def _rows(ids: np.ndarray, ts: int, rng: np.random.Generator) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array(np.char.add("k", ids.astype(str))),
-            "region": pa.array(np.array(REGIONS)[ids % len(REGIONS)]),
-            "amount": pa.array(rng.integers(0, 1_000_000, len(ids))),
-            "ts": pa.array(np.full(len(ids), ts, np.int64)),
-        },
-        schema=SCHEMA,
-    )
-
-
 def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str, Any]:
     root = Path(workdir or tempfile.mkdtemp(prefix="dynbucket-compaction-"))
     rng = np.random.default_rng(5)
@@ -51,7 +38,7 @@ def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str
                          options=MANUAL)  # fmt: skip
     start = time.perf_counter()
     for first in range(0, rows, CHUNK):
-        table.insert(_rows(np.arange(first, min(rows, first + CHUNK)), 0, rng))
+        table.insert(rows_of(np.arange(first, min(rows, first + CHUNK)), 0, rng))
     print(f"built {rows:,} rows in {time.perf_counter() - start:.0f} s", flush=True)
     pool = upkeep.service_processes()  # started before the clock: a start is paid once
     list(pool.map(time.sleep, [0.5] * max(upkeep.SERVICE_PROCESSES, os.cpu_count() or 1)))
@@ -62,7 +49,7 @@ def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str
         for _ in range(runs):
             for how in ("tasks", "threads"):
                 ts += 1
-                table.upsert(_rows(rng.integers(0, rows, upsert_rows), ts, rng))
+                table.upsert(rows_of(rng.integers(0, rows, upsert_rows), ts, rng))
                 # Tasks: every plan counts as large; threads: none does (4 threads here).
                 upkeep.SPREAD_BYTES = 0 if how == "tasks" else 1 << 62
                 start = time.perf_counter()

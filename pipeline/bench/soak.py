@@ -50,13 +50,17 @@ def batch(i: int, rows: int, rng: np.random.Generator) -> pa.Table:
     """Write ``i``: ``rows // 2`` new keys and as many updates of keys written before."""
     new = np.arange(i * rows // 2, (i + 1) * rows // 2)
     old = rng.integers(0, max(1, i * rows // 2), rows - len(new)) if i else new[: rows - len(new)]
-    ids = np.concatenate([new, old])
+    return rows_of(np.concatenate([new, old]), i, rng)
+
+
+def rows_of(ids: np.ndarray, ts: int, rng: np.random.Generator) -> pa.Table:
+    """Rows of keys ``ids`` (``k<id>``, in region ``id % 4``), ordering value ``ts``."""
     return pa.table(
         {
             "id": pa.array(np.char.add("k", ids.astype(str))),
             "region": pa.array(np.array(REGIONS)[ids % len(REGIONS)]),
             "amount": pa.array(rng.integers(0, 1_000_000, len(ids))),
-            "ts": pa.array(np.full(len(ids), i, np.int64)),
+            "ts": pa.array(np.full(len(ids), ts, np.int64)),
         },
         schema=SCHEMA,
     )
