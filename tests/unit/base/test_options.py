@@ -19,6 +19,7 @@ def test_keys_are_the_documented_ones() -> None:
         "hoodie.clean.max.commits",
         "hoodie.compact.inline",
         "hoodie.compact.inline.max.delta.commits",
+        "hoodie.compaction.target.io",
         "hoodie.datasource.compaction.async.enable",
         "hoodie.keep.max.commits",
         "hoodie.keep.min.commits",
