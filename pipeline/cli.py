@@ -528,14 +528,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dynbucket.console import log_path, quiet
 
     path = log_path(args.command if args.command != "bench" else f"bench-{args.bench}")
-    try:
-        with quiet(path) as terminal:
+    # The process exits after the command: its output stays on the log to the end.
+    with quiet(path, restore=False) as terminal:
+        try:
             return _run(args, terminal)
-    finally:
-        if path.exists() and path.stat().st_size == 0:
-            path.unlink()
-        elif path.exists():
-            print(f"(Ray, Spark and JVM output: {path}; --verbose shows it here)", file=sys.stderr)
+        finally:
+            if path.exists() and path.stat().st_size == 0:
+                path.unlink()
+            elif path.exists():
+                print(
+                    f"(Ray, Spark and JVM output: {path}; --verbose shows it here)", file=terminal
+                )
+            terminal.flush()
 
 
 def _run(args: argparse.Namespace, errors: TextIO) -> int:

@@ -27,9 +27,13 @@ def log_path(command: str) -> Path:
 
 
 @contextmanager
-def quiet(path: Path) -> Iterator[TextIO]:
+def quiet(path: Path, restore: bool = True) -> Iterator[TextIO]:
     """Sends descriptors 1 and 2 to ``path`` for the block; yields the terminal's error
-    stream for dynbucket's own messages. Restores everything on the way out."""
+    stream for dynbucket's own messages. Restores everything on the way out, unless
+    ``restore`` is False (a command about to exit): then ``sys.stdout`` and ``sys.stderr``
+    stay on the log too, with the descriptors, because Ray's threads may still print
+    what its workers wrote after the command ended (a Java worker's crash report at
+    shutdown once reached the terminal), and the yielded stream stays open."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -46,10 +50,13 @@ def quiet(path: Path) -> Iterator[TextIO]:
         finally:
             for stream in (terminal_out, terminal_err, sys.stderr):
                 stream.flush()
-            sys.stdout = stdout
-            os.dup2(saved_out, 1)
-            os.dup2(saved_err, 2)
-            os.close(saved_out)
-            os.close(saved_err)
-            terminal_out.close()
-            terminal_err.close()
+            if restore:
+                sys.stdout = stdout
+                os.dup2(saved_out, 1)
+                os.dup2(saved_err, 2)
+                os.close(saved_out)
+                os.close(saved_err)
+                terminal_out.close()
+                terminal_err.close()
+            else:  # the log's descriptor (the log may be gone: an empty one is removed)
+                sys.stdout = sys.stderr = os.fdopen(os.dup(1), "w", buffering=1, errors="replace")
