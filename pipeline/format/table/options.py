@@ -51,7 +51,8 @@ class TableOptions(PersistedOptions):
     """Whether a due compaction runs inside the write that made it due (the write waits)."""
     compaction_async: bool = option("hoodie.datasource.compaction.async.enable", True)
     """Whether due compactions (of file slices, and of the index) and cleans run beside the
-    writes (a thread, or a Ray task with a Runtime); a write never waits for them. Without
+    writes (a Ray task with a Runtime, else a thread or a service process); a write never
+    waits for them. Without
     this and ``compaction_inline``, file slices are compacted only by ``Table.compact``,
     and the index and cleans run inline."""
     clean_automatic: bool = option("hoodie.clean.automatic", True)
