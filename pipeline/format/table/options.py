@@ -52,9 +52,8 @@ class TableOptions(PersistedOptions):
     compaction_async: bool = option("hoodie.datasource.compaction.async.enable", True)
     """Whether due compactions (of file slices, and of the index) and cleans run beside the
     writes (a Ray task with a Runtime, else a thread or a service process); a write never
-    waits for them. Without
-    this and ``compaction_inline``, file slices are compacted only by ``Table.compact``,
-    and the index and cleans run inline."""
+    waits for them. Without this and ``compaction_inline``, file slices are compacted only by
+    ``Table.compact``, and the index and cleans run inline."""
     clean_automatic: bool = option("hoodie.clean.automatic", True)
     """Whether writes clean file slices no retained instant reads."""
     clean_max_commits: int = option("hoodie.clean.max.commits", 5)
