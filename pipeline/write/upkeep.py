@@ -143,9 +143,7 @@ def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResul
     if on_ray:
         import ray
 
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-    else:
-        cpus = os.cpu_count() or 2
+    cpus = int(ray.cluster_resources().get("CPU", 1)) if on_ray else os.cpu_count() or 2
     shares: list[list[Group]] = [[] for _ in range(max(1, min(cpus, len(groups))))]  # 2.
     loads = [0] * len(shares)
     for size, group in sorted(zip(sizes, groups, strict=True), reverse=True):
@@ -153,8 +151,6 @@ def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResul
         shares[lightest].append(group)
         loads[lightest] += size
     if on_ray:
-        import ray
-
         # No CPU reserved, as for the services beside the writes (Spark may hold them all).
         task = ray.remote(num_cpus=0, max_retries=0)(execute_share)
         parts = ray.get([task.remote(table, instant, share) for share in shares])
@@ -172,8 +168,8 @@ class TableUpkeep:
 
     Args:
         table: the table.
-        on_ray: runs compactions as Ray tasks (the driver's Ray must be connected), else in
-            the process's service processes.
+        on_ray: runs services as Ray tasks (the driver's Ray must be connected), else in
+            the process's service processes (``HEAVY_BYTES`` or more) or a thread.
     """
 
     def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
