@@ -96,6 +96,9 @@ def _print_services(table: Any) -> None:
         auto = o.compaction_inline or o.compaction_async
         print(f"  compaction        at {o.compaction_delta_commits} logs, {where}{on[auto]}: "
               f"last {last('compaction')}")  # fmt: skip
+        ratio = f"logs under {o.compaction_log_size_ratio:g} of the base"
+        print(f"  log compaction    {ratio}{on[auto and o.log_compaction_enable]}: "
+              f"last {last('logcompaction')}")  # fmt: skip
     print(f"  clean             every {o.clean_max_commits} commits, keeping "
           f"{o.cleaner_commits_retained}{on[o.clean_automatic]}: last {last('clean')}")  # fmt: skip
     print(f"  index compaction  at {o.index_compaction_min_files} files"

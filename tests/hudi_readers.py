@@ -71,7 +71,8 @@ def check_hudi_reads(
     ), "hudi-rs snapshot differs"
     snapshot = t.snapshot()
     floor = snapshot.timeline.archived().floor
-    for instant in snapshot.timeline.completed("commit", "compaction") if time_travel else []:
+    completed = snapshot.timeline.completed("commit", "compaction", "logcompaction")
+    for instant in completed if time_travel else []:
         if snapshot.earliest_retained and instant.id < snapshot.earliest_retained:
             continue  # cleaned: neither reader can read it whole
         if instant.id <= floor:

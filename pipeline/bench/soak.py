@@ -211,7 +211,7 @@ def verify(path: Path) -> dict[str, Any]:
     snapshot = table.snapshot()
     instants = [
         i.id
-        for i in snapshot.timeline.completed("commit", "compaction")
+        for i in snapshot.timeline.completed("commit", "compaction", "logcompaction")
         if not snapshot.earliest_retained or i.id >= snapshot.earliest_retained
     ]
     equal = theirs(None) == ours(None)

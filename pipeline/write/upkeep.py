@@ -46,14 +46,16 @@ log = logging.getLogger(__name__)
 
 def execute(table: TableRef, action: str, instant: str) -> Any:
     """Executes a scheduled service beside the writes (in whichever process runs it): a
-    compaction's base files (returned: the writer's thread finishes it), or a whole clean
-    or index compaction (completed here; they need no lease)."""
+    compaction's base files (returned: the writer's thread finishes it), or a whole log
+    compaction, clean or index compaction (completed here; they need no lease)."""
     if action == "compaction":
         # Beside the writes at the same priority (a Ray task), a core stays with them.
         # In a service process (lower priority) every core: the writes still come first.
         cores = os.cpu_count() or 2
         threads = cores if os.getpriority(os.PRIO_PROCESS, 0) > 0 else max(1, cores - 1)
         return compaction.execute(table.store, table.spec, instant, threads)
+    if action == "logcompaction":
+        return compaction.run_log(table.store, table.spec, instant)
     if action == "clean":
         return services.execute_clean(table.store, table.spec, instant)
     return services.execute_index_compaction(table.store, table.spec, instant)
@@ -66,9 +68,9 @@ def execute(table: TableRef, action: str, instant: str) -> Any:
 #: wait for a compaction's CPU.
 _PROCESSES: tuple[int, ProcessPoolExecutor] | None = None
 _PROCESSES_LOCK = threading.Lock()
-#: Processes at least: a compaction and a clean or an index compaction at the same time
-#: (one per CPU, for the shares of a large compaction).
-SERVICE_PROCESSES = 2
+#: Processes at least: a compaction, a log compaction and a clean or an index compaction
+#: at the same time (one per CPU, for the shares of a large compaction).
+SERVICE_PROCESSES = 3
 
 
 def _lower_priority() -> None:
@@ -190,22 +192,22 @@ class TableUpkeep:
             for r in due_services.run_inline(store, spec, result.due):
                 ran.append(f"{r.action} {r.instant}")
             if due_services.beside(spec):
+                n, most = spec.options.compaction_delta_commits, due_services.target_io_bytes(spec)
                 slices = functools.partial(
-                    compaction.schedule,
-                    store,
-                    spec,
-                    spec.options.compaction_delta_commits,
-                    max_bytes=due_services.target_io_bytes(spec),
+                    compaction.schedule, store, spec, n, max_bytes=most, by_size=True
                 )
+                logs = functools.partial(compaction.schedule_log, store, spec, n, max_bytes=most)
                 index = functools.partial(
                     services.schedule_index_compaction,
                     store,
                     spec,
                     partitions=result.due.index_partitions,
+                    by_size=True,
                 )
                 clean = functools.partial(services.schedule_clean, store, spec)
                 for action, due, plan in (
                     ("compaction", result.due.compaction, slices),
+                    ("logcompaction", result.due.compaction, logs),
                     ("clean", result.due.clean, clean),
                     ("index-compaction", bool(result.due.index_partitions), index),
                 ):
@@ -246,7 +248,7 @@ class TableUpkeep:
             self._running[action] = (instant, job)
         else:
             if self._threads is None:  # a thread per action: a clean need not wait
-                self._threads = ThreadPoolExecutor(3, thread_name_prefix="dynbucket-services")
+                self._threads = ThreadPoolExecutor(4, thread_name_prefix="dynbucket-services")
             self._running[action] = (instant, self._threads.submit(self._light, action, instant))
         return [f"{action} {instant} (beside the writes)"]
 
@@ -270,9 +272,16 @@ class TableUpkeep:
             return sum(compaction.planned_sizes(store, compaction_groups(timeline, found))) >= (
                 HEAVY_BYTES
             )
+        if action == "logcompaction":
+            return True  # small, but every few writes: off this interpreter's lock
         if action == "index-compaction":
-            partitions = timeline.plan(found).get("partitions", [])
-            return sum(f.size for p in partitions for f in index_files(store, p)) >= HEAVY_BYTES
+            plan = timeline.plan(found)
+            partitions = plan.get("partitions", [])
+            merges = {n for names_ in plan.get("merges", {}).values() for n in names_}
+            read = sum(f.size for p in partitions for f in index_files(store, p))
+            read += sum(f.size for p in plan.get("merges", {}) for f in index_files(store, p)
+                        if f.name in merges)  # fmt: skip
+            return read >= HEAVY_BYTES
         return False
 
     def done(self, action: str) -> bool:

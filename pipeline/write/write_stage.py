@@ -44,6 +44,7 @@ WRITTEN_ARROW = pa.schema(
         ("prev_commit", pa.string()),
         ("base_file", pa.string(), False),
         ("log_version", pa.int32()),
+        ("slice_logs", pa.int32()),
         ("not_found", pa.int64(), False),
         ("stages", pa.string()),
     ]
@@ -94,6 +95,7 @@ def to_rows(written: GroupWrites) -> pa.RecordBatch:
             "prev_commit": None,
             "base_file": "",
             "log_version": None,
+            "slice_logs": None,
             "not_found": written.keys_not_found,
             "stages": json.dumps(written.seconds),
         }

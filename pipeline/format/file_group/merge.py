@@ -47,7 +47,7 @@ def read_slice(
         return spec.as_table_types(read_base(store, spec, fslice.base, out_cols))
     needed = merge_columns(spec, out_cols)
     base = read_base(store, spec, fslice.base, needed) if fslice.base is not None else None
-    logs = [read_log(store, spec, f, needed) for f in fslice.logs]
+    logs = read_deltas(store, spec, fslice.logs, needed)
     return merge_slice(spec, base, logs, out_cols)
 
 
@@ -109,6 +109,24 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
     return pa.concat_tables([p.cast(schema) for p in parts])
 
 
+def read_deltas(
+    store: TableStore, spec: TableSpec, logs: Sequence[DataFile], columns: Sequence[str]
+) -> list[pa.Table]:
+    """The deltas of a slice's ``logs``, oldest first, as :func:`merge` takes them: one per
+    log, but two for a merged log (``merged_log.py``): its deletes, then its upserts (a
+    key it deletes and upserts was deleted, then written again, in the logs it restates)."""
+    out = []
+    for f in logs:
+        delta = read_log(store, spec, f, columns)
+        if not f.merges_from:
+            out.append(delta)
+            continue
+        deleted = pc.equal(delta.column(OP), DELETE)
+        out.append(delta.filter(deleted))
+        out.append(delta.filter(pc.invert(deleted)))
+    return out
+
+
 def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequence[str]) -> pa.Table:
     records = log_file.read_deletes(block) if block is not None else []
     n = len(records)
@@ -164,10 +182,19 @@ def merge(spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table]) -> p
     schema = logs[0].select(columns).schema
     state = base.select(columns).cast(schema) if base is not None else schema.empty_table()
     state = state.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), state.num_rows))
-    folded = logs[0].slice(0, 0)
-    for delta in logs:  # 1.
-        folded = _fold(spec, folded, delta, keep_deletes=True)
+    folded = fold_logs(spec, logs)  # 1.
     return _fold(spec, state, folded, keep_deletes=False).drop_columns([OP])  # 2.
+
+
+def fold_logs(spec: TableSpec, logs: Sequence[pa.Table]) -> pa.Table:
+    """Step 1 of :func:`merge`: the net effect of a slice's log records ``logs`` (one table
+    per commit, oldest first), one record per key, upserts and deletes (``_op``). Met with
+    a base as one more commit, it gives what the logs give one by one (a log compaction
+    writes it: ``file_group/merged_log.py``)."""
+    folded = logs[0].slice(0, 0)
+    for delta in logs:
+        folded = _fold(spec, folded, delta, keep_deletes=True)
+    return folded
 
 
 def _positions(state: pa.Table, delta: pa.Table) -> pa.Array:

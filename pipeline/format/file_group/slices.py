@@ -6,6 +6,12 @@ are base files and log files; a file slice is a base file and the log files writ
 instant that wrote it is completed and ``<= t``; a group's slice at ``t`` is its newest
 visible base plus the visible logs after it.
 
+A log compaction (``table/compaction.py``) merges a run of a slice's logs into one log of
+its own instant, written after them, whose name says the run's first instant: once it is
+visible, the logs it merged (of the same group, instants from that one to before its own)
+are no longer read; they stay until a clean removes them, and a reader that reads them as
+well (hudi-rs) gets the same rows, the merged log restating them.
+
 A log belongs to the newest visible base at or before its base instant (Hudi's rule for
 table version 6): a log on a compaction's slice whose base file is not visible yet (the
 compaction completes it: ``table/compaction.py``) merges onto the slice before. Logs are
@@ -38,6 +44,8 @@ class DataFile:
     base_instant: str = field(compare=False, default="")
     """A log file's slice: the instant of its base file."""
     version: int = field(compare=False, default=0)
+    merges_from: str = field(compare=False, default="")
+    """A merged log's first merged instant (``hudi/files.py``)."""
 
     @property
     def name(self) -> str:
@@ -99,6 +107,7 @@ def parsed_data_files(infos: Iterable[pafs.FileInfo]) -> list[DataFile]:
                     parsed.file_id,
                     parsed.base_instant,
                     parsed.version,
+                    parsed.merges_from,
                 )
             )
     return out
@@ -113,11 +122,19 @@ def latest_slice(
     bases = [f for f in seen if f.kind == "base"]
     base = bases[-1] if bases else None
     if base is None:
-        return None, [f for f in seen if f.kind != "base"]
+        return None, after_merged([f for f in seen if f.kind != "base"])
     after = [f for f in seen if f.kind != "base" and f.instant > base.instant]
     if base.file_id:  # a data file group: its logs name this base, or a later one not seen
         after = [f for f in after if f.base_instant >= base.instant]
-    return base, sorted(after, key=lambda f: (f.instant, f.version))
+    return base, after_merged(sorted(after, key=lambda f: (f.instant, f.version)))
+
+
+def after_merged(logs: list[DataFile]) -> list[DataFile]:
+    """A slice's visible ``logs`` without those a visible merged log restates."""
+    runs = [(f.merges_from, f.instant) for f in logs if f.merges_from]
+    if not runs:
+        return logs
+    return [f for f in logs if not any(first <= f.instant < last for first, last in runs)]
 
 
 def file_slices(files: Iterable[DataFile], visible: Collection[str]) -> list[FileSlice]:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import OP, UPSERT
-from dynbucket.format.file_group.merge import KEY, merge, read_base, read_log
+from dynbucket.format.file_group.merge import KEY, merge, read_base, read_deltas
 from dynbucket.format.file_group.slices import DataFile, FileSlice
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, record_keys
@@ -92,7 +92,7 @@ def _records_of(
     if fslice.base is not None:
         base = read_base(store, spec, fslice.base, columns)
         base = base.append_column(KEY, record_keys(base, spec.record_key))
-    logs = [read_log(store, spec, f, columns) for f in fslice.logs]
+    logs = read_deltas(store, spec, fslice.logs, columns)
     return _only_keys(base, logs, keys)
 
 

@@ -395,6 +395,7 @@ def _write_log(
         prev_commit=base_instant,
         base_file=base_name,
         log_version=version,
+        slice_logs=len(fslice.logs) + 1,
     )
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 #: Hudi's operation types of dynbucket's operations.
 OPERATION_TYPES = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
-                   "compact": "COMPACT", "rescale": "CLUSTER", "rebalance": "CLUSTER"}  # fmt: skip
+                   "compact": "COMPACT", "logcompact": "LOG_COMPACT", "rescale": "CLUSTER",
+                   "rebalance": "CLUSTER"}  # fmt: skip
 EXTRA_PREFIX = "dynbucket."
 
 

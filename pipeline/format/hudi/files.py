@@ -11,7 +11,10 @@
 The write token (``<task>-<stage>-<attempt>`` in Hudi's writers) is ``0-<instant>-0`` here:
 the same for every attempt of a task, so a retried or speculative attempt writes the same
 names (I4), and naming the instant that wrote a log file (which its name otherwise does not
-say) so that rolling an instant back finds its files by name.
+say) so that rolling an instant back finds its files by name. A log compaction's merged log
+(``file_group/merged_log.py``) is ``0-<instant>-<first>``: it restates the slice's logs of
+instants from ``first`` to before its own, which readers then skip (its token sorts before
+those of later writers' logs of the same version, as Hudi's readers order logs).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 _ID = r"(?P<file_id>[^_/]+)"
-_TOKEN = r"(?P<token>\d+-(?P<writer>\d+)-\d+)"
+_TOKEN = r"(?P<token>\d+-(?P<writer>\d+)-(?P<attempt>\d+))"
 _BASE = re.compile(rf"^{_ID}_{_TOKEN}_(?P<instant>\d{{17}})\.parquet$")
 _LOG = re.compile(rf"^\.{_ID}_(?P<base>\d{{17}})\.log\.(?P<version>\d+)_{_TOKEN}$")
 PARTITION_METADATA = ".hoodie_partition_metadata"
@@ -48,8 +51,12 @@ def base_name(file_id: str, instant: str) -> str:
     return f"{file_id}_{write_token(instant)}_{instant}.parquet"
 
 
-def log_name(file_id: str, base_instant: str, version: int, instant: str) -> str:
-    return f".{file_id}_{base_instant}.log.{version}_{write_token(instant)}"
+def log_name(
+    file_id: str, base_instant: str, version: int, instant: str, merges_from: str = ""
+) -> str:
+    """A log file's name; ``merges_from``: a merged log's first merged instant."""
+    token = f"0-{instant}-{merges_from}" if merges_from else write_token(instant)
+    return f".{file_id}_{base_instant}.log.{version}_{token}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class ParsedName:
     """The instant of the slice's base file (a base file's own instant)."""
     version: int = 0
     """A log file's version within its slice."""
+    merges_from: str = ""
+    """A merged log's first merged instant (it restates its slice's logs from it on)."""
 
 
 def parse(name: str) -> ParsedName | None:
@@ -74,5 +83,7 @@ def parse(name: str) -> ParsedName | None:
         return ParsedName(m["file_id"], "base", m["instant"], m["instant"])
     m = _LOG.match(name)
     if m is not None and len(m["writer"]) == 17:
-        return ParsedName(m["file_id"], "log", m["writer"], m["base"], int(m["version"]))
+        merges_from = m["attempt"] if len(m["attempt"]) == 17 else ""
+        version = int(m["version"])
+        return ParsedName(m["file_id"], "log", m["writer"], m["base"], version, merges_from)
     return None

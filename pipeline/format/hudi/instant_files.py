@@ -5,10 +5,12 @@ each state is one file whose suffix says the action and the state:
 
 * merge-on-read writes: ``deltacommit.requested``, ``deltacommit.inflight``, ``deltacommit``;
 * copy-on-write writes: ``commit.requested``, ``inflight``, ``commit``;
-* compactions: ``compaction.requested``, ``compaction.inflight``, then ``commit``.
+* compactions: ``compaction.requested``, ``compaction.inflight``, then ``commit``;
+* log compactions: ``logcompaction.requested``, ``logcompaction.inflight``, then
+  ``deltacommit`` (merge-on-read tables only).
 
-A completed compaction is spelled as a commit: a reader tells the two apart by the
-requested file the instant started with.
+A completed compaction is spelled as a commit, a completed log compaction as a delta
+commit: a reader tells them from writes by the requested file the instant started with.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import enum
 
 #: The actions dynbucket writes on Hudi's timeline (a data write is ``commit``).
-HUDI_ACTIONS = ("commit", "compaction")
+HUDI_ACTIONS = ("commit", "compaction", "logcompaction")
 
 
 class State(enum.IntEnum):
@@ -31,6 +33,11 @@ _WRITES_COW = {State.REQUESTED: "commit.requested", State.INFLIGHT: "inflight",
                State.COMPLETED: "commit"}  # fmt: skip
 _COMPACTIONS = {State.REQUESTED: "compaction.requested", State.INFLIGHT: "compaction.inflight",
                 State.COMPLETED: "commit"}  # fmt: skip
+_LOG_COMPACTIONS = {State.REQUESTED: "logcompaction.requested",
+                    State.INFLIGHT: "logcompaction.inflight",
+                    State.COMPLETED: "deltacommit"}  # fmt: skip
+#: Actions whose completed file is spelled as a write's: told apart by their requested file.
+SPELLED_AS_WRITES = ("compaction", "logcompaction")
 _SUFFIXES = {
     "deltacommit.requested": ("commit", State.REQUESTED),
     "deltacommit.inflight": ("commit", State.INFLIGHT),
@@ -40,6 +47,8 @@ _SUFFIXES = {
     "commit": ("commit", State.COMPLETED),
     "compaction.requested": ("compaction", State.REQUESTED),
     "compaction.inflight": ("compaction", State.INFLIGHT),
+    "logcompaction.requested": ("logcompaction", State.REQUESTED),
+    "logcompaction.inflight": ("logcompaction", State.INFLIGHT),
 }
 
 
@@ -47,6 +56,8 @@ def suffix(action: str, state: State, merge_on_read: bool) -> str:
     """The suffix of the timeline file of an instant of ``action`` in ``state``."""
     if action == "compaction":
         return _COMPACTIONS[state]
+    if action == "logcompaction":
+        return _LOG_COMPACTIONS[state]
     return (_WRITES_MOR if merge_on_read else _WRITES_COW)[state]
 
 

@@ -1,9 +1,11 @@
 """The partitioned record-level index (RLI): per data partition, key -> bucket, insert-only.
 
 Under ``.hoodie/.dynbucket/rli/<partition path>/``: one ``<instant>.delta.parquet`` per commit that
-inserted new keys into the partition, and ``<instant>.base.parquet`` when index compaction
-merged them. Entries (record key fields, ``_hash``, ``_bucket``, ``_file_id``, ``_instant``)
-are written in the same instant as the data they index (I6) and never change afterwards.
+inserted new keys into the partition, ``<instant>.base.parquet`` when index compaction
+merged them all, and ``<instant>.delta.m<first>.parquet`` when it merged a run of the newest
+deltas only (``files.py``). Entries (record key fields, ``_hash``, ``_bucket``,
+``_file_id``, ``_instant``) are written in the same instant as the data they index (I6) and
+never change afterwards.
 
 Each file is grouped by assigner slot (``pmod(_hash, slots)``, the slot count of the write
 that made it) and sorted by ``_hash`` within a slot; its footer says the slot count, the
@@ -27,7 +29,7 @@ import pyarrow.parquet as pq
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.file_group.slices import DataFile, latest_slice
-from dynbucket.format.index.files import index_files, index_name
+from dynbucket.format.index.files import index_files, index_name, merged_delta_name
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -125,6 +127,16 @@ class RecordLevelIndex:
         # The slot count of the newest file: the one the table's writes use now.
         slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs))[0]
         return self.write(partition, instant, merged, kind="base", slots=slots)
+
+    def merge_deltas(self, partition: str, instant: str, deltas: Sequence[DataFile]) -> DataFile:
+        """Writes the entries of ``deltas`` (a run of the partition's newest, oldest first)
+        as one merged delta of ``instant`` (``files.merged_delta_name``): entries never
+        change, so merging them is their union, whatever else the partition holds."""
+        tables = [pq.read_table(f.path, filesystem=self.store.fs) for f in deltas]
+        merged = pa.concat_tables([t.cast(self.schema) for t in tables])
+        slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs))[0]
+        name = merged_delta_name(instant, deltas[0].instant)
+        return self.write(partition, instant, merged, "delta", name.split(".")[2], slots=slots)
 
     # --- reading -------------------------------------------------------------------------
 

@@ -23,16 +23,31 @@ runs. Carrying the late logs in step 3 keeps every reader right at every moment:
 ``C`` completes, the old slice holds every log; after, ``C``'s slice does. A pending
 compaction is never rolled back; an executor that dies leaves it pending, and the next run
 executes it again (the same plan writes the same files).
+
+A **log compaction** (Hudi's ``logcompaction``: ``file_group/merged_log.py``) merges a
+slice's logs into one log, without its base: its cost is the logs', not the group's. The
+automatic services compact a slice into a new base once its logs reach
+``compaction.log-size-ratio`` of its base (``full_due``), and merge its logs otherwise: a
+group's base is rewritten once per that fraction of its size written to it, so the work
+per write stays flat as groups grow, and a slice never holds more than a few logs. A log
+compaction is scheduled the same way (its plan names each slice's logs and the merged
+log's name), executed without the lease and completed without it (it moves no log: the
+logs written meanwhile come after the merged one, which sorts before them), as a delta
+commit. Its instant is newer than every log it merges and older than every log written
+after it was planned (writes hold the lease), which is how readers tell them apart.
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.merge import read_slice
+from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import DataFile, FileSlice, data_files, latest_slice
 from dynbucket.format.file_group.stale import copied_largest
 from dynbucket.format.file_group.writer import moved_to, write_base
@@ -53,9 +68,51 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 Group = tuple[str, str, str]
 
 
-def pending(timeline: Timeline) -> list[Instant]:
-    """The compactions scheduled and not yet completed, oldest first."""
-    return [i for i in timeline.pending() if i.action == "compaction"]
+def pending(timeline: Timeline, action: str = "compaction") -> list[Instant]:
+    """The compactions (or log compactions) scheduled and not yet completed, oldest first."""
+    return [i for i in timeline.pending() if i.action == action]
+
+
+def full_due(spec: TableSpec, fslice: FileSlice) -> bool:
+    """Whether an automatic service compacts ``fslice`` into a new base file (else it merges
+    its logs): no log compaction, no base, or logs of ``compaction.log-size-ratio`` of the
+    base's bytes or more."""
+    o = spec.options
+    if not (o.log_compaction_enable and mergeable(spec)) or fslice.base is None:
+        return True
+    return sum(f.size for f in fslice.logs) >= o.compaction_log_size_ratio * fslice.base.size
+
+
+def _due(
+    txn: Transaction,
+    store: TableStore,
+    spec: TableSpec,
+    min_logs: int,
+    partitions: Sequence[str] | None,
+    max_bytes: int | None,
+    full: bool | None,
+) -> list[Any]:
+    """The slices (of ``partitions``; default all) with at least ``min_logs`` logs whose
+    group no pending compaction plans (``full``: only those :func:`full_due` says, or only
+    the others; None: all), the slices with most logs first up to ``max_bytes`` of what
+    the compaction reads (the logs alone for a log compaction; at least one slice; None:
+    all)."""
+    snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
+    refs = snapshot.slices(partitions) if snapshot is not None else []
+    due = [
+        r
+        for r in refs
+        if len(r.slice.logs) >= min_logs
+        and r.slice.file_id not in txn.compacting
+        and (full is None or full_due(spec, r.slice) == full)
+    ]
+    if max_bytes is not None:
+        due.sort(key=lambda r: -len(r.slice.logs))
+        reads = (r.slice.size if full is not False else sum(f.size for f in r.slice.logs)
+                 for r in due)  # fmt: skip
+        sizes = itertools.accumulate(reads)
+        due = [r for r, before in zip(due, [0, *sizes], strict=False) if before < max_bytes]
+    return due
 
 
 def schedule(
@@ -64,30 +121,104 @@ def schedule(
     min_logs: int = 1,
     partitions: Sequence[str] | None = None,
     max_bytes: int | None = None,
+    by_size: bool = False,
 ) -> str | None:
     """1. Plans a compaction of the slices with at least ``min_logs`` logs (of
     ``partitions``; default all) whose group no pending compaction plans: the slices with
     most logs first, up to ``max_bytes`` of their files (at least one slice; None: all);
-    returns its instant (None: nothing to compact, or a copy-on-write table)."""
+    ``by_size``: only those :func:`full_due` says (the others are for a log compaction).
+    Returns its instant (None: nothing to compact, or a copy-on-write table)."""
     if not spec.options.merge_on_read:
         return None
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
-        snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
-        refs = snapshot.slices(partitions) if snapshot is not None else []
-        due = [
-            r
-            for r in refs
-            if len(r.slice.logs) >= min_logs and r.slice.file_id not in txn.compacting
-        ]
-        if max_bytes is not None:
-            due.sort(key=lambda r: -len(r.slice.logs))
-            sizes = itertools.accumulate(r.slice.size for r in due)
-            due = [r for r, before in zip(due, [0, *sizes], strict=False) if before < max_bytes]
+        due = _due(txn, store, spec, min_logs, partitions, max_bytes, True if by_size else None)
         groups = [(r.partition, r.slice.file_id, r.slice.base_instant) for r in due]
         return {"groups": groups} if groups else None
 
     return schedule_instant(store, spec, "compaction", "compact", plan)
+
+
+#: How much larger than the logs taken so far an older log may be and still be merged with
+#: them (log sizes vary: a tier of logs about the same size is merged as one).
+TIER_GROWTH = 2
+
+
+def merge_run(logs: Sequence[DataFile], min_logs: int) -> list[DataFile]:
+    """The logs a log compaction merges of a slice's ``logs`` (oldest first), as tiers:
+    from the newest, each older log while it is at most ``TIER_GROWTH`` times those taken
+    so far together (so a merged log is merged again only once about as many bytes came
+    after it, and a slice holds a few logs of growing sizes); fewer than two: the newest
+    ``min_logs``. Works for index deltas too (several files of one instant go together)."""
+    run = [logs[-1]]
+    taken = logs[-1].size
+    for f in reversed(logs[:-1]):
+        if f.size > TIER_GROWTH * taken:
+            break
+        run.append(f)
+        taken += f.size
+    first = run[-1].instant if len(run) >= 2 else logs[-min(min_logs, len(logs))].instant
+    # Whole instants: a merged file restates every file of the instants it starts from.
+    return [f for f in logs if f.instant >= first]
+
+
+def schedule_log(
+    store: TableStore,
+    spec: TableSpec,
+    min_logs: int,
+    partitions: Sequence[str] | None = None,
+    max_bytes: int | None = None,
+) -> str | None:
+    """Plans a log compaction of the slices with at least ``min_logs`` logs that
+    :func:`full_due` leaves to one (as :func:`schedule` picks them); returns its instant
+    (None: nothing to merge, or log compaction is off). Each group's plan names the logs
+    it merges (:func:`merge_run`) and the merged log: the slice's next log, of this
+    instant, saying the first merged log's instant."""
+    if not (spec.options.log_compaction_enable and mergeable(spec)):
+        return None
+
+    def plan(txn: Transaction) -> dict[str, Any] | None:
+        groups = []
+        for r in _due(txn, store, spec, max(2, min_logs), partitions, max_bytes, False):
+            run = merge_run(r.slice.logs, max(2, min_logs))
+            base_instant, version = r.slice.next_log()
+            merged = log_name(r.slice.file_id, base_instant, version, txn.id, run[0].instant)
+            logs = [f.name for f in run]
+            groups.append((r.partition, r.slice.file_id, r.slice.base_instant, logs, merged))
+        return {"groups": groups} if groups else None
+
+    return schedule_instant(store, spec, "logcompaction", "logcompact", plan)
+
+
+def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
+    """Executes the pending log compaction ``instant`` and completes it (no lease: its
+    merged logs are files only it writes, and it moves no log). Already completed (another
+    executor finished it): nothing is done."""
+    timeline = Timeline(store, spec.options.merge_on_read)
+    found = next((i for i in pending(timeline, "logcompaction") if i.id == instant), None)
+    if found is None:
+        return ServiceResult("logcompaction", None)
+    txn = Transaction.resume(store, spec, found, f"log-compactor-{uuid.uuid4().hex[:8]}")
+    groups = txn.plan.get("groups", [])
+    listed = {p: data_files(store, p) for p in dict.fromkeys(g[0] for g in groups)}
+    for partition, file_id, base_instant, logs, merged in groups:
+        by_name = {f.name: f for f in listed[partition] if f.file_id == file_id}
+        missing = [n for n in logs if n not in by_name]
+        if missing:
+            raise TableCorruptedError(
+                f"log compaction {instant}: the logs {missing} it merges are gone from "
+                f"{partition or '(root)'}; restore them from a backup"
+            )
+        base = next((f.name for f in by_name.values() if f.kind == "base"
+                     and f.instant == base_instant), "")  # fmt: skip
+        txn.add(
+            write_merged_log(
+                store, spec, partition, file_id, merged, [by_name[n] for n in logs], base
+            )
+        )
+    txn.commit({"merged-slices": len(groups), "merged-logs": sum(len(g[3]) for g in groups)})
+    rows = sum(f.rows for f in txn.files)
+    return ServiceResult("logcompaction", txn.id, len(txn.files), 0, rows)
 
 
 def run(store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> ServiceResult:

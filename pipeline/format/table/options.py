@@ -38,6 +38,10 @@ class TableOptions(PersistedOptions):
     and reads as of older instants fail clearly."""
     index_compaction_min_files: int = option("index.compaction.min-files", 8)
     """Index delta files of a partition that trigger index compaction."""
+    index_compaction_delta_ratio: float = option("index.compaction.delta-size-ratio", 0.2)
+    """Bytes of a partition's index deltas, as a fraction of its index base's, from which
+    an automatic index compaction rewrites the partition's whole index (below: it merges a
+    run of the newest deltas into one)."""
     lock_lease_seconds: float = option("lock.lease-seconds", 60.0)
     """How long a dead writer can hold the table."""
     compaction_delta_commits: int = option("hoodie.compact.inline.max.delta.commits", 5)
@@ -47,6 +51,15 @@ class TableOptions(PersistedOptions):
     most log files first (at least one slice): a compaction of a large table runs as several
     short ones, so none holds the timeline's archival back for long (``Table.compact``
     compacts every slice)."""
+    log_compaction_enable: bool = option("hoodie.log.compaction.enable", True)
+    """Whether the automatic services merge a slice's logs into one log (Hudi's log
+    compaction, which reads the logs only) rather than compacting it into a new base file,
+    until its logs reach ``compaction.log-size-ratio`` of its base. On by default here (off
+    in Hudi's writers): it keeps a stream's compaction work per write flat as groups grow."""
+    compaction_log_size_ratio: float = option("compaction.log-size-ratio", 0.2)
+    """Bytes of a slice's logs, as a fraction of its base file's, from which the automatic
+    services compact it into a new base (below: its logs are merged into one). Smaller:
+    reads merge fewer log records, and base files are rewritten more often."""
     compaction_inline: bool = option("hoodie.compact.inline", False)
     """Whether a due compaction runs inside the write that made it due (the write waits)."""
     compaction_async: bool = option("hoodie.datasource.compaction.async.enable", True)
@@ -76,6 +89,7 @@ class TableOptions(PersistedOptions):
             )
         for name in (
             "populate_meta_fields",
+            "log_compaction_enable",
             "compaction_inline",
             "compaction_async",
             "clean_automatic",
@@ -89,9 +103,11 @@ class TableOptions(PersistedOptions):
         for name in (
             "cleaner_commits_retained",
             "index_compaction_min_files",
+            "index_compaction_delta_ratio",
             "lock_lease_seconds",
             "compaction_delta_commits",
             "compaction_target_io_mb",
+            "compaction_log_size_ratio",
             "clean_max_commits",
             "keep_min_commits",
             "keep_max_commits",

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
 from dynbucket.format.index.files import index_files, index_instant
@@ -69,16 +70,33 @@ def compact_due(
     min_logs: int,
     partitions: Sequence[str] | None = None,
     max_bytes: int | None = None,
+    by_size: bool = False,
 ) -> ServiceResult:
     """Executes the compactions left pending (an executor died), then schedules and
-    executes one of the slices with at least ``min_logs`` log files (up to ``max_bytes``:
+    executes one of the slices with at least ``min_logs`` log files (up to ``max_bytes``;
+    ``by_size``: only those whose logs reach ``compaction.log-size-ratio``:
     ``compaction.schedule``)."""
     for left in compaction.pending(Timeline(store, spec.options.merge_on_read)):
         compaction.run(store, spec, left.id)
-    scheduled = compaction.schedule(store, spec, min_logs, partitions, max_bytes)
+    scheduled = compaction.schedule(store, spec, min_logs, partitions, max_bytes, by_size)
     if scheduled is None:
         return ServiceResult("compaction", None)
     return compaction.run(store, spec, scheduled)
+
+
+def log_compact_due(
+    store: TableStore, spec: TableSpec, min_logs: int, max_bytes: int | None = None
+) -> ServiceResult:
+    """Executes the log compactions left pending, then schedules and executes one of the
+    slices with at least ``min_logs`` logs that are not due for a compaction
+    (``compaction.schedule_log``)."""
+    timeline = Timeline(store, spec.options.merge_on_read)
+    for left in compaction.pending(timeline, "logcompaction"):
+        compaction.run_log(store, spec, left.id)
+    scheduled = compaction.schedule_log(store, spec, min_logs, max_bytes=max_bytes)
+    if scheduled is None:
+        return ServiceResult("logcompaction", None)
+    return compaction.run_log(store, spec, scheduled)
 
 
 def compact_index(
@@ -86,13 +104,14 @@ def compact_index(
     spec: TableSpec,
     min_files: int | None = None,
     partitions: Sequence[str] | None = None,
+    by_size: bool = False,
 ) -> ServiceResult:
     """Merges a partition's index files into one once it has ``min_files`` of them (of
     ``partitions``; default all), now: scheduled and executed at once (one a process that
-    died left pending first)."""
+    died left pending first). ``by_size``: as :func:`schedule_index_compaction`."""
     for left in pending_of(Timeline(store, spec.options.merge_on_read), "index-compaction"):
         execute_index_compaction(store, spec, left.id)
-    scheduled = schedule_index_compaction(store, spec, min_files, partitions)
+    scheduled = schedule_index_compaction(store, spec, min_files, partitions, by_size)
     if scheduled is None:
         return ServiceResult("index-compaction", None)
     return execute_index_compaction(store, spec, scheduled)
@@ -103,14 +122,20 @@ def schedule_index_compaction(
     spec: TableSpec,
     min_files: int | None = None,
     partitions: Sequence[str] | None = None,
+    by_size: bool = False,
 ) -> str | None:
     """Plans an index compaction of the partitions (of ``partitions``; default all) with
     at least ``min_files`` index files, under the lease, and leaves it pending for
     :func:`execute_index_compaction`, which needs no lease: as a compaction does
     (``compaction.py``), it writes only files of its own instant and moves no key, and
-    writes meanwhile add index files of later instants. Returns its instant (None:
-    nothing to merge; partitions are looked at before the lease is taken)."""
+    writes meanwhile add index files of later instants. ``by_size``: a partition whose
+    deltas are under ``index.compaction.delta-size-ratio`` of its base has a run of its
+    newest deltas merged into one (``compaction.merge_run``; its plan names them), not its
+    whole index rewritten, so the work per write does not grow with the partition.
+    Returns its instant (None: nothing to merge; partitions are looked at before the lease
+    is taken)."""
     threshold = min_files or spec.options.index_compaction_min_files
+    ratio = spec.options.index_compaction_delta_ratio
     index = RecordLevelIndex(store, spec)
 
     def due(partition: str, visible: Collection[str]) -> bool:
@@ -123,16 +148,25 @@ def schedule_index_compaction(
         return None
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
-        left = [p for p in wanted if due(p, txn.visible)]
         running = any(i.action == "index-compaction" for i in txn.timeline.pending()[:-1])
-        return {"partitions": left} if left and not running else None
+        if running:
+            return None
+        whole, merges = [], {}
+        for p in (p for p in wanted if due(p, txn.visible)):
+            base, deltas = index.files(p, txn.visible)
+            if not by_size or base is None or sum(f.size for f in deltas) >= ratio * base.size:
+                whole.append(p)
+            else:
+                merges[p] = [f.name for f in compaction.merge_run(deltas, threshold)]
+        return {"partitions": whole, "merges": merges} if whole or merges else None
 
     return schedule_instant(store, spec, "index-compaction", "compact-index", plan)
 
 
 def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     """Executes the pending index compaction ``instant`` and completes it: each planned
-    partition's index files older than it merged into one base file of it."""
+    partition's index files older than it merged into one base file of it, or the planned
+    run of its deltas into one merged delta."""
     timeline = Timeline(store, spec.options.merge_on_read)
     found = next((i for i in timeline.pending() if i.id == instant), None)
     if found is None or found.action != "index-compaction":
@@ -144,6 +178,16 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
         merged = index.compact(partition, instant, visible)
         if merged is not None:
             txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
+    for partition, names_ in txn.plan.get("merges", {}).items():
+        by_name = {f.name: f for f in index_files(store, partition)}
+        missing = [n for n in names_ if n not in by_name]
+        if missing:
+            raise TableCorruptedError(
+                f"index compaction {instant}: the index files {missing} it merges are gone "
+                f"from partition {partition or '(root)'}; restore them from a backup"
+            )
+        merged = index.merge_deltas(partition, instant, [by_name[n] for n in names_])
+        txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
     written = len(txn.files)
     txn.commit({"partitions": written})
     return ServiceResult("index-compaction", txn.id, written)
@@ -154,7 +198,9 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
     once.
 
     The last ``retain`` completed instants stay readable (``cleaner.commits-retained``): for
-    the oldest of them, E, each group keeps its newest base <= E and everything after it.
+    the oldest of them, E, each group keeps its newest base <= E and everything after it,
+    except the logs a merged log of a log compaction <= E restates and the logs of older
+    slices (a compaction carried them onto its own).
     A clean a process that died left pending is finished first.
     """
     for left in pending_of(Timeline(store, spec.options.merge_on_read), "clean"):
@@ -225,11 +271,23 @@ def _clean_files(
     removed = 0
     for group in groups.values():
         bases = [f.instant for f in group if f.kind == "base" and f.instant <= earliest]
-        if not bases:
-            continue
-        floor = max(bases)
+        floor = max(bases, default="")
+        # Logs (index deltas) a merged one restates, once it is retained instead of them.
+        runs = [
+            (f.base_instant, f.merges_from, f.instant)
+            for f in group
+            if f.merges_from and f.instant <= earliest
+        ]
         for f in group:
-            if f.instant < floor:
+            merged = f.kind != "base" and any(
+                f.base_instant == b and first <= f.instant < last for b, first, last in runs
+            )
+            # A log on a slice older than the floor's: written while the floor's compaction
+            # ran, and carried onto its slice (no retained view reads the older slice), once
+            # its writer is not retained (retained instants' files are all there).
+            carried = by_group and f.kind == "log" and f.base_instant < floor < f.instant
+            carried = carried and f.instant < earliest
+            if f.instant < floor or merged or carried:
                 store.delete(f.path)
                 removed += 1
     return removed

@@ -30,7 +30,7 @@ from dynbucket.format.file_group.merge import (
     in_files,
     merge_columns,
     merge_slice,
-    read_log,
+    read_deltas,
     read_slice,
 )
 from dynbucket.format.file_group.slices import DataFile, FileSlice, file_slices, parsed_data_files
@@ -228,7 +228,7 @@ class Snapshot:
             # Logs are read in the pool while one multi-threaded scan reads every base file:
             # slices without logs are done as their batches come; the others are merged.
             def read_logs(ref: SliceRef) -> list[pa.Table]:
-                return [read_log(store, spec, f, needed) for f in ref.slice.logs]
+                return read_deltas(store, spec, ref.slice.logs, needed)
 
             logs = {id(r): pool.submit(read_logs, r) for r in merged}
             parts: list[pa.Table] = []

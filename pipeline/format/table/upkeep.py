@@ -8,7 +8,9 @@ timeline, and they run right after it (``Table`` runs them; a due compaction may
 beside the writes):
 
 * **compaction** of file slices with ``hoodie.compact.inline.max.delta.commits`` log
-  files (merge-on-read tables);
+  files (merge-on-read tables): into a new base file once the logs reach
+  ``compaction.log-size-ratio`` of it, else a log compaction merging them
+  (``compaction.py``);
 * **cleaning** once ``hoodie.clean.max.commits`` data commits followed the last clean;
 * **index compaction** of the partitions it wrote index files to, once one has
   ``index.compaction.min-files`` of them;
@@ -49,7 +51,8 @@ def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Up
         o.merge_on_read
         and (o.compaction_inline or o.compaction_async)
         and any(
-            f.kind == "log" and (f.log_version or 0) >= o.compaction_delta_commits for f in files
+            f.kind == "log" and (f.slice_logs or f.log_version or 0) >= o.compaction_delta_commits
+            for f in files
         )
     )
     instants = timeline.instants()
@@ -85,21 +88,20 @@ def beside(spec: TableSpec) -> bool:
 
 def run_inline(store: TableStore, spec: TableSpec, upkeep: Upkeep) -> list[ServiceResult]:
     """Runs the due services that run inline (archival; the others unless they run beside
-    the writes), each as its own instant: compaction first (it makes the slices the clean
-    may drop), then cleaning, index compaction, archival (last: it archives what the others
-    completed)."""
+    the writes), each as its own instant: compaction and log compaction first (they make
+    the slices and logs the clean may drop), then cleaning, index compaction, archival
+    (last: it archives what the others completed)."""
     o = spec.options
     out = []
     if upkeep.compaction and o.compaction_inline:
-        out.append(
-            services.compact_due(
-                store, spec, o.compaction_delta_commits, max_bytes=target_io_bytes(spec)
-            )
-        )
+        n, most = o.compaction_delta_commits, target_io_bytes(spec)
+        out.append(services.compact_due(store, spec, n, max_bytes=most, by_size=True))
+        out.append(services.log_compact_due(store, spec, n, most))
     if upkeep.clean and not beside(spec):
         out.append(services.clean(store, spec))
     if upkeep.index_partitions and not beside(spec):
-        out.append(services.compact_index(store, spec, partitions=upkeep.index_partitions))
+        partitions = upkeep.index_partitions
+        out.append(services.compact_index(store, spec, partitions=partitions, by_size=True))
     if upkeep.archive:
         done = archive.archive(
             store, o.merge_on_read, o.keep_min_commits, o.keep_max_commits, o.lock_lease_seconds

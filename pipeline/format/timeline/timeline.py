@@ -22,7 +22,13 @@ from typing import Any
 
 from dynbucket.base.errors import InstantNotFoundError, TableCorruptedError
 from dynbucket.format.hudi.commit import extra_of, written_paths
-from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, parse_suffix, suffix
+from dynbucket.format.hudi.instant_files import (
+    HUDI_ACTIONS,
+    SPELLED_AS_WRITES,
+    State,
+    parse_suffix,
+    suffix,
+)
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline import archive_record
@@ -67,8 +73,8 @@ def file_name(instant: Instant, state: State, merge_on_read: bool) -> str:
 
 def parse_instant_file(name: str, own: bool = False) -> Instant | None:
     """The instant a timeline file name stands for (None for other files). A Hudi
-    ``<id>.commit`` is read as a write here; the timeline makes it a compaction when the
-    instant was requested as one."""
+    ``<id>.commit`` (``.deltacommit``) is read as a write here; the timeline makes it a
+    compaction (a log compaction) when the instant was requested as one."""
     head, _, tail = name.partition(".")
     if len(head) != ID_LENGTH or not head.isdigit():
         return None
@@ -154,14 +160,14 @@ class Timeline:
     def instants(self) -> list[Instant]:
         """Every instant at its furthest state, oldest first."""
         latest: dict[str, Instant] = {}
-        compactions: set[str] = set()
+        requested_as: dict[str, str] = {}  # a compaction's or log compaction's id -> action
         for directory, own in ((HOODIE_DIR, False), (TIMELINE_DIR, True)):
             for info in self.store.list_files(self.store.path(directory)):
                 instant = parse_instant_file(info.base_name, own)
                 if instant is None:
                     continue
-                if instant.action == "compaction":
-                    compactions.add(instant.id)
+                if instant.action in SPELLED_AS_WRITES:
+                    requested_as[instant.id] = instant.action
                 seen = latest.get(instant.id)
                 if seen is not None and own != (seen.action in OWN_ACTIONS):
                     raise TableCorruptedError(
@@ -171,7 +177,7 @@ class Timeline:
                 if seen is None or instant.state > seen.state:
                     latest[instant.id] = instant
         out = [
-            Instant(i.id, "compaction", i.state) if i.id in compactions else i
+            Instant(i.id, requested_as[i.id], i.state) if i.id in requested_as else i
             for i in latest.values()
         ]
         return sorted(out)

@@ -65,6 +65,9 @@ class WrittenFile:
     base_file: str = ""
     """A log file's slice: the name of its base file."""
     log_version: int | None = None
+    slice_logs: int | None = None
+    """A log file's slice: how many logs it holds with it (logs a merged log restates not
+    counted): what makes a compaction due."""
 
     def relative(self, store: TableStore) -> str:
         return self.path[len(store.root) :].lstrip("/")
@@ -109,7 +112,8 @@ class Transaction:
     expected: str | None = None
     """The latest completed instant not of ``DETACHED_ACTIONS``: the commit's precondition."""
     compacting: dict[str, str] = field(default_factory=dict)
-    """File id -> the pending compaction that plans its group (new logs go onto its slice)."""
+    """File id -> the pending compaction or log compaction that plans its group (no other
+    is planned on it)."""
     last_write: str | None = None
     """The latest completed data write (``commit`` action): the instant that last changed
     which keys the table has (services never do)."""
@@ -141,7 +145,7 @@ class Transaction:
             compacting = {
                 file_id: p.id
                 for p in pending
-                if p.action == "compaction"
+                if p.action in COMPACTIONS
                 for _, file_id, _ in compaction_groups(timeline, p)
             }
             completed = timeline.completed()
@@ -335,7 +339,7 @@ class Transaction:
         if self.done:
             return
         self.done = True
-        if self.lock is None or self.instant.action == "compaction":
+        if self.lock is None or self.instant.action in COMPACTIONS:
             # Stays pending: the next run executes it again (a compaction is never rolled
             # back: another executor may be completing it).
             self._release()
@@ -348,7 +352,9 @@ class Transaction:
 
 #: Services scheduled under the lease and executed and completed without it, beside the
 #: writes: never settled (rolled back) by a writer; the next run executes them again.
-DETACHED_ACTIONS = ("compaction", "index-compaction", "clean")
+DETACHED_ACTIONS = ("compaction", "logcompaction", "index-compaction", "clean")
+#: The actions that rewrite file slices (one at a time per file group).
+COMPACTIONS = ("compaction", "logcompaction")
 
 
 def schedule(
@@ -384,8 +390,9 @@ def latest_write(completed: list[Instant]) -> str | None:
 
 
 def compaction_groups(timeline: Timeline, instant: Instant) -> list[tuple[str, str, str]]:
-    """(partition, file id, base instant) of each file group a compaction plans."""
-    return [(p, f, b) for p, f, b in timeline.plan(instant).get("groups", [])]
+    """(partition, file id, base instant) of each file group a compaction (or a log
+    compaction) plans."""
+    return [(p, f, b) for p, f, b, *_ in timeline.plan(instant).get("groups", [])]
 
 
 #: Attempts of a committed instant's publish before the writer leaves it to the next one.

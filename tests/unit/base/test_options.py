@@ -14,6 +14,7 @@ from dynbucket.options import DynamicBucketIndex
 def test_keys_are_the_documented_ones() -> None:
     assert sorted(TableOptions().to_properties()) == [
         "cleaner.commits-retained",
+        "compaction.log-size-ratio",
         "hoodie.archive.automatic",
         "hoodie.clean.automatic",
         "hoodie.clean.max.commits",
@@ -23,9 +24,11 @@ def test_keys_are_the_documented_ones() -> None:
         "hoodie.datasource.compaction.async.enable",
         "hoodie.keep.max.commits",
         "hoodie.keep.min.commits",
+        "hoodie.log.compaction.enable",
         "hoodie.populate.meta.fields",
         "hoodie.table.type",
         "index.compaction.automatic",
+        "index.compaction.delta-size-ratio",
         "index.compaction.min-files",
         "lock.lease-seconds",
     ]

@@ -60,7 +60,7 @@ def test_no_record_is_read_when_every_update_is_at_or_above_the_largest_value(
         raise AssertionError("records read where the statistics decide")
 
     monkeypatch.setattr(stale, "read_base", refuse)
-    monkeypatch.setattr(stale, "read_log", refuse)
+    monkeypatch.setattr(stale, "read_deltas", refuse)
     updates = _updates(["k0", "k700"], [20, 25])  # 20 is the slice's largest value
     assert stale.stale_updates(t.store, t.spec, _only_slice(t), updates, "99999999999999999") == 0
 

@@ -1,7 +1,8 @@
-"""Cleaning: what it removes and what it must leave."""
+"""Cleaning: what it removes and what it must leave; index compaction by size."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -10,6 +11,9 @@ import pyarrow as pa
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
+from dynbucket.format.index import files as index_names
+from dynbucket.format.index.files import index_files
+from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.table import services
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
@@ -37,3 +41,52 @@ def test_a_clean_leaves_a_temporary_file_younger_than_a_lease(tmp_path: Path) ->
     t.upsert(pa.table({"id": ["b"], "day": ["d1"], "v": [3]}, schema=SCHEMA))
     assert services.clean(t.store, t.spec, retain=1).instant is not None
     assert not copy.exists()  # left by a writer that died: gone
+
+
+def test_an_index_compaction_merges_the_newest_deltas_of_a_large_partition(
+    tmp_path: Path,
+) -> None:
+    """Deltas far under ``index.compaction.delta-size-ratio`` of the partition's index base
+    are merged into one delta (the base is not rewritten); readers see every key once, a
+    clean removes the merged deltas, and deltas as large as a fifth of the base make the
+    next one rewrite the base."""
+    options = dataclasses.replace(MANUAL, cleaner_commits_retained=2, keep_min_commits=4,
+                                  keep_max_commits=6)  # fmt: skip
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+
+    def write(ids: list[str]) -> None:
+        t.upsert(pa.table({"id": ids, "day": ["d1"] * len(ids), "v": [1] * len(ids)}))
+
+    write([f"b{i}" for i in range(2500)])
+    write([f"b{i}" for i in range(2500, 5000)])
+    assert services.compact_index(t.store, t.spec, 1).instant is not None  # the index base
+    for w in range(6):
+        write([f"n{w}-0", f"n{w}-1"])  # a small delta each
+    index = RecordLevelIndex(t.store, t.spec)
+    base, deltas = index.files("day=d1", t.timeline.visible())
+    assert base is not None and len(deltas) == 6
+    scheduled = services.schedule_index_compaction(t.store, t.spec, 4, by_size=True)
+    assert scheduled is not None
+    plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == scheduled))
+    assert plan["partitions"] == [] and plan["merges"] == {"day=d1": [f.name for f in deltas]}
+    services.execute_index_compaction(t.store, t.spec, scheduled)
+    base2, deltas2 = index.files("day=d1", t.timeline.visible())
+    assert base2 == base and [f.name for f in deltas2] == [
+        index_names.merged_delta_name(scheduled, deltas[0].instant)
+    ]
+    keys = index.record_index_locations("day=d1", t.timeline.visible(), ["id"]).column("id")
+    assert len(keys) == len(set(keys.to_pylist())) == 5012
+    for w in range(3):
+        write([f"m{w}"])
+    assert services.clean(t.store, t.spec).instant is not None
+    left = {f.name for f in index_files(t.store, "day=d1")}
+    assert not left & {f.name for f in deltas}  # the merged deltas are gone
+    keys = index.record_index_locations("day=d1", t.timeline.visible(), ["id"]).column("id")
+    assert len(keys) == len(set(keys.to_pylist())) == 5015
+    assert t.lookup(pa.table({"id": ["n0-1", "m2"], "day": ["d1", "d1"]})).num_rows == 2
+    assert t.check().healthy
+    write([f"big{i}" for i in range(2000)])  # deltas over a fifth of the base
+    scheduled = services.schedule_index_compaction(t.store, t.spec, 2, by_size=True)
+    assert scheduled is not None
+    plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == scheduled))
+    assert plan["partitions"] == ["day=d1"] and plan["merges"] == {}

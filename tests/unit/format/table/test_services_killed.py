@@ -1,6 +1,7 @@
 """A table service killed with SIGKILL in the middle: a compaction while it finishes (its
-base files and the carried logs written, the lease held), a clean after it removed some
-files, an archival after its record and before the removal. The next writer goes on (the
+base files and the carried logs written, the lease held), a log compaction before it
+completes (its merged logs written), a clean after it removed some files, an archival
+after its record and before the removal. The next writer goes on (the
 lease runs out), the next run completes what was left, and nothing is lost or doubled;
 both readers read the model and ``dynbucket check`` finds the table healthy."""
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dynbucket.format.table import services
+from dynbucket.format.table import compaction, services
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.timeline import Timeline
@@ -29,7 +30,7 @@ OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_au
                        keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0)  # fmt: skip
 
 CHILD = r"""
-import sys, time
+import dataclasses, sys, time
 import pyarrow as pa
 from dynbucket.table import Table
 from dynbucket.format.table import compaction, services
@@ -50,6 +51,13 @@ if service == "compaction":
                        "v": [50, 50]}))
     transaction.Transaction.commit = stall  # base files and carried logs are written
     compaction.finish(t.store, t.spec, scheduled, written)
+elif service == "logcompaction":
+    # Logs merged whatever their size against the base (these bases are small).
+    options = dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
+    spec = dataclasses.replace(t.spec, options=options)
+    scheduled = compaction.schedule_log(t.store, spec, 2)
+    transaction.Transaction.commit = stall  # the merged logs are written
+    compaction.run_log(t.store, spec, scheduled)
 elif service == "clean":
     real = services._clean_files
     def some(*args, **kwargs):
@@ -75,7 +83,7 @@ def _live(t: Table) -> dict[str, int]:
     return dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True))
 
 
-@pytest.mark.parametrize("service", ["compaction", "clean", "archive"])
+@pytest.mark.parametrize("service", ["compaction", "logcompaction", "clean", "archive"])
 def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> None:
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
     model: dict[str, int] = {}
@@ -105,6 +113,12 @@ def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> 
     model.update(a=100, z=100)
     if service == "compaction":
         assert reader.compact().instant is not None
+    elif service == "logcompaction":
+        (left,) = compaction.pending(Timeline(reader.store, True), "logcompaction")
+        merged = [p for p in Path(t.uri).rglob(f".*-{left.id}-2*")]
+        assert len(merged) == 2  # both groups' merged logs, not visible
+        assert services.log_compact_due(reader.store, reader.spec, 2).instant is None
+        assert left.id in [i.id for i in Timeline(reader.store, True).completed()]
     elif service == "clean":
         (left,) = services.pending_of(Timeline(reader.store, True), "clean")
         assert services.execute_clean(reader.store, reader.spec, left.id).instant == left.id
