@@ -21,14 +21,18 @@ it is logged, and the service is due again after the next write.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import multiprocessing
 import os
+import sys
 import threading
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from dynbucket.format.file_group.context import TableRef
@@ -90,6 +94,39 @@ def service_processes() -> ProcessPoolExecutor:
             )
             _PROCESSES = (os.getpid(), pool)
         return _PROCESSES[1]
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """While service processes start: a spawned process imports the parent's main module
+    to set itself up, and a user's driver script without an ``if __name__ ==
+    "__main__":`` guard would run again in it (write again). The services need nothing of
+    it: they are functions of this package."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def submit_service(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Runs ``fn(*args)`` in a service process (a pool that broke, a process of it
+    killed, is replaced)."""
+    global _PROCESSES
+    for attempt in (1, 2):
+        try:
+            with _SUBMIT_LOCK, _main_hidden():
+                return service_processes().submit(fn, *args)
+        except BrokenProcessPool:
+            with _PROCESSES_LOCK:
+                _PROCESSES = None
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+_SUBMIT_LOCK = threading.Lock()
 
 
 def shutdown_service_processes() -> None:
@@ -157,10 +194,8 @@ def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResul
         task = ray.remote(num_cpus=0, max_retries=0)(execute_share)
         parts = ray.get([task.remote(table, instant, share) for share in shares])
     else:
-        pool = service_processes()
-        parts = list(
-            pool.map(execute_share, [table] * len(shares), [instant] * len(shares), shares)
-        )
+        jobs = [submit_service(execute_share, table, instant, share) for share in shares]
+        parts = [job.result() for job in jobs]
     written = [f for part in parts for f in part]
     return compaction.finish(store, spec, instant, written)  # 4.
 
@@ -244,7 +279,7 @@ class TableUpkeep:
             task = ray.remote(num_cpus=0, max_retries=0)(execute)
             self._running[action] = (instant, task.remote(self.table, action, instant))
         elif self._heavy(action, instant):
-            job = service_processes().submit(execute, self.table, action, instant)
+            job = submit_service(execute, self.table, action, instant)
             self._running[action] = (instant, job)
         else:
             if self._threads is None:  # a thread per action: a clean need not wait

@@ -105,6 +105,7 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     # Which services run and when each last ran: compaction just ran (by hand).
     services = shown.stdout.split("services\n", 1)[1].split("\n\n", 1)[0]
     assert "at 5 logs, beside the writes: last 20" in services
+    assert "log compaction    logs under 0.2 of the base: last never" in services
     assert "archival          beyond 30 instants, down to 20: 0 archived" in services
     assert "inserted=1 updated=1 stale=1" in shown.stdout  # the second ingest's keys
     rolled = run([dynbucket, "rollback", table], env)

@@ -1,8 +1,11 @@
 """Compaction spread over service processes: a large plan's groups run as parallel tasks
-(here real spawned processes), and the result is the one the driver's threads give."""
+(here real spawned processes), and the result is the one the driver's threads give; a
+driver script that spawns service processes is not run again in them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,3 +42,35 @@ def test_a_large_compaction_runs_as_shares_in_the_service_processes(
     assert t.to_arrow(meta_columns=False).sort_by("id").equals(before)
     check_hudi_reads(t)
     assert t.check().healthy
+
+
+DRIVER = """
+import sys
+import pyarrow as pa
+from dynbucket.table import Table
+
+with open(sys.argv[2], "a") as marker:  # top-level code: a script without a main guard
+    marker.write("ran\\n")
+schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+t = Table.create(sys.argv[1], schema, "id", "day")
+ids = [f"k{i}" for i in range(20_000)]
+t.upsert(pa.table({"id": ids, "day": ["d1"] * len(ids), "v": [0] * len(ids)}, schema=schema))
+for w in range(1, 7):  # small logs: due for a log compaction, in a service process
+    t.upsert(pa.table({"id": [f"k{w}"], "day": ["d1"], "v": [w]}, schema=schema))
+t.close()
+"""
+
+
+def test_a_driver_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """Service processes are spawned: they must not run the user's script again."""
+    script, marker = tmp_path / "driver.py", tmp_path / "marker"
+    script.write_text(DRIVER)
+    table = tmp_path / "t"
+    done = subprocess.run(
+        [sys.executable, str(script), str(table), str(marker)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert marker.read_text() == "ran\n"
+    t = Table.open(str(table))
+    assert t.timeline.completed("logcompaction")  # it ran, in a service process
+    assert t.to_arrow(meta_columns=False).num_rows == 20_000
