@@ -213,6 +213,8 @@ class TableUpkeep:
         self.table = table
         self.on_ray = on_ray
         self._running: dict[str, tuple[str, Future[Any] | Any]] = {}
+        self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
+        self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads: ThreadPoolExecutor | None = None
 
     def after(self, result: WriteResult) -> WriteResult:
@@ -232,25 +234,49 @@ class TableUpkeep:
                     compaction.schedule, store, spec, n, max_bytes=most, by_size=True
                 )
                 logs = functools.partial(compaction.schedule_log, store, spec, n, max_bytes=most)
+                due_index = self._index_candidates(result.due.index_partitions)
                 index = functools.partial(
                     services.schedule_index_compaction,
                     store,
                     spec,
-                    partitions=result.due.index_partitions,
+                    partitions=due_index,
                     by_size=True,
+                    seen=self._index_files,
                 )
                 clean = functools.partial(services.schedule_clean, store, spec)
                 for action, due, plan in (
                     ("compaction", result.due.compaction, slices),
-                    ("logcompaction", result.due.compaction, logs),
+                    ("logcompaction", result.due.log_compaction, logs),
                     ("clean", result.due.clean, clean),
-                    ("index-compaction", bool(result.due.index_partitions), index),
+                    ("index-compaction", bool(due_index), index),
                 ):
                     if due:
                         ran += self._beside(action, self._schedule(action, plan))
+                self._index_seen()
         except Exception:
             log.exception("a service after instant %s failed; it is due again", result.instant)
         return dataclasses.replace(result, services=tuple(ran))
+
+    def _index_candidates(self, written: Sequence[str]) -> list[str]:
+        """The partitions written to whose index may have reached
+        ``index.compaction.min-files``: a partition found with ``c`` files is not looked at
+        again before ``min-files - c`` more writes (a write in this process adds one index
+        file to a partition; with a cluster, its tasks may add several: always looked at)."""
+        if self.on_ray():
+            return list(written)
+        out = []
+        for p in written:
+            self._index_wait[p] = self._index_wait.get(p, 0) - 1
+            if self._index_wait[p] <= 0:
+                out.append(p)
+        return out
+
+    def _index_seen(self) -> None:
+        """Notes what the last index compaction's planning counted (``_index_candidates``)."""
+        threshold = self.table.spec.options.index_compaction_min_files
+        for p, files in self._index_files.items():
+            self._index_wait[p] = threshold - files
+        self._index_files.clear()
 
     def _schedule(self, action: str, plan: Callable[[], str | None]) -> Callable[[], str | None]:
         """Scheduling of ``action``: one an earlier process left pending (its executor

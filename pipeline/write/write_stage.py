@@ -45,6 +45,8 @@ WRITTEN_ARROW = pa.schema(
         ("base_file", pa.string(), False),
         ("log_version", pa.int32()),
         ("slice_logs", pa.int32()),
+        ("base_bytes", pa.int64(), False),
+        ("log_bytes", pa.int64(), False),
         ("not_found", pa.int64(), False),
         ("stages", pa.string()),
     ]
@@ -96,6 +98,8 @@ def to_rows(written: GroupWrites) -> pa.RecordBatch:
             "base_file": "",
             "log_version": None,
             "slice_logs": None,
+            "base_bytes": 0,
+            "log_bytes": 0,
             "not_found": written.keys_not_found,
             "stages": json.dumps(written.seconds),
         }

@@ -396,6 +396,8 @@ def _write_log(
         base_file=base_name,
         log_version=version,
         slice_logs=len(fslice.logs) + 1,
+        base_bytes=fslice.base.size if fslice.base is not None else 0,
+        log_bytes=sum(f.size for f in fslice.logs) + size,
     )
 
 

@@ -77,10 +77,17 @@ def full_due(spec: TableSpec, fslice: FileSlice) -> bool:
     """Whether an automatic service compacts ``fslice`` into a new base file (else it merges
     its logs): no log compaction, no base, or logs of ``compaction.log-size-ratio`` of the
     base's bytes or more."""
+    base = fslice.base.size if fslice.base is not None else 0
+    return full_due_of(spec, base, sum(f.size for f in fslice.logs))
+
+
+def full_due_of(spec: TableSpec, base_bytes: int, log_bytes: int) -> bool:
+    """:func:`full_due` of a slice of a ``base_bytes`` base (0: none) and ``log_bytes`` of
+    logs."""
     o = spec.options
-    if not (o.log_compaction_enable and mergeable(spec)) or fslice.base is None:
+    if not (o.log_compaction_enable and mergeable(spec)) or not base_bytes:
         return True
-    return sum(f.size for f in fslice.logs) >= o.compaction_log_size_ratio * fslice.base.size
+    return log_bytes >= o.compaction_log_size_ratio * base_bytes
 
 
 def _due(

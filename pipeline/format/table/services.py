@@ -123,6 +123,7 @@ def schedule_index_compaction(
     min_files: int | None = None,
     partitions: Sequence[str] | None = None,
     by_size: bool = False,
+    seen: dict[str, int] | None = None,
 ) -> str | None:
     """Plans an index compaction of the partitions (of ``partitions``; default all) with
     at least ``min_files`` index files, under the lease, and leaves it pending for
@@ -133,14 +134,17 @@ def schedule_index_compaction(
     newest deltas merged into one (``compaction.merge_run``; its plan names them), not its
     whole index rewritten, so the work per write does not grow with the partition.
     Returns its instant (None: nothing to merge; partitions are looked at before the lease
-    is taken)."""
+    is taken, and ``seen`` gets each one's count of index files)."""
     threshold = min_files or spec.options.index_compaction_min_files
     ratio = spec.options.index_compaction_delta_ratio
     index = RecordLevelIndex(store, spec)
 
     def due(partition: str, visible: Collection[str]) -> bool:
         base, deltas = index.files(partition, visible)
-        return len(deltas) + (base is not None) >= threshold
+        files = len(deltas) + (base is not None)
+        if seen is not None:
+            seen[partition] = files
+        return files >= threshold
 
     visible = Timeline(store, spec.options.merge_on_read).visible()
     wanted = [p for p in (partitions or index.partitions()) if due(p, visible)]

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table import services
+from dynbucket.format.table import compaction, services
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import archive
-from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import WrittenFile
 
 
@@ -39,22 +39,29 @@ class Upkeep:
     clean: bool = False
     index_partitions: tuple[str, ...] = ()
     archive: bool = False
+    log_compaction: bool = False
 
     def __bool__(self) -> bool:
-        return self.compaction or self.clean or bool(self.index_partitions) or self.archive
+        return (
+            self.compaction
+            or self.log_compaction
+            or self.clean
+            or bool(self.index_partitions)
+            or self.archive
+        )
 
 
 def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Upkeep:
     """The services due after a write that wrote ``files`` (``timeline``: the table's)."""
     o = spec.options
-    compaction = (
-        o.merge_on_read
-        and (o.compaction_inline or o.compaction_async)
-        and any(
-            f.kind == "log" and (f.slice_logs or f.log_version or 0) >= o.compaction_delta_commits
-            for f in files
-        )
-    )
+    slices = [
+        f
+        for f in files
+        if f.kind == "log" and (f.slice_logs or f.log_version or 0) >= o.compaction_delta_commits
+    ]
+    if not (o.merge_on_read and (o.compaction_inline or o.compaction_async)):
+        slices = []
+    full = [compaction.full_due_of(spec, f.base_bytes, f.log_bytes) for f in slices]
     instants = timeline.instants()
     clean = False
     if o.clean_automatic:
@@ -68,10 +75,25 @@ def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Up
     if o.index_compaction_automatic:
         index = tuple(sorted({f.partition for f in files if f.kind == "index"}))
     return Upkeep(
-        bool(compaction),
+        any(full),
         clean,
         index,
-        o.archive_automatic and len(instants) > o.keep_max_commits,
+        o.archive_automatic and _archivable(instants, o.keep_min_commits, o.keep_max_commits),
+        not all(full),
+    )
+
+
+def _archivable(instants: Sequence[Instant], keep_min: int, keep_max: int) -> bool:
+    """Whether an archival would archive an instant: more than ``keep_max`` active, and a
+    completed one beyond the ``keep_min`` newest before the earliest pending (a pending
+    instant holds archival back; while a compaction runs, archival need not be tried
+    after every write)."""
+    if len(instants) <= keep_max:
+        return False
+    pending = min((i.id for i in instants if not i.completed), default=None)
+    oldest = instants[0]
+    return oldest.completed and (pending is None or oldest.id < pending) and (
+        sum(i.completed for i in instants) > keep_min
     )
 
 
@@ -93,9 +115,10 @@ def run_inline(store: TableStore, spec: TableSpec, upkeep: Upkeep) -> list[Servi
     (last: it archives what the others completed)."""
     o = spec.options
     out = []
+    n, most = o.compaction_delta_commits, target_io_bytes(spec)
     if upkeep.compaction and o.compaction_inline:
-        n, most = o.compaction_delta_commits, target_io_bytes(spec)
         out.append(services.compact_due(store, spec, n, max_bytes=most, by_size=True))
+    if upkeep.log_compaction and o.compaction_inline:
         out.append(services.log_compact_due(store, spec, n, most))
     if upkeep.clean and not beside(spec):
         out.append(services.clean(store, spec))

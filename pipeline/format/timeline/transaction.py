@@ -68,6 +68,11 @@ class WrittenFile:
     slice_logs: int | None = None
     """A log file's slice: how many logs it holds with it (logs a merged log restates not
     counted): what makes a compaction due."""
+    base_bytes: int = 0
+    """A log file's slice: its base file's bytes (0: none)."""
+    log_bytes: int = 0
+    """A log file's slice: its logs' bytes, this one's included (with ``base_bytes``: a
+    compaction or a log compaction, ``compaction.full_due``)."""
 
     def relative(self, store: TableStore) -> str:
         return self.path[len(store.root) :].lstrip("/")

@@ -16,6 +16,7 @@ from dynbucket.format.index.files import index_files
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.table.upkeep import Upkeep, due
+from dynbucket.format.timeline.timeline import Instant, State
 from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
@@ -50,6 +51,12 @@ def test_what_a_write_makes_due() -> None:
     quiet = _Timeline(["commit"] * 3)
     assert not due(spec, [_log(4)], quiet)  # type: ignore[arg-type]
     assert due(spec, [_log(4), _log(5)], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]
+    # Logs under compaction.log-size-ratio of their base: a log compaction instead.
+    small = WrittenFile("day=d1", "/t/x", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=199)
+    assert due(spec, [small], quiet) == Upkeep(log_compaction=True)  # type: ignore[arg-type]
+    large = WrittenFile("day=d1", "/t/y", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=200)
+    assert due(spec, [small, large], quiet) == Upkeep(compaction=True, log_compaction=True)  # type: ignore[arg-type]
+    assert due(_spec(log_compaction_enable=False), [small], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]
     index = WrittenFile("day=d2", "/t/i", "index", 1, 1)
     assert due(spec, [index], quiet).index_partitions == ("day=d2",)  # type: ignore[arg-type]
     # Cleaning: five data commits (writes or compactions) since the last clean.
@@ -57,6 +64,10 @@ def test_what_a_write_makes_due() -> None:
     assert not due(spec, [], _Timeline(["commit"] * 5 + ["clean"] + ["commit"] * 4)).clean  # type: ignore[arg-type]
     # Archival: more instants than hoodie.keep.max.commits.
     assert due(spec, [], _Timeline(["commit"] * 31)).archive  # type: ignore[arg-type]
+    # ... unless the oldest is pending (a compaction holds archival back: nothing would go).
+    held = _Timeline(["commit"] * 31)
+    held._instants[0] = Instant(held._instants[0].id, "compaction", State.INFLIGHT)
+    assert not due(spec, [], held).archive  # type: ignore[arg-type]
     assert not due(spec, [], _Timeline(["commit"] * 30)).archive  # type: ignore[arg-type]
     # Each can be switched off.
     off = _spec(compaction_async=False, clean_automatic=False, archive_automatic=False,
