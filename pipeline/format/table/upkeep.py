@@ -92,8 +92,10 @@ def _archivable(instants: Sequence[Instant], keep_min: int, keep_max: int) -> bo
         return False
     pending = min((i.id for i in instants if not i.completed), default=None)
     oldest = instants[0]
-    return oldest.completed and (pending is None or oldest.id < pending) and (
-        sum(i.completed for i in instants) > keep_min
+    return (
+        oldest.completed
+        and (pending is None or oldest.id < pending)
+        and (sum(i.completed for i in instants) > keep_min)
     )
 
 
