@@ -75,9 +75,8 @@ def pending(timeline: Timeline, action: str = "compaction") -> list[Instant]:
 
 def full_due(spec: TableSpec, fslice: FileSlice) -> bool:
     """Whether an automatic service compacts ``fslice`` into a new base file (else it merges
-    its logs): no log compaction, no base or one under
-    ``compaction.log-compaction.min-base-mb``, or logs of ``compaction.log-size-ratio`` of
-    the base's bytes or more."""
+    its logs): no log compaction, no base, or logs of ``compaction.log-size-ratio`` of the
+    base's bytes or more."""
     base = fslice.base.size if fslice.base is not None else 0
     return full_due_of(spec, base, sum(f.size for f in fslice.logs))
 
@@ -86,10 +85,8 @@ def full_due_of(spec: TableSpec, base_bytes: int, log_bytes: int) -> bool:
     """:func:`full_due` of a slice of a ``base_bytes`` base (0: none) and ``log_bytes`` of
     logs."""
     o = spec.options
-    if not (o.log_compaction_enable and mergeable(spec)):
+    if not (o.log_compaction_enable and mergeable(spec)) or not base_bytes:
         return True
-    if base_bytes < o.log_compaction_min_base_mb * 1024 * 1024:
-        return True  # no base, or a small one: rewritten at once
     return log_bytes >= o.compaction_log_size_ratio * base_bytes
 
 

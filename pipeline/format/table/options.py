@@ -56,10 +56,6 @@ class TableOptions(PersistedOptions):
     compaction, which reads the logs only) rather than compacting it into a new base file,
     until its logs reach ``compaction.log-size-ratio`` of its base. On by default here (off
     in Hudi's writers): it keeps a stream's compaction work per write flat as groups grow."""
-    log_compaction_min_base_mb: int = option("compaction.log-compaction.min-base-mb", 16)
-    """Megabytes of base file from which a slice's logs are merged rather than compacted
-    into a new base (a smaller base is rewritten faster than its logs are merged often:
-    a stream of small groups wrote 1.4x slower with log compaction at any size)."""
     compaction_log_size_ratio: float = option("compaction.log-size-ratio", 0.2)
     """Bytes of a slice's logs, as a fraction of its base file's, from which the automatic
     services compact it into a new base (below: its logs are merged into one). Smaller:
@@ -120,11 +116,6 @@ class TableOptions(PersistedOptions):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"{self.key(name)}={value!r}: must be a number > 0")
 
-        m = self.log_compaction_min_base_mb
-        if isinstance(m, bool) or not isinstance(m, int) or m < 0:
-            raise ConfigError(
-                f"{self.key('log_compaction_min_base_mb')}={m!r}: must be an int >= 0"
-            )
         if self.keep_max_commits <= self.keep_min_commits:
             raise ConfigError(
                 f"{self.key('keep_max_commits')}={self.keep_max_commits} must be larger than "

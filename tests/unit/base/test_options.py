@@ -14,7 +14,6 @@ from dynbucket.options import DynamicBucketIndex
 def test_keys_are_the_documented_ones() -> None:
     assert sorted(TableOptions().to_properties()) == [
         "cleaner.commits-retained",
-        "compaction.log-compaction.min-base-mb",
         "compaction.log-size-ratio",
         "hoodie.archive.automatic",
         "hoodie.clean.automatic",

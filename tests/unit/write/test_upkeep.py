@@ -52,8 +52,7 @@ from dynbucket.table import Table
 with open(sys.argv[2], "a") as marker:  # top-level code: a script without a main guard
     marker.write("ran\\n")
 schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-t = Table.create(sys.argv[1], schema, "id", "day",
-                 options={"compaction.log-compaction.min-base-mb": 0})
+t = Table.create(sys.argv[1], schema, "id", "day")
 ids = [f"k{i}" for i in range(20_000)]
 t.upsert(pa.table({"id": ids, "day": ["d1"] * len(ids), "v": [0] * len(ids)}, schema=schema))
 for w in range(1, 7):  # small logs: due for a log compaction, in a service process

@@ -21,11 +21,9 @@ from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 # Services off: the test drives them by hand.
-# Logs merged whatever the base's size (these bases are small).
 MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
                       index_compaction_automatic=False, cleaner_commits_retained=2,
-                      keep_min_commits=4, keep_max_commits=6,
-                      log_compaction_min_base_mb=0)  # fmt: skip
+                      keep_min_commits=4, keep_max_commits=6)  # fmt: skip
 
 
 def _rows(ids: list[str], v: int | list[int]) -> pa.Table:
@@ -154,10 +152,6 @@ def test_a_slice_is_merged_until_its_logs_reach_the_ratio_of_its_base(tmp_path: 
     assert compaction.schedule_log(t.store, t.spec, 2) is None  # the pending one plans it
     off = dataclasses.replace(t.spec, options=TableOptions(log_compaction_enable=False))
     assert compaction.full_due(off, ref.slice)
-    small_bases = dataclasses.replace(t.spec, options=TableOptions())  # under 16 MB: rewritten
-    t.upsert(_rows(["k9"], 9))
-    (ref,) = t.snapshot().slices()
-    assert compaction.full_due(small_bases, ref.slice)
 
 
 def test_merged_logs_read_as_the_logs_one_by_one(tmp_path: Path) -> None:

@@ -53,9 +53,7 @@ if service == "compaction":
     compaction.finish(t.store, t.spec, scheduled, written)
 elif service == "logcompaction":
     # Logs merged whatever their size against the base (these bases are small).
-    options = dataclasses.replace(
-        t.spec.options, compaction_log_size_ratio=1e6, log_compaction_min_base_mb=0
-    )
+    options = dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
     spec = dataclasses.replace(t.spec, options=options)
     scheduled = compaction.schedule_log(t.store, spec, 2)
     transaction.Transaction.commit = stall  # the merged logs are written

@@ -53,13 +53,10 @@ def test_what_a_write_makes_due() -> None:
     assert due(spec, [_log(4), _log(5)], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]
     # Logs under compaction.log-size-ratio of their base: a log compaction instead.
     small = WrittenFile("day=d1", "/t/x", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=199)
-    assert due(spec, [small], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]  # a small base
-    spec = _spec(log_compaction_min_base_mb=0)
     assert due(spec, [small], quiet) == Upkeep(log_compaction=True)  # type: ignore[arg-type]
     large = WrittenFile("day=d1", "/t/y", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=200)
     assert due(spec, [small, large], quiet) == Upkeep(compaction=True, log_compaction=True)  # type: ignore[arg-type]
     assert due(_spec(log_compaction_enable=False), [small], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]
-    spec = _spec()
     index = WrittenFile("day=d2", "/t/i", "index", 1, 1)
     assert due(spec, [index], quiet).index_partitions == ("day=d2",)  # type: ignore[arg-type]
     # Cleaning: five data commits (writes or compactions) since the last clean.
