@@ -112,21 +112,23 @@ def _main_hidden() -> Iterator[None]:
 
 def submit_service(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """Runs ``fn(*args)`` in a service process (a pool that broke, a process of it
-    killed, is replaced)."""
+    killed, is replaced once)."""
     global _PROCESSES
-    for attempt in (1, 2):
-        try:
-            with _SUBMIT_LOCK, _main_hidden():
-                return service_processes().submit(fn, *args)
-        except BrokenProcessPool:
-            with _PROCESSES_LOCK:
-                _PROCESSES = None
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    try:
+        return _submit(fn, *args)
+    except BrokenProcessPool:
+        with _PROCESSES_LOCK:
+            _PROCESSES = None
+        return _submit(fn, *args)
 
 
+#: Service processes start inside a submit: one at a time, with ``__main__`` hidden.
 _SUBMIT_LOCK = threading.Lock()
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    with _SUBMIT_LOCK, _main_hidden():
+        return service_processes().submit(fn, *args)
 
 
 def shutdown_service_processes() -> None:

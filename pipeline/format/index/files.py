@@ -30,9 +30,14 @@ def index_name(instant: str, kind: str, task: str | None = None) -> str:
     return f"{instant}.{kind}.{task}.parquet" if task else f"{instant}.{kind}.parquet"
 
 
+def merged_delta_tag(first: str) -> str:
+    """The task tag of a merged delta restating the deltas from instant ``first``."""
+    return f"m{first}"
+
+
 def merged_delta_name(instant: str, first: str) -> str:
     """The name of the merged delta of ``instant`` restating the deltas from ``first``."""
-    return index_name(instant, "delta", f"m{first}")
+    return index_name(instant, "delta", merged_delta_tag(first))
 
 
 def index_instant(name: str) -> str | None:

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.file_group.slices import DataFile, latest_slice
-from dynbucket.format.index.files import index_files, index_name, merged_delta_name
+from dynbucket.format.index.files import index_files, index_name, merged_delta_tag
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -135,8 +135,8 @@ class RecordLevelIndex:
         tables = [pq.read_table(f.path, filesystem=self.store.fs) for f in deltas]
         merged = pa.concat_tables([t.cast(self.schema) for t in tables])
         slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs))[0]
-        name = merged_delta_name(instant, deltas[0].instant)
-        return self.write(partition, instant, merged, "delta", name.split(".")[2], slots=slots)
+        tag = merged_delta_tag(deltas[0].instant)
+        return self.write(partition, instant, merged, "delta", tag, slots=slots)
 
     # --- reading -------------------------------------------------------------------------
 

@@ -68,9 +68,9 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 Group = tuple[str, str, str]
 
 
-def pending(timeline: Timeline, action: str = "compaction") -> list[Instant]:
-    """The compactions (or log compactions) scheduled and not yet completed, oldest first."""
-    return [i for i in timeline.pending() if i.action == action]
+def pending(timeline: Timeline) -> list[Instant]:
+    """The compactions scheduled and not yet completed, oldest first."""
+    return [i for i in timeline.pending() if i.action == "compaction"]
 
 
 def full_due(spec: TableSpec, fslice: FileSlice) -> bool:
@@ -202,8 +202,8 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     merged logs are files only it writes, and it moves no log). Already completed (another
     executor finished it): nothing is done."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    found = next((i for i in pending(timeline, "logcompaction") if i.id == instant), None)
-    if found is None:
+    found = next((i for i in timeline.pending() if i.id == instant), None)
+    if found is None or found.action != "logcompaction":
         return ServiceResult("logcompaction", None)
     txn = Transaction.resume(store, spec, found, f"log-compactor-{uuid.uuid4().hex[:8]}")
     groups = txn.plan.get("groups", [])

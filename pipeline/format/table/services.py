@@ -91,7 +91,7 @@ def log_compact_due(
     slices with at least ``min_logs`` logs that are not due for a compaction
     (``compaction.schedule_log``)."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    for left in compaction.pending(timeline, "logcompaction"):
+    for left in pending_of(timeline, "logcompaction"):
         compaction.run_log(store, spec, left.id)
     scheduled = compaction.schedule_log(store, spec, min_logs, max_bytes=max_bytes)
     if scheduled is None:

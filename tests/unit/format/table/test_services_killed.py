@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dynbucket.format.table import compaction, services
+from dynbucket.format.table import services
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.timeline import Timeline
@@ -114,7 +114,7 @@ def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> 
     if service == "compaction":
         assert reader.compact().instant is not None
     elif service == "logcompaction":
-        (left,) = compaction.pending(Timeline(reader.store, True), "logcompaction")
+        (left,) = services.pending_of(Timeline(reader.store, True), "logcompaction")
         merged = [p for p in Path(t.uri).rglob(f".*-{left.id}-2*")]
         assert len(merged) == 2  # both groups' merged logs, not visible
         assert services.log_compact_due(reader.store, reader.spec, 2).instant is None
