@@ -137,6 +137,15 @@ def after_merged(logs: list[DataFile]) -> list[DataFile]:
     return [f for f in logs if not any(first <= f.instant < last for first, last in runs)]
 
 
+def unmerged(logs: list[DataFile]) -> list[DataFile]:
+    """A slice's ``logs`` (or a partition's index deltas) written after its newest merged
+    one (all of them when none is): what makes a log compaction due, so that a slice
+    holding a few merged logs of growing sizes (``table/compaction.py``) is not merged again
+    after every write."""
+    last = max((i for i, f in enumerate(logs) if f.merges_from), default=-1)
+    return logs[last + 1 :]
+
+
 def file_slices(files: Iterable[DataFile], visible: Collection[str]) -> list[FileSlice]:
     """The slice of every file group with a visible file, by bucket id."""
     groups: dict[str, list[DataFile]] = {}

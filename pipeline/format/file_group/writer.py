@@ -38,7 +38,7 @@ from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partit
 from dynbucket.base.threads import shared_pool
 from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
-from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices
+from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices, unmerged
 from dynbucket.format.file_group.stale import live_among, remember_largest, stale_updates
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file, properties
@@ -395,7 +395,7 @@ def _write_log(
         prev_commit=base_instant,
         base_file=base_name,
         log_version=version,
-        slice_logs=len(fslice.logs) + 1,
+        slice_logs=len(unmerged(fslice.logs)) + 1,
         base_bytes=fslice.base.size if fslice.base is not None else 0,
         log_bytes=sum(f.size for f in fslice.logs) + size,
     )

@@ -48,7 +48,13 @@ from typing import Any
 from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
-from dynbucket.format.file_group.slices import DataFile, FileSlice, data_files, latest_slice
+from dynbucket.format.file_group.slices import (
+    DataFile,
+    FileSlice,
+    data_files,
+    latest_slice,
+    unmerged,
+)
 from dynbucket.format.file_group.stale import copied_largest
 from dynbucket.format.file_group.writer import moved_to, write_base
 from dynbucket.format.hudi.files import base_name, bucket_of, log_name
@@ -101,15 +107,16 @@ def _due(
 ) -> list[Any]:
     """The slices (of ``partitions``; default all) with at least ``min_logs`` logs whose
     group no pending compaction plans (``full``: only those :func:`full_due` says, or only
-    the others; None: all), the slices with most logs first up to ``max_bytes`` of what
-    the compaction reads (the logs alone for a log compaction; at least one slice; None:
-    all)."""
+    the others, counting the logs after the newest merged one, ``slices.unmerged``, as the
+    writer does; None: all, every log counted), the slices with most logs first up to
+    ``max_bytes`` of what the compaction reads (the logs alone for a log compaction; at
+    least one slice; None: all)."""
     snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
     refs = snapshot.slices(partitions) if snapshot is not None else []
     due = [
         r
         for r in refs
-        if len(r.slice.logs) >= min_logs
+        if len(r.slice.logs if full is None else unmerged(r.slice.logs)) >= min_logs
         and r.slice.file_id not in txn.compacting
         and (full is None or full_due(spec, r.slice) == full)
     ]

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from dynbucket.base.errors import TableCorruptedError
-from dynbucket.format.file_group.slices import data_files
+from dynbucket.format.file_group.slices import data_files, unmerged
 from dynbucket.format.hudi import files as names
 from dynbucket.format.index.files import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
@@ -141,7 +141,7 @@ def schedule_index_compaction(
 
     def due(partition: str, visible: Collection[str]) -> bool:
         base, deltas = index.files(partition, visible)
-        files = len(deltas) + (base is not None)
+        files = len(unmerged(deltas)) + (base is not None)
         if seen is not None:
             seen[partition] = files
         return files >= threshold

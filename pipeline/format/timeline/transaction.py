@@ -66,8 +66,8 @@ class WrittenFile:
     """A log file's slice: the name of its base file."""
     log_version: int | None = None
     slice_logs: int | None = None
-    """A log file's slice: how many logs it holds with it (logs a merged log restates not
-    counted): what makes a compaction due."""
+    """A log file's slice: its logs after the newest merged log, this one included
+    (``slices.unmerged``): what makes a compaction or a log compaction due."""
     base_bytes: int = 0
     """A log file's slice: its base file's bytes (0: none)."""
     log_bytes: int = 0

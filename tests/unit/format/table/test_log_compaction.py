@@ -193,3 +193,29 @@ def test_merged_logs_read_as_the_logs_one_by_one(tmp_path: Path) -> None:
     assert _live(merged_table) == _live(twin)
     check_hudi_reads(merged_table)
     assert merged_table.check().healthy
+
+
+def test_a_merged_slice_is_due_again_only_after_as_many_new_logs(tmp_path: Path) -> None:
+    """A slice's logs after its newest merged log make it due (``slices.unmerged``): a
+    slice holding merged logs of growing sizes is not merged again after every write."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
+    t.upsert(_rows([f"k{i}" for i in range(20_000)], 0))
+    for w in range(1, 5):
+        t.upsert(_rows([f"k{w}"], w))
+    first = compaction.schedule_log(t.store, t.spec, 4)
+    assert first is not None
+    compaction.run_log(t.store, t.spec, first)
+    for w in range(5, 8):
+        t.upsert(_rows([f"k{w}"], w))
+    assert len(_slice_logs(t)) == 4  # the merged log and three new ones: not due at 4
+    assert compaction.schedule_log(t.store, t.spec, 4) is None
+    assert compaction.schedule(t.store, t.spec, 4, by_size=True) is None
+    last = t.upsert(_rows(["k8"], 8)).instant
+    second = compaction.schedule_log(t.store, t.spec, 4)
+    assert second is not None
+    ((_, _, _, logs, merged),) = Timeline(t.store, True).plan(
+        next(i for i in Timeline(t.store, True).pending() if i.id == second)
+    )["groups"]
+    # The four new logs, and the merged one too: at most twice their size together.
+    assert len(logs) == 5 and names.parse(merged).merges_from == names.parse(logs[0]).instant
+    assert names.parse(logs[-1]).instant == last
