@@ -29,7 +29,7 @@ _LAZY = {
             "DynBucketError", "ConfigError", "InvalidInputError", "SchemaMismatchError",
             "TableError", "NotATableError", "TableExistsError", "TableCorruptedError",
             "InstantNotFoundError", "ConcurrentWriteError", "CommitFailedError",
-            "UnsupportedStorageError",
+            "UnsupportedStorageError", "NotAdoptedError", "UnsupportedTableVersionError",
             "RuntimeSetupError", "AssignerError",
         )
     },

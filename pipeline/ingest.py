@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from dynbucket.base.errors import ConfigError, InvalidInputError, NotATableError
+from dynbucket.base.errors import ConfigError, InvalidInputError, NotAdoptedError, NotATableError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec, load_table
 
@@ -102,6 +102,8 @@ def table_definition(uri: str, given: Definition) -> TableSpec | None:
     """
     try:
         spec = load_table(TableStore.at(uri))
+    except NotAdoptedError:
+        raise  # --key cannot create a table over one Hudi wrote
     except NotATableError as e:
         if not given.key:
             raise NotATableError(

@@ -165,7 +165,10 @@ class Table:
         them) start at once, in the background; ``close()`` stops them.
 
         Raises:
-            NotATableError: no dynbucket table there.
+            NotATableError: no dynbucket table there (``NotAdoptedError``: a table
+                Apache Hudi wrote, which dynbucket does not adopt yet).
+            UnsupportedTableVersionError: a Hudi table version other than 6 (a Hudi 1.x
+                writer upgraded it); nothing was read.
             TableCorruptedError: properties this version cannot read.
         """
         store = TableStore.at(uri, filesystem)

@@ -69,6 +69,15 @@ class NotATableError(TableError):
     """The path holds no dynbucket table."""
 
 
+class NotAdoptedError(NotATableError):
+    """The path holds a table that Apache Hudi wrote, not a dynbucket table."""
+
+
+class UnsupportedTableVersionError(TableError):
+    """The table is of a Hudi table version or timeline layout this dynbucket does not read
+    (a Hudi 1.x writer upgraded it); nothing was read or written."""
+
+
 class TableExistsError(TableError):
     """A table already exists where one was to be created."""
 

@@ -74,13 +74,6 @@ def test_a_table_in_the_first_layout_is_refused_with_the_reason(tmp_path: Path) 
         Table.open(str(tmp_path / "old"))
 
 
-def test_a_hudi_table_not_created_by_dynbucket_is_not_opened(tmp_path: Path) -> None:
-    (tmp_path / "hudi" / ".hoodie").mkdir(parents=True)
-    (tmp_path / "hudi" / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=x\n")
-    with pytest.raises(NotATableError, match="a Hudi table not created by dynbucket"):
-        Table.open(str(tmp_path / "hudi"))
-
-
 def test_hoodie_properties_say_what_hudi_readers_need(tmp_path: Path) -> None:
     from dynbucket.format.hudi.properties import loads
 

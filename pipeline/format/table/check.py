@@ -3,7 +3,8 @@
 Reads everything a reader or the next writer relies on, and reports each problem with what
 to do about it (nothing is changed):
 
-1. The definition (``hoodie.properties``, ``table.json``) reads.
+1. The definition (``hoodie.properties``, ``table.json``) reads, in a Hudi table version
+   dynbucket writes (a table Apache Hudi wrote, or a Hudi 1.x writer upgraded, is said so).
 2. Every completed instant's metadata reads; a pending instant with no live writer is a
    dead writer's.
 3. Every file a retained completed instant lists is there and reads whole (base files,
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, PARTITION
-from dynbucket.base.errors import DynBucketError
+from dynbucket.base.errors import DynBucketError, NotAdoptedError, UnsupportedTableVersionError
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file
@@ -91,6 +92,15 @@ def check(store: TableStore) -> CheckReport:
     report = CheckReport(store.uri)
     try:  # 1.
         spec = load_table(store)
+    except NotAdoptedError as e:
+        report.add(
+            f"written by Apache Hudi, not adopted by dynbucket: {e}",
+            "nothing to repair; not checked here: check it with Hudi's own tools",
+        )
+        return report
+    except UnsupportedTableVersionError as e:
+        report.add(f"not checked: {e}", "downgrade it to table version 6 with Hudi, as said above")
+        return report
     except DynBucketError as e:
         report.add(f"the table's definition does not read: {e}", "restore .hoodie/ from a backup")
         return report

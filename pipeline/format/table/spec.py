@@ -23,10 +23,12 @@ import pyarrow as pa
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, RESERVED
 from dynbucket.base.errors import (
     ConfigError,
+    NotAdoptedError,
     NotATableError,
     SchemaMismatchError,
     TableCorruptedError,
     TableExistsError,
+    UnsupportedTableVersionError,
 )
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets.options import (
@@ -35,7 +37,7 @@ from dynbucket.format.buckets.options import (
     IndexOptions,
     engine_of,
 )
-from dynbucket.format.hudi import avro, properties
+from dynbucket.format.hudi import avro, properties, versions
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
 from dynbucket.format.records.partitioning import check_partition_type
 from dynbucket.format.storage.store import TableStore
@@ -360,8 +362,13 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
         raise TableExistsError(
             f"{store.uri} is a file, not a folder; create the table in an empty or new folder"
         )
-    if store.exists(store.path(PROPERTIES_FILE)) or store.exists(store.path(TABLE_FILE)):
-        raise TableExistsError(f"a table already exists at {store.uri}; open it")
+    if store.exists(store.path(TABLE_FILE)):
+        raise TableExistsError(f"a dynbucket table already exists at {store.uri}; open it")
+    if store.exists(store.path(PROPERTIES_FILE)):
+        raise TableExistsError(
+            f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}); "
+            "dynbucket does not adopt tables Hudi wrote yet: create the table in a new folder"
+        )
     others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
     if others:
         raise TableExistsError(
@@ -380,7 +387,10 @@ def load_table(store: TableStore) -> TableSpec:
     """The definition of the table at ``store``.
 
     Raises:
-        NotATableError: no dynbucket table there.
+        NotATableError: no dynbucket table there (``NotAdoptedError``: a table Apache Hudi
+            wrote).
+        UnsupportedTableVersionError: a Hudi table version or timeline layout other than
+            the one dynbucket writes (a Hudi 1.x writer upgraded the table).
         TableCorruptedError: a definition this version cannot read.
     """
     if store.exists(store.path(OLD_LAYOUT_DIR, "table.json")):
@@ -393,10 +403,16 @@ def load_table(store: TableStore) -> TableSpec:
     try:
         own = store.read_bytes(store.path(TABLE_FILE))
     except (FileNotFoundError, OSError) as e:
-        hudi = store.exists(store.path(PROPERTIES_FILE))
-        what = "a Hudi table not created by dynbucket" if hudi else "not a dynbucket table"
+        if store.exists(store.path(PROPERTIES_FILE)):
+            raise NotAdoptedError(
+                f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}), "
+                f"not a dynbucket table (no {TABLE_FILE}); dynbucket does not adopt tables "
+                "Hudi wrote yet: read it with a Hudi reader (hudi-rs: "
+                "HudiTableBuilder.from_base_uri(uri).build().read()), or write its rows into "
+                "a new dynbucket table in another folder"
+            ) from e
         raise NotATableError(
-            f"{store.uri} is {what} (no {TABLE_FILE}); create one with Table.create"
+            f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with Table.create"
         ) from e
     try:
         hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
@@ -405,4 +421,16 @@ def load_table(store: TableStore) -> TableSpec:
             f"{store.uri}: {PROPERTIES_FILE} is missing (the table's creation did not finish, "
             "or the file was removed); create the table again in a new folder"
         ) from e
+    # Before anything is read: a timeline of another layout would read as no instant.
+    refused = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
+    if refused is not None:
+        raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
     return TableSpec.load(hoodie, own, store.uri)
+
+
+def _hudi_described(store: TableStore) -> str:
+    """The Hudi version and type of the table at ``store`` (its properties unread: said)."""
+    try:
+        return versions.describe(properties.loads(store.read_bytes(store.path(PROPERTIES_FILE))))
+    except (OSError, ValueError):
+        return f"its {PROPERTIES_FILE} does not read"

@@ -1,0 +1,54 @@
+"""Which Hudi tables this dynbucket reads and writes: the table version gate.
+
+dynbucket writes Hudi table version 6 with timeline layout 1 (``.hoodie/<instant>.<action>``).
+Hudi 1.0 writes version 8 and Hudi 1.1 version 9, both with timeline layout 2 (the active
+timeline under ``.hoodie/timeline/``, completion times in instant file names, Avro metadata),
+and a Hudi 1.x writer upgrades a table it writes to its own version
+(``hoodie.write.auto.upgrade``, on by default). A layout-2 timeline looked for where layout 1
+keeps it is an empty timeline: a table that reads as 0 rows with no error. So a table is read
+only in a version and layout this code knows; any other is refused, by name, before anything
+is read or written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TABLE_VERSION = "hoodie.table.version"
+TIMELINE_LAYOUT = "hoodie.timeline.layout.version"
+#: (table version, timeline layout) this dynbucket reads and writes.
+SUPPORTED = frozenset({("6", "1")})
+#: Where timeline layout 2 (table versions 8 and later) keeps the active timeline,
+#: relative to the table's root (``hoodie.timeline.path``, Hudi's default).
+LAYOUT_2_TIMELINE = ".hoodie/timeline"
+
+
+def describe(hoodie: Mapping[str, str]) -> str:
+    """A table's Hudi version, timeline layout and type, as messages name them."""
+    version = hoodie.get(TABLE_VERSION, "(none)")
+    layout = hoodie.get(TIMELINE_LAYOUT, "(none)")
+    kind = hoodie.get("hoodie.table.type", "COPY_ON_WRITE")
+    return f"Hudi table version {version}, timeline layout {layout}, {kind}"
+
+
+def unsupported(hoodie: Mapping[str, str], layout_2_timeline: bool) -> str | None:
+    """Why a table of these ``hoodie.properties`` cannot be read here (None: it can);
+    ``layout_2_timeline``: a ``.hoodie/timeline/`` folder is there (a table written by Hudi
+    1.x, whatever its properties say)."""
+    found = (hoodie.get(TABLE_VERSION), hoodie.get(TIMELINE_LAYOUT))
+    if found in SUPPORTED and not layout_2_timeline:
+        return None
+    if found in SUPPORTED:
+        return f"{describe(hoodie)}, but with a timeline of layout 2 ({LAYOUT_2_TIMELINE}/)"
+    return describe(hoodie)
+
+
+def upgraded_message(where: str, reason: str) -> str:
+    """The refusal of a dynbucket table that a Hudi 1.x writer upgraded."""
+    return (
+        f"{where}: {reason}; this dynbucket reads and writes Hudi table version 6 with "
+        "timeline layout 1 only (a Hudi 1.x writer upgrades a table it writes, "
+        "hoodie.write.auto.upgrade=true). Nothing was read or written. Downgrade the table "
+        "with Hudi (Spark SQL: CALL downgrade_table(table => '<name>', to_version => 'SIX')) "
+        "and write to it from Hudi with hoodie.write.auto.upgrade=false"
+    )

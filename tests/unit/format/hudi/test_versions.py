@@ -1,0 +1,111 @@
+"""The table version gate: a table Apache Hudi wrote, or one of ours a Hudi 1.x writer
+upgraded, is refused by name before anything is read or written, never read as empty."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.base.errors import NotAdoptedError, TableExistsError, UnsupportedTableVersionError
+from dynbucket.format.hudi import properties, versions
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.check import check
+from dynbucket.ingest import Definition, table_definition
+from dynbucket.table import Table
+
+DATA = Path(__file__).parents[3] / "data" / "hudi"
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+
+
+def _unzipped(name: str, into: Path) -> Path:
+    with zipfile.ZipFile(DATA / f"{name}.zip") as z:
+        z.extractall(into)
+        (top,) = {n.split("/")[0] for n in z.namelist()} - {"__MACOSX"}
+    return into / top
+
+
+def _tree(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [("v6_mor_nonpartitioned", "6"), ("v8_cow_nonpartitioned", "8"),
+     ("v9_mor_txns_nonpart_nometa", "9")],
+)  # fmt: skip
+def test_a_table_hudi_wrote_is_named_and_left_alone(
+    tmp_path: Path, name: str, version: str
+) -> None:
+    root = _unzipped(name, tmp_path)
+    before = _tree(root)
+    with pytest.raises(NotAdoptedError, match=f"written by Apache Hudi \\(Hudi table version "
+                       f"{version}, .*does not adopt tables Hudi wrote yet"):  # fmt: skip
+        Table.open(str(root))
+    with pytest.raises(TableExistsError, match=f"written by Apache Hudi.*version {version}"):
+        Table.create(str(root), SCHEMA, "id")
+    # ``ingest --key`` says so before Ray and Spark start: no table is created over it.
+    with pytest.raises(NotAdoptedError):
+        table_definition(str(root), Definition(("id",), None, None, None))
+    report = check(TableStore.at(str(root)))
+    assert not report.healthy
+    (finding,) = report.findings
+    assert finding.problem.startswith("written by Apache Hudi, not adopted")
+    assert "backup" not in str(report.findings)
+    assert _tree(root) == before
+
+
+def _upgraded_to_9(root: Path) -> None:
+    """What a Hudi 1.x writer does to a version 6 table it writes (auto upgrade): version
+    9 properties, the active timeline moved under ``.hoodie/timeline/`` with completion
+    times in the names of completed instants."""
+    hoodie = root / ".hoodie"
+    props = properties.loads((hoodie / "hoodie.properties").read_bytes())
+    props.update({versions.TABLE_VERSION: "9", versions.TIMELINE_LAYOUT: "2",
+                  "hoodie.timeline.path": "timeline",
+                  "hoodie.timeline.history.path": "history"})  # fmt: skip
+    (hoodie / "hoodie.properties").write_bytes(properties.dumps(props, "upgraded"))
+    (hoodie / "timeline").mkdir()
+    for f in sorted(hoodie.iterdir()):
+        m = re.fullmatch(r"(\d{17})\.(\w+)(\.(requested|inflight))?", f.name)
+        if m is None:
+            continue
+        done = m.group(3) is None
+        new = f"{m.group(1)}_{m.group(1)}.{m.group(2)}" if done else f.name
+        f.rename(hoodie / "timeline" / new)
+
+
+def test_a_table_a_hudi_1x_writer_upgraded_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "v": [1, 2]}, schema=SCHEMA))
+    t.close()
+    root = tmp_path / "t"
+    _upgraded_to_9(root)
+    before = _tree(root)
+    with pytest.raises(UnsupportedTableVersionError, match="table version 9, timeline layout 2"
+                       ".*Nothing was read or written.*downgrade_table"):  # fmt: skip
+        Table.open(str(root))
+    (finding,) = check(TableStore.at(str(root))).findings
+    assert "table version 9" in finding.problem and "backup" not in finding.fix
+    assert _tree(root) == before
+    # Properties that still say 6 beside a layout-2 timeline: refused all the same.
+    props = properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())
+    props.update({versions.TABLE_VERSION: "6", versions.TIMELINE_LAYOUT: "1"})
+    (root / ".hoodie" / "hoodie.properties").write_bytes(properties.dumps(props, "half"))
+    with pytest.raises(UnsupportedTableVersionError, match="with a timeline of layout 2"):
+        Table.open(str(root))
+
+
+def test_the_gate_passes_the_version_dynbucket_writes_only() -> None:
+    ours = {versions.TABLE_VERSION: "6", versions.TIMELINE_LAYOUT: "1"}
+    assert versions.unsupported(ours, layout_2_timeline=False) is None
+    assert versions.unsupported(ours, layout_2_timeline=True) is not None
+    for version, layout in (("8", "2"), ("9", "2"), ("5", "1"), ("6", "0")):
+        found = {versions.TABLE_VERSION: version, versions.TIMELINE_LAYOUT: layout}
+        assert versions.unsupported(found, layout_2_timeline=False) == (
+            f"Hudi table version {version}, timeline layout {layout}, COPY_ON_WRITE"
+        )
+    assert "version (none)" in str(versions.unsupported({}, layout_2_timeline=False))
