@@ -16,7 +16,9 @@ import base64
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import pyarrow as pa
 
@@ -48,6 +50,7 @@ from dynbucket.format.table.paths import (
     TABLE_FILE,
 )
 
+_T = TypeVar("_T")
 FORMAT_VERSION = 2
 HUDI_TABLE_VERSION = 6
 DATABASE = "default"
@@ -155,9 +158,20 @@ class TableSpec:
         """Schema of data files (base files, log data blocks): meta fields, then every field
         of the table (partition fields too, as Hudi writes them), each in the type its Avro
         schema reads as (``storage_type``)."""
+        return self._derived("file-schema", self._file_schema)
+
+    def _file_schema(self) -> pa.Schema:
         meta = [pa.field(n, pa.string()) for n in self.meta_fields]
         data = [f.with_type(storage_type(f.type)) for f in self.schema]
         return pa.schema([*meta, *data])
+
+    def _derived(self, name: str, make: Callable[[], _T]) -> _T:
+        """What ``make`` derives from this (immutable) definition, made once: a write asks
+        for the file schema and the Avro schema once per file it writes."""
+        cache = self.__dict__.setdefault("_derived_cache", {})
+        if name not in cache:
+            cache[name] = make()
+        return cast(_T, cache[name])
 
     def as_table_types(self, rows: pa.Table) -> pa.Table:
         """``rows`` read from data files, with the table's own types (losslessly: the
@@ -176,7 +190,8 @@ class TableSpec:
 
     def avro_schema(self, meta_fields: bool = False) -> str:
         """The table's Avro schema, as Hudi's metadata carries it."""
-        return avro.schema_json(self.schema, self.name, self.meta_fields if meta_fields else ())
+        meta = self.meta_fields if meta_fields else ()
+        return self._derived(f"avro-{meta}", lambda: avro.schema_json(self.schema, self.name, meta))
 
     def index_schema(self) -> pa.Schema:
         """Schema of record-level index files."""
