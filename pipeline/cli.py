@@ -112,6 +112,8 @@ def _show(args: argparse.Namespace) -> int:
     from dynbucket.table import Table
 
     table = Table.open(args.table)
+    if args.changes is not None:
+        return _print_changes(table, args.changes, args.end, args.last)
     spec = table.spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
     print(f"hudi       {spec.name} ({spec.options.table_type}, table version 6)")
@@ -139,6 +141,19 @@ def _show(args: argparse.Namespace) -> int:
             f"  {row['instant']}  {row['action']:<16} {row['state']:<10} "
             f"{row.get('operation') or '':<12} files={row.get('files', '-')}  {counts}".rstrip()
         )
+    return 0
+
+
+def _print_changes(table: Any, start: str, end: str | None, last: int) -> int:
+    """``show --changes``: the records the instants after ``start`` wrote (their latest
+    versions: ``Table.changes``), the ``last`` newest of them shown."""
+    order = ["_instant", *table.spec.record_key]
+    rows = table.changes(start, end).sort_by([(c, "ascending") for c in order]).to_pylist()
+    upto = end or table.latest_instant()
+    print(f"changes after {start} up to {upto}: {len(rows):,} record(s) (deletes not shown)")
+    fields = table.spec.schema.names
+    for r in rows[-last:]:
+        print(f"  {r['_instant']}  " + "  ".join(f"{f}={r[f]}" for f in fields))
     return 0
 
 
@@ -346,7 +361,15 @@ def parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="a table: properties, buckets, timeline")
     show.add_argument("table")
-    show.add_argument("--last", type=int, default=10, help="instants of the timeline to show")
+    show.add_argument(
+        "--last", type=int, default=10, help="instants of the timeline (or changes) to show"
+    )
+    show.add_argument(
+        "--changes",
+        metavar="START",
+        help="show instead the records the instants after START changed (an incremental read)",
+    )
+    show.add_argument("--end", help="with --changes: up to this instant (default: the latest)")
     show.set_defaults(func=_show)
 
     compact = sub.add_parser("compact", help="compact file slices (and the index, and clean)")

@@ -23,7 +23,7 @@ from dynbucket.format.buckets import regroup
 from dynbucket.format.file_group.context import TableRef
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table import services
+from dynbucket.format.table import changes, services
 from dynbucket.format.table.check import CheckReport, check
 from dynbucket.format.table.snapshot import Snapshot, read_ref
 from dynbucket.format.table.spec import (
@@ -217,6 +217,27 @@ class Table:
         merged), as Hudi's read-optimized queries read a merge-on-read table.
         """
         return self.snapshot(as_of).to_arrow(columns, meta_columns, read_optimized=read_optimized)
+
+    def changes(
+        self,
+        start: str,
+        end: str | None = None,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+    ) -> pa.Table:
+        """What the instants after ``start`` up to ``end`` (default: the latest) changed, as
+        Hudi's incremental query returns it: the latest version of each record they wrote,
+        with its commit time (``_instant``, Hudi's ``_hoodie_commit_time``). Deletes are
+        not reported. A downstream job keeps
+        the newest commit time it read and passes it as the next ``start``.
+
+        Raises:
+            ConfigError: ``start`` or ``end`` is not an instant time (yyyyMMddHHmmssSSS),
+                or the table keeps no meta fields.
+            InstantNotFoundError: ``end`` is not a completed instant, or was cleaned or
+                archived; ``start`` is older than the active timeline.
+        """
+        return changes.changes(self.store, self.spec, start, end, columns, meta_columns)
 
     def to_spark(
         self,

@@ -25,8 +25,8 @@ COMMIT_TIME = "_hoodie_commit_time"
 
 
 def hudi_read(uri: str, **options: str) -> pa.Table:
-    """A hudi-rs read of the table: ``as_of``, ``start`` (incremental after it) or
-    ``read_optimized="true"``."""
+    """A hudi-rs read of the table: ``as_of``, ``start`` (incremental after it, up to
+    ``end``) or ``read_optimized="true"``."""
     from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
     table = HudiTableBuilder.from_base_uri(uri).build()
@@ -37,6 +37,8 @@ def hudi_read(uri: str, **options: str) -> pa.Table:
         opts = opts.with_query_type(HudiQueryType.Incremental).with_start_timestamp(
             options["start"]
         )
+    if "end" in options:
+        opts = opts.with_end_timestamp(options["end"])
     if options.get("read_optimized"):
         opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
     batches = [b for b in table.read(opts) if b.num_rows]

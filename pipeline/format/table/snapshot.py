@@ -186,15 +186,18 @@ class Snapshot:
         meta_columns: bool = True,
         partitions: Sequence[str] | None = None,
         read_optimized: bool = False,
+        refs: Sequence[SliceRef] | None = None,
     ) -> pa.Table:
-        """The snapshot's live rows (all partitions, or ``partitions``).
+        """The snapshot's live rows (all partitions, or ``partitions``; or the slices
+        ``refs`` of it).
 
         Slices that are a base file alone are one multi-threaded dataset scan; slices with
         logs are merged in a thread pool. ``read_optimized``: the base files alone, as
         Hudi's read-optimized queries read a merge-on-read table (logs not merged).
         """
         try:
-            return self._to_arrow(columns, meta_columns, partitions, read_optimized)
+            chosen = list(refs) if refs is not None else self.slices(partitions)
+            return self._to_arrow(columns, meta_columns, chosen, read_optimized)
         except (FileNotFoundError, TableCorruptedError) as e:
             raise missing_file(self.store, self.instant, self.seen, e) from e
 
@@ -202,10 +205,9 @@ class Snapshot:
         self,
         columns: Sequence[str] | None,
         meta_columns: bool,
-        partitions: Sequence[str] | None,
+        refs: list[SliceRef],
         read_optimized: bool,
     ) -> pa.Table:
-        refs = self.slices(partitions)
         schema = self.output_schema(columns, meta_columns)
         if read_optimized:
             refs = [
