@@ -261,7 +261,8 @@ class Table:
     ) -> pa.Table:
         """Live rows of the given keys (key fields, plus partition fields when partitioned).
 
-        Each key is found through the record-level index, and only its file group is opened.
+        Each key is found through the record-level index, and of its file group only the
+        row groups of the base file that can hold it are read, and its logs.
         """
         return self.snapshot(as_of).lookup(keys, meta_columns)
 

@@ -10,6 +10,7 @@ the key fields when meta fields are not written): delete blocks name keys that w
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -49,6 +50,84 @@ def read_slice(
     base = read_base(store, spec, fslice.base, needed) if fslice.base is not None else None
     logs = read_deltas(store, spec, fslice.logs, needed)
     return merge_slice(spec, base, logs, out_cols)
+
+
+def read_slice_of_keys(
+    store: TableStore,
+    spec: TableSpec,
+    fslice: FileSlice,
+    keys: pa.Table,
+    columns: Sequence[str] | None = None,
+    meta: Sequence[str] = (COMMIT_TIME,),
+) -> pa.Table:
+    """The live rows of ``keys`` (rows of the key fields) in a file group: what
+    :func:`read_slice` returns of them (a key's merge depends on its own records alone),
+    reading of the base file only the row groups whose key statistics can hold one (base
+    files are sorted by key) and merging only the log records of those keys."""
+    wanted = list(columns) if columns is not None else spec.schema.names
+    out_cols = _unique([*wanted, *meta])
+    needed = merge_columns(spec, out_cols)
+    texts = record_keys(keys, spec.record_key)
+    base = None
+    if fslice.base is not None:
+        base = _base_rows_of(store, spec, fslice.base, needed, keys)
+        base = base.filter(pc.is_in(record_keys(base, spec.record_key), value_set=texts))
+    logs = [
+        d.filter(pc.is_in(d.column(KEY), value_set=texts))
+        for d in read_deltas(store, spec, fslice.logs, needed)
+    ]
+    if base is not None and not logs:
+        return spec.as_table_types(base.select(out_cols))
+    return merge_slice(spec, base, logs, out_cols)
+
+
+def _base_rows_of(
+    store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str], keys: pa.Table
+) -> pa.Table:
+    """``columns`` of the row groups of base file ``f`` that can hold one of ``keys`` (by
+    the statistics of a single key field; every row group when there are several)."""
+    in_file = in_files(spec, columns)
+    try:
+        source = f.path if store.is_local else store.fs.open_input_file(f.path)
+        parquet = pq.ParquetFile(source, memory_map=store.is_local)
+        groups = list(range(parquet.metadata.num_row_groups))
+        if len(spec.record_key) == 1 and len(groups) > 1:
+            groups = holding_row_groups(parquet.metadata, spec.record_key[0], keys.column(0))
+        table = parquet.read_row_groups(groups, columns=in_file)
+    except FileNotFoundError as e:
+        raise TableCorruptedError(
+            f"{f.path}: a data file of a completed instant is missing; restore it from a backup"
+        ) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TableCorruptedError(
+            f"{f.path}: unreadable data file ({e}); restore it from a backup"
+        ) from e
+    return fill_meta(spec, table, columns, f.instant, f.name)
+
+
+def holding_row_groups(
+    metadata: pq.FileMetaData, field: str, values: pa.Array | pa.ChunkedArray
+) -> list[int]:
+    """The row groups whose statistics of ``field`` (a string or integer column) can hold
+    one of ``values``; a row group without statistics can, and so can every row group when
+    the field is of another type."""
+    every = list(range(metadata.num_row_groups))
+    at = next((j for j in range(metadata.num_columns) if metadata.schema.column(j).path == field),
+              None)  # fmt: skip
+    kind = values.type
+    if at is None or not (pa.types.is_string(kind) or pa.types.is_integer(kind)):
+        return every
+    wanted = sorted(v for v in values.to_pylist() if v is not None)
+    out = []
+    for i in every:
+        stats = metadata.row_group(i).column(at).statistics
+        if stats is None or not stats.has_min_max:
+            out.append(i)
+            continue
+        first = bisect.bisect_left(wanted, stats.min)
+        if first < len(wanted) and wanted[first] <= stats.max:
+            out.append(i)
+    return out
 
 
 def merge_columns(spec: TableSpec, columns: Sequence[str]) -> list[str]:

@@ -32,6 +32,7 @@ from dynbucket.format.file_group.merge import (
     merge_slice,
     read_deltas,
     read_slice,
+    read_slice_of_keys,
 )
 from dynbucket.format.file_group.slices import DataFile, FileSlice, file_slices, parsed_data_files
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME
@@ -254,7 +255,8 @@ class Snapshot:
     def lookup(self, keys: pa.Table, meta_columns: bool = True) -> pa.Table:
         """Live rows of the given keys (key fields, plus partition fields when partitioned).
 
-        Each key is found through the record-level index, and only its file group is opened.
+        Each key is found through the record-level index, and of its file group only the
+        row groups of the base file that can hold it are read, and its logs.
         """
         wanted = prepare(self.spec, keys, deletes=True)
         try:
@@ -279,10 +281,8 @@ class Snapshot:
                 fslice = slices.get(bucket)
                 if fslice is None:
                     continue
-                rows = read_slice(self.store, spec, fslice, spec.schema.names)
-                rows = rows.join(
-                    mine.select(list(spec.record_key)), list(spec.record_key), join_type="left semi"
-                )
+                keys = mine.select(list(spec.record_key))
+                rows = read_slice_of_keys(self.store, spec, fslice, keys, spec.schema.names)
                 ref = SliceRef(partition, fslice)
                 out.append(decorate(spec, ref, rows, spec.schema.names, meta_columns))
         if not out:

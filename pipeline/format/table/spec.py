@@ -423,8 +423,8 @@ def load_table(store: TableStore) -> TableSpec:
                 f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}), "
                 f"not a dynbucket table (no {TABLE_FILE}); dynbucket does not adopt tables "
                 "Hudi wrote yet: read it with a Hudi reader (hudi-rs: "
-                "HudiTableBuilder.from_base_uri(uri).build().read()), or write its rows into "
-                "a new dynbucket table in another folder"
+                f"HudiTableBuilder.from_base_uri({store.uri!r}).build().read()), or write "
+                "its rows into a new dynbucket table in another folder"
             ) from e
         raise NotATableError(
             f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with Table.create"

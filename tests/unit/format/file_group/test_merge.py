@@ -1,12 +1,28 @@
-"""The merge rule on hand-made slices, including two different keys that share a hash."""
+"""The merge rule on hand-made slices, including two different keys that share a hash; the
+rows of some keys read alone (a lookup) equal to the whole slice merged."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dynbucket.base.columns import DELETE, UPSERT
-from dynbucket.format.file_group.merge import KEY, merge, ordering_keys
+from dynbucket.format.file_group.merge import (
+    KEY,
+    holding_row_groups,
+    merge,
+    ordering_keys,
+    read_slice,
+    read_slice_of_keys,
+)
+from dynbucket.format.table import compaction
+from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
 SPEC = TableSpec(SCHEMA, ("id",), ordering_field="ts")
@@ -88,3 +104,52 @@ def test_ordering_keys_order_floats_as_java_compares_them() -> None:
     assert with_null.null_count == 1 and with_null[2].as_py() < 0
     ints = pa.array([3, 1])
     assert ordering_keys(ints) is ints
+
+
+def test_row_groups_that_can_hold_keys_by_their_statistics(tmp_path: Path) -> None:
+    """Base files are sorted by key: a lookup reads the row groups whose key range holds
+    one of its keys (k00-k09 in group 0, k10-k19 in 1, ...)."""
+    ids = [f"k{i:02d}" for i in range(50)]
+    pq.write_table(pa.table({"id": ids, "n": list(range(50))}), tmp_path / "b.parquet",
+                   row_group_size=10)  # fmt: skip
+    meta = pq.ParquetFile(tmp_path / "b.parquet").metadata
+    assert holding_row_groups(meta, "id", pa.array(["k03", "k35", "k36", "zz"])) == [0, 3]
+    # "a" is before k00, "k095" after k09 and before k10: no group holds them.
+    assert holding_row_groups(meta, "id", pa.array(["a", "k095"])) == []
+    assert holding_row_groups(meta, "id", pa.array([], pa.string())) == []
+    assert holding_row_groups(meta, "n", pa.array([0, 49])) == [0, 4]
+    assert holding_row_groups(meta, "n", pa.array([1.5])) == [0, 1, 2, 3, 4]  # not str/int
+
+
+def test_the_rows_of_some_keys_are_the_slice_merged_then_filtered(tmp_path: Path) -> None:
+    """Upserts, stale updates, deletes, a merged log and a base of several row groups: the
+    rows of any set of keys are those of the whole slice merged."""
+    rng = np.random.default_rng(5)
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+    options = TableOptions(compaction_async=False, clean_automatic=False,
+                           archive_automatic=False, index_compaction_automatic=False)  # fmt: skip
+    t = Table.create(str(tmp_path / "t"), schema, "id", "day", "v", options=options)
+    keys = [f"k{i:03d}" for i in range(300)] + [f"c{i}" for i in range(20_000)]
+
+    def rows(ids: list[str], vs: list[int]) -> pa.Table:
+        return pa.table({"id": ids, "day": ["d"] * len(ids), "v": vs}, schema=schema)
+
+    t.upsert(rows(keys, [50] * len(keys)))
+    for w in range(8):
+        ids = sorted(set(rng.choice(keys[:300], 40).tolist()))
+        if w % 3 == 2:
+            t.delete(pa.table({"id": ids, "day": ["d"] * len(ids)}))
+        else:
+            t.upsert(rows(ids, rng.integers(0, 100, len(ids)).tolist()))
+        if w == 4:
+            merged = compaction.schedule_log(t.store, t.spec, 2)
+            assert merged is not None
+            compaction.run_log(t.store, t.spec, merged)
+    (ref,) = t.snapshot().slices()
+    assert ref.slice.logs and any(f.merges_from for f in ref.slice.logs)
+    whole = read_slice(t.store, t.spec, ref.slice)
+    for _ in range(5):
+        wanted = pa.table({"id": rng.choice(keys[:320] + ["nope"], 30).tolist()})
+        some = read_slice_of_keys(t.store, t.spec, ref.slice, wanted)
+        expected = whole.filter(pc.is_in(whole.column("id"), value_set=wanted.column("id")))
+        assert some.sort_by("id").equals(expected.sort_by("id"))

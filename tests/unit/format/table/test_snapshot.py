@@ -71,13 +71,13 @@ def test_lookup_opens_only_the_keys_file_groups(
         _rows(id=[f"k{i}" for i in range(10)], day=["d"] * 5 + ["e"] * 5, v=list(range(10)))
     )
     opened: list[int] = []
-    real = merge.read_slice
+    real = merge.read_slice_of_keys
 
     def counting(store, spec, fslice, *args, **kwargs):  # type: ignore[no-untyped-def]
         opened.append(fslice.bucket)
         return real(store, spec, fslice, *args, **kwargs)
 
-    monkeypatch.setattr("dynbucket.format.table.snapshot.read_slice", counting)
+    monkeypatch.setattr("dynbucket.format.table.snapshot.read_slice_of_keys", counting)
     found = table.lookup(pa.table({"id": ["k3", "k7", "zz"], "day": ["d", "e", "d"]}))
     assert _ids(found) == {"k3": 3, "k7": 7}
     assert len(opened) == 2  # one file group per found key, of the 8 the table has
