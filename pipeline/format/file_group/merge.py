@@ -11,7 +11,7 @@ the key fields when meta fields are not written): delete blocks name keys that w
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -86,22 +86,14 @@ def _base_rows_of(
 ) -> pa.Table:
     """``columns`` of the row groups of base file ``f`` that can hold one of ``keys`` (by
     the statistics of a single key field; every row group when there are several)."""
-    in_file = in_files(spec, columns)
-    try:
-        source = f.path if store.is_local else store.fs.open_input_file(f.path)
-        parquet = pq.ParquetFile(source, memory_map=store.is_local)
-        groups = list(range(parquet.metadata.num_row_groups))
-        if len(spec.record_key) == 1 and len(groups) > 1:
-            groups = holding_row_groups(parquet.metadata, spec.record_key[0], keys.column(0))
-        table = parquet.read_row_groups(groups, columns=in_file)
-    except FileNotFoundError as e:
-        raise TableCorruptedError(
-            f"{f.path}: a data file of a completed instant is missing; restore it from a backup"
-        ) from e
-    except (pa.ArrowInvalid, OSError) as e:
-        raise TableCorruptedError(
-            f"{f.path}: unreadable data file ({e}); restore it from a backup"
-        ) from e
+
+    def groups(metadata: pq.FileMetaData) -> list[int]:
+        every = list(range(metadata.num_row_groups))
+        if len(spec.record_key) != 1 or len(every) < 2:
+            return every
+        return holding_row_groups(metadata, spec.record_key[0], keys.column(0))
+
+    table = _read_parquet(store, f.path, in_files(spec, columns), groups)
     return fill_meta(spec, table, columns, f.instant, f.name)
 
 
@@ -410,8 +402,19 @@ def dedupe_batch(rows: pa.Table, spec: TableSpec, key_fields: Sequence[str]) -> 
     return rows.take(pa.array(_winners(spec, rows, key_fields))).drop_columns([*added, SEQ])
 
 
-def _read_parquet(store: TableStore, path: str, columns: list[str]) -> pa.Table:
+def _read_parquet(
+    store: TableStore,
+    path: str,
+    columns: list[str],
+    row_groups: Callable[[pq.FileMetaData], list[int]] | None = None,
+) -> pa.Table:
+    """``columns`` of a data file (of the row groups ``row_groups`` picks from its footer;
+    default all)."""
     try:
+        if row_groups is not None:
+            source = path if store.is_local else store.fs.open_input_file(path)
+            parquet = pq.ParquetFile(source, memory_map=store.is_local)
+            return parquet.read_row_groups(row_groups(parquet.metadata), columns=columns)
         # Local files are memory-mapped: decoding reads the page cache without a copy.
         if store.is_local:
             return pq.ParquetFile(path, memory_map=True).read(columns=columns)
