@@ -109,6 +109,7 @@ def _print_services(table: Any) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from dynbucket.format.hudi import versions
     from dynbucket.table import Table
 
     table = Table.open(args.table)
@@ -116,7 +117,8 @@ def _show(args: argparse.Namespace) -> int:
         return _print_changes(table, args.changes, args.end, args.last)
     spec = table.spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
-    print(f"hudi       {spec.name} ({spec.options.table_type}, table version 6)")
+    version = versions.WRITTEN_VERSION
+    print(f"hudi       {spec.name} ({spec.options.table_type}, table version {version})")
     print(
         f"key        {', '.join(spec.record_key)}\npartitions {', '.join(spec.partition_by) or '-'}"
     )

@@ -16,8 +16,11 @@ from collections.abc import Mapping
 
 TABLE_VERSION = "hoodie.table.version"
 TIMELINE_LAYOUT = "hoodie.timeline.layout.version"
+#: The table version and timeline layout dynbucket writes (``hoodie.properties``).
+WRITTEN_VERSION = "6"
+WRITTEN_LAYOUT = "1"
 #: (table version, timeline layout) this dynbucket reads and writes.
-SUPPORTED = frozenset({("6", "1")})
+SUPPORTED = frozenset({(WRITTEN_VERSION, WRITTEN_LAYOUT)})
 #: Where timeline layout 2 (table versions 8 and later) keeps the active timeline,
 #: relative to the table's root (``hoodie.timeline.path``, Hudi's default).
 LAYOUT_2_TIMELINE = ".hoodie/timeline"

@@ -52,7 +52,6 @@ from dynbucket.format.table.paths import (
 
 _T = TypeVar("_T")
 FORMAT_VERSION = 2
-HUDI_TABLE_VERSION = 6
 DATABASE = "default"
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 #: Avro's rule for names, which Hudi's schemas (and so every field of a Hudi table) follow.
@@ -226,8 +225,8 @@ class TableSpec:
             "hoodie.table.name": self.name,
             "hoodie.database.name": DATABASE,
             "hoodie.table.checksum": str(zlib.crc32(f"{DATABASE}.{self.name}".encode())),
-            "hoodie.table.version": str(HUDI_TABLE_VERSION),
-            "hoodie.timeline.layout.version": "1",
+            versions.TABLE_VERSION: versions.WRITTEN_VERSION,
+            versions.TIMELINE_LAYOUT: versions.WRITTEN_LAYOUT,
             "hoodie.table.timeline.timezone": "UTC",
             "hoodie.archivelog.folder": "archived",
             "hoodie.table.base.file.format": "PARQUET",
