@@ -1,9 +1,10 @@
-# The two commands of the README. Both create .venv and install dynbucket into it first;
+# The two commands of the README. Both create .venv and install dynbucket into it first
+# (the exact versions of constraints.txt, within pyproject.toml's ranges);
 # the tests also create .venv-readers: third-party Hudi readers that need a pyarrow older
 # than the project's (daft), run by the tests in a subprocess.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 READERS := .venv-readers
 READERS_PINS := daft==0.7.26 sortedcontainers==2.4.0
 READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | cut -d' ' -f1)
@@ -20,7 +21,7 @@ test: $(STAMP) $(READERS_STAMP)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/pip install -q ruff mypy
+	$(VENV)/bin/pip install -q -c constraints.txt ruff mypy
 	$(VENV)/bin/ruff check actors pipeline tests
 	$(VENV)/bin/ruff format --check actors pipeline tests
 	$(VENV)/bin/python scripts/typecheck
@@ -30,7 +31,7 @@ $(STAMP):
 	$(PYTHON) scripts/check-python.py
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

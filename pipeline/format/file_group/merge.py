@@ -418,7 +418,7 @@ def _read_parquet(
         # Local files are memory-mapped: decoding reads the page cache without a copy.
         if store.is_local:
             return pq.ParquetFile(path, memory_map=True).read(columns=columns)
-        return pq.read_table(path, columns=columns, filesystem=store.fs)
+        return pq.read_table(path, columns=columns, filesystem=store.fs, partitioning=None)
     except FileNotFoundError as e:
         raise TableCorruptedError(
             f"{path}: a data file of a completed instant is missing; restore it from a backup"

@@ -132,7 +132,9 @@ class RecordLevelIndex:
         """Writes the entries of ``deltas`` (a run of the partition's newest, oldest first)
         as one merged delta of ``instant`` (``files.merged_delta_name``): entries never
         change, so merging them is their union, whatever else the partition holds."""
-        tables = [pq.read_table(f.path, filesystem=self.store.fs) for f in deltas]
+        tables = [
+            pq.read_table(f.path, filesystem=self.store.fs, partitioning=None) for f in deltas
+        ]
         merged = pa.concat_tables([t.cast(self.schema) for t in tables])
         slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs))[0]
         tag = merged_delta_tag(deltas[0].instant)
@@ -158,7 +160,10 @@ class RecordLevelIndex:
         files = ([base] if base else []) + deltas
         if not files:
             return self.schema.empty_table().select(cols)
-        tables = [pq.read_table(f.path, columns=cols, filesystem=self.store.fs) for f in files]
+        tables = [
+            pq.read_table(f.path, columns=cols, filesystem=self.store.fs, partitioning=None)
+            for f in files
+        ]
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def slot_slice(
