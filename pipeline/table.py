@@ -280,9 +280,10 @@ class Table:
     def upsert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
         """Inserts new keys and updates known ones, as one instant.
 
-        A pyarrow Table is written in this process; a Spark DataFrame by Spark tasks and the
-        assigner actors (``assigner_slots`` of them; default: the table's, else Spark's
-        default parallelism).
+        A pyarrow Table is written in this process (by ``assigner_slots`` slots, each row
+        going to the slot Spark would route it to; default one); a Spark DataFrame by Spark
+        tasks and the assigner actors (``assigner_slots`` of them; default: the table's, else
+        Spark's default parallelism).
         """
         return self._write(data, "upsert", assigner_slots)
 
@@ -353,7 +354,7 @@ class Table:
 
     def _write(self, data: Any, operation: str, slots: int | None) -> WriteResult:
         if isinstance(data, pa.Table):
-            result = self._writer().write(data, operation)
+            result = self._writer().write(data, operation, 1 if slots is None else slots)
         elif hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
             result = self._spark_writer().write(data, operation, slots or self.assigner_slots)
         else:
@@ -407,13 +408,23 @@ class Table:
 
     # --- services ------------------------------------------------------------------------
 
-    def compact(self, partitions: Sequence[str] | None = None) -> services.ServiceResult:
+    def compact(
+        self,
+        partitions: Sequence[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> services.ServiceResult:
         """Compacts every file slice with log files (of ``partitions``; default all), now
         (first finishing any compaction left pending). A large compaction's file groups
         run as parallel tasks: Ray tasks when the table has a cluster, else processes of
-        this machine."""
+        this machine.
+
+        Args:
+            partitions: the partitions to compact (default: all).
+            progress: told ``(file groups written, file groups planned)`` as the
+                compaction goes, from any thread (``dynbucket.console.Progress`` prints it).
+        """
         on_ray = self.runtime is not None or self._spark is not None
-        return compact_spread(TableRef.of(self.store, self.spec), on_ray, partitions)
+        return compact_spread(TableRef.of(self.store, self.spec), on_ray, partitions, progress)
 
     def rescale(
         self, multiple: float, partitions: Sequence[str] | None = None, allow_shuffle: bool = False

@@ -1,9 +1,12 @@
 """Writes of Arrow data in this process, without Spark or Ray.
 
-The slot actor's own plain class (one slot, here, in process), the same record checks,
-instant skeleton and file-group writer as the Spark path: for small writes, scripts and
-tests. Its caches live as long as the writer and are emptied when another writer committed
-in between (``caches.CacheMatch``, the Spark writer's rule too).
+The slot actor's own plain class (one slot by default; ``slots`` of them when a write asks,
+each row going to slot ``pmod(key hash, slots)`` as Spark routes it, so that a write gives
+the buckets a Spark write with as many slots gives), the same record checks, instant
+skeleton and file-group writer as the Spark path: for small writes, scripts, ``dynbucket
+ingest`` of small inputs and tests. Its caches live as long as the writer and are emptied
+when another writer committed in between (``caches.CacheMatch``, the Spark writer's rule
+too); a new slot count starts new slots (each bootstraps from the index).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import os
 import pyarrow as pa
 
 from dynbucket.actors.actor import AssignerActor
-from dynbucket.base.columns import BUCKET, IS_NEW
+from dynbucket.actors.assigner import BucketAssigner
+from dynbucket.base.columns import BUCKET, HASH, IS_NEW
+from dynbucket.base.errors import ConfigError
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
@@ -36,14 +41,17 @@ class LocalWriter:
         self.store = store
         self.spec = spec
         self.table = TableRef.of(store, spec)
-        self._slot: AssignerActor | None = None
+        self._slots: list[AssignerActor] = []
         self.caches = CacheMatch()
 
-    def write(self, data: pa.Table, operation: str | Operation) -> WriteResult:
-        """One instant: ``upsert`` / ``insert`` rows, or ``delete`` keys.
+    def write(self, data: pa.Table, operation: str | Operation, slots: int = 1) -> WriteResult:
+        """One instant: ``upsert`` / ``insert`` rows, or ``delete`` keys, through ``slots``
+        assigner slots.
 
         Bad input raises before anything is written; a failure later rolls the instant back.
         """
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
         op = Operation.of(operation)
         laps = Laps()
         rows = prepare(self.spec, data, deletes=op.deletes)
@@ -60,13 +68,16 @@ class LocalWriter:
                     schema=_tagged_schema(rows.schema),
                 )
             else:
-                slot = self._slot_for(w.last_write)
-                w.open(slot.core)
+                fleet = self._slots_for(w.last_write, slots)
+                w.open(_Cores([slot.core for slot in fleet]))
                 # The slot actor's own plain class tags the rows: the same code as in Ray.
-                tagged = getattr(slot, op.assigner_call)(w.checkpoint, rows)
+                tagged = [
+                    getattr(fleet[i], op.assigner_call)(w.checkpoint, part)
+                    for i, part in _by_slot(rows, len(fleet))
+                ]
+                rows = pa.Table.from_batches(tagged)
                 if op.refuses_known:
-                    refuse_known(tagged, self.spec.record_key)
-                rows = pa.Table.from_batches([tagged])
+                    refuse_known(rows, self.spec.record_key)
             laps.lap("assign")
             ctx = WriteContext(self.table, w.id, w.visible, op)
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
@@ -76,17 +87,49 @@ class LocalWriter:
         self.caches.committed(result.instant)
         return result
 
-    def _slot_for(self, last_write: str | None) -> AssignerActor:
-        """The in-process slot (one slot, in process), its caches emptied when another
-        writer committed since this writer's last write (``CacheMatch``)."""
-        if self._slot is None:
+    def _slots_for(self, last_write: str | None, slots: int) -> list[AssignerActor]:
+        """The in-process slots (new ones for a new count), their caches emptied when
+        another writer committed since this writer's last write (``CacheMatch``)."""
+        if len(self._slots) != slots:
             source = functools.partial(RLIIndexSource, self.table)
-            self._slot = AssignerActor(0, 1, self.spec.dynamic_options, source)
+            opts = self.spec.dynamic_options
+            self._slots = [AssignerActor(i, slots, opts, source) for i in range(slots)]
             self.caches.emptied(last_write)
         elif not self.caches.holds(last_write):
-            self._slot.reset()
+            for slot in self._slots:
+                slot.reset()
             self.caches.emptied(last_write)
-        return self._slot
+        return self._slots
+
+
+class _Cores:
+    """The checkpoint flow of several in-process slots, as one (``instant.Assigners``)."""
+
+    def __init__(self, cores: list[BucketAssigner]) -> None:
+        self.cores = cores
+
+    def begin(self, checkpoint: int, latest_successful: int) -> None:
+        for core in self.cores:
+            core.begin(checkpoint, latest_successful)
+
+    def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
+        return [p for core in self.cores for p in core.snapshot(checkpoint, latest_successful)]
+
+    def abort(self, checkpoint: int) -> int:
+        return sum(core.abort(checkpoint) for core in self.cores)
+
+    def buckets_created(self) -> int:
+        return sum(core.buckets_created() for core in self.cores)
+
+
+def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:
+    """The rows of each slot that has any: slot ``pmod(key hash, slots)``, Spark's routing
+    (``routing.py``), each slot's rows in their order."""
+    if slots == 1:
+        return [(0, rows)]
+    slot_of = rows.column(HASH).to_numpy() % slots  # numpy's % of a positive divisor: pmod
+    parts = [(i, rows.filter(pa.array(slot_of == i))) for i in range(slots)]
+    return [(i, part) for i, part in parts if part.num_rows] or [(0, rows)]
 
 
 def _tagged_schema(schema: pa.Schema) -> pa.Schema:
