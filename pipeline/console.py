@@ -5,6 +5,9 @@ processes they start (which inherit them): start-up chatter, ``WARN`` lines, Jav
 traces of failed tasks. While :func:`quiet` is active, both descriptors point at a log file;
 ``sys.stdout`` (dynbucket's own output) and the stream returned for messages still reach
 the terminal. Python's ``sys.stderr`` (warnings, library loggers) goes to the log.
+
+:class:`Progress` is the one progress report of long commands (``compact``, ``ingest`` of
+many files): a line redrawn in place on a terminal, sparse lines elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import datetime as dt
 import io
 import os
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -60,3 +65,70 @@ def quiet(path: Path, restore: bool = True) -> Iterator[TextIO]:
                 terminal_err.close()
             else:  # the log's descriptor (the log may be gone: an empty one is removed)
                 sys.stdout = sys.stderr = os.fdopen(os.dup(1), "w", buffering=1, errors="replace")
+
+
+class Progress:
+    """A long command's progress, reported as ``(done, total)`` from any thread: on a
+    terminal one line redrawn in place; on a pipe or a file a line at most every ``every``
+    seconds (a short command prints nothing) and, if one was printed, a last one.
+
+    Args:
+        label: what is being done ("compaction").
+        unit: what is counted ("file groups").
+        out: where to write (default: standard error).
+        every: seconds between lines on a pipe or a file.
+        clock: the time source (tests give their own).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        unit: str,
+        out: TextIO | None = None,
+        every: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label, self.unit, self.every, self.clock = label, unit, every, clock
+        self.out = out if out is not None else sys.stderr
+        self.tty = bool(getattr(self.out, "isatty", lambda: False)())
+        self.start = self.last = clock()
+        self.shown: tuple[int, int] | None = None
+        self.done, self.total = 0, 0
+        self._lock = threading.Lock()
+
+    def __call__(self, done: int, total: int) -> None:
+        with self._lock:
+            self.done, self.total = done, total
+            now = self.clock()
+            if self.tty or now - self.last >= self.every:
+                self._show(now)
+
+    def _show(self, now: float) -> None:
+        pct = f" ({100 * self.done // self.total}%)" if self.total else ""
+        line = (
+            f"{self.label}: {self.done:,}/{self.total:,} {self.unit}{pct}, {now - self.start:.0f} s"
+        )
+        if self.tty:
+            self.out.write("\r" + line + "\x1b[K")
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+        self.last, self.shown = now, (self.done, self.total)
+
+    def close(self) -> None:
+        """Ends the report: the last figures, if a line was shown and they changed (and a
+        new line on a terminal)."""
+        with self._lock:
+            if self.shown is None:
+                return
+            if self.shown != (self.done, self.total):
+                self._show(self.clock())
+            if self.tty:
+                self.out.write("\n")
+                self.out.flush()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -31,7 +31,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -148,19 +148,39 @@ def execute_share(table: TableRef, instant: str, groups: list[Group]) -> list[Wr
 
 
 def compact_spread(
-    table: TableRef, on_ray: bool, partitions: Sequence[str] | None = None
+    table: TableRef,
+    on_ray: bool,
+    partitions: Sequence[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ServiceResult:
     """``Table.compact``: every slice with logs compacted now, its groups spread over tasks
     (Ray tasks with a cluster, else the service processes) when they are many and large;
     a small compaction runs here, in threads (starting processes would cost more). A
-    compaction an earlier process left pending is executed first, the same way."""
+    compaction an earlier process left pending is executed first, the same way.
+    ``progress`` is told (groups done, groups planned) as groups are written."""
     store, spec = table.store, table.spec
     for left in compaction.pending(Timeline(store, spec.options.merge_on_read)):
-        _execute_spread(table, left.id, on_ray)
+        _execute_spread(table, left.id, on_ray, progress)
     instant = compaction.schedule(store, spec, 1, partitions)
     if instant is None:
         return ServiceResult("compaction", None)
-    return _execute_spread(table, instant, on_ray)
+    return _execute_spread(table, instant, on_ray, progress)
+
+
+class _Count:
+    """Groups done of a compaction, told to a ``progress(done, total)`` (any thread)."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None) -> None:
+        self.total, self.progress, self.done = total, progress, 0
+        self._lock = threading.Lock()
+        self(0)
+
+    def __call__(self, groups: int) -> None:
+        if self.progress is None:
+            return
+        with self._lock:
+            self.done += groups
+            self.progress(self.done, self.total)
 
 
 #: Bytes a service beside the writes reads from which it runs in a service process.
@@ -169,7 +189,12 @@ HEAVY_BYTES = 16 * 1024 * 1024
 SPREAD_BYTES = 128 * 1024 * 1024
 
 
-def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResult:
+def _execute_spread(
+    table: TableRef,
+    instant: str,
+    on_ray: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> ServiceResult:
     """1. The plan's groups and their slices' sizes; 2. shares balanced by size (largest
     first onto the lightest share), one per CPU; 3. the shares as tasks, or in threads
     here when small; 4. the finish, here (a moment under the lease)."""
@@ -178,8 +203,9 @@ def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResul
     found = next(i for i in compaction.pending(timeline) if i.id == instant)
     groups = compaction_groups(timeline, found)
     sizes = compaction.planned_sizes(store, groups)
+    count = _Count(len(groups), progress)
     if (not on_ray and sum(sizes) < SPREAD_BYTES) or len(groups) < 2:  # 3. small
-        written = compaction.execute_groups(store, spec, instant, groups, threads=4)
+        written = compaction.execute_groups(store, spec, instant, groups, 4, count)
         return compaction.finish(store, spec, instant, written)
     if on_ray:
         import ray
@@ -194,9 +220,19 @@ def _execute_spread(table: TableRef, instant: str, on_ray: bool) -> ServiceResul
     if on_ray:
         # No CPU reserved, as for the services beside the writes (Spark may hold them all).
         task = ray.remote(num_cpus=0, max_retries=0)(execute_share)
-        parts = ray.get([task.remote(table, instant, share) for share in shares])
+        refs = {task.remote(table, instant, share): len(share) for share in shares}
+        left = list(refs)
+        while left:
+            ready, left = ray.wait(left, num_returns=1)
+            count(refs[ready[0]])
+        parts = ray.get(list(refs))
     else:
-        jobs = [submit_service(execute_share, table, instant, share) for share in shares]
+        jobs = {
+            submit_service(execute_share, table, instant, share): len(share) for share in shares
+        }
+        for job in as_completed(jobs):
+            job.result()
+            count(jobs[job])
         parts = [job.result() for job in jobs]
     written = [f for part in parts for f in part]
     return compaction.finish(store, spec, instant, written)  # 4.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
+
+from dynbucket.console import Progress
 
 SCRIPT = r"""
 import os, sys
@@ -30,3 +33,41 @@ def test_output_after_a_command_ends_stays_in_the_log(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("ours\n", "ours too\n")
     assert log.read_text().splitlines() == ["a child's chatter", "late out", "late err"]
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_progress_redraws_one_line_on_a_terminal() -> None:
+    out, now = _Stream(tty=True), [0.0]
+    with Progress("compaction", "file groups", out, clock=lambda: now[0]) as progress:
+        progress(0, 4)
+        now[0] = 3.0
+        progress(3, 4)
+    assert out.getvalue() == (
+        "\rcompaction: 0/4 file groups (0%), 0 s\x1b[K"
+        "\rcompaction: 3/4 file groups (75%), 3 s\x1b[K\n"
+    )
+
+
+def test_progress_elsewhere_is_a_line_every_so_often_and_none_for_a_short_command() -> None:
+    out, now = _Stream(tty=False), [0.0]
+    with Progress("reading", "files", out, every=10, clock=lambda: now[0]) as progress:
+        for done in range(1, 5):
+            progress(done, 4)  # all within a second: nothing to say
+    assert out.getvalue() == ""
+    with Progress("reading", "files", out, every=10, clock=lambda: now[0]) as progress:
+        for done in range(1, 31):
+            now[0] += 1
+            progress(done, 30)
+    assert out.getvalue().splitlines() == [
+        "reading: 10/30 files (33%), 10 s",
+        "reading: 20/30 files (66%), 20 s",
+        "reading: 30/30 files (100%), 30 s",
+    ]

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -264,10 +264,16 @@ def planned_sizes(store: TableStore, groups: Sequence[Group]) -> list[int]:
 
 
 def execute_groups(
-    store: TableStore, spec: TableSpec, instant: str, groups: Sequence[Group], threads: int = 1
+    store: TableStore,
+    spec: TableSpec,
+    instant: str,
+    groups: Sequence[Group],
+    threads: int = 1,
+    done: Callable[[int], None] | None = None,
 ) -> list[WrittenFile]:
     """Writes the base file of ``instant`` of each planned group (a share of a plan: any
-    process may run any share; the files are the same whoever writes them)."""
+    process may run any share; the files are the same whoever writes them); ``done`` is
+    told each group written (from the pool's threads)."""
     visible = Timeline(store, spec.options.merge_on_read).visible()
     listed = {p: data_files(store, p) for p in dict.fromkeys(g[0] for g in groups)}
 
@@ -291,8 +297,14 @@ def execute_groups(
             prev_commit=fslice.base_instant,
         )
 
+    def reported(group: Group) -> WrittenFile:
+        written = one(group)
+        if done is not None:
+            done(1)
+        return written
+
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        return list(pool.map(one, groups))
+        return list(pool.map(reported, groups))
 
 
 def finish(

@@ -88,7 +88,10 @@ def test_a_compaction_left_pending_is_executed_by_the_next_run(tmp_path: Path) -
     assert [f.kind for f in compaction.execute(t.store, t.spec, scheduled)] == ["base"]
     assert _live(t) == {"a": 2, "b": 1}  # its base file is not visible: not completed
     t.upsert(_rows(["b"], 3))
-    result = t.compact()  # runs the pending one first, then compacts what is left
+    told: list[tuple[int, int]] = []
+    result = t.compact(progress=lambda done, total: told.append((done, total)))
+    # It ran the pending one first (one group), then compacted what was left (one group).
+    assert told == [(0, 1), (1, 1), (0, 1), (1, 1)]
     assert Timeline(t.store, True).pending() == []
     assert scheduled in [i.id for i in Timeline(t.store, True).completed("compaction")]
     assert result.instant is not None and result.instant > scheduled
