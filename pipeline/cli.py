@@ -23,10 +23,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from dynbucket import ingest
+    from dynbucket import ingest, ingest_local
     from dynbucket.base.errors import DynBucketError
+    from dynbucket.console import Progress
     from dynbucket.options import TableOptions
-    from dynbucket.runtime import Runtime
+    from dynbucket.runtime import Runtime, spark_parallelism
     from dynbucket.table import Table
 
     # Everything that can be checked before Ray and Spark start is checked first.
@@ -38,6 +39,40 @@ def _ingest(args: argparse.Namespace) -> int:
         args.table_type,
     )
     spec = ingest.table_definition(args.table, given)
+    files = ingest_local.input_files(args.files)
+    size = ingest_local.input_bytes(files)
+    where = f"{len(files)} file(s), {size / 2**20:,.1f} MB"
+    if size < args.local_max_mb * 2**20:
+        try:
+            with Progress("reading", "files", args.terminal) as progress:
+                data = ingest_local.read(
+                    files, fmt, args.schema, spec.schema if spec else None, progress
+                )
+        except ingest_local.NeedsSpark as e:
+            where += f"; {e}"
+        else:
+            print(f"ingest: in this process ({where}, under --local-max-mb {args.local_max_mb})")
+            if spec is None:
+                ingest.refuse_text_ordering(
+                    ingest_local.spark_type_names(data.schema), args.ordering, fmt, args.schema
+                )
+                table = Table.create(
+                    args.table,
+                    data.schema,
+                    list(args.key),
+                    args.partition_by or (),
+                    args.ordering,
+                    options=TableOptions(table_type=args.table_type or "MERGE_ON_READ"),
+                )
+            else:
+                table = Table.open(args.table)
+            with table:
+                # As many slots as the Spark path's writes: the same buckets as it gives.
+                print(getattr(table, args.operation)(data, spark_parallelism()))
+            return 0
+    else:
+        where += f", at or over --local-max-mb {args.local_max_mb}"
+    print(f"ingest: Spark on Ray ({where})", flush=True)
     with Runtime() as rt:
         try:
             df = ingest.read(rt.spark, args.files, fmt, args.schema, spec)
@@ -160,10 +195,13 @@ def _print_changes(table: Any, start: str, end: str | None, last: int) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
+    from dynbucket.console import Progress
     from dynbucket.table import Table
 
     table = Table.open(args.table)
-    print(table.compact())
+    with Progress("compaction", "file groups", args.terminal) as progress:
+        result = table.compact(progress=progress)
+    print(result)
     if args.index:
         print(table.compact_index())
     if args.clean:
@@ -332,6 +370,8 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--png", default=None, help="where to save the PNG ('' for none)")
     demo.set_defaults(func=_demo)
 
+    from dynbucket.ingest_local import LOCAL_MAX_MB
+
     ingest = sub.add_parser(
         "ingest", help="write Parquet / CSV / JSON files into a table", parents=[loud]
     )
@@ -358,6 +398,13 @@ def parser() -> argparse.ArgumentParser:
         choices=["MERGE_ON_READ", "COPY_ON_WRITE"],
         default=None,
         help="Hudi table type of a new table (default MERGE_ON_READ)",
+    )
+    ingest.add_argument(
+        "--local-max-mb",
+        type=float,
+        default=LOCAL_MAX_MB,
+        help="inputs smaller than this are read with pyarrow and written in this process, "
+        f"without Ray and Spark (default {LOCAL_MAX_MB}; 0: always Spark)",
     )
     ingest.set_defaults(func=_ingest)
 
@@ -573,6 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, errors: TextIO) -> int:
     from dynbucket.base.errors import DynBucketError
 
+    args.terminal = errors  # progress reports go where dynbucket's messages go
     try:
         return int(args.func(args))
     except DynBucketError as e:

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
@@ -155,16 +155,27 @@ def read(
 def check_new_ordering(df: DataFrame, ordering: str | None, fmt: str, schema: str | None) -> None:
     """3. A new table's ordering field that CSV left as text is refused (``--schema`` may
     still say it is text)."""
-    from pyspark.sql.types import StringType
+    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    refuse_text_ordering(columns, ordering, fmt, schema)
 
+
+def refuse_text_ordering(
+    columns: Sequence[tuple[str, str]], ordering: str | None, fmt: str, schema: str | None
+) -> None:
+    """A new table's ordering field read from CSV as text (``columns``: each column's name
+    and Spark type) is refused, unless ``--schema`` said so.
+
+    Raises:
+        ConfigError: naming the column and the ``--schema`` that reads it as a number.
+    """
     if ordering is None or fmt != "csv" or schema is not None:
         return
-    fields = {f.name: f.dataType for f in df.schema.fields}
-    if isinstance(fields.get(ordering), StringType):
+    if dict(columns).get(ordering) == "string":
+        ddl = ", ".join(f"{n} {'bigint' if n == ordering else t}" for n, t in columns)
         raise ConfigError(
             f"--ordering {ordering}: the CSV column {ordering!r} was read as text, which "
             "orders '10' before '9'; give the columns' types with --schema (e.g. "
-            f"--schema '{_ddl(df, ordering)}'), or order by a column of numbers or times"
+            f"--schema '{ddl}'), or order by a column of numbers or times"
         )
 
 
@@ -193,14 +204,6 @@ _READ_FAILURES = (
     "unable to infer",
     "parseexception",
 )
-
-
-def _ddl(df: Any, ordering: str) -> str:
-    parts = [
-        f"{f.name} {'bigint' if f.name == ordering else f.dataType.simpleString()}"
-        for f in df.schema.fields
-    ]
-    return ", ".join(parts)
 
 
 def _resolve(name: str) -> tuple[pafs.FileSystem, str]:

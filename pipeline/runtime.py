@@ -428,6 +428,19 @@ def _master_on_head() -> dict[str, str]:
     return {f"{_MASTER_RESOURCE}CPU": "0", f"{_MASTER_RESOURCE}node:__internal_head__": "0.001"}
 
 
+def spark_parallelism(config: RuntimeConfig | None = None) -> int:
+    """Spark's default parallelism that a ``Runtime(config)`` would have (the assigner
+    slots its writes use by default), known without starting it: executors times their
+    cores (an embedded Ray's share of the machine's cores; 2 each on a cluster joined)."""
+    cfg = config or RuntimeConfig()
+    if cfg.address or os.environ.get("RAY_ADDRESS"):
+        return cfg.executors * (cfg.executor_cores or 2)
+    ray_cpus = cfg.num_cpus or 2 * _machine_cores()
+    return cfg.executors * (
+        cfg.executor_cores or max(1, min(_machine_cores(), ray_cpus) // cfg.executors)
+    )
+
+
 def _machine_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
 

@@ -82,13 +82,18 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
             "day",
             "--ordering",
             "ts",
+            "--local-max-mb",
+            "0",
         ],
         env,
     )
     assert created.returncode == 0, created.stderr[-3000:]
+    assert created.stdout.startswith("ingest: Spark on Ray (1 file(s), 0.0 MB, at or over")
     assert "keys_inserted=40" in created.stdout
+    # A small input is written in this process, into the table the Spark path created.
     updated = run([dynbucket, "ingest", table, str(day2), "--format", "csv"], env)
     assert updated.returncode == 0, updated.stderr[-3000:]
+    assert updated.stdout.startswith("ingest: in this process (1 file(s), 0.0 MB, under")
     assert "keys_inserted=1" in updated.stdout and "keys_updated=1" in updated.stdout
     assert "keys_stale=1" in updated.stdout  # k2 came with an older ts: it loses
     assert wait_until_gone(marker) == []  # each ingest stopped its Ray and Spark
@@ -96,6 +101,9 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     live = {r["id"]: r["v"] for r in Table.open(table).to_arrow().to_pylist()}
     assert (len(live), live["k1"], live["k2"], live["k40"]) == (41, 100, 2, 40)  # k2: older ts
 
+    # show, check, compact and rollback start neither Spark (no Java here) nor Ray (no
+    # cluster at that address): each would fail if it tried.
+    env = {**env, "JAVA_HOME": str(tmp_path / "no-java"), "RAY_ADDRESS": "127.0.0.1:9"}
     compacted = run([dynbucket, "compact", table, "--index", "--clean"], env)
     assert compacted.returncode == 0, compacted.stderr[-3000:]
     shown = run([dynbucket, "show", table], env)
@@ -108,6 +116,8 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     assert "log compaction    logs under 0.2 of the base: last never" in services
     assert "archival          beyond 30 instants, down to 20: 0 archived" in services
     assert "inserted=1 updated=1 stale=1" in shown.stdout  # the second ingest's keys
+    checked = run([dynbucket, "check", table], env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]
     rolled = run([dynbucket, "rollback", table], env)
     assert rolled.returncode == 0 and "rolled back 0 pending instant(s)" in rolled.stdout
     assert {r["id"]: r["v"] for r in Table.open(table).to_arrow().to_pylist()} == live
@@ -170,12 +180,24 @@ def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path
     (tmp_path / "bad.csv").write_text("id,ts\na,1\nb,two\n")
     (tmp_path / "text.csv").write_text("id,ts\na,ten\nb,nine\n")
     env, marker = marked_env()
-    bad = run([tool("dynbucket"), "ingest", table, str(tmp_path / "bad.csv")], env)
+    bad = run(
+        [tool("dynbucket"), "ingest", table, str(tmp_path / "bad.csv"), "--local-max-mb", "0"],
+        env,
+    )
     assert bad.returncode == 2
     first, second = bad.stderr.splitlines()  # our one line, and where the logs went
     assert "InvalidInputError: could not read" in first and "Malformed" in first
     assert "\tat org.apache.spark" in _log_named(second).read_text(errors="replace")
-    assert foreign(bad.stdout + bad.stderr) == [] and bad.stdout == ""
+    assert foreign(bad.stdout + bad.stderr) == []
+    assert bad.stdout.startswith("ingest: Spark on Ray") and len(bad.stdout.splitlines()) == 1
+    # In process, the same refusal in one line, before anything is written.
+    local = run([tool("dynbucket"), "ingest", table, str(tmp_path / "bad.csv")], env)
+    assert local.returncode == 2 and local.stdout == ""
+    assert re.fullmatch(
+        r"dynbucket ingest: InvalidInputError: could not read .*bad.csv as csv: .*'two'; "
+        r"check the files, --format and --schema\n",
+        local.stderr,
+    ), local.stderr
     assert Table.open(table).history() == []
     new = run(
         [

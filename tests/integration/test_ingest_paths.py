@@ -1,0 +1,122 @@
+"""``ingest``'s two paths agree: what pyarrow reads in process (small inputs) is what Spark
+reads, column types and rows, and the in-process writer with as many slots as Spark's
+gives the same buckets, so a table created from a small file is the table the Spark path
+creates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dynbucket import ingest, ingest_local
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.options import DynamicBucketIndex
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+
+
+def _plain(t: pa.Table) -> list[dict[str, Any]]:
+    """Rows with times as microseconds since the epoch (Spark's Arrow carries the session
+    zone, pyarrow's UTC: the instants are what must agree)."""
+    cols = {
+        f.name: pc.cast(t.column(f.name), pa.int64())
+        if pa.types.is_timestamp(f.type)
+        else t.column(f.name)
+        for f in t.schema
+    }
+    return pa.table(cols).to_pylist()
+
+
+def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    (tmp_path / "a.csv").write_text(
+        "id,small,big,num,flag,text,empty,quoted\n"
+        'k1,1,5000000000,1.5,true,hi,,""\n'
+        'k2,-3,1,2,FALSE,"a,b",,x\n'
+        "k3,,2,-0.25,false,,,y\n"
+    )
+    (tmp_path / "b.csv").write_text("id,small,big,num,flag,text,empty,quoted\nk4,4,3,7,true,z,,q\n")
+    (tmp_path / "a.json").write_text(
+        '{"z": 1, "at": "2024-01-01T00:00:00", "m": 1.5, "b": true, "s": "x"}\n'
+        '{"z": 2, "at": "x", "m": 2, "b": false}\n'
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(["k1", "k2"], pa.large_string()),
+                "t": pa.array([1_000_000, 2_000_000], pa.timestamp("ns", tz="Europe/Paris")),
+                "d": pa.array([1, 2], pa.decimal128(10, 2)),
+                "n": pa.array([1, None], pa.int32()),
+            }
+        ),
+        tmp_path / "a.parquet",
+        coerce_timestamps="us",  # Spark refuses nanoseconds (so does the local path)
+    )
+    table = TableSpec(
+        schema=pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.float64())]),
+        record_key=("id",),
+    )
+    (tmp_path / "typed.csv").write_text("x,y,z\nk1,7,1.5\nk2,8,\n")
+    (tmp_path / "typed.json").write_text('{"v": 2.5, "id": "k1", "ts": 9, "extra": 1}\n')
+    cases = [
+        (["a.csv", "b.csv"], "csv", None, None),
+        (["a.json"], "json", None, None),
+        (["a.parquet"], "parquet", None, None),
+        (["typed.csv"], "csv", "id string, ts bigint, v double", None),
+        (["typed.csv"], "csv", None, table),
+        (["typed.json"], "json", None, table),
+    ]
+    for inputs, fmt, schema, spec in cases:
+        files = [str(tmp_path / n) for n in inputs]
+        ours = ingest_local.read(files, fmt, schema, spec.schema if spec else None)
+        df = ingest.read(spark, files, fmt, schema, spec)
+        theirs = df._collect_as_arrow()
+        theirs = pa.Table.from_batches(theirs, to_arrow_schema(df.schema)) if theirs else None
+        assert ours.schema == to_arrow_schema(df.schema), (inputs, schema)
+        key = ours.column_names[0] if fmt == "json" and spec is None else "id"
+        assert theirs is not None
+        assert sorted(_plain(ours), key=lambda r: str(r[key])) == sorted(
+            _plain(theirs), key=lambda r: str(r[key])
+        ), (inputs, schema)
+
+
+def _buckets(t: Table) -> dict[str, tuple[str, int]]:
+    """Each key's partition and bucket."""
+    rows = t.to_arrow().select(["id", "_partition", "_bucket"]).to_pylist()
+    return {r["id"]: (r["_partition"], r["_bucket"]) for r in rows}
+
+
+def test_an_in_process_write_with_n_slots_gives_the_buckets_of_a_spark_write(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """The in-process writer with ``assigner_slots`` slots routes each row as Spark does,
+    so a small ingest's table has the buckets the Spark path would give it: first write,
+    then updates and new keys, over buckets that fill (3 keys each) and partitions of
+    different sizes."""
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+    index = DynamicBucketIndex(max_keys_per_bucket=3)
+
+    def rows(ids: range, v: int) -> pa.Table:
+        return pa.table(
+            {"id": [f"k{i}" for i in ids], "day": [f"d{i % 3 // 2}" for i in ids],
+             "v": [v] * len(ids)},
+            schema=schema,
+        )  # fmt: skip
+
+    local = Table.create(str(tmp_path / "local"), schema, "id", "day", index=index)
+    through_spark = Table.create(
+        str(tmp_path / "spark"), schema, "id", "day", index=index, runtime=runtime
+    )
+    for batch in (rows(range(0, 14), 1), rows(range(8, 30), 2)):
+        local.upsert(batch, assigner_slots=2)
+        through_spark.upsert(spark.createDataFrame(batch.to_pandas()), assigner_slots=2)
+    ours = _buckets(local)
+    assert ours == _buckets(through_spark)
+    assert len(ours) == 30 and len(set(ours.values())) > 4  # several buckets per partition
+    local.close()
+    through_spark.close()
