@@ -25,7 +25,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace) -> int:
     from dynbucket import ingest, ingest_local
     from dynbucket.base.errors import DynBucketError
-    from dynbucket.console import Progress
+    from dynbucket.console import Progress, spark_tasks
     from dynbucket.options import TableOptions
     from dynbucket.runtime import Runtime, spark_parallelism
     from dynbucket.table import Table
@@ -91,7 +91,8 @@ def _ingest(args: argparse.Namespace) -> int:
                 )
             else:
                 table = Table.open(args.table, runtime=rt)
-            with table:
+            progress = Progress("ingest", "Spark tasks", args.terminal)
+            with table, progress, spark_tasks(rt.spark, progress):
                 result = getattr(table, args.operation)(df)
         except DynBucketError:
             raise

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 
 def log_path(command: str) -> Path:
@@ -132,3 +132,53 @@ class Progress:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+class SparkTasks:
+    """The tasks of the Spark stages seen since it started, as ``(done, total)``: what
+    :func:`spark_tasks` reports. ``tracker`` is pyspark's ``StatusTracker``."""
+
+    def __init__(self, tracker: Any) -> None:
+        self.tracker = tracker
+        self.before = set(tracker.getActiveStageIds())
+        self.stages: dict[int, tuple[int, int]] = {}
+
+    def poll(self) -> tuple[int, int]:
+        """1. Stages running now join those seen (not those running before the start);
+        2. each seen stage's completed and total tasks (a finished stage keeps its last)."""
+        for stage in self.tracker.getActiveStageIds():  # 1.
+            if stage not in self.before:
+                self.stages.setdefault(stage, (0, 0))
+        for stage in self.stages:  # 2.
+            info = self.tracker.getStageInfo(stage)
+            if info is not None:
+                self.stages[stage] = (info.numCompletedTasks, info.numTasks)
+        return sum(d for d, _ in self.stages.values()), sum(t for _, t in self.stages.values())
+
+
+@contextmanager
+def spark_tasks(
+    spark: Any, progress: Callable[[int, int], None], every: float = 0.5
+) -> Iterator[SparkTasks]:
+    """Reports the Spark tasks of the block's jobs to ``progress`` (``(done, total)``; the
+    total grows as stages start), polling Spark's status tracker every ``every`` seconds
+    from a thread, and once more at the end."""
+    tasks = SparkTasks(spark.sparkContext.statusTracker())
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(every):
+            done, total = tasks.poll()
+            if total:
+                progress(done, total)
+
+    poller = threading.Thread(target=report, name="spark-progress", daemon=True)
+    poller.start()
+    try:
+        yield tasks
+    finally:
+        stop.set()
+        poller.join()
+        done, total = tasks.poll()
+        if total:
+            progress(done, total)

@@ -96,7 +96,7 @@ def read(
         try:
             part = _read_one(name, fmt, typed)
             if fmt == "parquet" and given is not None:  # Spark reads the columns named
-                part = part.select(given.names).cast(given)
+                part = _columns_of(part, given)
             parts.append(part)
             if progress is not None:
                 progress(len(parts), len(files))
@@ -113,6 +113,25 @@ def read(
         raise InvalidInputError(
             f"the inputs do not have the same columns ({e}); ingest them one at a time"
         ) from e
+
+
+def _columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns that ``schema`` names; a column the file lacks is null (as Spark
+    reads Parquet with a schema).
+
+    Raises:
+        NeedsSpark: a column of another type than the schema's (Spark decides whether it
+            converts or fails).
+    """
+    for f in schema:
+        if f.name in table.column_names and table.schema.field(f.name).type != f.type:
+            found = table.schema.field(f.name).type
+            raise NeedsSpark(f"--schema reads Parquet column {f.name!r} ({found}) as {f.type}")
+    columns = [
+        table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _read_one(name: str, fmt: str, typed: pa.Schema | None) -> pa.Table:

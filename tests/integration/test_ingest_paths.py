@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket import ingest, ingest_local
+from dynbucket.console import spark_tasks
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime
@@ -67,6 +68,7 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
         (["a.csv", "b.csv"], "csv", None, None),
         (["a.json"], "json", None, None),
         (["a.parquet"], "parquet", None, None),
+        (["a.parquet"], "parquet", "id string, n int, missing double", None),
         (["typed.csv"], "csv", "id string, ts bigint, v double", None),
         (["typed.csv"], "csv", None, table),
         (["typed.json"], "json", None, table),
@@ -120,3 +122,11 @@ def test_an_in_process_write_with_n_slots_gives_the_buckets_of_a_spark_write(
     assert len(ours) == 30 and len(set(ours.values())) > 4  # several buckets per partition
     local.close()
     through_spark.close()
+
+
+def test_spark_tasks_reports_the_tasks_of_the_blocks_jobs(spark: Any) -> None:
+    told: list[tuple[int, int]] = []
+    with spark_tasks(spark, lambda done, total: told.append((done, total)), every=0.05):
+        spark.range(0, 10_000, numPartitions=4).selectExpr("sum(id)").collect()
+    done, total = told[-1]
+    assert done == total >= 4  # the 4 tasks of the scan, and the sum's

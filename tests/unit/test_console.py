@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dynbucket.console import Progress
+from dynbucket.console import Progress, SparkTasks
 
 SCRIPT = r"""
 import os, sys
@@ -71,3 +71,25 @@ def test_progress_elsewhere_is_a_line_every_so_often_and_none_for_a_short_comman
         "reading: 20/30 files (66%), 20 s",
         "reading: 30/30 files (100%), 30 s",
     ]
+
+
+def test_spark_tasks_counts_the_stages_started_since_and_keeps_finished_ones() -> None:
+    from types import SimpleNamespace
+
+    class Tracker:
+        active = [7]  # a stage of somebody else's job, running before the start
+        infos: dict[int, tuple[int, int]] = {7: (0, 100)}
+
+        def getActiveStageIds(self) -> list[int]:  # noqa: N802 (pyspark's name)
+            return self.active
+
+        def getStageInfo(self, stage: int) -> SimpleNamespace | None:  # noqa: N802
+            done, total = self.infos[stage]
+            return SimpleNamespace(numCompletedTasks=done, numTasks=total)
+
+    tracker = Tracker()
+    tasks = SparkTasks(tracker)
+    tracker.active, tracker.infos = [7, 8], {7: (50, 100), 8: (1, 4)}
+    assert tasks.poll() == (1, 4)
+    tracker.active, tracker.infos[8], tracker.infos[9] = [9], (4, 4), (0, 2)  # 8 finished
+    assert tasks.poll() == (4, 6)

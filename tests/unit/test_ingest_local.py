@@ -133,3 +133,12 @@ def test_a_new_tables_text_ordering_is_refused_with_a_schema_that_reads_it() -> 
         refuse_text_ordering(columns, "ts", "csv", None)
     refuse_text_ordering(columns, "ts", "csv", "id string, ts string")  # said so: taken
     refuse_text_ordering(columns, "ts", "json", None)  # JSON text is text on purpose
+
+
+def test_a_schema_picks_parquet_columns_by_name_and_a_missing_one_is_null(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"ts": [7], "id": ["k1"], "extra": [1]}), tmp_path / "p.parquet")
+    t = read([str(tmp_path / "p.parquet")], "parquet", "id string, ts bigint, v double", None)
+    assert t.schema == pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.float64())])
+    assert t.to_pylist() == [{"id": "k1", "ts": 7, "v": None}]
+    with pytest.raises(NeedsSpark, match=r"reads Parquet column 'ts' \(int64\) as int32"):
+        read([str(tmp_path / "p.parquet")], "parquet", "id string, ts int", None)
