@@ -25,6 +25,13 @@ step, each compaction.
 Measured at the end: buckets per partition, keys per bucket (max/median, coefficient of
 variation), small files (buckets under 10% of capacity), bytes growth rewrote as a share of
 the final table, and a point lookup (median of 30 single keys, ``Table.lookup``).
+
+Then a churn phase (``churn``): a delete of ``CHURN_DELETES`` of the keys (every
+partition alike), then an upsert bringing back ``CHURN_RETURNS`` of the deleted keys with
+as many new keys as ``CHURN_NEW`` of them (growth rule applied after it). Measured after
+it, from the rows the table holds: live keys per bucket (max/median, CV), buckets beyond
+what the live keys need (per partition, ``buckets - ceil(live / capacity)``, summed), and
+whether hudi-rs reads one row per key, the keys the model says.
 """
 
 from __future__ import annotations
@@ -61,6 +68,11 @@ UPDATES = 0.3
 INITIAL = 4
 REBALANCE_EVERY = 5
 COMPACT_EVERY = 5
+#: The churn phase: share of the keys deleted; of those, the share that comes back; new
+#: keys of the churn upsert, as a share of the deleted keys.
+CHURN_DELETES = 0.3
+CHURN_RETURNS = 0.3
+CHURN_NEW = 0.2
 SCHEMA = pa.schema(
     [
         ("key", pa.string()),
@@ -125,6 +137,34 @@ def workload(folder: Path, base_rows: int) -> list[tuple[Path, np.ndarray]]:
     return out
 
 
+def churn(known: np.ndarray, seed: int = 13) -> tuple[np.ndarray, np.ndarray]:
+    """The churn phase's keys: ``(deleted, upserted)``: ``CHURN_DELETES`` of ``known``
+    (distinct key ids, drawn evenly), then ``CHURN_RETURNS`` of those back and new keys
+    after the largest known id, ``CHURN_NEW`` as many as were deleted."""
+    rng = np.random.default_rng(seed)
+    deleted = np.sort(rng.choice(known, round(len(known) * CHURN_DELETES), replace=False))
+    back = np.sort(rng.choice(deleted, round(len(deleted) * CHURN_RETURNS), replace=False))
+    start = int(known.max()) + 1
+    fresh = np.arange(start, start + round(len(deleted) * CHURN_NEW), dtype=np.int64)
+    return deleted, np.concatenate([back, fresh])
+
+
+def live_layout(t: Table) -> dict[str, dict[int, int]]:
+    """Live keys per bucket per partition, from the rows the table holds."""
+    rows = t.to_arrow(columns=["key"], meta_columns=True).select(["_partition", "_bucket"])
+    counts = rows.group_by(["_partition", "_bucket"]).aggregate([([], "count_all")])
+    out: dict[str, dict[int, int]] = {}
+    for r in counts.to_pylist():
+        out.setdefault(r["_partition"], {})[r["_bucket"]] = r["count_all"]
+    return out
+
+
+def beyond_need(buckets: dict[str, int], live: dict[str, int], capacity: int) -> int:
+    """Buckets beyond what the live keys need: per partition, buckets holding files minus
+    ``ceil(live / capacity)`` (at least one for a partition that has files)."""
+    return sum(max(0, n - max(1, math.ceil(live.get(p, 0) / capacity))) for p, n in buckets.items())
+
+
 # --- the figures -----------------------------------------------------------------------------
 
 
@@ -155,6 +195,7 @@ class Run:
     growth_bytes: int = 0
     compact_s: list[float] = field(default_factory=list)
     keys_per_partition: dict[str, int] = field(default_factory=dict)
+    churn_s: dict[str, float] = field(default_factory=dict)
 
     def grow(self, step: int) -> None:
         """The scheme's growth rule after upsert ``step`` (module doc)."""
@@ -243,7 +284,9 @@ def run(
                 + "  ".join(f"{r.scheme} {r.upserts[-1]:.2f}s" for r in runs),
                 flush=True,
             )
-        return _report(runs, files, capacity, png or str(root / "engines.png"))
+        report = _report(runs, files, capacity, png or str(root / "engines.png"))
+        report["churn"] = _churn(rt, runs, root, seen, capacity)
+        return report
     finally:
         for r in runs:
             r.table.close()
@@ -302,6 +345,66 @@ def _report(
         final_keys=int(len(final_ids)),
         partition_weights=list(WEIGHTS),
     )
+
+
+def _churn(
+    rt: Runtime, runs: list[Run], root: Path, seen: set[int], capacity: int
+) -> dict[str, Any]:
+    """The churn phase on every table (module doc), and its figures."""
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    known = np.fromiter(sorted(seen), np.int64)
+    deleted, upserted = churn(known)
+    gone = root / "input" / "churn-delete.parquet"
+    back = root / "input" / "churn-upsert.parquet"
+    pq.write_table(records(deleted, UPSERTS).select(["key", "part"]), gone)
+    pq.write_table(records(upserted, UPSERTS + 1), back)
+    live_ids = np.union1d(np.setdiff1d(known, deleted), upserted)
+    live_per_part = np.bincount(partition_of(live_ids), minlength=len(WEIGHTS))
+    model = {f"key-{i:010d}" for i in live_ids.tolist()}
+    out: dict[str, Any] = {
+        "deleted": len(deleted), "upserted": len(upserted), "live_keys": len(live_ids)
+    }  # fmt: skip
+    for r in runs:
+        for step, (write, path) in {"delete": (r.table.delete, gone),
+                                    "upsert": (r.table.upsert, back)}.items():  # fmt: skip
+            df = rt.spark.read.parquet(str(path))
+            r.churn_s[step] = timed(functools.partial(write, df))[0]
+        r.keys_per_partition = {f"part=p{i}": int(n) for i, n in enumerate(live_per_part)}
+        r.grow(UPSERTS)
+        layout = live_layout(r.table)
+        live = [n for buckets in layout.values() for n in buckets.values()]
+        files = r.table.stats()
+        buckets = {p: files.column("partition").to_pylist().count(p) for p in layout}
+        ratio, cv = skew(live)
+        read = HudiTableBuilder.from_base_uri(r.table.uri).build().read(HudiReadOptions())
+        keys = [k for b in read for k in b.column("key").to_pylist()]
+        out[r.scheme] = {
+            "delete_s": round(r.churn_s["delete"], 2),
+            "upsert_s": round(r.churn_s["upsert"], 2),
+            "buckets": int(files.num_rows),
+            "live_max_over_median": round(ratio, 2),
+            "live_cv": round(cv, 3),
+            "buckets_beyond_need": beyond_need(
+                buckets, {p: sum(b.values()) for p, b in layout.items()}, capacity
+            ),
+            "hudi_rs_one_row_per_key": len(keys) == len(set(keys)) and set(keys) == model,
+        }
+    print(
+        f"\nchurn: {out['deleted']:,} keys deleted, {out['upserted']:,} upserted "
+        f"({round(len(deleted) * CHURN_RETURNS):,} back, the rest new); live keys "
+        f"{out['live_keys']:,}\n"
+        f"{'scheme':<18}{'delete s':>9}{'upsert s':>9}{'buckets':>9}{'beyond need':>12}"
+        f"{'max/med':>9}{'CV':>7}{'hudi-rs':>9}"
+    )
+    for r in runs:
+        c = out[r.scheme]
+        print(
+            f"{r.scheme:<18}{c['delete_s']:>9}{c['upsert_s']:>9}{c['buckets']:>9}"
+            f"{c['buckets_beyond_need']:>12}{c['live_max_over_median']:>9}{c['live_cv']:>7}"
+            f"{'1/key' if c['hudi_rs_one_row_per_key'] else 'WRONG':>9}"
+        )
+    return out
 
 
 def _print_table(rows: list[Measurement]) -> None:

@@ -9,6 +9,8 @@ from dynbucket.bench.engines import (
     UPSERTS,
     WEIGHTS,
     batches,
+    beyond_need,
+    churn,
     partition_of,
     skew,
     small_files,
@@ -39,3 +41,21 @@ def test_skew_and_small_files() -> None:
     assert skew([10, 10, 10, 40]) == (4.0, np.std([10, 10, 10, 40]) / 17.5)
     assert skew([5, 0, 5]) == (1.0, 0.0)  # empty (retired) buckets are left out
     assert small_files([1, 9, 10, 500], capacity=100) == 2
+
+
+def test_churn_deletes_30_percent_and_brings_back_a_third_of_them_with_new_keys() -> None:
+    known = np.arange(0, 20_000, 2, dtype=np.int64)  # 10,000 keys, not contiguous
+    deleted, upserted = churn(known)
+    assert len(deleted) == 3_000 and np.isin(deleted, known).all()
+    back, fresh = upserted[np.isin(upserted, deleted)], upserted[~np.isin(upserted, deleted)]
+    assert (len(back), len(fresh)) == (900, 600)
+    assert fresh.min() > known.max() and len(np.unique(upserted)) == len(upserted)
+    # Every partition loses about its share.
+    lost = np.bincount(partition_of(deleted), minlength=len(WEIGHTS))
+    had = np.bincount(partition_of(known), minlength=len(WEIGHTS))
+    assert np.allclose(lost[had > 500] / had[had > 500], 0.3, atol=0.05)
+
+
+def test_buckets_beyond_need() -> None:
+    # p0: 3 buckets for 150 live keys of capacity 100 (needs 2); p1: 1 for none (needs 1).
+    assert beyond_need({"p0": 3, "p1": 1, "p2": 2}, {"p0": 150, "p2": 200}, 100) == 1
