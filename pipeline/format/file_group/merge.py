@@ -199,13 +199,13 @@ def read_deltas(
 
 
 def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequence[str]) -> pa.Table:
-    records = log_file.read_deletes(block) if block is not None else []
-    n = len(records)
+    keys = log_file.delete_keys(block) if block is not None else []
+    n = len(keys)
     types = {f.name: f.type for f in spec.file_schema()}
     out = {c: pa.nulls(n, types.get(c, pa.string())) for c in columns}
     if COMMIT_TIME in out:  # asked for: a delete's is its commit's (never a new column)
         out[COMMIT_TIME] = pa.repeat(pa.scalar(block.instant if block else ""), n)
-    out[KEY] = pa.array([r[0] for r in records], pa.string())
+    out[KEY] = pa.array(keys, pa.string())
     out[OP] = pa.repeat(pa.scalar(DELETE, pa.int8()), n)
     return pa.table(out)
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import struct
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.format.hudi import log_file
+from dynbucket.format.hudi.avro import Writer
 
 
 def _parquet(table: pa.Table) -> bytes:
@@ -56,3 +59,63 @@ def test_a_cut_or_damaged_file_is_an_error_not_fewer_blocks(cut: int) -> None:
         log_file.read_blocks((block + block)[: len(block) + cut] if cut > 0 else block[:cut])
     with pytest.raises(ValueError, match="magic"):
         log_file.read_blocks(b"#HUDX#" + block[6:])
+
+
+def _delete_block_of(records: list[tuple[int, str, int, str, Any]], negated: bool) -> bytes:
+    """A delete block written by hand: (key branch, key, partition branch, partition,
+    (ordering branch name, value)), in one Avro array block (its count negated and its
+    byte size given, as Java writers may, when ``negated``)."""
+    body = Writer()
+    for key_branch, key, part_branch, part, (name, value) in records:
+        body.long(key_branch)
+        if key_branch:
+            body.string(key)
+        body.long(part_branch)
+        if part_branch:
+            body.string(part)
+        body.long(log_file.ORDERING_UNION[name])
+        log_file._write_value(body, name, value)
+    items = body.getvalue()
+    w = Writer()
+    if records:
+        w.long(-len(records) if negated else len(records))
+        if negated:
+            w.long(len(items))
+        w.out.write(items)
+    w.long(0)
+    content = struct.pack(">ii", log_file.DELETE_BLOCK_VERSION, len(w.getvalue())) + w.getvalue()
+    return log_file._block(log_file.DELETE, {log_file.INSTANT_TIME: "20260101000000001"}, content)
+
+
+def test_delete_keys_are_the_keys_read_deletes_reads() -> None:
+    """The fast keys-only walk against the full decoder, on seeded random records with every
+    ordering branch, keys past one varint byte, empty and null keys and partitions."""
+    rng = np.random.default_rng(5)
+    values = {"null": None, "int": -7, "long": 1 << 40, "float": 1.5, "double": -2.25,
+              "bytes": b"\x00\xff", "string": "ü" * 70, "decimal": b"\x01", "date": 19000,
+              "time-millis": 1, "time-micros": 2, "timestamp-millis": 3,
+              "timestamp-micros": -4}  # fmt: skip
+    for negated in (False, True):
+        records = []
+        for i in range(300):
+            name = list(values)[i % len(values)]
+            key = "k" * int(rng.integers(0, 200)) + str(i)
+            records.append(
+                (int(rng.integers(0, 2)), key, int(rng.integers(0, 2)), "p=ä", (name, values[name]))
+            )
+        block = log_file.read_blocks(_delete_block_of(records, negated))[0]
+        assert log_file.delete_keys(block) == [k for k, _, _ in log_file.read_deletes(block)]
+        assert log_file.delete_keys(block) == [k if b else "" for b, k, *_ in records]
+    assert log_file.delete_keys(log_file.read_blocks(_delete_block_of([], False))[0]) == []
+
+
+def test_delete_keys_of_a_cut_block_is_an_error() -> None:
+    whole = _delete_block_of([(1, "key", 1, "p", ("long", 5))], negated=False)
+    block = log_file.read_blocks(whole)[0]
+    cut = log_file.Block(block.type, block.header, bytes(block.content)[:-4])
+    version, size = struct.unpack_from(">ii", cut.content, 0)
+    cut = log_file.Block(
+        cut.type, cut.header, struct.pack(">ii", version, size - 4) + bytes(cut.content)[8:]
+    )
+    with pytest.raises(ValueError, match="Avro data ends at byte"):
+        log_file.delete_keys(cut)
