@@ -61,13 +61,7 @@ def input_format(files: Sequence[str], given: str | None) -> str:
             raise InvalidInputError(f"input {name!r} does not exist; give existing files")
         members = [name]
         if info.type == pafs.FileType.Directory:
-            selector = pafs.FileSelector(path, recursive=True)
-            members = [
-                i.path
-                for i in fs.get_file_info(selector)
-                if i.type == pafs.FileType.File
-                and not os.path.basename(i.path).startswith((".", "_"))
-            ]
+            members = folder_files(fs, path)
             if not members:
                 raise InvalidInputError(f"input folder {name!r} holds no files")
         for member in members:
@@ -204,6 +198,17 @@ _READ_FAILURES = (
     "unable to infer",
     "parseexception",
 )
+
+
+def folder_files(fs: pafs.FileSystem, path: str) -> list[str]:
+    """A folder's files, recursively, in order, but those hidden (``.``) or Spark's own
+    (``_SUCCESS``, ``_committed_...``), which readers skip."""
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return sorted(
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.File and not os.path.basename(i.path).startswith((".", "_"))
+    )
 
 
 def _resolve(name: str) -> tuple[pafs.FileSystem, str]:

@@ -35,7 +35,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from dynbucket.base.errors import InvalidInputError
-from dynbucket.ingest import _resolve
+from dynbucket.ingest import _resolve, folder_files
 
 #: Input size under which ``ingest`` writes in process (``--local-max-mb``).
 LOCAL_MAX_MB = 128
@@ -50,16 +50,8 @@ def input_files(files: Sequence[str]) -> list[str]:
     out = []
     for name in files:
         fs, path = _resolve(name)
-        if fs.get_file_info(path).type == pafs.FileType.Directory:
-            infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-            out += sorted(
-                i.path
-                for i in infos
-                if i.type == pafs.FileType.File
-                and not os.path.basename(i.path).startswith((".", "_"))
-            )
-        else:
-            out.append(name)
+        is_folder = fs.get_file_info(path).type == pafs.FileType.Directory
+        out += folder_files(fs, path) if is_folder else [name]
     return out
 
 
@@ -106,7 +98,7 @@ def read(
                 f"could not read {name} as {fmt}: {reason}; check the files, --format and --schema"
             ) from e
     if typed is None:
-        parts = _common(parts, fmt)
+        parts = _common(parts)
     try:
         return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
     except pa.ArrowInvalid as e:
@@ -259,7 +251,7 @@ def spark_types(table: pa.Table) -> pa.Table:
     return table.cast(schema)
 
 
-def _common(parts: list[pa.Table], fmt: str) -> list[pa.Table]:
+def _common(parts: list[pa.Table]) -> list[pa.Table]:
     """Inferred parts with one type per column: the widest of the parts' (Spark infers one
     schema over all files)."""
     if len(parts) <= 1:

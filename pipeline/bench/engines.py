@@ -40,6 +40,7 @@ import functools
 import math
 import statistics
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,7 +376,7 @@ def _churn(
         layout = live_layout(r.table)
         live = [n for buckets in layout.values() for n in buckets.values()]
         files = r.table.stats()
-        buckets = {p: files.column("partition").to_pylist().count(p) for p in layout}
+        buckets = Counter(files.column("partition").to_pylist())
         ratio, cv = skew(live)
         read = HudiTableBuilder.from_base_uri(r.table.uri).build().read(HudiReadOptions())
         keys = [k for b in read for k in b.column("key").to_pylist()]
