@@ -145,6 +145,7 @@ def _print_services(table: Any) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from dynbucket.format.file_group import adopted
     from dynbucket.format.hudi import versions
     from dynbucket.table import Table
 
@@ -164,6 +165,9 @@ def _show(args: argparse.Namespace) -> int:
     )
     options = spec.bucket_options.to_properties()
     print("index      " + ", ".join(f"{k}={v}" for k, v in options.items()))
+    record = adopted.load(table.store)
+    if record.buckets:
+        print(f"adopted    from Apache Hudi as of {record.floor} ({len(record.buckets)} groups)")
     stats = table.stats().to_pylist()
     print(f"\n{'partition':<24}{'bucket':>7}{'keys':>12}{'bytes':>14}{'files':>6}")
     for r in stats:
@@ -221,6 +225,25 @@ def _check(args: argparse.Namespace) -> int:
         print(f"PROBLEM: {finding}")
     print(report.summary())
     return 0 if report.healthy else 1
+
+
+def _adopt(args: argparse.Namespace) -> int:
+    import time
+
+    from dynbucket.format.file_group import adopted
+    from dynbucket.table import Table
+
+    started = time.perf_counter()
+    table = Table.adopt(args.table)
+    record = adopted.load(table.store)
+    keys = sum(r["keys"] for r in table.stats().to_pylist())
+    print(
+        f"adopted {table.uri}: {len(record.buckets)} file group(s) as buckets, "
+        f"{keys} key(s) indexed, as of instant {record.floor or '-'}, in "
+        f"{time.perf_counter() - started:.1f} s (undo: delete .hoodie/.dynbucket/)"
+    )
+    table.close()
+    return 0
 
 
 def _rollback(args: argparse.Namespace) -> int:
@@ -431,6 +454,12 @@ def parser() -> argparse.ArgumentParser:
     checked = sub.add_parser("check", help="is the table whole? (exit 1 when not)")
     checked.add_argument("table")
     checked.set_defaults(func=_check)
+
+    adopting = sub.add_parser(
+        "adopt", help="make a table Apache Hudi wrote a dynbucket table, in place"
+    )
+    adopting.add_argument("table")
+    adopting.set_defaults(func=_adopt)
 
     rollback = sub.add_parser("rollback", help="roll back instants a dead writer left")
     rollback.add_argument("table")

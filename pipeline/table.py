@@ -24,6 +24,7 @@ from dynbucket.format.file_group.context import TableRef
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table import changes, services
+from dynbucket.format.table.adopt import adopt
 from dynbucket.format.table.check import CheckReport, check
 from dynbucket.format.table.snapshot import Snapshot, read_ref
 from dynbucket.format.table.spec import (
@@ -166,13 +167,55 @@ class Table:
 
         Raises:
             NotATableError: no dynbucket table there (``NotAdoptedError``: a table
-                Apache Hudi wrote, which dynbucket does not adopt yet).
+                Apache Hudi wrote, not adopted yet: :meth:`adopt`).
             UnsupportedTableVersionError: a Hudi table version other than 6 (a Hudi 1.x
                 writer upgraded it); nothing was read.
             TableCorruptedError: properties this version cannot read.
         """
         store = TableStore.at(uri, filesystem)
         return cls(store, load_table(store), runtime, assigner_slots)._prestarted()
+
+    @classmethod
+    def adopt(
+        cls,
+        uri: str,
+        index: DynamicBucketIndex | None = None,
+        options: TableOptions | Mapping[str, object] | None = None,
+        filesystem: pafs.FileSystem | None = None,
+        runtime: Runtime | None = None,
+    ) -> Table:
+        """Makes the table Apache Hudi wrote at ``uri`` a dynbucket table, in place, and
+        opens it: every file stays where Hudi put it (its file groups become buckets), the
+        record-level index is built from its rows, and the table keeps its Hudi version.
+        Deleting ``.hoodie/.dynbucket/`` undoes it.
+
+        Args:
+            uri: the Hudi table's folder.
+            index: the dynamic bucket index's options (a key's bucket is the file group
+                Hudi put it in, which no stateless scheme can compute).
+            options: dynbucket's table options (services, lease), as for :meth:`create`.
+            filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
+            runtime: the Spark-on-Ray runtime for Spark writes and reads.
+
+        Raises:
+            AdoptionRefusedError: a table dynbucket cannot continue yet (a Hudi table
+                version other than 6, a metadata table, a key generator or partition
+                style dynbucket does not spell, an instant pending, ...); the message
+                says which and what to do; nothing was written.
+            TableExistsError: already a dynbucket table.
+            NotATableError: no Hudi table there.
+        """
+        if index is not None and not isinstance(index, DynamicBucketIndex):
+            raise ConfigError(
+                f"index={type(index).__name__}: an adopted table keeps each key in the "
+                "file group Hudi put it in, which only the dynamic bucket index records; "
+                "pass DynamicBucketIndex(...) or nothing"
+            )
+        store = TableStore.at(uri, filesystem)
+        slots = index.assigner_slots if index is not None else None
+        own = _table_options(options).own_properties()
+        adopt(store, index or DynamicBucketOptions(), own, slots=slots or 1)
+        return cls.open(uri, filesystem, runtime, slots)
 
     def _prestarted(self) -> Table:
         """With a ``runtime`` given, the assigner actors of Spark writes start now, in the

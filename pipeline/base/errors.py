@@ -73,6 +73,10 @@ class NotAdoptedError(NotATableError):
     """The path holds a table that Apache Hudi wrote, not a dynbucket table."""
 
 
+class AdoptionRefusedError(TableError):
+    """A table Apache Hudi wrote that dynbucket cannot adopt yet; nothing was written."""
+
+
 class UnsupportedTableVersionError(TableError):
     """The table is of a Hudi table version or timeline layout this dynbucket does not read
     (a Hudi 1.x writer upgraded it); nothing was read or written."""

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from dynbucket.base.columns import DELETE, OP, SEQ, UPSERT
 from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.slices import DataFile, FileSlice
-from dynbucket.format.hudi import log_file
+from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, RECORD_KEY, record_keys
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
@@ -165,8 +165,8 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
     in_file = in_files(spec, columns)
     parts = []
     for block in blocks:
-        if block.type == log_file.PARQUET_DATA:
-            data = pq.ParquetFile(pa.BufferReader(block.content)).read(in_file, use_threads=False)
+        if block.type in (log_file.PARQUET_DATA, log_file.AVRO_DATA):
+            data = _data_block(block, in_file)
             data = fill_meta(spec, data, columns, block.instant, f.file_id)
             data = _keyed(spec, data)
             parts.append(
@@ -178,6 +178,15 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
         return _delete_rows(spec, None, columns)
     schema = parts[0].schema
     return pa.concat_tables([p.cast(schema) for p in parts])
+
+
+def _data_block(block: log_file.Block, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of a data block's records: a Parquet block's (what dynbucket writes), or
+    an Avro block's (what Hudi's Spark writer writes to logs), decoded by its schema."""
+    if block.type == log_file.PARQUET_DATA:
+        return pq.ParquetFile(pa.BufferReader(block.content)).read(columns, use_threads=False)
+    rows = avro_read.read_records(block.header[log_file.SCHEMA], log_file.avro_records(block))
+    return rows.select([c for c in columns if c in rows.column_names])
 
 
 def read_deltas(

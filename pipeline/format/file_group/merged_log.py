@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import DELETE, OP
+from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.merge import KEY, fold_logs, merge_columns, read_deltas
 from dynbucket.format.file_group.slices import DataFile
 from dynbucket.format.file_group.stale import remember_largest
@@ -107,7 +108,7 @@ def write_merged_log(
         upserts.num_rows + int(pc.sum(deleted).as_py() or 0),
         size,
         file_id,
-        names.bucket_of(file_id),
+        adopted.load(store).bucket_of(file_id),
         prev_commit=parsed.base_instant,
         base_file=base_file,
         log_version=parsed.version,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
+from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import files as names
 from dynbucket.format.storage.store import TableStore
 
@@ -46,6 +47,8 @@ class DataFile:
     version: int = field(compare=False, default=0)
     merges_from: str = field(compare=False, default="")
     """A merged log's first merged instant (``hudi/files.py``)."""
+    bucket: int = field(compare=False, default=-1)
+    """A data file's bucket, when its file id does not say it (an adopted group's)."""
 
     @property
     def name(self) -> str:
@@ -62,6 +65,9 @@ class FileSlice:
 
     @property
     def bucket(self) -> int:
+        for f in self.files:
+            if f.bucket >= 0:
+                return f.bucket
         return names.bucket_of(self.file_id)
 
     @property
@@ -89,27 +95,37 @@ class FileSlice:
 
 def data_files(store: TableStore, partition: str) -> list[DataFile]:
     """Every data file in a partition folder, visible or not."""
-    return parsed_data_files(store.list_files(store.path(partition)))
+    return parsed_data_files(store.list_files(store.path(partition)), adopted.load(store))
 
 
-def parsed_data_files(infos: Iterable[pafs.FileInfo]) -> list[DataFile]:
-    """The data files (base and log files, by Hudi's names) among listed files."""
+def parsed_data_files(
+    infos: Iterable[pafs.FileInfo], adopted_files: adopted.Adopted = adopted.NONE
+) -> list[DataFile]:
+    """The data files (base and log files, by Hudi's names) among listed files; those
+    Apache Hudi wrote before the table was adopted with what ``adopted_files`` knows of
+    them (a log of Hudi's it does not know was written since by another writer: left
+    out)."""
     out = []
     for info in infos:
         parsed = names.parse(info.base_name)
-        if parsed is not None:
-            out.append(
-                DataFile(
-                    parsed.instant,
-                    info.path,
-                    parsed.kind,
-                    int(info.size or 0),
-                    parsed.file_id,
-                    parsed.base_instant,
-                    parsed.version,
-                    parsed.merges_from,
-                )
+        if parsed is None:
+            continue
+        instant = parsed.instant or adopted_files.logs.get(info.base_name, "")
+        if not instant:
+            continue
+        out.append(
+            DataFile(
+                instant,
+                info.path,
+                parsed.kind,
+                int(info.size or 0),
+                parsed.file_id,
+                parsed.base_instant,
+                parsed.version,
+                parsed.merges_from,
+                adopted_files.buckets.get(parsed.file_id, -1),
             )
+        )
     return out
 
 

@@ -182,6 +182,8 @@ def _file_max(store: TableStore, f: DataFile, ordering: str) -> object:
                 return _NO_STATS
             if value is not None and (largest is None or value > largest):  # type: ignore[operator]
                 largest = value
+        elif block.type == log_file.AVRO_DATA:  # Hudi's: no statistics to read
+            return _NO_STATS
     return largest
 
 

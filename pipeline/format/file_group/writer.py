@@ -380,9 +380,7 @@ def _write_log(
     path = store.path(partition, name)
     blocks = []
     if upserts.num_rows:
-        rows = _with_meta(
-            spec, upserts, instant, partition, fslice.file_id, names.bucket_of(fslice.file_id)
-        )
+        rows = _with_meta(spec, upserts, instant, partition, fslice.file_id, fslice.bucket)
         buffer = io.BytesIO()
         pq.write_table(rows.cast(spec.file_schema()), buffer, **log_block_options(spec))
         remember_largest(path, spec, pq.ParquetFile(pa.BufferReader(buffer.getbuffer())).metadata)
@@ -416,10 +414,11 @@ def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
     """The ordering value of a delete record, so that Hudi's readers apply a delete by commit
     order: the integer 0 (Hudi's "no ordering value", honoured for integer ordering fields);
     the instant itself when the commit time is the ordering (tables without an ordering
-    field). None for other ordering types: no delete record can say that, and the file
-    group's base file is rewritten without the deleted keys instead."""
+    field; 0 again when no precombine field is named at all: a table Hudi wrote so). None
+    for other ordering types: no delete record can say that, and the file group's base
+    file is rewritten without the deleted keys instead."""
     if spec.ordering_field is None:
-        return "string", instant
+        return ("string", instant) if spec.precombine_named else ("int", 0)
     t = spec.schema.field(spec.ordering_field).type
     if pa.types.is_integer(t):
         return ("long" if t.bit_width == 64 or t == pa.uint32() else "int"), 0

@@ -67,7 +67,8 @@ class ParsedName:
     kind: str
     """``base`` or ``log``."""
     instant: str
-    """The instant that wrote the file."""
+    """The instant that wrote the file (empty: a log Hudi wrote, whose name does not say:
+    ``file_group/adopted.py`` knows it)."""
     base_instant: str
     """The instant of the slice's base file (a base file's own instant)."""
     version: int = 0
@@ -82,8 +83,10 @@ def parse(name: str) -> ParsedName | None:
     if m is not None:
         return ParsedName(m["file_id"], "base", m["instant"], m["instant"])
     m = _LOG.match(name)
-    if m is not None and len(m["writer"]) == 17:
-        merges_from = m["attempt"] if len(m["attempt"]) == 17 else ""
-        version = int(m["version"])
-        return ParsedName(m["file_id"], "log", m["writer"], m["base"], version, merges_from)
-    return None
+    if m is None:
+        return None
+    version = int(m["version"])
+    if len(m["writer"]) != 17:  # Hudi's token (a Spark task's): the name does not say
+        return ParsedName(m["file_id"], "log", "", m["base"], version)
+    merges_from = m["attempt"] if len(m["attempt"]) == 17 else ""
+    return ParsedName(m["file_id"], "log", m["writer"], m["base"], version, merges_from)

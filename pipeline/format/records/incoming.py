@@ -153,7 +153,9 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
                     "give every record a value",
                     ", which the table's schema says may not be null,",
                 )
-    data = data.append_column(PARTITION, partition_paths(data, spec.partition_by))
+    data = data.append_column(
+        PARTITION, partition_paths(data, spec.partition_by, spec.hive_style_partitioning)
+    )
     if with_hash:
         data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))
     op = DELETE if deletes else UPSERT

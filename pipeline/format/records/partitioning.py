@@ -40,8 +40,10 @@ def check_partition_type(name: str, type_: pa.DataType) -> None:
         )
 
 
-def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
-    """The partition path of each row of ``table`` ("" when the table is unpartitioned).
+def partition_paths(table: pa.Table, fields: Sequence[str], hive_style: bool = True) -> pa.Array:
+    """The partition path of each row of ``table`` ("" when the table is unpartitioned):
+    ``field=value/...``, or ``value/...`` without ``hive_style`` (a table Hudi wrote with
+    ``hoodie.datasource.write.hive_style_partitioning=false``).
 
     Raises:
         InvalidPartitionValueError: a value is null, empty, or holds '/', '..' or a control
@@ -60,7 +62,8 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
         # A batch holds few distinct partition values: check and escape each once.
         encoded = pc.dictionary_encode(text)
         _check_values(name, encoded.dictionary)
-        paths = pc.binary_join_element_wise(f"{name}=", _escape(encoded.dictionary), "")
+        prefix = f"{name}=" if hive_style else ""
+        paths = pc.binary_join_element_wise(prefix, _escape(encoded.dictionary), "")
         _check_lengths(name, encoded.dictionary, paths)
         parts.append(pc.take(paths, encoded.indices))
     return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
@@ -108,10 +111,21 @@ def _escape(text: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return text
 
 
-def parse_partition_path(path: str) -> dict[str, str]:
-    """``"a=1/b=x%3Dy"`` -> ``{"a": "1", "b": "x=y"}``."""
+def parse_partition_path(
+    path: str, fields: Sequence[str] = (), hive_style: bool = True
+) -> dict[str, str]:
+    """``"a=1/b=x%3Dy"`` -> ``{"a": "1", "b": "x=y"}``; without ``hive_style``, ``"1/x%3Dy"``
+    of ``fields`` ``a, b`` says the same."""
     if not path:
         return {}
+    if not hive_style:
+        segments = path.split("/")
+        if len(segments) != len(fields):
+            raise InvalidPartitionValueError(
+                f"partition path {path!r} has {len(segments)} segment(s) for the "
+                f"{len(fields)} partition field(s) {list(fields)}"
+            )
+        return {name: unquote(v) for name, v in zip(fields, segments, strict=True)}
     out = {}
     for segment in path.split("/"):
         name, sep, value = segment.partition("=")
@@ -122,10 +136,10 @@ def parse_partition_path(path: str) -> dict[str, str]:
 
 
 def partition_columns(
-    path: str, schema: pa.Schema, fields: Sequence[str], rows: int
+    path: str, schema: pa.Schema, fields: Sequence[str], rows: int, hive_style: bool = True
 ) -> list[pa.Array]:
     """Columns holding the partition values of ``path``, typed as in ``schema``."""
-    values = parse_partition_path(path)
+    values = parse_partition_path(path, fields, hive_style)
     columns = []
     for name in fields:
         type_ = schema.field(name).type

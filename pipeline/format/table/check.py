@@ -32,9 +32,10 @@ import pyarrow.parquet as pq
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, PARTITION
 from dynbucket.base.errors import DynBucketError, NotAdoptedError, UnsupportedTableVersionError
 from dynbucket.base.keyhash import key_hashes
+from dynbucket.format.file_group import adopted
+from dynbucket.format.file_group.slices import data_files
+from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi import files as names
-from dynbucket.format.hudi import log_file
-from dynbucket.format.hudi.files import bucket_of
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.files import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
@@ -95,7 +96,8 @@ def check(store: TableStore) -> CheckReport:
     except NotAdoptedError as e:
         report.add(
             f"written by Apache Hudi, not adopted by dynbucket: {e}",
-            "nothing to repair; not checked here: check it with Hudi's own tools",
+            f"nothing to repair; adopt it (dynbucket adopt {store.uri}) to check and write "
+            "it with dynbucket, or check it with Hudi's own tools",
         )
         return report
     except UnsupportedTableVersionError as e:
@@ -232,6 +234,10 @@ def _unreadable(store: TableStore, spec: TableSpec, path: str) -> str | None:
             for block in log_file.read_blocks(data):
                 if block.type == log_file.PARQUET_DATA:
                     pq.ParquetFile(pa.BufferReader(block.content)).read()
+                elif block.type == log_file.AVRO_DATA:
+                    avro_read.read_records(
+                        block.header[log_file.SCHEMA], log_file.avro_records(block)
+                    )
                 elif block.type == log_file.DELETE:
                     log_file.read_deletes(block)
         else:
@@ -245,10 +251,12 @@ def _snapshot(store: TableStore, spec: TableSpec, report: CheckReport) -> pa.Tab
     """The latest snapshot's keys with their buckets; one file group per bucket."""
     try:
         snapshot = Snapshot(store, spec)
+        adopted_files = adopted.load(store)
         for partition in snapshot.partitions():
             ids: dict[int, set[str]] = defaultdict(set)
-            for f in _data_files(store, partition, snapshot.visible):
-                ids[bucket_of(f)].add(f)
+            for f in data_files(store, partition):
+                if f.instant in snapshot.visible:
+                    ids[adopted_files.bucket_of(f.file_id)].add(f.file_id)
             for bucket, file_ids in sorted(ids.items()):
                 if len(file_ids) > 1:
                     report.add(
@@ -268,14 +276,6 @@ def _snapshot(store: TableStore, spec: TableSpec, report: CheckReport) -> pa.Tab
     return rows
 
 
-def _data_files(store: TableStore, partition: str, visible: frozenset[str]) -> set[str]:
-    return {
-        p.file_id
-        for info in store.list_files(store.path(partition))
-        if (p := names.parse(info.base_name)) is not None and p.instant in visible
-    }
-
-
 def _index(
     store: TableStore,
     spec: TableSpec,
@@ -287,7 +287,7 @@ def _index(
     """The record-level index against the live rows (I6)."""
     visible = timeline.visible_of(completed)
     index = RecordLevelIndex(store, spec)
-    deleted = _deletes_per_group(timeline, completed)
+    deleted = _deletes_per_group(timeline, completed, adopted.load(store))
     live = rows.append_column("_key", record_keys(rows, spec.record_key))
     for partition in sorted(set(index.partitions()) | set(live.column(PARTITION).to_pylist())):
         entries = index.record_index_locations(
@@ -370,18 +370,22 @@ _REBUILD = (
 )
 
 
-def _deletes_per_group(timeline: Timeline, completed: list[Instant]) -> dict[tuple[str, int], int]:
+def _deletes_per_group(
+    timeline: Timeline, completed: list[Instant], adopted_files: adopted.Adopted
+) -> dict[tuple[str, int], int]:
     """(partition, bucket) -> delete records the commits ever wrote into its file group."""
     out: Counter[tuple[str, int]] = Counter()
     for group, n in timeline.archived().deletes.items():
         partition, _, file_id = group.rpartition("/")
-        out[(partition, bucket_of(file_id))] += n
+        out[(partition, adopted_files.bucket_of(file_id))] += n
     for instant in completed:
         if instant.action not in HUDI_ACTIONS:
             continue
         for partition, stats in (timeline.raw(instant).get("partitionToWriteStats") or {}).items():
             for stat in stats:
-                out[(partition, bucket_of(stat["fileId"]))] += int(stat.get("numDeletes", 0))
+                out[(partition, adopted_files.bucket_of(stat["fileId"]))] += int(
+                    stat.get("numDeletes", 0)
+                )
     return dict(out)
 
 
@@ -396,10 +400,13 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
     known = Visible({i.id for i in timeline.instants()}, *_archived(timeline))
     strays: dict[str, list[str]] = defaultdict(list)
     index_dir = store.path(RLI_DIR) + "/"
+    adopted_logs = adopted.load(store).logs
     for info in store.walk(store.root):
         parsed = names.parse(info.base_name)
         if parsed is not None:
-            instant: str | None = parsed.instant
+            instant: str | None = parsed.instant or adopted_logs.get(
+                info.base_name, "(none: Hudi wrote it after the adoption)"
+            )
         elif info.path.startswith(index_dir):
             instant = index_instant(info.base_name)
         else:

@@ -57,7 +57,7 @@ from dynbucket.format.file_group.slices import (
 )
 from dynbucket.format.file_group.stale import copied_largest
 from dynbucket.format.file_group.writer import moved_to, write_base
-from dynbucket.format.hudi.files import base_name, bucket_of, log_name
+from dynbucket.format.hudi.files import base_name, log_name
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
@@ -293,7 +293,7 @@ def execute_groups(
             live.num_rows,
             size,
             file_id,
-            bucket_of(file_id),
+            fslice.bucket,
             prev_commit=fslice.base_instant,
         )
 

@@ -20,3 +20,5 @@ BUCKET_LAYOUT_DIR = f"{META_DIR}/buckets"
 #: What archival moved off the active timeline: ``<floor>.json`` per archival
 #: (``timeline/archive.py``).
 ARCHIVE_DIR = f"{META_DIR}/archive"
+#: What adoption recorded of the files Apache Hudi wrote (``file_group/adopted.py``).
+ADOPTED_FILE = f"{META_DIR}/adopted.json"

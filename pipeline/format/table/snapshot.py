@@ -25,6 +25,7 @@ import pyarrow.dataset as pads
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
 from dynbucket.base.errors import DynBucketError, InstantNotFoundError, TableCorruptedError
 from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.merge import (
     fill_meta,
     in_files,
@@ -65,6 +66,7 @@ class Snapshot:
         self.store = store
         self.spec = spec
         self.timeline = timeline = Timeline(store, spec.options.merge_on_read)
+        self.adopted = adopted.load(store)
         completed = timeline.completed()
         archived = timeline.archived()
         if as_of is not None and as_of <= archived.floor:
@@ -114,7 +116,11 @@ class Snapshot:
             for p in sorted(set(partitions)):
                 if p not in self._listed:
                     self._listed[p] = self._slices_of(
-                        {p: parsed_data_files(self.store.list_files(self.store.path(p)))}
+                        {
+                            p: parsed_data_files(
+                                self.store.list_files(self.store.path(p)), self.adopted
+                            )
+                        }
                     )
                 refs += self._listed[p]
             return refs
@@ -125,7 +131,9 @@ class Snapshot:
                 if info.path.startswith(hoodie + "/"):
                     continue
                 partition = os.path.dirname(info.path)[len(self.store.root) :].strip("/")
-                by_partition.setdefault(partition, []).extend(parsed_data_files([info]))
+                by_partition.setdefault(partition, []).extend(
+                    parsed_data_files([info], self.adopted)
+                )
             self._slices = self._slices_of(by_partition, whole=True)
         wanted = None if partitions is None else set(partitions)
         return [r for r in self._slices if wanted is None or r.partition in wanted]
@@ -487,7 +495,9 @@ def decorate(
     parts = dict(
         zip(
             spec.partition_by,
-            partition_columns(ref.partition, spec.schema, spec.partition_by, n),
+            partition_columns(
+                ref.partition, spec.schema, spec.partition_by, n, spec.hive_style_partitioning
+            ),
             strict=True,
         )
     )

@@ -73,6 +73,13 @@ class TableSpec:
     table_id: str = ""
     name: str = "dynbucket_table"
     """The Hudi table name (``hoodie.table.name``): letters, digits and ``_``."""
+    hive_style_partitioning: bool = True
+    precombine_named: bool = True
+    """Whether ``hoodie.properties`` names a precombine field (every table dynbucket creates
+    does: the ordering field, else ``_hoodie_commit_time``); a table Hudi wrote without one
+    orders a key's records by commit alone."""
+    """Partition folders ``field=value`` (else ``value``: only a table Hudi wrote so, and
+    dynbucket adopted, is written without; ``hoodie.datasource.write.hive_style_partitioning``)."""
 
     def __post_init__(self) -> None:
         if not self.name or _NAME.search(self.name):
@@ -234,7 +241,9 @@ class TableSpec:
             "hoodie.table.partition.fields": ",".join(parts),
             "hoodie.table.precombine.field": self.precombine_field,
             "hoodie.table.keygenerator.class": keygen,
-            "hoodie.datasource.write.hive_style_partitioning": "true",
+            "hoodie.datasource.write.hive_style_partitioning": str(
+                self.hive_style_partitioning
+            ).lower(),
             "hoodie.datasource.write.partitionpath.urlencode": "false",
             "hoodie.datasource.write.drop.partition.columns": "false",
             "hoodie.compaction.payload.class": f"org.apache.hudi.common.model.{payload}",
@@ -285,12 +294,20 @@ class TableSpec:
                 options=TableOptions.from_properties({**doc.get("options", {}), **hudi_options}),
                 table_id=doc["table-id"],
                 name=hoodie["hoodie.table.name"],
+                hive_style_partitioning=hive_style(hoodie),
+                precombine_named=bool(hoodie.get("hoodie.table.precombine.field")),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise TableCorruptedError(
                 f"{where}: unreadable table properties ({type(e).__name__}: {e}); the table "
                 f"definition ({PROPERTIES_FILE}, {TABLE_FILE}) is damaged: restore it"
             ) from e
+
+
+def hive_style(hoodie: dict[str, str]) -> bool:
+    """Whether ``hoodie.properties`` says partition folders are ``field=value`` (Hudi's
+    default is not; dynbucket always writes the property)."""
+    return hoodie.get("hoodie.datasource.write.hive_style_partitioning", "false") == "true"
 
 
 def _check_field_names(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
@@ -380,8 +397,8 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
         raise TableExistsError(f"a dynbucket table already exists at {store.uri}; open it")
     if store.exists(store.path(PROPERTIES_FILE)):
         raise TableExistsError(
-            f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}); "
-            "dynbucket does not adopt tables Hudi wrote yet: create the table in a new folder"
+            f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}): "
+            f"{_adoption_advice(store)}, or create the table in a new folder"
         )
     others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
     if others:
@@ -420,10 +437,7 @@ def load_table(store: TableStore) -> TableSpec:
         if store.exists(store.path(PROPERTIES_FILE)):
             raise NotAdoptedError(
                 f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}), "
-                f"not a dynbucket table (no {TABLE_FILE}); dynbucket does not adopt tables "
-                "Hudi wrote yet: read it with a Hudi reader (hudi-rs: "
-                f"HudiTableBuilder.from_base_uri({store.uri!r}).build().read()), or write "
-                "its rows into a new dynbucket table in another folder"
+                f"not a dynbucket table (no {TABLE_FILE}) yet: {_adoption_advice(store)}"
             ) from e
         raise NotATableError(
             f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with Table.create"
@@ -440,6 +454,25 @@ def load_table(store: TableStore) -> TableSpec:
     if refused is not None:
         raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
     return TableSpec.load(hoodie, own, store.uri)
+
+
+def _adoption_advice(store: TableStore) -> str:
+    """What to do with a table Hudi wrote: adopt it, or (a version adoption does not take
+    yet) read it with a Hudi reader."""
+    try:
+        hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
+    except (OSError, ValueError):
+        hoodie = {}
+    if versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE))):
+        return (
+            "dynbucket adopts Hudi table version 6 only yet: read it with a Hudi reader "
+            f"(hudi-rs: HudiTableBuilder.from_base_uri({store.uri!r}).build().read()), or "
+            "write its rows into a new dynbucket table"
+        )
+    return (
+        f"adopt it (Table.adopt({store.uri!r}), or dynbucket adopt {store.uri}): its files "
+        "stay, dynbucket adds its index beside them"
+    )
 
 
 def _hudi_described(store: TableStore) -> str:

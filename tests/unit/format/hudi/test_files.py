@@ -21,6 +21,12 @@ def test_other_files_are_not_data_files() -> None:
         ".hoodie_partition_metadata",
         f".{base_name(FID, '20260101000000001')}.tmp-ab12",
         "part-0000.parquet",
-        f".{FID}_20260101000000001.log.1_0-51-115",
     ]:
         assert parse(name) is None, name
+
+
+def test_a_log_hudi_wrote_is_a_log_whose_name_does_not_say_its_instant() -> None:
+    hudi = "d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0"
+    assert parse(f".{hudi}_20260101000000001.log.2_0-51-115") == ParsedName(
+        hudi, "log", "", "20260101000000001", 2
+    )

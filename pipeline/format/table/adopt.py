@@ -1,0 +1,340 @@
+"""Adoption: a table Apache Hudi wrote becomes a dynbucket table in place.
+
+Most users start with Hudi tables; adoption keeps every file where Hudi put it and adds
+only what is dynbucket's, under ``.hoodie/.dynbucket/`` (so deleting that folder undoes it,
+and Hudi's readers see nothing new):
+
+1. **Gate.** The table must be one dynbucket can continue in its own version: Hudi table
+   version 6 (timeline layout 1), Parquet base files, record keys and partition paths as
+   dynbucket spells them (checked on every adopted row in step 5), nothing pending on the
+   timeline (a Hudi write, compaction or clean left pending is Hudi's to finish or roll
+   back), no replace commit (clustering, insert overwrite) on the active timeline.
+   Anything else is refused by name, before anything is written.
+2. **Definition.** Name, keys, partition fields, table type and meta fields from
+   ``hoodie.properties``; the schema the newest commit wrote with (else the one the table
+   was created with), without the meta fields; the precombine field as ordering field.
+3. **Files** (``adopted.json``, ``file_group/adopted.py``): every file group becomes a
+   bucket, numbered from 0 per partition in the order of their file ids; every log's
+   writing instant is read from its first block's header.
+4. **History.** Instants Hudi archived stay archived: an archive record whose floor is
+   just before the active timeline (Hudi's own rule: a file older than the active
+   timeline is committed), with the cleaning horizon at the newest instant when Hudi
+   cleaned or archived (files its commits list may be gone).
+5. **Index.** The record-level index, one base file per partition under the newest
+   completed instant, from the live keys of every slice; each key's record key and
+   partition path are checked against what dynbucket would write for it.
+6. **Commit.** ``table.json`` is created last and exclusively: until it is there the table
+   is not adopted (a crashed adoption is run again; its files are rewritten the same).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dynbucket.base.columns import HASH
+from dynbucket.base.errors import AdoptionRefusedError, NotATableError, TableExistsError
+from dynbucket.base.keyhash import key_hashes
+from dynbucket.format.buckets.options import IndexOptions
+from dynbucket.format.file_group import adopted
+from dynbucket.format.file_group.merge import read_slice
+from dynbucket.format.hudi import avro_read, log_file, properties, versions
+from dynbucket.format.hudi import files as names
+from dynbucket.format.hudi.meta_fields import META_FIELDS, PARTITION_PATH, RECORD_KEY, record_keys
+from dynbucket.format.index.rli import RecordLevelIndex, entries_for
+from dynbucket.format.records.partitioning import partition_paths
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
+from dynbucket.format.table.paths import (
+    ADOPTED_FILE,
+    ARCHIVE_DIR,
+    HOODIE_DIR,
+    PROPERTIES_FILE,
+    TABLE_FILE,
+)
+from dynbucket.format.table.snapshot import Snapshot
+from dynbucket.format.table.spec import TableSpec, hive_style
+from dynbucket.format.timeline.archive_record import Archived
+from dynbucket.format.timeline.timeline import Timeline
+
+#: Key generators whose record keys and partition paths dynbucket spells the same.
+_KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator")
+#: Completed Hudi actions on the active timeline that adoption reads past (their files,
+#: or what they removed, are already what the timeline's commits and the folders say).
+_READ_PAST = ("clean", "rollback", "savepoint", "restore")
+
+
+def adopt(
+    store: TableStore,
+    bucket_options: IndexOptions,
+    options: dict[str, str] | None = None,
+    slots: int = 1,
+) -> TableSpec:
+    """Adopts the Hudi table at ``store`` (module doc); returns its definition.
+
+    Args:
+        store: the table's folder.
+        bucket_options: the bucket index the table continues with.
+        options: dynbucket's own table options (services, lease), as properties.
+        slots: the slot count the index files are grouped by (the writes' slot count).
+
+    Raises:
+        NotATableError: no Hudi table there.
+        TableExistsError: already a dynbucket table.
+        AdoptionRefusedError: a table dynbucket cannot continue yet (the message says why);
+            nothing was written.
+    """
+    if store.exists(store.path(TABLE_FILE)):
+        raise TableExistsError(f"{store.uri} is already a dynbucket table; open it")
+    try:
+        hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
+    except FileNotFoundError as e:
+        raise NotATableError(
+            f"{store.uri} holds no Hudi table (no {PROPERTIES_FILE}); create a table with "
+            "Table.create"
+        ) from e
+    _gate(store, hoodie)  # 1.
+    timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
+    completed = timeline.completed()
+    spec = _definition(store, hoodie, timeline, bucket_options, options or {})  # 2.
+    floor = completed[-1].id if completed else ""
+    record = _files(store, floor)  # 3.
+    store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
+    adopted.remember(store, record)
+    _history(store, timeline, floor)  # 4.
+    if floor:
+        _index(store, spec, floor, slots)  # 5.
+    if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):  # 6.
+        raise TableExistsError(f"another process adopted {store.uri} just now; open it")
+    return spec
+
+
+def _refused(store: TableStore, why: str, fix: str) -> AdoptionRefusedError:
+    return AdoptionRefusedError(
+        f"{store.uri}: dynbucket cannot adopt this Hudi table yet: {why}. Nothing was "
+        f"written. {fix}"
+    )
+
+
+def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
+    """Step 1 (module doc): refuses what dynbucket cannot continue."""
+    refused = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
+    if refused is not None:
+        raise _refused(
+            store,
+            f"it is a {refused} table; dynbucket adopts Hudi table version 6 (timeline "
+            "layout 1) only",
+            "Read it with a Hudi reader, or write its rows into a new dynbucket table",
+        )
+    base_format = hoodie.get("hoodie.table.base.file.format", "PARQUET").upper()
+    if base_format != "PARQUET":
+        raise _refused(
+            store, f"its base files are {base_format}", "dynbucket reads Parquet base files"
+        )
+    keygen = hoodie.get("hoodie.table.keygenerator.class", "").rsplit(".", 1)[-1]
+    if keygen and keygen not in _KEY_GENERATORS:
+        raise _refused(
+            store,
+            f"its key generator is {keygen}, whose record keys or partition paths dynbucket "
+            f"does not spell (it spells those of {', '.join(_KEY_GENERATORS)})",
+            "Write its rows into a new dynbucket table",
+        )
+    if hoodie.get("hoodie.datasource.write.partitionpath.urlencode", "false") == "true":
+        raise _refused(
+            store,
+            "its partition paths are URL-encoded (hoodie.datasource.write.partitionpath."
+            "urlencode=true)",
+            "Write its rows into a new dynbucket table",
+        )
+    if store.exists(store.path(HOODIE_DIR, "metadata")):
+        raise _refused(
+            store,
+            "it has a metadata table (.hoodie/metadata), which dynbucket's writes would "
+            "leave stale",
+            "Remove it with Hudi first (a write with hoodie.metadata.enable=false), then "
+            "adopt the table",
+        )
+    pending, replaced = [], []
+    names = {i.base_name for i in store.list_files(store.path(HOODIE_DIR))}
+    for name in sorted(names):
+        head, _, tail = name.partition(".")
+        if len(head) != 17 or not head.isdigit():
+            continue
+        action, _, state = tail.partition(".")
+        if action in ("replacecommit", "clustering"):
+            replaced.append(name)
+        started = tail == "inflight" or state in ("requested", "inflight")
+        if started and not _completed(head, action, names):
+            pending.append(name)
+    if replaced:
+        raise _refused(
+            store,
+            f"its active timeline holds a replace commit ({replaced[0]}: clustering or an "
+            "insert overwrite), whose replaced file groups dynbucket does not read yet",
+            "Let Hudi archive it (or write the rows into a new dynbucket table)",
+        )
+    if pending:
+        raise _refused(
+            store,
+            f"instant(s) pending on its timeline ({', '.join(pending[:3])})",
+            "Finish or roll them back with Hudi first (hudi-cli: commit rollback, "
+            "compaction run), then adopt the table",
+        )
+
+
+def _completed(instant: str, action: str, names: set[str]) -> bool:
+    """Whether the instant a pending state file belongs to has completed."""
+    if action in ("inflight", "commit", "deltacommit", "compaction"):
+        return f"{instant}.commit" in names or f"{instant}.deltacommit" in names
+    return f"{instant}.{action}" in names
+
+
+def _definition(
+    store: TableStore,
+    hoodie: dict[str, str],
+    timeline: Timeline,
+    bucket_options: IndexOptions,
+    options: dict[str, str],
+) -> TableSpec:
+    """Step 2 (module doc)."""
+    schema_json = hoodie.get("hoodie.table.create.schema", "")
+    for instant in reversed(timeline.completed()):
+        written = (timeline.raw(instant).get("extraMetadata") or {}).get("schema")
+        if written:
+            schema_json = written
+            break
+    if not schema_json:
+        raise _refused(
+            store, "neither its properties nor its commits hold its schema", "Write to it "
+            "with Hudi once (its commit records the schema), then adopt it"
+        )  # fmt: skip
+    full = avro_read.arrow_schema(schema_json)
+    schema = pa.schema([f for f in full if f.name not in META_FIELDS])
+    ordering = hoodie.get("hoodie.table.precombine.field") or None
+    hudi_options = {k: v for k, v in hoodie.items() if k in HUDI_TABLE_PROPERTIES}
+    return TableSpec(
+        schema=schema,
+        record_key=tuple(_list(hoodie.get("hoodie.table.recordkey.fields", ""))),
+        partition_by=tuple(_list(hoodie.get("hoodie.table.partition.fields", ""))),
+        ordering_field=ordering if ordering in schema.names else None,
+        bucket_options=bucket_options,
+        options=TableOptions.from_properties({**options, **hudi_options}),
+        table_id=uuid.uuid4().hex,
+        name=hoodie["hoodie.table.name"],
+        hive_style_partitioning=hive_style(hoodie),
+        precombine_named=bool(ordering),
+    )
+
+
+def _files(store: TableStore, floor: str) -> adopted.Adopted:
+    """Step 3 (module doc): the buckets of the file groups, the instants of the logs."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    logs: dict[str, str] = {}
+    for partition in _partitions(store):
+        for info in store.list_files(store.path(partition)):
+            parsed = names.parse(info.base_name)
+            if parsed is None:
+                continue
+            groups[partition].add(parsed.file_id)
+            if parsed.kind == "log" and not parsed.instant:
+                logs[info.base_name] = _log_instant(store, info.path)
+    buckets = {
+        file_id: bucket for ids in groups.values() for bucket, file_id in enumerate(sorted(ids))
+    }
+    return adopted.Adopted(buckets, logs, floor)
+
+
+def _partitions(store: TableStore) -> list[str]:
+    """The folders holding a ``.hoodie_partition_metadata`` (the table's root when it is
+    unpartitioned)."""
+    hoodie = store.path(HOODIE_DIR) + "/"
+    found = set()
+    for info in store.walk(store.root):
+        if info.path.startswith(hoodie) or info.base_name != ".hoodie_partition_metadata":
+            continue
+        found.add(info.path[len(store.root) :].strip("/").rpartition("/")[0])
+    return sorted(found)
+
+
+def _log_instant(store: TableStore, path: str) -> str:
+    blocks = log_file.read_blocks(store.read_buffer(path))
+    if not blocks or not blocks[0].instant:
+        raise _refused(
+            store, f"its log file {path} holds no block naming its instant", "Restore it"
+        )
+    return blocks[0].instant
+
+
+def _history(store: TableStore, timeline: Timeline, floor: str) -> None:
+    """Step 4 (module doc)."""
+    archived_dir = store.path(HOODIE_DIR, "archived")
+    hudi_archived = any(not i.base_name.startswith(".DS") for i in store.list_files(archived_dir))
+    cleaned = any(
+        i.base_name.partition(".")[2] in ("clean", "rollback")
+        for i in store.list_files(store.path(HOODIE_DIR))
+    )
+    if not (hudi_archived or cleaned) or not floor:
+        return
+    active = [i.id for i in timeline.instants()]
+    below = f"{int(min(active)) - 1:017d}" if hudi_archived and active else ""
+    record = Archived(floor=below, earliest_retained=floor)
+    store.create_exclusive(store.path(ARCHIVE_DIR, f"{below or '0' * 17}.json"), record.to_json())
+
+
+def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None:
+    """Step 5 (module doc)."""
+    snapshot = Snapshot(store, spec)
+    rli = RecordLevelIndex(store, spec)
+    by_partition: dict[str, list[pa.Table]] = defaultdict(list)
+    checked = [RECORD_KEY, PARTITION_PATH] if spec.meta_fields else []
+    columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
+    for ref in snapshot.slices():
+        rows = read_slice(store, spec, ref.slice, columns, checked)
+        _check_spelling(store, spec, ref.partition, rows)
+        rows = rows.select(list(spec.record_key))
+        rows = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key), pa.int64()))
+        by_partition[ref.partition].append(
+            entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant)
+        )
+    for partition, parts in sorted(by_partition.items()):
+        rli.write(partition, instant, pa.concat_tables(parts), kind="base", slots=slots)
+
+
+def _check_spelling(store: TableStore, spec: TableSpec, partition: str, rows: pa.Table) -> None:
+    """Every live row's record key and partition path are what dynbucket would write (a
+    key generator spelling them otherwise would make updates new rows)."""
+    if not rows.num_rows:
+        return
+    where = [partition] * rows.num_rows
+    want_paths = pa.array(where, pa.string())
+    got_paths = (
+        partition_paths(rows, spec.partition_by, spec.hive_style_partitioning)
+        if spec.partition_by
+        else None
+    )
+    checks = [("partition path", got_paths, want_paths)]
+    if RECORD_KEY in rows.column_names:
+        keys = record_keys(rows, spec.record_key)
+        checks.append(("record key", keys, rows.column(RECORD_KEY)))
+        if PARTITION_PATH in rows.column_names:
+            checks.append(("partition path", want_paths, rows.column(PARTITION_PATH)))
+    for what, ours, theirs in checks:
+        if ours is None:
+            continue
+        differ = pc.invert(pc.equal(ours, theirs).fill_null(False))
+        if pc.any(differ).as_py():
+            at = int(np.flatnonzero(differ.to_numpy(zero_copy_only=False))[0])
+            raise _refused(
+                store,
+                f"a row of partition {partition!r} has the {what} {theirs[at].as_py()!r} "
+                f"where dynbucket would write {ours[at].as_py()!r}",
+                "Write its rows into a new dynbucket table",
+            )
+
+
+def _list(text: str) -> list[str]:
+    return [p for p in text.split(",") if p]
