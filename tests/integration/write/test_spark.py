@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from dynbucket.write.routing import route_column, spark_hash_int
 from dynbucket.write.spark import StreamBatch
+from tests.hudi_readers import check_hudi_reads
 from tests.integration.invariants import checked_live_rows
 
 SCHEMA = pa.schema(
@@ -340,3 +342,41 @@ def test_a_compaction_of_this_table_keeps_its_assigner_fleet(
         assert max(t.stats().column("keys").to_pylist()) <= 2
     finally:
         t.close()
+
+
+def test_an_adopted_hudi_table_takes_spark_upserts(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """A table Hudi wrote (merge-on-read, an Avro log), adopted, then written through Spark
+    tasks and the assigner actors: updates land in Hudi's file groups, new keys fill them
+    (fill first, I3) before a bucket opens after them, and hudi-rs reads what dynbucket
+    reads."""
+    data = Path(__file__).parents[2] / "data" / "hudi" / "quickstart_trips_table" / "mor" / "avro"
+    with zipfile.ZipFile(data / "v6_trips_8i1u.zip") as z:
+        z.extractall(tmp_path)
+    uri = str(tmp_path / "v6_trips_8i1u")
+    t = Table.adopt(uri, DynamicBucketIndex(max_keys_per_bucket=5, assigner_slots=2),
+                    runtime=runtime)  # fmt: skip
+    before = {r["uuid"]: (r["_partition"], r["_bucket"], r["_file_id"]) for r in t.to_arrow()
+              .to_pylist()}  # fmt: skip
+    rows = t.to_arrow(columns=t.spec.schema.names).select(t.spec.schema.names).to_pylist()
+    updated = [{**r, "ts": r["ts"] + 1, "fare": -1.0} for r in rows[:3]]
+    new = [{**rows[0], "uuid": f"new-{i}", "ts": 1} for i in range(4)]
+    df = spark.createDataFrame(updated + new, "ts long, uuid string, rider string, "
+                               "driver string, fare double, city string")  # fmt: skip
+    result = t.upsert(df)
+    assert (result.keys_updated, result.keys_inserted) == (3, 4)
+    after = {r["uuid"]: r for r in t.to_arrow().to_pylist()}
+    for key, place in before.items():  # I1: Hudi's groups keep their keys
+        assert (after[key]["_partition"], after[key]["_bucket"], after[key]["_file_id"]) == place
+    assert [after[r["uuid"]]["fare"] for r in updated] == [-1.0] * 3
+    city = f"city={rows[0]['city']}"
+    hudi_group = before[rows[0]["uuid"]][2]
+    placed = sorted((after[f"new-{i}"]["_bucket"], after[f"new-{i}"]["_file_id"] == hudi_group)
+                    for i in range(4))  # fmt: skip
+    held = sum(1 for p, _, f in before.values() if p == city and f == hudi_group)
+    # Hudi's group of that city fills to 5 keys first; the rest open bucket 1 and on.
+    assert sum(in_hudi for _, in_hudi in placed) == 5 - held
+    assert all(bucket >= 1 for bucket, in_hudi in placed if not in_hudi)
+    check_hudi_reads(t)
+    t.close()
