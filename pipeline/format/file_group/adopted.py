@@ -32,20 +32,34 @@ class Adopted:
     """Adopted log file name -> the instant that wrote it."""
     floor: str = ""
     """The newest instant completed when the table was adopted."""
+    replaced: frozenset[str] = frozenset()
+    """File ids of the groups a replace commit of Hudi's replaced (clustering, insert
+    overwrite): no longer the table's, never read (Hudi's readers skip them by the replace
+    commit, which stays on the active timeline)."""
 
     def bucket_of(self, file_id: str) -> int:
-        """The bucket id of a file group: recorded for an adopted one, else in its name."""
+        """The bucket id of a file group: recorded for an adopted one (-1 for one that was
+        replaced), else in its name."""
         bucket = self.buckets.get(file_id)
-        return bucket if bucket is not None else names.bucket_of(file_id)
+        if bucket is not None:
+            return bucket
+        return -1 if file_id in self.replaced else names.bucket_of(file_id)
 
     def to_json(self) -> bytes:
-        doc = {"floor": self.floor, "buckets": self.buckets, "logs": self.logs}
+        doc = {
+            "floor": self.floor,
+            "buckets": self.buckets,
+            "logs": self.logs,
+            "replaced": sorted(self.replaced),
+        }
         return json.dumps(doc, sort_keys=True, indent=1).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Adopted:
         doc = json.loads(data)
-        return cls(dict(doc["buckets"]), dict(doc["logs"]), doc["floor"])
+        return cls(
+            dict(doc["buckets"]), dict(doc["logs"]), doc["floor"], frozenset(doc["replaced"])
+        )
 
 
 NONE = Adopted()

@@ -103,12 +103,12 @@ def parsed_data_files(
 ) -> list[DataFile]:
     """The data files (base and log files, by Hudi's names) among listed files; those
     Apache Hudi wrote before the table was adopted with what ``adopted_files`` knows of
-    them (a log of Hudi's it does not know was written since by another writer: left
-    out)."""
+    them (a log of Hudi's it does not know was written since by another writer, and the
+    files of groups a replace commit replaced: left out)."""
     out = []
     for info in infos:
         parsed = names.parse(info.base_name)
-        if parsed is None:
+        if parsed is None or parsed.file_id in adopted_files.replaced:
             continue
         instant = parsed.instant or adopted_files.logs.get(info.base_name, "")
         if not instant:

@@ -1,34 +1,40 @@
 """Adoption: a table Apache Hudi wrote becomes a dynbucket table in place.
 
-Most users start with Hudi tables; adoption keeps every file where Hudi put it and adds
-only what is dynbucket's, under ``.hoodie/.dynbucket/`` (so deleting that folder undoes it,
-and Hudi's readers see nothing new):
+Most users start with Hudi tables; adoption keeps every data file where Hudi put it and
+adds only what is dynbucket's, under ``.hoodie/.dynbucket/`` (so deleting that folder
+undoes it, and Hudi's readers see nothing new), except that a metadata table goes:
 
 1. **Gate.** The table must be one dynbucket can continue in its own version: Hudi table
    version 6 (timeline layout 1), Parquet base files, record keys and partition paths as
    dynbucket spells them (checked on every adopted row in step 5), nothing pending on the
-   timeline (a Hudi write, compaction or clean left pending is Hudi's to finish or roll
-   back), no replace commit (clustering, insert overwrite) on the active timeline.
-   Anything else is refused by name, before anything is written.
+   timeline (a Hudi write, compaction, clustering or clean left pending is Hudi's to
+   finish or roll back). Anything else is refused by name, before anything is written.
 2. **Definition.** Name, keys, partition fields, table type and meta fields from
    ``hoodie.properties``; the schema the newest commit wrote with (else the one the table
    was created with), without the meta fields; the precombine field as ordering field.
 3. **Files** (``adopted.json``, ``file_group/adopted.py``): every file group becomes a
-   bucket, numbered from 0 per partition in the order of their file ids; every log's
-   writing instant is read from its first block's header.
+   bucket, numbered from 0 per partition in the order of their file ids, but those a
+   completed replace commit (clustering, insert overwrite) replaced, which are no longer
+   read; every log's writing instant is read from its first block's header.
 4. **History.** Instants Hudi archived stay archived: an archive record whose floor is
    just before the active timeline (Hudi's own rule: a file older than the active
-   timeline is committed), with the cleaning horizon at the newest instant when Hudi
-   cleaned or archived (files its commits list may be gone).
+   timeline is committed), or at the newest replace commit (whose files dynbucket's
+   timeline sees through the floor: history before it is Hudi's readers' to read), with
+   the cleaning horizon at the newest instant when Hudi cleaned or archived (files its
+   commits list may be gone).
 5. **Index.** The record-level index, one base file per partition under the newest
    completed instant, from the live keys of every slice; each key's record key and
    partition path are checked against what dynbucket would write for it.
-6. **Commit.** ``table.json`` is created last and exclusively: until it is there the table
+6. **Metadata table.** Removed as Hudi removes it when a writer runs without it: the
+   properties name none of its partitions, then its folder goes (dynbucket's writes would
+   leave its file list stale; Hudi builds it again when a writer enables it).
+7. **Commit.** ``table.json`` is created last and exclusively: until it is there the table
    is not adopted (a crashed adoption is run again; its files are rewritten the same).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import defaultdict
 
@@ -61,11 +67,9 @@ from dynbucket.format.table.spec import TableSpec, hive_style
 from dynbucket.format.timeline.archive_record import Archived
 from dynbucket.format.timeline.timeline import Timeline
 
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 #: Key generators whose record keys and partition paths dynbucket spells the same.
 _KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator")
-#: Completed Hudi actions on the active timeline that adoption reads past (their files,
-#: or what they removed, are already what the timeline's commits and the folders say).
-_READ_PAST = ("clean", "rollback", "savepoint", "restore")
 
 
 def adopt(
@@ -101,16 +105,31 @@ def adopt(
     timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
     completed = timeline.completed()
     spec = _definition(store, hoodie, timeline, bucket_options, options or {})  # 2.
-    floor = completed[-1].id if completed else ""
-    record = _files(store, floor)  # 3.
+    replaces = _replace_commits(store)
+    floor = max([i.id for i in completed] + list(replaces), default="")
+    record = _files(store, floor, replaces)  # 3.
     store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
     adopted.remember(store, record)
-    _history(store, timeline, floor)  # 4.
+    _history(store, timeline, floor, replaces)  # 4.
     if floor:
         _index(store, spec, floor, slots)  # 5.
-    if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):  # 6.
+    _drop_metadata_table(store, hoodie)  # 6.
+    if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):  # 7.
         raise TableExistsError(f"another process adopted {store.uri} just now; open it")
     return spec
+
+
+def _drop_metadata_table(store: TableStore, hoodie: dict[str, str]) -> None:
+    """Step 6 (module doc)."""
+    folder = store.path(HOODIE_DIR, "metadata")
+    if not store.exists(folder):
+        return
+    props = {**hoodie, METADATA_PARTITIONS: "", f"{METADATA_PARTITIONS}.inflight": ""}
+    store.write_atomic(
+        store.path(PROPERTIES_FILE),
+        properties.dumps(props, "Properties saved by dynbucket (metadata table removed)"),
+    )
+    store.fs.delete_dir(folder)
 
 
 def _refused(store: TableStore, why: str, fix: str) -> AdoptionRefusedError:
@@ -150,33 +169,16 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
             "urlencode=true)",
             "Write its rows into a new dynbucket table",
         )
-    if store.exists(store.path(HOODIE_DIR, "metadata")):
-        raise _refused(
-            store,
-            "it has a metadata table (.hoodie/metadata), which dynbucket's writes would "
-            "leave stale",
-            "Remove it with Hudi first (a write with hoodie.metadata.enable=false), then "
-            "adopt the table",
-        )
-    pending, replaced = [], []
+    pending = []
     names = {i.base_name for i in store.list_files(store.path(HOODIE_DIR))}
     for name in sorted(names):
         head, _, tail = name.partition(".")
         if len(head) != 17 or not head.isdigit():
             continue
         action, _, state = tail.partition(".")
-        if action in ("replacecommit", "clustering"):
-            replaced.append(name)
         started = tail == "inflight" or state in ("requested", "inflight")
         if started and not _completed(head, action, names):
             pending.append(name)
-    if replaced:
-        raise _refused(
-            store,
-            f"its active timeline holds a replace commit ({replaced[0]}: clustering or an "
-            "insert overwrite), whose replaced file groups dynbucket does not read yet",
-            "Let Hudi archive it (or write the rows into a new dynbucket table)",
-        )
     if pending:
         raise _refused(
             store,
@@ -230,14 +232,28 @@ def _definition(
     )
 
 
-def _files(store: TableStore, floor: str) -> adopted.Adopted:
+def _replace_commits(store: TableStore) -> dict[str, set[str]]:
+    """Completed replace commits on the active timeline -> the file ids each replaced."""
+    out: dict[str, set[str]] = {}
+    for info in store.list_files(store.path(HOODIE_DIR)):
+        head, _, tail = info.base_name.partition(".")
+        if tail != "replacecommit" or len(head) != 17 or not head.isdigit():
+            continue
+        doc = json.loads(store.read_bytes(info.path) or b"{}")
+        replaced = doc.get("partitionToReplaceFileIds") or {}
+        out[head] = {file_id for ids in replaced.values() for file_id in ids}
+    return out
+
+
+def _files(store: TableStore, floor: str, replaces: dict[str, set[str]]) -> adopted.Adopted:
     """Step 3 (module doc): the buckets of the file groups, the instants of the logs."""
     groups: dict[str, set[str]] = defaultdict(set)
     logs: dict[str, str] = {}
+    replaced = frozenset(f for ids in replaces.values() for f in ids)
     for partition in _partitions(store):
         for info in store.list_files(store.path(partition)):
             parsed = names.parse(info.base_name)
-            if parsed is None:
+            if parsed is None or parsed.file_id in replaced:
                 continue
             groups[partition].add(parsed.file_id)
             if parsed.kind == "log" and not parsed.instant:
@@ -245,7 +261,7 @@ def _files(store: TableStore, floor: str) -> adopted.Adopted:
     buckets = {
         file_id: bucket for ids in groups.values() for bucket, file_id in enumerate(sorted(ids))
     }
-    return adopted.Adopted(buckets, logs, floor)
+    return adopted.Adopted(buckets, logs, floor, replaced)
 
 
 def _partitions(store: TableStore) -> list[str]:
@@ -269,7 +285,9 @@ def _log_instant(store: TableStore, path: str) -> str:
     return blocks[0].instant
 
 
-def _history(store: TableStore, timeline: Timeline, floor: str) -> None:
+def _history(
+    store: TableStore, timeline: Timeline, floor: str, replaces: dict[str, set[str]]
+) -> None:
     """Step 4 (module doc)."""
     archived_dir = store.path(HOODIE_DIR, "archived")
     hudi_archived = any(not i.base_name.startswith(".DS") for i in store.list_files(archived_dir))
@@ -277,10 +295,13 @@ def _history(store: TableStore, timeline: Timeline, floor: str) -> None:
         i.base_name.partition(".")[2] in ("clean", "rollback")
         for i in store.list_files(store.path(HOODIE_DIR))
     )
-    if not (hudi_archived or cleaned) or not floor:
+    if not (hudi_archived or cleaned or replaces) or not floor:
         return
     active = [i.id for i in timeline.instants()]
     below = f"{int(min(active)) - 1:017d}" if hudi_archived and active else ""
+    # A replace commit's files are visible through the floor (dynbucket's timeline has no
+    # replace commits); so is what came before it, which only Hudi's readers tell apart.
+    below = max([below, *replaces])
     record = Archived(floor=below, earliest_retained=floor)
     store.create_exclusive(store.path(ARCHIVE_DIR, f"{below or '0' * 17}.json"), record.to_json())
 

@@ -36,7 +36,6 @@ TABLES = sorted(str(p.relative_to(DATA))[: -len(".zip")] for p in DATA.rglob("*.
 REFUSED_6 = {
     "sample_table/cow/v6_timebasedkeygen_nonhivestyle": "key generator is "
     "TimestampBasedKeyGenerator",
-    "sample_table/mor/parquet/v6_simplekeygen_nonhivestyle_overwritetable": "replace commit",
 }
 
 
@@ -174,14 +173,29 @@ def test_a_stateless_index_cannot_adopt(tmp_path: Path) -> None:
     assert not (root / ".hoodie" / ".dynbucket").exists()
 
 
-def test_a_table_with_a_pending_instant_or_a_metadata_table_is_refused(tmp_path: Path) -> None:
+def test_a_table_with_a_pending_instant_is_refused(tmp_path: Path) -> None:
     root = _unzipped("sample_table/mor/parquet/v6_nonpartitioned", tmp_path)
     (root / ".hoodie" / "20990101000000000.deltacommit.requested").write_bytes(b"")
+    before = _tree(root)
     with pytest.raises(AdoptionRefusedError, match="pending on its timeline.*Finish or roll"):
         Table.adopt(str(root))
-    (root / ".hoodie" / "20990101000000000.deltacommit.requested").unlink()
-    (root / ".hoodie" / "metadata").mkdir()
-    (root / ".hoodie" / "metadata" / "x").write_bytes(b"")
-    with pytest.raises(AdoptionRefusedError, match="metadata table"):
-        Table.adopt(str(root))
-    assert not (root / ".hoodie" / ".dynbucket").exists()
+    assert _tree(root) == before
+
+
+def test_a_metadata_table_goes_as_hudi_removes_it(tmp_path: Path) -> None:
+    """A writer that does not keep Hudi's metadata table true removes it (Hudi does the same
+    with hoodie.metadata.enable=false): no reader may list files from a stale one."""
+    root = _unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
+    files = root / ".hoodie" / "metadata" / "files"
+    files.mkdir(parents=True)
+    (files / ".files-0000-0_00000000000000010.log.1_0-0-0").write_bytes(b"stale list")
+    path = root / ".hoodie" / "hoodie.properties"
+    props = properties.loads(path.read_bytes())
+    path.write_bytes(properties.dumps({**props, "hoodie.table.metadata.partitions": "files"}))
+    t = Table.adopt(str(root))
+    after = properties.loads(path.read_bytes())
+    assert after["hoodie.table.metadata.partitions"] == ""
+    assert {k: v for k, v in after.items() if "metadata.partitions" not in k} == props
+    assert not (root / ".hoodie" / "metadata").exists()
+    check_hudi_reads(t)
+    t.close()
