@@ -146,7 +146,6 @@ def _print_services(table: Any) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     from dynbucket.format.file_group import adopted
-    from dynbucket.format.hudi import versions
     from dynbucket.table import Table
 
     table = Table.open(args.table)
@@ -154,8 +153,8 @@ def _show(args: argparse.Namespace) -> int:
         return _print_changes(table, args.changes, args.end, args.last)
     spec = table.spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
-    version = versions.WRITTEN_VERSION
-    print(f"hudi       {spec.name} ({spec.options.table_type}, table version {version})")
+    print(f"hudi       {spec.name} ({spec.options.table_type}, table version "
+          f"{spec.table_version})")  # fmt: skip
     print(
         f"key        {', '.join(spec.record_key)}\npartitions {', '.join(spec.partition_by) or '-'}"
     )

@@ -82,6 +82,11 @@ def load(store: TableStore) -> Adopted:
     return found
 
 
+def forget(store: TableStore) -> None:
+    """Drops what :func:`load` remembers of ``store`` (an adoption that did not finish)."""
+    _LOADED.pop(store.uri, None)
+
+
 def remember(store: TableStore, adopted: Adopted) -> None:
     """Sets what :func:`load` answers for ``store`` (adoption, which just wrote it)."""
     if len(_LOADED) > 256:

@@ -85,9 +85,13 @@ class FileSlice:
             return self.base.instant
         return self.logs[0].base_instant if self.logs else ""
 
-    def next_log(self) -> tuple[str, int]:
-        """(base instant, version) of the next log file of this group: on the newest base
-        instant it or its logs name; the version counts that base instant's logs."""
+    def next_log(self, instant: str, table_version: int = 6) -> tuple[str, int]:
+        """(base instant, version) of the log file ``instant`` writes next in this group:
+        on the newest base instant it or its logs name, the version counting that base
+        instant's logs; from table version 8 on, as Hudi 1.x names logs, on ``instant``
+        itself, version 1 (a reader finds a log's slice by its instant)."""
+        if table_version >= 8:
+            return instant, 1
         base_instant = max([self.base_instant, *(f.base_instant for f in self.logs)])
         on_it = (f.version for f in self.logs if f.base_instant == base_instant)
         return base_instant, max(on_it, default=0) + 1

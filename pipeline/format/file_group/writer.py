@@ -375,7 +375,7 @@ def _write_log(
     upserts: pa.Table,
     deletes: pa.Table,
 ) -> WrittenFile:
-    base_instant, version = fslice.next_log()
+    base_instant, version = fslice.next_log(instant, spec.table_version)
     name = names.log_name(fslice.file_id, base_instant, version, instant)
     path = store.path(partition, name)
     blocks = []

@@ -108,14 +108,20 @@ def read_records(schema_json: str, records: Sequence[bytes]) -> pa.Table:
 
 @lru_cache(maxsize=64)
 def _compiled(schema_json: str) -> tuple[Decoder, pa.Schema]:
-    return _decoder(json.loads(schema_json), {}), arrow_schema(schema_json)
+    return decoder(json.loads(schema_json)), arrow_schema(schema_json)
 
 
-def _decoder(t: Any, named: dict[str, Any]) -> Decoder:
+def decoder(t: Any, maps_as_dicts: bool = False) -> Decoder:
+    """A decoder of values of the Avro type ``t``: records as dicts, arrays as lists, maps
+    as (key, value) pairs (as Arrow takes them) or, ``maps_as_dicts``, as dicts."""
+    return _decoder(t, {}, maps_as_dicts)
+
+
+def _decoder(t: Any, named: dict[str, Any], dicts: bool) -> Decoder:
     """A decoder of values of Avro type ``t`` (``named``: record and fixed types seen so
     far, by name, for schemas that refer back to them)."""
     if isinstance(t, list):
-        branches = [_decoder(b, named) for b in t]
+        branches = [_decoder(b, named, dicts) for b in t]
 
         def union(data: memoryview, pos: int) -> tuple[Any, int]:
             branch, pos = read_long(data, pos)
@@ -125,7 +131,7 @@ def _decoder(t: Any, named: dict[str, Any]) -> Decoder:
     if isinstance(t, str):
         if t in _PRIMITIVE_DECODERS:
             return _PRIMITIVE_DECODERS[t]
-        return _decoder(named[t], named)
+        return _decoder(named[t], named, dicts)
     kind, logical = t["type"], t.get("logicalType")
     if "name" in t:
         named[t["name"]] = t
@@ -133,7 +139,7 @@ def _decoder(t: Any, named: dict[str, Any]) -> Decoder:
             named[f"{t['namespace']}.{t['name']}"] = t
     if logical == "decimal":
         scale = int(t.get("scale", 0))
-        raw = _decoder({k: v for k, v in t.items() if k != "logicalType"}, named)
+        raw = _decoder({k: v for k, v in t.items() if k != "logicalType"}, named, dicts)
 
         def dec(data: memoryview, pos: int) -> tuple[Any, int]:
             b, pos = raw(data, pos)
@@ -141,7 +147,7 @@ def _decoder(t: Any, named: dict[str, Any]) -> Decoder:
 
         return dec
     if kind == "record":
-        fields = [(f["name"], _decoder(f["type"], named)) for f in t["fields"]]
+        fields = [(f["name"], _decoder(f["type"], named, dicts)) for f in t["fields"]]
 
         def record(data: memoryview, pos: int) -> tuple[Any, int]:
             out = {}
@@ -151,8 +157,16 @@ def _decoder(t: Any, named: dict[str, Any]) -> Decoder:
 
         return record
     if kind in ("array", "map"):
-        item = _decoder(t["items"] if kind == "array" else t["values"], named)
-        return _blocks(item, kind == "map")
+        item = _decoder(t["items"] if kind == "array" else t["values"], named, dicts)
+        blocks = _blocks(item, kind == "map")
+        if kind != "map" or not dicts:
+            return blocks
+
+        def as_dict(data: memoryview, pos: int) -> tuple[Any, int]:
+            pairs, pos = blocks(data, pos)
+            return dict(pairs), pos
+
+        return as_dict
     if kind == "enum":
         symbols = t["symbols"]
 
@@ -164,7 +178,7 @@ def _decoder(t: Any, named: dict[str, Any]) -> Decoder:
     if kind == "fixed":
         size = int(t["size"])
         return lambda data, pos: (bytes(data[pos : pos + size]), pos + size)
-    return _decoder(kind, named)
+    return _decoder(kind, named, dicts)
 
 
 def _blocks(item: Decoder, keyed: bool) -> Decoder:

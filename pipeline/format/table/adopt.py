@@ -11,7 +11,8 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
    finish or roll back). Anything else is refused by name, before anything is written.
 2. **Definition.** Name, keys, partition fields, table type and meta fields from
    ``hoodie.properties``; the schema the newest commit wrote with (else the one the table
-   was created with), without the meta fields; the precombine field as ordering field.
+   was created with), without the meta fields; the precombine field (version 9: the
+   ordering field) as ordering field, unless the merge mode orders by commit time.
 3. **Files** (``adopted.json``, ``file_group/adopted.py``): every file group becomes a
    bucket, numbered from 0 per partition in the order of their file ids, but those a
    completed replace commit (clustering, insert overwrite) replaced, which are no longer
@@ -37,6 +38,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,7 +50,7 @@ from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.buckets.options import IndexOptions
 from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.merge import read_slice
-from dynbucket.format.hudi import avro_read, log_file, properties, versions
+from dynbucket.format.hudi import avro_file, avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.meta_fields import META_FIELDS, PARTITION_PATH, RECORD_KEY, record_keys
 from dynbucket.format.index.rli import RecordLevelIndex, entries_for
@@ -59,15 +61,24 @@ from dynbucket.format.table.paths import (
     ADOPTED_FILE,
     ARCHIVE_DIR,
     HOODIE_DIR,
+    META_DIR,
     PROPERTIES_FILE,
     TABLE_FILE,
 )
 from dynbucket.format.table.snapshot import Snapshot
-from dynbucket.format.table.spec import TableSpec, hive_style
+from dynbucket.format.table.spec import TableSpec, hive_style, ordering_of, precombine_named
 from dynbucket.format.timeline.archive_record import Archived
-from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Timeline, layout_of, remember_layout
 
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+#: Hudi 1.x's key generator types (``hoodie.table.keygenerator.type``) -> their classes.
+_KEY_GENERATOR_TYPES = {"SIMPLE": "SimpleKeyGenerator", "COMPLEX": "ComplexKeyGenerator",
+                        "NON_PARTITION": "NonpartitionedKeyGenerator",
+                        "TIMESTAMP": "TimestampBasedKeyGenerator",
+                        "CUSTOM": "CustomKeyGenerator"}  # fmt: skip
+#: Where Hudi archives instants: timeline layout 1, and 2 (an LSM tree of Parquet files).
+ARCHIVED_DIR = f"{HOODIE_DIR}/archived"
+HISTORY_DIR = f"{HOODIE_DIR}/timeline/history"
 #: Key generators whose record keys and partition paths dynbucket spells the same.
 _KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator")
 
@@ -102,18 +113,30 @@ def adopt(
             "Table.create"
         ) from e
     _gate(store, hoodie)  # 1.
+    remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
     completed = timeline.completed()
     spec = _definition(store, hoodie, timeline, bucket_options, options or {})  # 2.
     replaces = _replace_commits(store)
     floor = max([i.id for i in completed] + list(replaces), default="")
     record = _files(store, floor, replaces)  # 3.
-    store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
-    adopted.remember(store, record)
-    _history(store, timeline, floor, replaces)  # 4.
-    if floor:
-        _index(store, spec, floor, slots)  # 5.
+    try:
+        store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
+        adopted.remember(store, record)
+        _history(store, timeline, floor, replaces)  # 4.
+        if floor:
+            _index(store, spec, floor, slots)  # 5.
+    except BaseException:
+        # What steps 3-5 wrote goes: a refused table is left as it was (a crash leaves
+        # them under .hoodie/.dynbucket/, without table.json: adopt again, or delete it).
+        adopted.forget(store)
+        store.fs.delete_dir(store.path(META_DIR))
+        raise
     _drop_metadata_table(store, hoodie)  # 6.
+    if timeline.layout == 2 and not store.exists(store.path(LAYOUT_2_DIR)):
+        # Every process tells the layout by this folder: a version-8 table with no
+        # instant yet may not have it.
+        store.fs.create_dir(store.path(LAYOUT_2_DIR))
     if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):  # 7.
         raise TableExistsError(f"another process adopted {store.uri} just now; open it")
     return spec
@@ -154,7 +177,7 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
         raise _refused(
             store, f"its base files are {base_format}", "dynbucket reads Parquet base files"
         )
-    keygen = hoodie.get("hoodie.table.keygenerator.class", "").rsplit(".", 1)[-1]
+    keygen = _key_generator(hoodie)
     if keygen and keygen not in _KEY_GENERATORS:
         raise _refused(
             store,
@@ -169,16 +192,7 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
             "urlencode=true)",
             "Write its rows into a new dynbucket table",
         )
-    pending = []
-    names = {i.base_name for i in store.list_files(store.path(HOODIE_DIR))}
-    for name in sorted(names):
-        head, _, tail = name.partition(".")
-        if len(head) != 17 or not head.isdigit():
-            continue
-        action, _, state = tail.partition(".")
-        started = tail == "inflight" or state in ("requested", "inflight")
-        if started and not _completed(head, action, names):
-            pending.append(name)
+    pending = _HudiTimeline(store).pending
     if pending:
         raise _refused(
             store,
@@ -188,11 +202,54 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
         )
 
 
-def _completed(instant: str, action: str, names: set[str]) -> bool:
-    """Whether the instant a pending state file belongs to has completed."""
-    if action in ("inflight", "commit", "deltacommit", "compaction"):
-        return f"{instant}.commit" in names or f"{instant}.deltacommit" in names
-    return f"{instant}.{action}" in names
+def _key_generator(hoodie: dict[str, str]) -> str:
+    """The table's key generator's class name (version 8 on: from its type)."""
+    kind = hoodie.get("hoodie.table.keygenerator.type", "")
+    if kind:
+        return _KEY_GENERATOR_TYPES.get(kind, f"{kind} key generator")
+    return hoodie.get("hoodie.table.keygenerator.class", "").rsplit(".", 1)[-1]
+
+
+class _HudiTimeline:
+    """Every instant on a Hudi table's active timeline, whatever its action, in either
+    layout: what adoption asks of it (dynbucket's ``Timeline`` reads the actions it
+    writes)."""
+
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+        self.dir = store.path(LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR)
+        self.completed: dict[str, tuple[str, str]] = {}  # id -> (action, file path)
+        started: dict[str, str] = {}
+        for info in store.list_files(self.dir):
+            head, _, tail = info.base_name.partition(".")
+            instant = head[:17]
+            if len(instant) != 17 or not instant.isdigit() or head not in (instant, _done(head)):
+                continue
+            if "_" in head or (tail and "." not in tail and tail != "inflight"):
+                self.completed[instant] = (tail, info.path)
+            else:
+                started[instant] = info.base_name
+        self.pending = [name for i, name in sorted(started.items()) if i not in self.completed]
+
+    def of(self, action: str) -> dict[str, bytes]:
+        """Completed instants of ``action`` -> their files' bytes."""
+        return {
+            i: self.store.read_bytes(path)
+            for i, (a, path) in sorted(self.completed.items())
+            if a == action
+        }
+
+
+def _done(head: str) -> str:
+    """A layout-2 completed instant's name head (``<id>_<completion time>``), as it must be."""
+    return head if len(head) == 35 and head[17] == "_" and head.replace("_", "").isdigit() else ""
+
+
+def _document(data: bytes) -> dict[str, Any]:
+    """A completed instant's metadata: Avro (versions 8 and 9) or JSON (6)."""
+    if avro_file.is_container(data):
+        return dict(avro_file.read(data)[1][0])
+    return dict(json.loads(data or b"{}"))
 
 
 def _definition(
@@ -216,7 +273,7 @@ def _definition(
         )  # fmt: skip
     full = avro_read.arrow_schema(schema_json)
     schema = pa.schema([f for f in full if f.name not in META_FIELDS])
-    ordering = hoodie.get("hoodie.table.precombine.field") or None
+    ordering = ordering_of(hoodie)
     hudi_options = {k: v for k, v in hoodie.items() if k in HUDI_TABLE_PROPERTIES}
     return TableSpec(
         schema=schema,
@@ -228,20 +285,16 @@ def _definition(
         table_id=uuid.uuid4().hex,
         name=hoodie["hoodie.table.name"],
         hive_style_partitioning=hive_style(hoodie),
-        precombine_named=bool(ordering),
+        precombine_named=precombine_named(hoodie),
     )
 
 
 def _replace_commits(store: TableStore) -> dict[str, set[str]]:
     """Completed replace commits on the active timeline -> the file ids each replaced."""
     out: dict[str, set[str]] = {}
-    for info in store.list_files(store.path(HOODIE_DIR)):
-        head, _, tail = info.base_name.partition(".")
-        if tail != "replacecommit" or len(head) != 17 or not head.isdigit():
-            continue
-        doc = json.loads(store.read_bytes(info.path) or b"{}")
-        replaced = doc.get("partitionToReplaceFileIds") or {}
-        out[head] = {file_id for ids in replaced.values() for file_id in ids}
+    for instant, data in _HudiTimeline(store).of("replacecommit").items():
+        replaced = _document(data).get("partitionToReplaceFileIds") or {}
+        out[instant] = {file_id for ids in replaced.values() for file_id in ids}
     return out
 
 
@@ -289,12 +342,10 @@ def _history(
     store: TableStore, timeline: Timeline, floor: str, replaces: dict[str, set[str]]
 ) -> None:
     """Step 4 (module doc)."""
-    archived_dir = store.path(HOODIE_DIR, "archived")
+    archived_dir = store.path(HISTORY_DIR if timeline.layout == 2 else ARCHIVED_DIR)
     hudi_archived = any(not i.base_name.startswith(".DS") for i in store.list_files(archived_dir))
-    cleaned = any(
-        i.base_name.partition(".")[2] in ("clean", "rollback")
-        for i in store.list_files(store.path(HOODIE_DIR))
-    )
+    hudi = _HudiTimeline(store)
+    cleaned = any(action in ("clean", "rollback") for action, _ in hudi.completed.values())
     if not (hudi_archived or cleaned or replaces) or not floor:
         return
     active = [i.id for i in timeline.instants()]
@@ -303,7 +354,7 @@ def _history(
     # replace commits); so is what came before it, which only Hudi's readers tell apart.
     below = max([below, *replaces])
     record = Archived(floor=below, earliest_retained=floor)
-    store.create_exclusive(store.path(ARCHIVE_DIR, f"{below or '0' * 17}.json"), record.to_json())
+    store.write_atomic(store.path(ARCHIVE_DIR, f"{below or '0' * 17}.json"), record.to_json())
 
 
 def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None:
@@ -322,7 +373,27 @@ def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None
             entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant)
         )
     for partition, parts in sorted(by_partition.items()):
-        rli.write(partition, instant, pa.concat_tables(parts), kind="base", slots=slots)
+        entries = pa.concat_tables(parts)
+        _check_unique(store, spec, partition, entries)
+        rli.write(partition, instant, entries, kind="base", slots=slots)
+
+
+def _check_unique(store: TableStore, spec: TableSpec, partition: str, entries: pa.Table) -> None:
+    """One live row per key (I2): Hudi's ``insert`` and ``bulk_insert`` operations let a
+    key into a table twice, which dynbucket's index cannot say."""
+    keys = record_keys(entries, spec.record_key)
+    counts = pc.value_counts(keys)
+    twice = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(twice):
+        key = twice.field("values")[0].as_py()
+        raise _refused(
+            store,
+            f"{len(twice)} key(s) of partition {partition!r} have more than one live row "
+            f"(e.g. {key!r}, in {twice.field('counts')[0].as_py()} rows: written by Hudi's "
+            "insert or bulk_insert), and dynbucket keeps one row per key",
+            "Deduplicate the table with Hudi first (an upsert of each key's latest row), "
+            "then adopt it",
+        )
 
 
 def _check_spelling(store: TableStore, spec: TableSpec, partition: str, rows: pa.Table) -> None:

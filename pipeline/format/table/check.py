@@ -101,7 +101,10 @@ def check(store: TableStore) -> CheckReport:
         )
         return report
     except UnsupportedTableVersionError as e:
-        report.add(f"not checked: {e}", "downgrade it to table version 6 with Hudi, as said above")
+        report.add(
+            f"not checked: {e}",
+            "bring its properties and timeline to one version with Hudi, as said above",
+        )
         return report
     except DynBucketError as e:
         report.add(f"the table's definition does not read: {e}", "restore .hoodie/ from a backup")

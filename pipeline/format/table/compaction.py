@@ -195,7 +195,7 @@ def schedule_log(
         groups = []
         for r in _due(txn, store, spec, max(2, min_logs), partitions, max_bytes, False):
             run = merge_run(r.slice.logs, max(2, min_logs))
-            base_instant, version = r.slice.next_log()
+            base_instant, version = r.slice.next_log(txn.id, spec.table_version)
             merged = log_name(r.slice.file_id, base_instant, version, txn.id, run[0].instant)
             logs = [f.name for f in run]
             groups.append((r.partition, r.slice.file_id, r.slice.base_instant, logs, merged))

@@ -26,7 +26,7 @@ from dynbucket.format.table.paths import (
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.timeline import Instant, Timeline, Visible
+from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
@@ -311,7 +311,9 @@ def _clean_temporary(
     # that instant's logs onto its slice): only one older than any writer's lease is left.
     young = time.time() - lease_seconds
     removed = 0
-    meta = [store.path(d) for d in (HOODIE_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)]
+    meta = [
+        store.path(d) for d in (HOODIE_DIR, LAYOUT_2_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)
+    ]
     for folder in sorted({*folders, *meta}):
         for info in store.list_files(folder):
             if not TEMPORARY.match(info.base_name):

@@ -49,6 +49,7 @@ from dynbucket.format.table.paths import (
     PROPERTIES_FILE,
     TABLE_FILE,
 )
+from dynbucket.format.timeline.timeline import remember_layout
 
 _T = TypeVar("_T")
 FORMAT_VERSION = 2
@@ -74,6 +75,9 @@ class TableSpec:
     name: str = "dynbucket_table"
     """The Hudi table name (``hoodie.table.name``): letters, digits and ``_``."""
     hive_style_partitioning: bool = True
+    table_version: int = 6
+    """The Hudi table version (``hoodie.table.version``): 6 for every table dynbucket
+    creates; an adopted table keeps its own (6, 8 or 9)."""
     precombine_named: bool = True
     """Whether ``hoodie.properties`` names a precombine field (every table dynbucket creates
     does: the ordering field, else ``_hoodie_commit_time``); a table Hudi wrote without one
@@ -295,13 +299,36 @@ class TableSpec:
                 table_id=doc["table-id"],
                 name=hoodie["hoodie.table.name"],
                 hive_style_partitioning=hive_style(hoodie),
-                precombine_named=bool(hoodie.get("hoodie.table.precombine.field")),
+                precombine_named=precombine_named(hoodie),
+                table_version=int(hoodie.get(versions.TABLE_VERSION, "6")),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise TableCorruptedError(
                 f"{where}: unreadable table properties ({type(e).__name__}: {e}); the table "
                 f"definition ({PROPERTIES_FILE}, {TABLE_FILE}) is damaged: restore it"
             ) from e
+
+
+def ordering_of(hoodie: dict[str, str]) -> str | None:
+    """The field ``hoodie.properties`` orders a key's records by: the precombine field
+    (version 9: the ordering fields, one of them), none when the merge mode is by commit
+    time."""
+    if hoodie.get("hoodie.record.merge.mode") == "COMMIT_TIME_ORDERING":
+        return None
+    named = hoodie.get("hoodie.table.precombine.field") or hoodie.get(
+        "hoodie.table.ordering.fields", ""
+    )
+    fields = _list(named)
+    return fields[0] if len(fields) == 1 else None
+
+
+def precombine_named(hoodie: dict[str, str]) -> bool:
+    """Whether readers order a key's records by a field ``hoodie.properties`` names (not
+    when it names none, or the merge mode orders by commit time)."""
+    named = hoodie.get("hoodie.table.precombine.field") or hoodie.get(
+        "hoodie.table.ordering.fields"
+    )
+    return bool(named) and hoodie.get("hoodie.record.merge.mode") != "COMMIT_TIME_ORDERING"
 
 
 def hive_style(hoodie: dict[str, str]) -> bool:
@@ -453,6 +480,7 @@ def load_table(store: TableStore) -> TableSpec:
     refused = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
     if refused is not None:
         raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
+    remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     return TableSpec.load(hoodie, own, store.uri)
 
 

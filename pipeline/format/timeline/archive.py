@@ -47,8 +47,10 @@ class ArchiveResult:
 
 
 def due(timeline: Timeline, keep_max: int) -> bool:
-    """Whether the active timeline holds more than ``keep_max`` instants."""
-    return len(timeline.instants()) > keep_max
+    """Whether the active timeline holds more than ``keep_max`` instants (never for timeline
+    layout 2, whose archived timeline, Hudi 1.x's LSM history, dynbucket does not write
+    yet: such a table's active timeline grows)."""
+    return timeline.layout == 1 and len(timeline.instants()) > keep_max
 
 
 def archive(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynbucket.base.errors import InstantNotFoundError, TableCorruptedError
+from dynbucket.format.hudi import avro_file, commit_avro
 from dynbucket.format.hudi.commit import extra_of, written_paths
 from dynbucket.format.hudi.instant_files import (
     HUDI_ACTIONS,
@@ -62,20 +63,29 @@ class Instant:
         return f"{self.id} {self.action} ({self.state.name.lower()})"
 
 
-def file_name(instant: Instant, state: State, merge_on_read: bool) -> str:
-    """The timeline file of ``instant`` in ``state`` (relative to the table's root)."""
+def file_name(
+    instant: Instant, state: State, merge_on_read: bool, hudi_dir: str = HOODIE_DIR
+) -> str:
+    """The timeline file of ``instant`` in ``state`` (relative to the table's root; a
+    completed instant of timeline layout 2 also names its completion time: ``Timeline``)."""
     i, action = instant.id, instant.action
     if action in OWN_ACTIONS:
         tail = "" if state == State.COMPLETED else f".{state.name.lower()}"
         return f"{TIMELINE_DIR}/{i}.{action}{tail}"
-    return f"{HOODIE_DIR}/{i}.{suffix(action, state, merge_on_read)}"
+    return f"{hudi_dir}/{i}.{suffix(action, state, merge_on_read)}"
 
 
 def parse_instant_file(name: str, own: bool = False) -> Instant | None:
     """The instant a timeline file name stands for (None for other files). A Hudi
     ``<id>.commit`` (``.deltacommit``) is read as a write here; the timeline makes it a
-    compaction (a log compaction) when the instant was requested as one."""
+    compaction (a log compaction) when the instant was requested as one. Timeline layout 2
+    names a completed instant ``<id>_<completion time>.<action>``."""
     head, _, tail = name.partition(".")
+    if not own and len(head) == 2 * ID_LENGTH + 1 and head[ID_LENGTH] == "_":
+        found = parse_suffix(tail)
+        if found is None or found[1] != State.COMPLETED or not head.replace("_", "").isdigit():
+            return None
+        return Instant(head[:ID_LENGTH], *found)
     if len(head) != ID_LENGTH or not head.isdigit():
         return None
     if not own:
@@ -138,6 +148,30 @@ def next_instant_id(after: str | None, now: dt.datetime | None = None) -> str:
     return candidate
 
 
+#: Where timeline layout 2 (table versions 8 and 9) keeps Hudi's active timeline.
+LAYOUT_2_DIR = f"{HOODIE_DIR}/timeline"
+#: Where a layout-2 completed instant's document holds its completion time (set at the
+#: commit point; not one of Hudi's fields, so not in the Avro file).
+COMPLETION_TIME = "completionTime"
+_LAYOUTS: dict[str, int] = {}
+
+
+def layout_of(store: TableStore) -> int:
+    """The timeline layout of the table at ``store`` (2: ``.hoodie/timeline/`` is there)."""
+    found = _LAYOUTS.get(store.uri)
+    if found is None:
+        found = 2 if store.exists(store.path(LAYOUT_2_DIR)) else 1
+        remember_layout(store, found)
+    return found
+
+
+def remember_layout(store: TableStore, layout: int) -> None:
+    """Sets what :func:`layout_of` answers (the table's properties, read on open)."""
+    if len(_LAYOUTS) > 1024:
+        _LAYOUTS.clear()
+    _LAYOUTS[store.uri] = layout
+
+
 #: Completed instants' metadata never changes: parsed once per process.
 _METADATA: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 _METADATA_MAX = 20_000
@@ -154,6 +188,10 @@ class Timeline:
     def __init__(self, store: TableStore, merge_on_read: bool | None = None) -> None:
         self.store = store
         self.merge_on_read = merge_on_read
+        self.layout = layout_of(store)
+        self.hudi_dir = LAYOUT_2_DIR if self.layout == 2 else HOODIE_DIR
+        #: Layout 2: completed instant id -> its file's name (which holds its completion time).
+        self._done: dict[str, str] = {}
 
     # --- reading -------------------------------------------------------------------------
 
@@ -161,11 +199,13 @@ class Timeline:
         """Every instant at its furthest state, oldest first."""
         latest: dict[str, Instant] = {}
         requested_as: dict[str, str] = {}  # a compaction's or log compaction's id -> action
-        for directory, own in ((HOODIE_DIR, False), (TIMELINE_DIR, True)):
+        for directory, own in ((self.hudi_dir, False), (TIMELINE_DIR, True)):
             for info in self.store.list_files(self.store.path(directory)):
                 instant = parse_instant_file(info.base_name, own)
                 if instant is None:
                     continue
+                if not own and instant.completed and self.layout == 2:
+                    self._done[instant.id] = info.base_name
                 if instant.action in SPELLED_AS_WRITES:
                     requested_as[instant.id] = instant.action
                 seen = latest.get(instant.id)
@@ -220,16 +260,20 @@ class Timeline:
         if doc is not None:
             _METADATA.move_to_end(key)
             return doc
-        rel = file_name(instant, State.COMPLETED, self.merge_on_read is not False)
-        if instant.action == "commit" and not self.store.exists(self.store.path(rel)):
-            rel = file_name(instant, State.COMPLETED, False)  # a copy-on-write table's
+        if self.layout == 2 and instant.action not in OWN_ACTIONS:
+            rel = f"{self.hudi_dir}/{self._done_name(instant)}"
+        else:
+            rel = file_name(instant, State.COMPLETED, self.merge_on_read is not False)
+            if instant.action == "commit" and not self.store.exists(self.store.path(rel)):
+                rel = file_name(instant, State.COMPLETED, False)  # a copy-on-write table's
         path = self.store.path(rel)
         try:
             data = self.store.read_bytes(path)
         except FileNotFoundError as e:
             raise InstantNotFoundError(f"instant {instant} is not on the timeline") from e
         try:
-            doc = json.loads(data)
+            # Table versions 8 and 9 keep Avro (an object container file), 6 keeps JSON.
+            doc = avro_file.read(data)[1][0] if avro_file.is_container(data) else json.loads(data)
             if not isinstance(doc, dict):
                 raise ValueError(f"a JSON {type(doc).__name__}, not an object")
         except ValueError as e:
@@ -244,10 +288,29 @@ class Timeline:
             _METADATA.popitem(last=False)
         return doc
 
+    def _done_name(self, instant: Instant) -> str:
+        """Layout 2: the name of a completed instant's file (its completion time is in it)."""
+        if instant.id not in self._done:
+            self.instants()
+        name = self._done.get(instant.id)
+        if name is None:
+            raise InstantNotFoundError(f"instant {instant} is not on the timeline")
+        return name
+
+    def completion_time(self) -> str:
+        """Layout 2: a completion time for an instant completing now, after every instant
+        and completion time on the timeline (Hudi 1.x slices files by completion times,
+        which must follow the order things happened in)."""
+        times = [t for name in self._done.values() for t in name.split(".")[0].split("_")]
+        times += [i.id for i in self.instants()]
+        return next_instant_id(max(times, default=None))
+
     def plan(self, instant: Instant) -> dict[str, Any]:
         """What a pending instant's inflight file says it will do ({} when it has no
         readable plan, or is no longer pending)."""
-        path = self.store.path(file_name(instant, State.INFLIGHT, self.merge_on_read is not False))
+        path = self.store.path(
+            file_name(instant, State.INFLIGHT, self.merge_on_read is not False, self.hudi_dir)
+        )
         try:
             doc = json.loads(self.store.read_bytes(path))
         except (FileNotFoundError, ValueError):
@@ -299,6 +362,18 @@ class Timeline:
         instants keep their requested and inflight files, as Hudi's do; dynbucket's own
         records drop them."""
         done = Instant(instant.id, instant.action, State.COMPLETED)
+        if self.layout == 2 and instant.action not in OWN_ACTIONS:
+            # The completion time was chosen at the commit point (the same in the document
+            # its committer and a settler publish: one file either way).
+            completion = document.get(COMPLETION_TIME) or self.completion_time()
+            name = file_name(done, State.COMPLETED, bool(self.merge_on_read), self.hudi_dir)
+            head, _, tail = name.rpartition("/")[2].partition(".")
+            self.store.write_atomic(
+                self.store.path(self.hudi_dir, f"{head}_{completion}.{tail}"),
+                commit_avro.encode(document),
+            )
+            self._done[instant.id] = f"{head}_{completion}.{tail}"
+            return done
         body = json.dumps(document, sort_keys=True, indent=1, default=str).encode()
         self.store.write_atomic(self._path(done, State.COMPLETED), body)
         if instant.action in OWN_ACTIONS:
@@ -308,6 +383,9 @@ class Timeline:
     def is_published(self, instant: Instant) -> bool:
         """Whether the instant's completed file is there (whatever this view of it says)."""
         done = Instant(instant.id, instant.action, State.COMPLETED)
+        if self.layout == 2 and instant.action not in OWN_ACTIONS:
+            self.instants()
+            return instant.id in self._done
         if instant.action == "commit" and self.merge_on_read is None:
             return any(
                 self.store.exists(self.store.path(file_name(done, State.COMPLETED, m)))
@@ -331,10 +409,14 @@ class Timeline:
     def _path(self, instant: Instant, state: State) -> str:
         if self.merge_on_read is None and instant.action == "commit":
             raise ValueError("Timeline(merge_on_read=...) is needed to write a commit")
-        return self.store.path(file_name(instant, state, bool(self.merge_on_read)))
+        return self.store.path(file_name(instant, state, bool(self.merge_on_read), self.hudi_dir))
 
     def _remove_states(self, instant: Instant, states: tuple[State, ...]) -> None:
         for state in states:
+            if state == State.COMPLETED and self.layout == 2 and instant.action not in OWN_ACTIONS:
+                self.store.delete(self.store.path(self.hudi_dir, self._done_name(instant)))
+                self._done.pop(instant.id, None)
+                continue
             for merge_on_read in (True, False):
-                rel = file_name(instant, state, merge_on_read)
+                rel = file_name(instant, state, merge_on_read, self.hudi_dir)
                 self.store.delete(self.store.path(rel))

@@ -38,7 +38,13 @@ from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, State, Timeline
+from dynbucket.format.timeline.timeline import (
+    COMPLETION_TIME,
+    HUDI_ACTIONS,
+    Instant,
+    State,
+    Timeline,
+)
 
 log = logging.getLogger(__name__)
 
@@ -305,13 +311,16 @@ class Transaction:
         index = [f.relative(self.store) for f in self.files if f.kind == "index"]
         if self.instant.action in HUDI_ACTIONS:
             stats = [f.write_stat(self.store) for f in data]
-            return commit_metadata(
+            doc = commit_metadata(
                 stats,
                 self.operation,
                 self.spec.avro_schema(),
                 {**extra, "index-files": index},
                 compacted=self.instant.action == "compaction",
             )
+            if self.timeline.layout == 2:  # chosen here, at the commit point (timeline.py)
+                doc[COMPLETION_TIME] = self.timeline.completion_time()
+            return doc
         files = [
             {"path": f.relative(self.store), "kind": f.kind, "partition": f.partition}
             for f in self.files

@@ -3,6 +3,7 @@ upgraded, is refused by name before anything is read or written, never read as e
 
 from __future__ import annotations
 
+import json
 import re
 import zipfile
 from pathlib import Path
@@ -11,11 +12,12 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.base.errors import NotAdoptedError, TableExistsError, UnsupportedTableVersionError
-from dynbucket.format.hudi import properties, versions
+from dynbucket.format.hudi import commit_avro, properties, versions
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.check import check
 from dynbucket.ingest import Definition, table_definition
 from dynbucket.table import Table
+from tests.hudi_readers import check_hudi_reads
 
 DATA = Path(__file__).parents[3] / "data" / "hudi"
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -43,9 +45,8 @@ def test_a_table_hudi_wrote_is_named_and_left_alone(
 ) -> None:
     root = _unzipped(name, tmp_path)
     before = _tree(root)
-    advice = "adopt it .*dynbucket adopt" if version == "6" else "adopts Hudi table version 6 only"
     with pytest.raises(NotAdoptedError, match=f"written by Apache Hudi \\(Hudi table version "
-                       f"{version}, .*{advice}"):  # fmt: skip
+                       f"{version}, .*adopt it .*dynbucket adopt"):  # fmt: skip
         Table.open(str(root))
     with pytest.raises(TableExistsError, match=f"written by Apache Hudi.*version {version}"):
         Table.create(str(root), SCHEMA, "id")
@@ -63,7 +64,7 @@ def test_a_table_hudi_wrote_is_named_and_left_alone(
 def _upgraded_to_9(root: Path) -> None:
     """What a Hudi 1.x writer does to a version 6 table it writes (auto upgrade): version
     9 properties, the active timeline moved under ``.hoodie/timeline/`` with completion
-    times in the names of completed instants."""
+    times in the names of completed instants and their metadata in Avro."""
     hoodie = root / ".hoodie"
     props = properties.loads((hoodie / "hoodie.properties").read_bytes())
     props.update({versions.TABLE_VERSION: "9", versions.TIMELINE_LAYOUT: "2",
@@ -75,37 +76,55 @@ def _upgraded_to_9(root: Path) -> None:
         m = re.fullmatch(r"(\d{17})\.(\w+)(\.(requested|inflight))?", f.name)
         if m is None:
             continue
-        done = m.group(3) is None
-        new = f"{m.group(1)}_{m.group(1)}.{m.group(2)}" if done else f.name
-        f.rename(hoodie / "timeline" / new)
+        if m.group(3) is not None:
+            f.rename(hoodie / "timeline" / f.name)
+            continue
+        done = hoodie / "timeline" / f"{m.group(1)}_{m.group(1)}.{m.group(2)}"
+        done.write_bytes(commit_avro.encode(json.loads(f.read_bytes())))
+        f.unlink()
 
 
-def test_a_table_a_hudi_1x_writer_upgraded_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+def test_a_table_a_hudi_1x_writer_upgraded_continues_in_its_version(tmp_path: Path) -> None:
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
     t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "v": [1, 2]}, schema=SCHEMA))
     t.close()
     root = tmp_path / "t"
     _upgraded_to_9(root)
-    before = _tree(root)
-    with pytest.raises(UnsupportedTableVersionError, match="table version 9, timeline layout 2"
-                       ".*Nothing was read or written.*downgrade_table"):  # fmt: skip
-        Table.open(str(root))
-    (finding,) = check(TableStore.at(str(root))).findings
-    assert "table version 9" in finding.problem and "backup" not in finding.fix
-    assert _tree(root) == before
-    # Properties that still say 6 beside a layout-2 timeline: refused all the same.
+    # Opened in its version (never read as empty), written on in it, read by hudi-rs.
+    t = Table.open(str(root))
+    assert sorted(t.to_arrow(columns=["id", "v"]).select(["id", "v"]).to_pylist(),
+                  key=str) == [{"id": "a", "v": 1}, {"id": "b", "v": 2}]  # fmt: skip
+    t.upsert(pa.table({"id": ["a", "c"], "day": ["d1", "d1"], "v": [10, 3]}, schema=SCHEMA))
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 10, "b": 2, "c": 3}
+    assert t.compact().files_written > 0
+    done = [p.name for p in (root / ".hoodie" / "timeline").iterdir() if "_" in p.name]
+    assert len(done) == 3 and all(p.read_bytes()[:4] == b"Obj\x01"
+                                  for p in (root / ".hoodie" / "timeline").glob("*_*"))  # fmt: skip
+    assert properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())[
+        versions.TABLE_VERSION] == "9"  # fmt: skip
+    check_hudi_reads(t)
+    t.close()
+    # Properties that still say 6 beside a layout-2 timeline: refused, nothing read.
     props = properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())
     props.update({versions.TABLE_VERSION: "6", versions.TIMELINE_LAYOUT: "1"})
     (root / ".hoodie" / "hoodie.properties").write_bytes(properties.dumps(props, "half"))
-    with pytest.raises(UnsupportedTableVersionError, match="with a timeline of layout 2"):
+    before = _tree(root)
+    with pytest.raises(UnsupportedTableVersionError, match="with a timeline of layout 2"
+                       ".*Nothing was read or written"):  # fmt: skip
         Table.open(str(root))
+    (finding,) = check(TableStore.at(str(root))).findings
+    assert "layout 2" in finding.problem and "backup" not in finding.fix
+    assert _tree(root) == before
 
 
-def test_the_gate_passes_the_version_dynbucket_writes_only() -> None:
+def test_the_gate_passes_the_versions_dynbucket_writes_only() -> None:
     ours = {versions.TABLE_VERSION: "6", versions.TIMELINE_LAYOUT: "1"}
     assert versions.unsupported(ours, layout_2_timeline=False) is None
     assert versions.unsupported(ours, layout_2_timeline=True) is not None
-    for version, layout in (("8", "2"), ("9", "2"), ("5", "1"), ("6", "0")):
+    for version in ("8", "9"):  # adopted tables keep theirs
+        found = {versions.TABLE_VERSION: version, versions.TIMELINE_LAYOUT: "2"}
+        assert versions.unsupported(found, layout_2_timeline=True) is None
+    for version, layout in (("8", "1"), ("10", "2"), ("5", "1"), ("6", "0")):
         found = {versions.TABLE_VERSION: version, versions.TIMELINE_LAYOUT: layout}
         assert versions.unsupported(found, layout_2_timeline=False) == (
             f"Hudi table version {version}, timeline layout {layout}, COPY_ON_WRITE"
