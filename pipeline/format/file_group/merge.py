@@ -11,6 +11,7 @@ the key fields when meta fields are not written): delete blocks name keys that w
 from __future__ import annotations
 
 import bisect
+import logging
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -23,9 +24,12 @@ from dynbucket.base.columns import DELETE, OP, SEQ, UPSERT
 from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.slices import DataFile, FileSlice
 from dynbucket.format.hudi import avro_read, log_file
+from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, RECORD_KEY, record_keys
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+
+log = logging.getLogger(__name__)
 
 #: The record key string of each row while merging.
 KEY = "_key"
@@ -150,8 +154,10 @@ def read_base(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence
 def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[str]) -> pa.Table:
     """One log file's records as one commit's delta: upserts (``_op`` 0) from its data
     blocks, deletes (``_op`` 1, other fields null) from its delete blocks, with ``_key``."""
+    hudis = names.parse(f.name)
+    foreign = hudis is not None and not hudis.instant  # a log Hudi wrote (adoption)
     try:
-        blocks = log_file.read_blocks(store.read_buffer(f.path))
+        blocks = log_file.read_blocks(store.read_buffer(f.path), skip_corrupt=foreign)
     except ValueError as e:
         raise TableCorruptedError(
             f"{f.path}: damaged log file ({e}); restore it from a backup, or roll back the "
@@ -164,7 +170,14 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
         ) from e
     in_file = in_files(spec, columns)
     parts = []
+    # Blocks a rollback command rolled back (and corrupt ones) are skipped, as Hudi does.
+    gone = log_file.rolled_back(blocks) if foreign else set()
+    corrupt = sum(1 for b in blocks if b.type == log_file.CORRUPT)
+    if corrupt:
+        log.warning("%s: %d corrupt log block(s) skipped, as Hudi skips them", f.path, corrupt)
     for block in blocks:
+        if block.instant in gone:
+            continue
         if block.type in (log_file.PARQUET_DATA, log_file.AVRO_DATA):
             data = _data_block(block, in_file)
             data = fill_meta(spec, data, columns, block.instant, f.file_id)

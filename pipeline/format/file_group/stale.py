@@ -174,7 +174,7 @@ def _file_max(store: TableStore, f: DataFile, ordering: str) -> object:
     if f.kind == "base":  # its footer alone (a ranged read on object stores)
         return _footer_max(pq.read_metadata(f.path, filesystem=store.fs), ordering)
     largest = None
-    for block in log_file.read_blocks(store.read_buffer(f.path)):
+    for block in log_file.read_blocks(store.read_buffer(f.path), skip_corrupt=True):
         if block.type == log_file.PARQUET_DATA:
             meta = pq.ParquetFile(pa.BufferReader(block.content)).metadata
             value = _footer_max(meta, ordering)

@@ -30,10 +30,13 @@ from dynbucket.format.hudi.avro import Writer, read_long
 MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1
 DELETE_BLOCK_VERSION = 3
-#: Block types.
-DELETE, AVRO_DATA, PARQUET_DATA = 1, 3, 5
+#: Block types (Hudi's ``HoodieLogBlockType`` ordinals; a corrupt block is one that does
+#: not read whole, which Hudi's readers skip).
+COMMAND, DELETE, CORRUPT, AVRO_DATA, PARQUET_DATA = 0, 1, 2, 3, 5
 #: Header keys.
-INSTANT_TIME, SCHEMA = 0, 2
+INSTANT_TIME, TARGET_INSTANT_TIME, SCHEMA, COMMAND_BLOCK_TYPE = 0, 1, 2, 3
+#: A command block's type: roll back the blocks of its target instant.
+ROLLBACK_COMMAND = "0"
 
 #: Positions in the ``orderingVal`` union of Hudi's delete records.
 ORDERING_UNION = {"null": 0, "int": 1, "long": 2, "float": 3, "double": 4, "bytes": 5,
@@ -154,38 +157,73 @@ def _block(block_type: int, header: dict[int, str], content: bytes | memoryview)
     )
 
 
-def read_blocks(data: bytes | memoryview | pa.Buffer) -> list[Block]:
+def read_blocks(data: bytes | memoryview | pa.Buffer, skip_corrupt: bool = False) -> list[Block]:
     """Every block of a log file (block contents are views into ``data``, not copies).
+
+    Args:
+        skip_corrupt: a block that does not read whole becomes a ``CORRUPT`` block up to
+            the next block magic, as Hudi's readers take it (a writer that died while
+            appending to a log on HDFS leaves one); else it is an error.
 
     Raises:
         ValueError: the bytes are not a complete log file (bad magic, lengths that do not
-            add up, a block cut short).
+            add up, a block cut short), unless ``skip_corrupt``.
     """
     blocks = []
     pos = 0
     view = data = memoryview(data)
     while pos < len(data):
-        if bytes(view[pos : pos + 6]) != MAGIC:
-            raise ValueError(f"no log block magic at byte {pos}")
-        if pos + 14 > len(data):
-            raise ValueError(f"log block at byte {pos} is cut short")
-        (length,) = struct.unpack_from(">q", data, pos + 6)
-        start, end = pos + 14, pos + 14 + length
-        if length < 24 or end > len(data):
-            raise ValueError(f"log block at byte {pos} claims {length} bytes; the file ends first")
-        version, block_type = struct.unpack_from(">ii", data, start)
-        if version != FORMAT_VERSION:
-            raise ValueError(f"log block at byte {pos} has format version {version}")
-        header, p = _read_metadata(data, start + 8)
-        (size,) = struct.unpack_from(">q", data, p)
-        content = view[p + 8 : p + 8 + size]
-        _, p = _read_metadata(data, p + 8 + size)
-        (total,) = struct.unpack_from(">q", data, p)
-        if p + 8 != end or total != end - 8 - pos:
-            raise ValueError(f"log block at byte {pos}: lengths do not add up")
-        blocks.append(Block(block_type, header, content))
+        try:
+            block, end = _block_at(view, pos)
+        except (ValueError, struct.error):
+            if not skip_corrupt:
+                raise
+            found = bytes(view[pos + 1 :]).find(MAGIC)
+            end = len(view) if found < 0 else pos + 1 + found
+            block = Block(CORRUPT, {}, view[pos:end])
+        blocks.append(block)
         pos = end
     return blocks
+
+
+def _block_at(view: memoryview, pos: int) -> tuple[Block, int]:
+    """The block at ``pos`` and where the next one starts."""
+    if bytes(view[pos : pos + 6]) != MAGIC:
+        raise ValueError(f"no log block magic at byte {pos}")
+    if pos + 14 > len(view):
+        raise ValueError(f"log block at byte {pos} is cut short")
+    (length,) = struct.unpack_from(">q", view, pos + 6)
+    start, end = pos + 14, pos + 14 + length
+    if length < 24 or end > len(view):
+        raise ValueError(f"log block at byte {pos} claims {length} bytes; the file ends first")
+    version, block_type = struct.unpack_from(">ii", view, start)
+    if version != FORMAT_VERSION:
+        raise ValueError(f"log block at byte {pos} has format version {version}")
+    header, p = _read_metadata(view, start + 8)
+    (size,) = struct.unpack_from(">q", view, p)
+    content = view[p + 8 : p + 8 + size]
+    _, p = _read_metadata(view, p + 8 + size)
+    (total,) = struct.unpack_from(">q", view, p)
+    if p + 8 != end or total != end - 8 - pos:
+        raise ValueError(f"log block at byte {pos}: lengths do not add up")
+    return Block(block_type, header, content), end
+
+
+def rolled_back(blocks: Sequence[Block]) -> set[str]:
+    """The instants whose blocks a rollback command block among ``blocks`` rolls back
+    (Hudi's rollback of a merge-on-read write that had appended to a log)."""
+    return {
+        b.header.get(TARGET_INSTANT_TIME, "")
+        for b in blocks
+        if b.type == COMMAND and b.header.get(COMMAND_BLOCK_TYPE) == ROLLBACK_COMMAND
+    }
+
+
+def command_block(target: str, instant: str) -> bytes:
+    """A rollback command block: the blocks of ``target`` are rolled back."""
+    header = {INSTANT_TIME: instant, TARGET_INSTANT_TIME: target,
+              COMMAND_BLOCK_TYPE: ROLLBACK_COMMAND}  # fmt: skip
+    return _block(COMMAND, header, b"")
 
 
 def _read_metadata(data: memoryview, pos: int) -> tuple[dict[int, str], int]:

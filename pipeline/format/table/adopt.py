@@ -330,7 +330,7 @@ def _partitions(store: TableStore) -> list[str]:
 
 
 def _log_instant(store: TableStore, path: str) -> str:
-    blocks = log_file.read_blocks(store.read_buffer(path))
+    blocks = log_file.read_blocks(store.read_buffer(path), skip_corrupt=True)
     if not blocks or not blocks[0].instant:
         raise _refused(
             store, f"its log file {path} holds no block naming its instant", "Restore it"

@@ -233,8 +233,10 @@ def _unreadable(store: TableStore, spec: TableSpec, path: str) -> str | None:
     except OSError as e:
         return f"does not read ({e})"
     try:
-        if names.parse(path.rsplit("/", 1)[-1]) is not None and ".log." in path:
-            for block in log_file.read_blocks(data):
+        parsed = names.parse(path.rsplit("/", 1)[-1])
+        if parsed is not None and ".log." in path:
+            # A log Hudi wrote may hold corrupt blocks, which Hudi's readers skip too.
+            for block in log_file.read_blocks(data, skip_corrupt=not parsed.instant):
                 if block.type == log_file.PARQUET_DATA:
                     pq.ParquetFile(pa.BufferReader(block.content)).read()
                 elif block.type == log_file.AVRO_DATA:

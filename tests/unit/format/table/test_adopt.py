@@ -6,6 +6,7 @@ written."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import zipfile
 from pathlib import Path
@@ -23,7 +24,10 @@ from dynbucket.base.errors import (
     TableExistsError,
 )
 from dynbucket.format.file_group import adopted
-from dynbucket.format.hudi import properties
+from dynbucket.format.hudi import log_file, properties
+from dynbucket.format.hudi.avro import Writer
+from dynbucket.format.hudi.avro_file import encode
+from dynbucket.format.hudi.avro_read import decoder
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.check import check
 from dynbucket.options import SimpleBucketIndex
@@ -223,3 +227,31 @@ def test_a_version_9_table_stays_version_9_and_says_so(
     capsys.readouterr()
     assert cli.main(["show", uri]) == 0
     assert "MERGE_ON_READ, table version 9" in capsys.readouterr().out
+
+
+def test_rolled_back_and_corrupt_blocks_of_a_hudi_log_are_skipped(tmp_path: Path) -> None:
+    """On HDFS a Hudi writer appends to a log: a failed write's block stays in it, followed
+    by the rollback command block Hudi appends, and a writer that died mid-append leaves a
+    corrupt block. Hudi's readers skip both; so does dynbucket, also when it compacts."""
+    root = _unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
+    hudi_before = hudi_read(str(root))
+    (log,) = root.glob("city=san_francisco/.*.log.*")
+    (block,) = log_file.read_blocks(log.read_bytes())
+    schema = block.header[log_file.SCHEMA]
+    (record,) = log_file.avro_records(block)
+    value, _ = decoder(json.loads(schema))(memoryview(record), 0)
+    failed = "20250331030650000"
+    w = Writer()
+    encode(w, json.loads(schema), {**value, "fare": 999.0, "_hoodie_commit_time": failed}, {})
+    with log.open("ab") as out:
+        out.write(log_file.avro_data_block([w.getvalue()], failed, schema))
+        out.write(log_file.command_block(failed, "20250331030651000"))
+        out.write(log_file.MAGIC + b"\x00\x00\x00")  # an append cut short
+    t = Table.adopt(str(root))
+    keys, names = ["city", "uuid"], t.spec.schema.names
+    expected = rows_by_key(hudi_before, keys, names)
+    assert rows_by_key(t.to_arrow(), keys, names) == expected
+    assert t.compact().files_written == 1
+    assert rows_by_key(t.to_arrow(), keys, names) == expected
+    assert check(TableStore.at(str(root))).healthy
+    t.close()
