@@ -36,8 +36,10 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -65,7 +67,7 @@ from dynbucket.format.table.paths import (
     PROPERTIES_FILE,
     TABLE_FILE,
 )
-from dynbucket.format.table.snapshot import Snapshot
+from dynbucket.format.table.snapshot import SliceRef, Snapshot
 from dynbucket.format.table.spec import TableSpec, hive_style, ordering_of, precombine_named
 from dynbucket.format.timeline.archive_record import Archived
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Timeline, layout_of, remember_layout
@@ -361,21 +363,26 @@ def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None
     """Step 5 (module doc)."""
     snapshot = Snapshot(store, spec)
     rli = RecordLevelIndex(store, spec)
-    by_partition: dict[str, list[pa.Table]] = defaultdict(list)
     checked = [RECORD_KEY, PARTITION_PATH] if spec.meta_fields else []
     columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
-    for ref in snapshot.slices():
+
+    def entries(ref: SliceRef) -> pa.Table:
         rows = read_slice(store, spec, ref.slice, columns, checked)
         _check_spelling(store, spec, ref.partition, rows)
         rows = rows.select(list(spec.record_key))
         rows = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key), pa.int64()))
-        by_partition[ref.partition].append(
-            entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant)
-        )
-    for partition, parts in sorted(by_partition.items()):
-        entries = pa.concat_tables(parts)
-        _check_unique(store, spec, partition, entries)
-        rli.write(partition, instant, entries, kind="base", slots=slots)
+        return entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant)
+
+    by_partition: dict[str, list[SliceRef]] = defaultdict(list)
+    for ref in snapshot.slices():
+        by_partition[ref.partition].append(ref)
+    # A partition at a time (its entries in memory, not the table's); its slices read in
+    # threads (Parquet decoding runs without the interpreter lock).
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        for partition, refs in sorted(by_partition.items()):
+            found = pa.concat_tables(pool.map(entries, refs))
+            _check_unique(store, spec, partition, found)
+            rli.write(partition, instant, found, kind="base", slots=slots)
 
 
 def _check_unique(store: TableStore, spec: TableSpec, partition: str, entries: pa.Table) -> None:
