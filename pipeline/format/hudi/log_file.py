@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from dynbucket.format.hudi.avro import Writer, read_long
+from dynbucket.format.hudi.avro_file import encode
 
 MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1
@@ -106,26 +107,15 @@ def delete_block(
 
 
 def _write_value(w: Writer, branch: str, value: Any) -> None:
-    if branch == "null":
-        return
-    if branch in (
-        "int",
-        "long",
-        "date",
-        "time-millis",
-        "time-micros",
-        "timestamp-millis",
-        "timestamp-micros",
-    ):
-        w.long(int(value))
-    elif branch == "float":
-        w.float_(float(value))
-    elif branch == "double":
-        w.double(float(value))
-    elif branch == "string":
-        w.string(str(value))
-    else:  # bytes, decimal
-        w.bytes_(bytes(value))
+    """An ordering value of the union branch ``branch`` (logical types as their Avro
+    primitives)."""
+    encode(w, _PRIMITIVE_OF.get(branch, branch), value, {})
+
+
+#: The Avro primitive each logical branch of the ordering union is written as.
+_PRIMITIVE_OF = {"date": "int", "time-millis": "int", "time-micros": "long",
+                 "timestamp-millis": "long", "timestamp-micros": "long",
+                 "decimal": "bytes"}  # fmt: skip
 
 
 _BRANCH_NAMES = {v: k for k, v in ORDERING_UNION.items()}

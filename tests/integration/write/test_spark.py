@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from dynbucket.table import Table
 from dynbucket.write.routing import route_column, spark_hash_int
 from dynbucket.write.spark import StreamBatch
 from tests.hudi_readers import check_hudi_reads
+from tests.hudi_tables import unzipped
 from tests.integration.invariants import checked_live_rows
 
 SCHEMA = pa.schema(
@@ -351,10 +351,7 @@ def test_an_adopted_hudi_table_takes_spark_upserts(
     tasks and the assigner actors: updates land in Hudi's file groups, new keys fill them
     (fill first, I3) before a bucket opens after them, and hudi-rs reads what dynbucket
     reads."""
-    data = Path(__file__).parents[2] / "data" / "hudi" / "quickstart_trips_table" / "mor" / "avro"
-    with zipfile.ZipFile(data / "v6_trips_8i1u.zip") as z:
-        z.extractall(tmp_path)
-    uri = str(tmp_path / "v6_trips_8i1u")
+    uri = str(unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path))
     t = Table.adopt(uri, DynamicBucketIndex(max_keys_per_bucket=5, assigner_slots=2),
                     runtime=runtime)  # fmt: skip
     before = {r["uuid"]: (r["_partition"], r["_bucket"], r["_file_id"]) for r in t.to_arrow()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,20 +17,9 @@ from dynbucket.format.table.check import check
 from dynbucket.ingest import Definition, table_definition
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
+from tests.hudi_tables import tree, unzipped
 
-DATA = Path(__file__).parents[3] / "data" / "hudi"
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-
-
-def _unzipped(name: str, into: Path) -> Path:
-    with zipfile.ZipFile(DATA / f"{name}.zip") as z:
-        z.extractall(into)
-        (top,) = {n.split("/")[0] for n in z.namelist()} - {"__MACOSX"}
-    return into / top
-
-
-def _tree(root: Path) -> dict[str, int]:
-    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize(
@@ -43,8 +31,8 @@ def _tree(root: Path) -> dict[str, int]:
 def test_a_table_hudi_wrote_is_named_and_left_alone(
     tmp_path: Path, name: str, version: str
 ) -> None:
-    root = _unzipped(name, tmp_path)
-    before = _tree(root)
+    root = unzipped(name, tmp_path)
+    before = tree(root)
     with pytest.raises(NotAdoptedError, match=f"written by Apache Hudi \\(Hudi table version "
                        f"{version}, .*adopt it .*dynbucket adopt"):  # fmt: skip
         Table.open(str(root))
@@ -58,7 +46,7 @@ def test_a_table_hudi_wrote_is_named_and_left_alone(
     (finding,) = report.findings
     assert finding.problem.startswith("written by Apache Hudi, not adopted")
     assert "backup" not in str(report.findings)
-    assert _tree(root) == before
+    assert tree(root) == before
 
 
 def _upgraded_to_9(root: Path) -> None:
@@ -108,13 +96,13 @@ def test_a_table_a_hudi_1x_writer_upgraded_continues_in_its_version(tmp_path: Pa
     props = properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())
     props.update({versions.TABLE_VERSION: "6", versions.TIMELINE_LAYOUT: "1"})
     (root / ".hoodie" / "hoodie.properties").write_bytes(properties.dumps(props, "half"))
-    before = _tree(root)
+    before = tree(root)
     with pytest.raises(UnsupportedTableVersionError, match="with a timeline of layout 2"
                        ".*Nothing was read or written"):  # fmt: skip
         Table.open(str(root))
     (finding,) = check(TableStore.at(str(root))).findings
     assert "layout 2" in finding.problem and "backup" not in finding.fix
-    assert _tree(root) == before
+    assert tree(root) == before
 
 
 def test_the_gate_passes_the_versions_dynbucket_writes_only() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +32,13 @@ from dynbucket.format.table.check import check
 from dynbucket.options import SimpleBucketIndex
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads, hudi_read, rows_by_key
+from tests.hudi_tables import DATA, tree, unzipped
 
-DATA = Path(__file__).parents[3] / "data" / "hudi"
 TABLES = sorted(str(p.relative_to(DATA))[: -len(".zip")] for p in DATA.rglob("*.zip"))
 #: What dynbucket does not take yet, by a word of the table's name, and why.
 REFUSED = {"lance": "its base files are LANCE",
            "rollback": "key.* have more than one live row .*'TXN-002', in 2 rows",
            "timebasedkeygen": "key generator is TimestampBasedKeyGenerator"}  # fmt: skip
-
-
-def _unzipped(name: str, into: Path) -> Path:
-    with zipfile.ZipFile(DATA / f"{name}.zip") as z:
-        z.extractall(into)
-        (top,) = {n.split("/")[0] for n in z.namelist()} - {"__MACOSX"}
-    return into / top
-
-
-def _tree(root: Path) -> dict[str, int]:
-    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
 
 
 def _refusal(name: str) -> str | None:
@@ -105,13 +93,13 @@ def _writes(t: Table) -> list[tuple[str, pa.Table]]:
 def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
     tmp_path: Path, name: str
 ) -> None:
-    root = _unzipped(name, tmp_path)
+    root = unzipped(name, tmp_path)
     refusal = _refusal(name)
-    before = _tree(root)
+    before = tree(root)
     if refusal is not None:
         with pytest.raises(AdoptionRefusedError, match=f"{refusal}.*Nothing was written"):
             Table.adopt(str(root))
-        assert _tree(root) == before
+        assert tree(root) == before
         return
     with pytest.raises(NotAdoptedError, match="adopt it"):
         Table.open(str(root))
@@ -122,7 +110,7 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
     # as Hudi removes it (its properties then name none of its partitions).
     ours = (".hoodie/.dynbucket/", ".hoodie/metadata/", *[".hoodie/hoodie.properties"] * (
         metadata_table))  # fmt: skip
-    assert {p: s for p, s in _tree(root).items() if not p.startswith(ours)} == {
+    assert {p: s for p, s in tree(root).items() if not p.startswith(ours)} == {
         p: s for p, s in before.items() if not p.startswith(ours)
     }
     if metadata_table:
@@ -155,7 +143,7 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
 
 
 def test_adoption_is_undone_by_deleting_its_folder_and_can_run_again(tmp_path: Path) -> None:
-    root = _unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
+    root = unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
     uri = str(root)
     assert cli.main(["adopt", uri]) == 0
     with pytest.raises(TableExistsError, match="already a dynbucket table"):
@@ -176,25 +164,25 @@ def test_adoption_is_undone_by_deleting_its_folder_and_can_run_again(tmp_path: P
 
 
 def test_a_stateless_index_cannot_adopt(tmp_path: Path) -> None:
-    root = _unzipped("sample_table/cow/v6_nonpartitioned", tmp_path)
+    root = unzipped("sample_table/cow/v6_nonpartitioned", tmp_path)
     with pytest.raises(ConfigError, match="only the dynamic bucket index records"):
         Table.adopt(str(root), index=SimpleBucketIndex(4))  # type: ignore[arg-type]
     assert not (root / ".hoodie" / ".dynbucket").exists()
 
 
 def test_a_table_with_a_pending_instant_is_refused(tmp_path: Path) -> None:
-    root = _unzipped("sample_table/mor/parquet/v6_nonpartitioned", tmp_path)
+    root = unzipped("sample_table/mor/parquet/v6_nonpartitioned", tmp_path)
     (root / ".hoodie" / "20990101000000000.deltacommit.requested").write_bytes(b"")
-    before = _tree(root)
+    before = tree(root)
     with pytest.raises(AdoptionRefusedError, match="pending on its timeline.*Finish or roll"):
         Table.adopt(str(root))
-    assert _tree(root) == before
+    assert tree(root) == before
 
 
 def test_a_metadata_table_goes_as_hudi_removes_it(tmp_path: Path) -> None:
     """A writer that does not keep Hudi's metadata table true removes it (Hudi does the same
     with hoodie.metadata.enable=false): no reader may list files from a stale one."""
-    root = _unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
+    root = unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
     files = root / ".hoodie" / "metadata" / "files"
     files.mkdir(parents=True)
     (files / ".files-0000-0_00000000000000010.log.1_0-0-0").write_bytes(b"stale list")
@@ -213,7 +201,7 @@ def test_a_metadata_table_goes_as_hudi_removes_it(tmp_path: Path) -> None:
 def test_a_version_9_table_stays_version_9_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = _unzipped("sample_table/mor/avro/v9_txns_simple_nometa", tmp_path)
+    root = unzipped("sample_table/mor/avro/v9_txns_simple_nometa", tmp_path)
     uri = str(root)
     assert cli.main(["adopt", uri]) == 0
     t = Table.open(uri)
@@ -233,7 +221,7 @@ def test_rolled_back_and_corrupt_blocks_of_a_hudi_log_are_skipped(tmp_path: Path
     """On HDFS a Hudi writer appends to a log: a failed write's block stays in it, followed
     by the rollback command block Hudi appends, and a writer that died mid-append leaves a
     corrupt block. Hudi's readers skip both; so does dynbucket, also when it compacts."""
-    root = _unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
+    root = unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path)
     hudi_before = hudi_read(str(root))
     (log,) = root.glob("city=san_francisco/.*.log.*")
     (block,) = log_file.read_blocks(log.read_bytes())
