@@ -154,7 +154,10 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
                     ", which the table's schema says may not be null,",
                 )
     data = data.append_column(
-        PARTITION, partition_paths(data, spec.partition_by, spec.hive_style_partitioning)
+        PARTITION,
+        partition_paths(
+            data, spec.partition_by, spec.hive_style_partitioning, spec.timestamp_partitioning
+        ),
     )
     if with_hash:
         data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))

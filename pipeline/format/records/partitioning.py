@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dynbucket.base.errors import InvalidPartitionValueError, SchemaMismatchError
+from dynbucket.format.records.timestamp_partitions import TimestampPartitioning
 
 #: Characters Spark escapes in partition values (besides '/' and control characters, which
 #: dynbucket refuses). '%' comes first so that escapes are not escaped again.
@@ -40,10 +41,16 @@ def check_partition_type(name: str, type_: pa.DataType) -> None:
         )
 
 
-def partition_paths(table: pa.Table, fields: Sequence[str], hive_style: bool = True) -> pa.Array:
+def partition_paths(
+    table: pa.Table,
+    fields: Sequence[str],
+    hive_style: bool = True,
+    timestamp: TimestampPartitioning | None = None,
+) -> pa.Array:
     """The partition path of each row of ``table`` ("" when the table is unpartitioned):
     ``field=value/...``, or ``value/...`` without ``hive_style`` (a table Hudi wrote with
-    ``hoodie.datasource.write.hive_style_partitioning=false``).
+    ``hoodie.datasource.write.hive_style_partitioning=false``); with ``timestamp``, the
+    path its one field's time makes (``timestamp_partitions.py``).
 
     Raises:
         InvalidPartitionValueError: a value is null, empty, or holds '/', '..' or a control
@@ -51,6 +58,10 @@ def partition_paths(table: pa.Table, fields: Sequence[str], hive_style: bool = T
     """
     if not fields:
         return pa.array([""] * table.num_rows, pa.string())
+    if timestamp is not None:
+        (name,) = fields
+        paths = timestamp.paths(name, table.column(name))
+        return pc.binary_join_element_wise(f"{name}=", paths, "") if hive_style else paths
     parts = []
     for name in fields:
         column = table.column(name)
@@ -139,6 +150,8 @@ def partition_columns(
     path: str, schema: pa.Schema, fields: Sequence[str], rows: int, hive_style: bool = True
 ) -> list[pa.Array]:
     """Columns holding the partition values of ``path``, typed as in ``schema``."""
+    if not fields:
+        return []
     values = parse_partition_path(path, fields, hive_style)
     columns = []
     for name in fields:

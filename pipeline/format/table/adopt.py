@@ -68,7 +68,13 @@ from dynbucket.format.table.paths import (
     TABLE_FILE,
 )
 from dynbucket.format.table.snapshot import SliceRef, Snapshot
-from dynbucket.format.table.spec import TableSpec, hive_style, ordering_of, precombine_named
+from dynbucket.format.table.spec import (
+    TableSpec,
+    hive_style,
+    ordering_of,
+    precombine_named,
+    timestamp_partitioning,
+)
 from dynbucket.format.timeline.archive_record import Archived
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Timeline, layout_of, remember_layout
 
@@ -82,7 +88,8 @@ _KEY_GENERATOR_TYPES = {"SIMPLE": "SimpleKeyGenerator", "COMPLEX": "ComplexKeyGe
 ARCHIVED_DIR = f"{HOODIE_DIR}/archived"
 HISTORY_DIR = f"{HOODIE_DIR}/timeline/history"
 #: Key generators whose record keys and partition paths dynbucket spells the same.
-_KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator")
+_KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator",
+                   "TimestampBasedKeyGenerator")  # fmt: skip
 
 
 def adopt(
@@ -288,6 +295,7 @@ def _definition(
         name=hoodie["hoodie.table.name"],
         hive_style_partitioning=hive_style(hoodie),
         precombine_named=precombine_named(hoodie),
+        timestamp_partitioning=timestamp_partitioning(hoodie),
     )
 
 
@@ -411,7 +419,9 @@ def _check_spelling(store: TableStore, spec: TableSpec, partition: str, rows: pa
     where = [partition] * rows.num_rows
     want_paths = pa.array(where, pa.string())
     got_paths = (
-        partition_paths(rows, spec.partition_by, spec.hive_style_partitioning)
+        partition_paths(
+            rows, spec.partition_by, spec.hive_style_partitioning, spec.timestamp_partitioning
+        )
         if spec.partition_by
         else None
     )

@@ -229,7 +229,7 @@ class Snapshot:
         spec, store = self.spec, self.store
         wanted = list(columns) if columns is not None else spec.schema.names
         out_cols = _unique(
-            [n for n in wanted if n not in spec.partition_by]
+            [n for n in wanted if n not in spec.path_fields]
             + ([COMMIT_TIME] if meta_columns else [])
         )
         needed = merge_columns(spec, out_cols)
@@ -419,7 +419,7 @@ def read_ref(
     """One slice's live rows with (optionally) the meta columns; ``snapshot`` is the
     snapshot's (instant, seen), to tell a file cleaning removed from a lost one."""
     wanted = list(columns) if columns is not None else spec.schema.names
-    data = [n for n in wanted if n not in spec.partition_by]
+    data = [n for n in wanted if n not in spec.path_fields]
     try:
         rows = read_slice(store, spec, ref.slice, data, (COMMIT_TIME,) if meta_columns else ())
     except (FileNotFoundError, TableCorruptedError) as e:
@@ -494,9 +494,9 @@ def decorate(
     n = rows.num_rows
     parts = dict(
         zip(
-            spec.partition_by,
+            spec.path_fields,
             partition_columns(
-                ref.partition, spec.schema, spec.partition_by, n, spec.hive_style_partitioning
+                ref.partition, spec.schema, spec.path_fields, n, spec.hive_style_partitioning
             ),
             strict=True,
         )

@@ -42,6 +42,7 @@ from dynbucket.format.buckets.options import (
 from dynbucket.format.hudi import avro, properties, versions
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
 from dynbucket.format.records.partitioning import check_partition_type
+from dynbucket.format.records.timestamp_partitions import TimestampPartitioning
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
@@ -78,6 +79,9 @@ class TableSpec:
     table_version: int = 6
     """The Hudi table version (``hoodie.table.version``): 6 for every table dynbucket
     creates; an adopted table keeps its own (6, 8 or 9)."""
+    timestamp_partitioning: TimestampPartitioning | None = None
+    """Partition paths made from the one partition field's time (a table Hudi wrote with
+    its ``TimestampBasedKeyGenerator``, adopted); such a field is read from the files."""
     precombine_named: bool = True
     """Whether ``hoodie.properties`` names a precombine field (every table dynbucket creates
     does: the ordering field, else ``_hoodie_commit_time``); a table Hudi wrote without one
@@ -110,7 +114,12 @@ class TableSpec:
                 raise ConfigError(
                     f"{role} field(s) {missing} are not in the schema ({self.schema.names})"
                 )
-        for name in self.partition_by:
+        if self.timestamp_partitioning is not None and len(self.partition_by) != 1:
+            raise ConfigError(
+                f"partition_by={list(self.partition_by)}: partition paths made from a time "
+                "take one partition field"
+            )
+        for name in self.path_fields:
             check_partition_type(name, self.schema.field(name).type)
         for f in self.schema:
             if pa.types.is_timestamp(f.type) and f.type.unit == "ns":
@@ -136,6 +145,12 @@ class TableSpec:
                     f"ordering_field={self.ordering_field!r} has type {t}, which has no order; "
                     "use a number, timestamp, date or string field"
                 )
+
+    @property
+    def path_fields(self) -> tuple[str, ...]:
+        """The partition fields whose values a partition path spells (readers take them
+        from the path, not the files): all of them, but a time the path is made from."""
+        return () if self.timestamp_partitioning is not None else self.partition_by
 
     @property
     def index_engine(self) -> str:
@@ -300,6 +315,7 @@ class TableSpec:
                 name=hoodie["hoodie.table.name"],
                 hive_style_partitioning=hive_style(hoodie),
                 precombine_named=precombine_named(hoodie),
+                timestamp_partitioning=timestamp_partitioning(hoodie),
                 table_version=int(hoodie.get(versions.TABLE_VERSION, "6")),
             )
         except (KeyError, ValueError, TypeError) as e:
@@ -320,6 +336,16 @@ def ordering_of(hoodie: dict[str, str]) -> str | None:
     )
     fields = _list(named)
     return fields[0] if len(fields) == 1 else None
+
+
+def timestamp_partitioning(hoodie: dict[str, str]) -> TimestampPartitioning | None:
+    """How ``hoodie.properties`` says partition paths are made from a time (None: from the
+    partition fields' values)."""
+    kind = hoodie.get("hoodie.table.keygenerator.type", "")
+    keygen = hoodie.get("hoodie.table.keygenerator.class", "")
+    if kind != "TIMESTAMP" and not keygen.endswith("TimestampBasedKeyGenerator"):
+        return None
+    return TimestampPartitioning.from_properties(hoodie)
 
 
 def precombine_named(hoodie: dict[str, str]) -> bool:
