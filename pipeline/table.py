@@ -34,7 +34,7 @@ from dynbucket.format.table.spec import (
     table_name_for,
 )
 from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.options import DynamicBucketIndex, IndexOptions, TableOptions
+from dynbucket.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime, active_runtime
 from dynbucket.write.file_scan import bare_file_stream
 from dynbucket.write.local import LocalWriter
@@ -179,7 +179,7 @@ class Table:
     def adopt(
         cls,
         uri: str,
-        index: DynamicBucketIndex | None = None,
+        index: DynamicBucketIndex | SimpleBucketIndex | None = None,
         options: TableOptions | Mapping[str, object] | None = None,
         filesystem: pafs.FileSystem | None = None,
         runtime: Runtime | None = None,
@@ -191,30 +191,27 @@ class Table:
 
         Args:
             uri: the Hudi table's folder.
-            index: the dynamic bucket index's options (a key's bucket is the file group
-                Hudi put it in, which no stateless scheme can compute).
+            index: ``DynamicBucketIndex`` (each file group Hudi wrote becomes a bucket, its
+                keys indexed), or, for a table Hudi wrote with its bucket index,
+                ``SimpleBucketIndex`` of its bucket count (every key checked to be where
+                Hudi's bucket hash puts it). Default: the bucket index when the table's
+                properties name one (``hoodie.index.type=BUCKET``), else the dynamic one.
             options: dynbucket's table options (services, lease), as for :meth:`create`.
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
             runtime: the Spark-on-Ray runtime for Spark writes and reads.
 
         Raises:
-            AdoptionRefusedError: a table dynbucket cannot continue yet (a Hudi table
-                version other than 6, a metadata table, a key generator or partition
-                style dynbucket does not spell, an instant pending, ...); the message
-                says which and what to do; nothing was written.
+            AdoptionRefusedError: a table dynbucket cannot continue yet (base files not
+                in Parquet, a key generator dynbucket does not spell, a key with two live
+                rows, an instant pending, keys not where the given bucket index puts
+                them, ...); the message says which and what to do; nothing was written.
             TableExistsError: already a dynbucket table.
             NotATableError: no Hudi table there.
         """
-        if index is not None and not isinstance(index, DynamicBucketIndex):
-            raise ConfigError(
-                f"index={type(index).__name__}: an adopted table keeps each key in the "
-                "file group Hudi put it in, which only the dynamic bucket index records; "
-                "pass DynamicBucketIndex(...) or nothing"
-            )
         store = TableStore.at(uri, filesystem)
-        slots = index.assigner_slots if index is not None else None
+        slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
         own = _table_options(options).own_properties()
-        adopt(store, index or DynamicBucketOptions(), own, slots=slots or 1)
+        adopt(store, index, own, slots=slots or 1)
         return cls.open(uri, filesystem, runtime, slots)
 
     def _prestarted(self) -> Table:

@@ -49,7 +49,9 @@ import pyarrow.compute as pc
 from dynbucket.base.columns import HASH
 from dynbucket.base.errors import AdoptionRefusedError, NotATableError, TableExistsError
 from dynbucket.base.keyhash import key_hashes
-from dynbucket.format.buckets.options import IndexOptions
+from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.buckets.options import ConsistentHashingIndex, IndexOptions, SimpleBucketIndex
 from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.hudi import avro_file, avro_read, log_file, properties, versions
@@ -94,7 +96,7 @@ _KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedK
 
 def adopt(
     store: TableStore,
-    bucket_options: IndexOptions,
+    bucket_options: IndexOptions | None,
     options: dict[str, str] | None = None,
     slots: int = 1,
 ) -> TableSpec:
@@ -102,7 +104,8 @@ def adopt(
 
     Args:
         store: the table's folder.
-        bucket_options: the bucket index the table continues with.
+        bucket_options: the bucket index the table continues with (None: Hudi's bucket
+            index with its count when its properties name one, else the dynamic index).
         options: dynbucket's own table options (services, lease), as properties.
         slots: the slot count the index files are grouped by (the writes' slot count).
 
@@ -125,10 +128,18 @@ def adopt(
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
     completed = timeline.completed()
+    if bucket_options is None:
+        bucket_options = _index_of(hoodie)
+    if isinstance(bucket_options, ConsistentHashingIndex):
+        raise _refused(
+            store,
+            "consistent hashing places keys by its own ring, which no Hudi table was written with",
+            "Adopt it with the dynamic bucket index, or a simple bucket index of its count",
+        )
     spec = _definition(store, hoodie, timeline, bucket_options, options or {})  # 2.
     replaces = _replace_commits(store)
     floor = max([i.id for i in completed] + list(replaces), default="")
-    record = _files(store, floor, replaces)  # 3.
+    record = _files(store, floor, replaces, spec.stateless)  # 3.
     try:
         store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
         adopted.remember(store, record)
@@ -209,6 +220,15 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
             "Finish or roll them back with Hudi first (hudi-cli: commit rollback, "
             "compaction run), then adopt the table",
         )
+
+
+def _index_of(hoodie: dict[str, str]) -> IndexOptions:
+    """The index a table's properties say it was written with: Hudi's simple bucket index
+    (``hoodie.index.type=BUCKET`` and its count), else the dynamic one."""
+    count = hoodie.get("hoodie.bucket.index.num.buckets", "")
+    if hoodie.get("hoodie.index.type", "").upper() == "BUCKET" and count.isdigit():
+        return SimpleBucketIndex(num_buckets=int(count))
+    return DynamicBucketOptions()
 
 
 def _key_generator(hoodie: dict[str, str]) -> str:
@@ -308,8 +328,11 @@ def _replace_commits(store: TableStore) -> dict[str, set[str]]:
     return out
 
 
-def _files(store: TableStore, floor: str, replaces: dict[str, set[str]]) -> adopted.Adopted:
-    """Step 3 (module doc): the buckets of the file groups, the instants of the logs."""
+def _files(
+    store: TableStore, floor: str, replaces: dict[str, set[str]], numbered: bool
+) -> adopted.Adopted:
+    """Step 3 (module doc): the buckets of the file groups, the instants of the logs
+    (``numbered``: a bucket index's groups, whose file ids start with their buckets)."""
     groups: dict[str, set[str]] = defaultdict(set)
     logs: dict[str, str] = {}
     replaced = frozenset(f for ids in replaces.values() for f in ids)
@@ -321,10 +344,35 @@ def _files(store: TableStore, floor: str, replaces: dict[str, set[str]]) -> adop
             groups[partition].add(parsed.file_id)
             if parsed.kind == "log" and not parsed.instant:
                 logs[info.base_name] = _log_instant(store, info.path)
-    buckets = {
-        file_id: bucket for ids in groups.values() for bucket, file_id in enumerate(sorted(ids))
-    }
+    if numbered:
+        buckets = {f: _numbered(store, p, f, ids) for p, ids in groups.items() for f in ids}
+    else:
+        buckets = {
+            file_id: bucket for ids in groups.values() for bucket, file_id in enumerate(sorted(ids))
+        }
     return adopted.Adopted(buckets, logs, floor, replaced)
+
+
+def _numbered(store: TableStore, partition: str, file_id: str, ids: set[str]) -> int:
+    """The bucket a bucket-index table's file id starts with (Hudi's bucket index names
+    its groups ``<bucket, 8 digits>-...``)."""
+    head = file_id[:8]
+    if not (head.isdigit() and file_id[8:9] == "-"):
+        raise _refused(
+            store,
+            f"file group {file_id!r} of partition {partition!r} is not named by a bucket "
+            "number, as a bucket index names its groups",
+            "Adopt it with the dynamic bucket index (index=DynamicBucketIndex(), the default)",
+        )
+    twins = [f for f in ids if f[:8] == head and f != file_id]
+    if twins:
+        raise _refused(
+            store,
+            f"bucket {int(head)} of partition {partition!r} has two file groups "
+            f"({file_id!r}, {twins[0]!r})",
+            "Adopt it with the dynamic bucket index (index=DynamicBucketIndex(), the default)",
+        )
+    return int(head)
 
 
 def _partitions(store: TableStore) -> list[str]:
@@ -374,10 +422,14 @@ def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None
     checked = [RECORD_KEY, PARTITION_PATH] if spec.meta_fields else []
     columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
 
+    layouts = BucketLayouts(spec.bucket_options, spec.record_key) if spec.stateless else None
+
     def entries(ref: SliceRef) -> pa.Table:
         rows = read_slice(store, spec, ref.slice, columns, checked)
         _check_spelling(store, spec, ref.partition, rows)
         rows = rows.select(list(spec.record_key))
+        if layouts is not None:
+            _check_placed(store, spec, layouts, ref, rows)
         rows = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key), pa.int64()))
         return entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant)
 
@@ -390,7 +442,28 @@ def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None
         for partition, refs in sorted(by_partition.items()):
             found = pa.concat_tables(pool.map(entries, refs))
             _check_unique(store, spec, partition, found)
-            rli.write(partition, instant, found, kind="base", slots=slots)
+            if not spec.stateless:  # a bucket index computes buckets: it keeps no index
+                rli.write(partition, instant, found, kind="base", slots=slots)
+
+
+def _check_placed(
+    store: TableStore, spec: TableSpec, layouts: BucketLayouts, ref: SliceRef, rows: pa.Table
+) -> None:
+    """Every key of a bucket-index table is in the file group its bucket hash names (else
+    the table's bucket count is another)."""
+    want = layouts.locate(ref.partition, rows)
+    wrong = np.flatnonzero(want != ref.slice.bucket)
+    if len(wrong):
+        key = record_keys(rows.take(pa.array(wrong[:1])), spec.record_key)[0].as_py()
+        options = spec.bucket_options
+        raise _refused(
+            store,
+            f"key {key!r} is in bucket {ref.slice.bucket} of partition {ref.partition!r}, where "
+            f"Hudi's bucket hash over {layouts.num_buckets(ref.partition)} buckets puts it in "
+            f"bucket {int(want[wrong[0]])}",
+            f"Give the table's own bucket count (index={type(options).__name__}(num_buckets="
+            "...)), or adopt it with the dynamic bucket index",
+        )
 
 
 def _check_unique(store: TableStore, spec: TableSpec, partition: str, entries: pa.Table) -> None:

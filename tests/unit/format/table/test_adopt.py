@@ -18,7 +18,6 @@ import pytest
 from dynbucket import cli
 from dynbucket.base.errors import (
     AdoptionRefusedError,
-    ConfigError,
     NotAdoptedError,
     TableExistsError,
 )
@@ -29,7 +28,7 @@ from dynbucket.format.hudi.avro_file import encode
 from dynbucket.format.hudi.avro_read import decoder
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.check import check
-from dynbucket.options import SimpleBucketIndex
+from dynbucket.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads, hudi_read, rows_by_key
 from tests.hudi_tables import DATA, tree, unzipped
@@ -169,11 +168,40 @@ def test_adoption_is_undone_by_deleting_its_folder_and_can_run_again(tmp_path: P
     t.close()
 
 
-def test_a_stateless_index_cannot_adopt(tmp_path: Path) -> None:
-    root = unzipped("sample_table/cow/v6_nonpartitioned", tmp_path)
-    with pytest.raises(ConfigError, match="only the dynamic bucket index records"):
-        Table.adopt(str(root), index=SimpleBucketIndex(4))  # type: ignore[arg-type]
-    assert not (root / ".hoodie" / ".dynbucket").exists()
+def test_a_hudi_bucket_index_table_adopts_as_a_simple_bucket_index(tmp_path: Path) -> None:
+    """A table written with Hudi's bucket index (here one of ours, its .dynbucket/ removed:
+    the same file ids and bucket hash) continues as SimpleBucketIndex of its count; another
+    count is refused by the first key out of place."""
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+    root = tmp_path / "t"
+    t = Table.create(str(root), schema, "id", "day", index=SimpleBucketIndex(3))
+    rows = pa.table({"id": [f"k{i}" for i in range(40)], "day": [f"d{i % 2}" for i in range(40)],
+                     "v": list(range(40))}, schema=schema)  # fmt: skip
+    t.upsert(rows)
+    t.close()
+    shutil.rmtree(root / ".hoodie" / ".dynbucket")
+    before = tree(root)
+    with pytest.raises(AdoptionRefusedError, match="in bucket .* where Hudi's bucket hash over "
+                       "4 buckets puts it.*num_buckets"):  # fmt: skip
+        Table.adopt(str(root), index=SimpleBucketIndex(4))
+    assert tree(root) == before
+    with pytest.raises(AdoptionRefusedError, match="consistent hashing"):
+        Table.adopt(str(root), index=ConsistentHashingIndex())  # type: ignore[arg-type]
+    # The count from the properties, as Hudi's writer's options say it.
+    path = root / ".hoodie" / "hoodie.properties"
+    props = properties.loads(path.read_bytes())
+    path.write_bytes(properties.dumps({**props, "hoodie.index.type": "BUCKET",
+                                       "hoodie.bucket.index.num.buckets": "3"}))  # fmt: skip
+    t = Table.adopt(str(root))
+    assert t.spec.bucket_options == SimpleBucketIndex(3)
+    assert not (root / ".hoodie" / ".dynbucket" / "rli").exists()  # a hash needs no index
+    t.upsert(pa.table({"id": ["k1", "new"], "day": ["d1", "d0"], "v": [-1, 99]}, schema=schema))
+    live = {r["id"]: r for r in t.to_arrow().to_pylist()}
+    assert live["k1"]["v"] == -1 and live["new"]["v"] == 99 and len(live) == 41
+    assert {r["_bucket"] for r in live.values()} <= {0, 1, 2}
+    check_hudi_reads(t)
+    assert check(TableStore.at(str(root))).healthy
+    t.close()
 
 
 def test_a_table_with_a_pending_instant_is_refused(tmp_path: Path) -> None:
