@@ -36,6 +36,7 @@ from dynbucket.format.table.spec import (
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime, active_runtime
+from dynbucket.write import adoption
 from dynbucket.write.file_scan import bare_file_stream
 from dynbucket.write.local import LocalWriter
 from dynbucket.write.results import WriteResult
@@ -198,7 +199,8 @@ class Table:
                 properties name one (``hoodie.index.type=BUCKET``), else the dynamic one.
             options: dynbucket's table options (services, lease), as for :meth:`create`.
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
-            runtime: the Spark-on-Ray runtime for Spark writes and reads.
+            runtime: the Spark-on-Ray runtime for Spark writes and reads; given, the
+                record-level index is built by Ray tasks over the cluster.
 
         Raises:
             AdoptionRefusedError: a table dynbucket cannot continue yet (base files not
@@ -211,7 +213,8 @@ class Table:
         store = TableStore.at(uri, filesystem)
         slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
         own = _table_options(options).own_properties()
-        adopt(store, index, own, slots=slots or 1)
+        # With a cluster, the index is built by Ray tasks; else by threads here.
+        adopt(store, index, own, slots or 1, adoption.on_ray if runtime is not None else None)
         return cls.open(uri, filesystem, runtime, slots)
 
     def _prestarted(self) -> Table:

@@ -23,9 +23,11 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
    timeline sees through the floor: history before it is Hudi's readers' to read), with
    the cleaning horizon at the newest instant when Hudi cleaned or archived (files its
    commits list may be gone).
-5. **Index.** The record-level index, one base file per partition under the newest
-   completed instant, from the live keys of every slice; each key's record key and
-   partition path are checked against what dynbucket would write for it.
+5. **Index** (``adopt_index.py``). The record-level index, one base file per partition
+   under the newest completed instant, from the live keys of every slice, in threads or
+   tasks on a cluster; each key's record key and partition path are checked against what
+   dynbucket would write for it, each key has one live row, and a bucket index's keys are
+   where its hash puts them (such a table gets no index).
 6. **Metadata table.** Removed as Hudi removes it when a writer runs without it: the
    properties name none of its partitions, then its folder goes (dynbucket's writes would
    leave its file list stale; Hudi builds it again when a writer enables it).
@@ -36,30 +38,21 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from dynbucket.base.columns import HASH
-from dynbucket.base.errors import AdoptionRefusedError, NotATableError, TableExistsError
-from dynbucket.base.keyhash import key_hashes
+from dynbucket.base.errors import NotATableError, TableExistsError
 from dynbucket.base.options import DynamicBucketOptions
-from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.buckets.options import ConsistentHashingIndex, IndexOptions, SimpleBucketIndex
 from dynbucket.format.file_group import adopted
-from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.hudi import avro_file, avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
-from dynbucket.format.hudi.meta_fields import META_FIELDS, PARTITION_PATH, RECORD_KEY, record_keys
-from dynbucket.format.index.rli import RecordLevelIndex, entries_for
-from dynbucket.format.records.partitioning import partition_paths
+from dynbucket.format.hudi.meta_fields import META_FIELDS
 from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.adopt_index import Spread, build_index, in_threads, refused
 from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
     ADOPTED_FILE,
@@ -69,7 +62,6 @@ from dynbucket.format.table.paths import (
     PROPERTIES_FILE,
     TABLE_FILE,
 )
-from dynbucket.format.table.snapshot import SliceRef, Snapshot
 from dynbucket.format.table.spec import (
     TableSpec,
     hive_style,
@@ -99,6 +91,7 @@ def adopt(
     bucket_options: IndexOptions | None,
     options: dict[str, str] | None = None,
     slots: int = 1,
+    spread: Spread | None = None,
 ) -> TableSpec:
     """Adopts the Hudi table at ``store`` (module doc); returns its definition.
 
@@ -108,6 +101,7 @@ def adopt(
             index with its count when its properties name one, else the dynamic index).
         options: dynbucket's own table options (services, lease), as properties.
         slots: the slot count the index files are grouped by (the writes' slot count).
+        spread: runs the index build's tasks (default: threads of this process).
 
     Raises:
         NotATableError: no Hudi table there.
@@ -131,7 +125,7 @@ def adopt(
     if bucket_options is None:
         bucket_options = _index_of(hoodie)
     if isinstance(bucket_options, ConsistentHashingIndex):
-        raise _refused(
+        raise refused(
             store,
             "consistent hashing places keys by its own ring, which no Hudi table was written with",
             "Adopt it with the dynamic bucket index, or a simple bucket index of its count",
@@ -145,7 +139,7 @@ def adopt(
         adopted.remember(store, record)
         _history(store, timeline, floor, replaces)  # 4.
         if floor:
-            _index(store, spec, floor, slots)  # 5.
+            build_index(store, spec, floor, slots, spread or in_threads)  # 5.
     except BaseException:
         # What steps 3-5 wrote goes: a refused table is left as it was (a crash leaves
         # them under .hoodie/.dynbucket/, without table.json: adopt again, or delete it).
@@ -175,38 +169,31 @@ def _drop_metadata_table(store: TableStore, hoodie: dict[str, str]) -> None:
     store.fs.delete_dir(folder)
 
 
-def _refused(store: TableStore, why: str, fix: str) -> AdoptionRefusedError:
-    return AdoptionRefusedError(
-        f"{store.uri}: dynbucket cannot adopt this Hudi table yet: {why}. Nothing was "
-        f"written. {fix}"
-    )
-
-
 def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
     """Step 1 (module doc): refuses what dynbucket cannot continue."""
-    refused = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
-    if refused is not None:
-        raise _refused(
+    unknown = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
+    if unknown is not None:
+        raise refused(
             store,
-            f"it is a {refused} table; dynbucket adopts Hudi table version 6 (timeline "
-            "layout 1) only",
+            f"it is a {unknown} table; dynbucket adopts Hudi table versions 6 (timeline "
+            "layout 1), 8 and 9 (layout 2)",
             "Read it with a Hudi reader, or write its rows into a new dynbucket table",
         )
     base_format = hoodie.get("hoodie.table.base.file.format", "PARQUET").upper()
     if base_format != "PARQUET":
-        raise _refused(
+        raise refused(
             store, f"its base files are {base_format}", "dynbucket reads Parquet base files"
         )
     keygen = _key_generator(hoodie)
     if keygen and keygen not in _KEY_GENERATORS:
-        raise _refused(
+        raise refused(
             store,
             f"its key generator is {keygen}, whose record keys or partition paths dynbucket "
             f"does not spell (it spells those of {', '.join(_KEY_GENERATORS)})",
             "Write its rows into a new dynbucket table",
         )
     if hoodie.get("hoodie.datasource.write.partitionpath.urlencode", "false") == "true":
-        raise _refused(
+        raise refused(
             store,
             "its partition paths are URL-encoded (hoodie.datasource.write.partitionpath."
             "urlencode=true)",
@@ -214,7 +201,7 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
         )
     pending = _HudiTimeline(store).pending
     if pending:
-        raise _refused(
+        raise refused(
             store,
             f"instant(s) pending on its timeline ({', '.join(pending[:3])})",
             "Finish or roll them back with Hudi first (hudi-cli: commit rollback, "
@@ -296,7 +283,7 @@ def _definition(
             schema_json = written
             break
     if not schema_json:
-        raise _refused(
+        raise refused(
             store, "neither its properties nor its commits hold its schema", "Write to it "
             "with Hudi once (its commit records the schema), then adopt it"
         )  # fmt: skip
@@ -358,7 +345,7 @@ def _numbered(store: TableStore, partition: str, file_id: str, ids: set[str]) ->
     its groups ``<bucket, 8 digits>-...``)."""
     head = file_id[:8]
     if not (head.isdigit() and file_id[8:9] == "-"):
-        raise _refused(
+        raise refused(
             store,
             f"file group {file_id!r} of partition {partition!r} is not named by a bucket "
             "number, as a bucket index names its groups",
@@ -366,7 +353,7 @@ def _numbered(store: TableStore, partition: str, file_id: str, ids: set[str]) ->
         )
     twins = [f for f in ids if f[:8] == head and f != file_id]
     if twins:
-        raise _refused(
+        raise refused(
             store,
             f"bucket {int(head)} of partition {partition!r} has two file groups "
             f"({file_id!r}, {twins[0]!r})",
@@ -390,9 +377,7 @@ def _partitions(store: TableStore) -> list[str]:
 def _log_instant(store: TableStore, path: str) -> str:
     blocks = log_file.read_blocks(store.read_buffer(path), skip_corrupt=True)
     if not blocks or not blocks[0].instant:
-        raise _refused(
-            store, f"its log file {path} holds no block naming its instant", "Restore it"
-        )
+        raise refused(store, f"its log file {path} holds no block naming its instant", "Restore it")
     return blocks[0].instant
 
 
@@ -413,109 +398,6 @@ def _history(
     below = max([below, *replaces])
     record = Archived(floor=below, earliest_retained=floor)
     store.write_atomic(store.path(ARCHIVE_DIR, f"{below or '0' * 17}.json"), record.to_json())
-
-
-def _index(store: TableStore, spec: TableSpec, instant: str, slots: int) -> None:
-    """Step 5 (module doc)."""
-    snapshot = Snapshot(store, spec)
-    rli = RecordLevelIndex(store, spec)
-    checked = [RECORD_KEY, PARTITION_PATH] if spec.meta_fields else []
-    columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
-
-    layouts = BucketLayouts(spec.bucket_options, spec.record_key) if spec.stateless else None
-
-    def entries(ref: SliceRef) -> pa.Table:
-        rows = read_slice(store, spec, ref.slice, columns, checked)
-        _check_spelling(store, spec, ref.partition, rows)
-        rows = rows.select(list(spec.record_key))
-        if layouts is not None:
-            _check_placed(store, spec, layouts, ref, rows)
-        rows = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key), pa.int64()))
-        return entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant)
-
-    by_partition: dict[str, list[SliceRef]] = defaultdict(list)
-    for ref in snapshot.slices():
-        by_partition[ref.partition].append(ref)
-    # A partition at a time (its entries in memory, not the table's); its slices read in
-    # threads (Parquet decoding runs without the interpreter lock).
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        for partition, refs in sorted(by_partition.items()):
-            found = pa.concat_tables(pool.map(entries, refs))
-            _check_unique(store, spec, partition, found)
-            if not spec.stateless:  # a bucket index computes buckets: it keeps no index
-                rli.write(partition, instant, found, kind="base", slots=slots)
-
-
-def _check_placed(
-    store: TableStore, spec: TableSpec, layouts: BucketLayouts, ref: SliceRef, rows: pa.Table
-) -> None:
-    """Every key of a bucket-index table is in the file group its bucket hash names (else
-    the table's bucket count is another)."""
-    want = layouts.locate(ref.partition, rows)
-    wrong = np.flatnonzero(want != ref.slice.bucket)
-    if len(wrong):
-        key = record_keys(rows.take(pa.array(wrong[:1])), spec.record_key)[0].as_py()
-        options = spec.bucket_options
-        raise _refused(
-            store,
-            f"key {key!r} is in bucket {ref.slice.bucket} of partition {ref.partition!r}, where "
-            f"Hudi's bucket hash over {layouts.num_buckets(ref.partition)} buckets puts it in "
-            f"bucket {int(want[wrong[0]])}",
-            f"Give the table's own bucket count (index={type(options).__name__}(num_buckets="
-            "...)), or adopt it with the dynamic bucket index",
-        )
-
-
-def _check_unique(store: TableStore, spec: TableSpec, partition: str, entries: pa.Table) -> None:
-    """One live row per key (I2): Hudi's ``insert`` and ``bulk_insert`` operations let a
-    key into a table twice, which dynbucket's index cannot say."""
-    keys = record_keys(entries, spec.record_key)
-    counts = pc.value_counts(keys)
-    twice = counts.filter(pc.greater(counts.field("counts"), 1))
-    if len(twice):
-        key = twice.field("values")[0].as_py()
-        raise _refused(
-            store,
-            f"{len(twice)} key(s) of partition {partition!r} have more than one live row "
-            f"(e.g. {key!r}, in {twice.field('counts')[0].as_py()} rows: written by Hudi's "
-            "insert or bulk_insert), and dynbucket keeps one row per key",
-            "Deduplicate the table with Hudi first (an upsert of each key's latest row), "
-            "then adopt it",
-        )
-
-
-def _check_spelling(store: TableStore, spec: TableSpec, partition: str, rows: pa.Table) -> None:
-    """Every live row's record key and partition path are what dynbucket would write (a
-    key generator spelling them otherwise would make updates new rows)."""
-    if not rows.num_rows:
-        return
-    where = [partition] * rows.num_rows
-    want_paths = pa.array(where, pa.string())
-    got_paths = (
-        partition_paths(
-            rows, spec.partition_by, spec.hive_style_partitioning, spec.timestamp_partitioning
-        )
-        if spec.partition_by
-        else None
-    )
-    checks = [("partition path", got_paths, want_paths)]
-    if RECORD_KEY in rows.column_names:
-        keys = record_keys(rows, spec.record_key)
-        checks.append(("record key", keys, rows.column(RECORD_KEY)))
-        if PARTITION_PATH in rows.column_names:
-            checks.append(("partition path", want_paths, rows.column(PARTITION_PATH)))
-    for what, ours, theirs in checks:
-        if ours is None:
-            continue
-        differ = pc.invert(pc.equal(ours, theirs).fill_null(False))
-        if pc.any(differ).as_py():
-            at = int(np.flatnonzero(differ.to_numpy(zero_copy_only=False))[0])
-            raise _refused(
-                store,
-                f"a row of partition {partition!r} has the {what} {theirs[at].as_py()!r} "
-                f"where dynbucket would write {ours[at].as_py()!r}",
-                "Write its rows into a new dynbucket table",
-            )
 
 
 def _list(text: str) -> list[str]:
