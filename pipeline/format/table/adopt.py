@@ -12,7 +12,9 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
 2. **Definition.** Name, keys, partition fields, table type and meta fields from
    ``hoodie.properties``; the schema the newest commit wrote with (else the one the table
    was created with), without the meta fields; the precombine field (version 9: the
-   ordering field) as ordering field, unless the merge mode orders by commit time.
+   ordering field) as ordering field, unless the table orders by commit time (its merge
+   mode says so, or, version 6, its payload overwrites with the latest record, which Hudi
+   1.x takes as that mode).
 3. **Files** (``adopted.json``, ``file_group/adopted.py``): every file group becomes a
    bucket, numbered from 0 per partition in the order of their file ids, but those a
    completed replace commit (clustering, insert overwrite) replaced, which are no longer
@@ -64,9 +66,9 @@ from dynbucket.format.table.paths import (
 )
 from dynbucket.format.table.spec import (
     TableSpec,
+    adopted_precombine,
     hive_style,
     ordering_of,
-    precombine_named,
     timestamp_partitioning,
 )
 from dynbucket.format.timeline.archive_record import Archived
@@ -301,7 +303,7 @@ def _definition(
         table_id=uuid.uuid4().hex,
         name=hoodie["hoodie.table.name"],
         hive_style_partitioning=hive_style(hoodie),
-        precombine_named=precombine_named(hoodie),
+        precombine_named=adopted_precombine(hoodie),
         timestamp_partitioning=timestamp_partitioning(hoodie),
     )
 

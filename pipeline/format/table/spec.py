@@ -278,6 +278,7 @@ class TableSpec:
             "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
             "schema-fields": [f"{f.name}: {f.type}" for f in self.schema],
             "ordering-field": self.ordering_field,
+            "precombine-named": self.precombine_named,
             "index": {"engine": self.index_engine, **self.bucket_options.to_properties()},
             "options": self.options.own_properties(),
         }
@@ -314,7 +315,7 @@ class TableSpec:
                 table_id=doc["table-id"],
                 name=hoodie["hoodie.table.name"],
                 hive_style_partitioning=hive_style(hoodie),
-                precombine_named=precombine_named(hoodie),
+                precombine_named=bool(doc.get("precombine-named", precombine_named(hoodie))),
                 timestamp_partitioning=timestamp_partitioning(hoodie),
                 table_version=int(hoodie.get(versions.TABLE_VERSION, "6")),
             )
@@ -325,11 +326,21 @@ class TableSpec:
             ) from e
 
 
+def commit_time_ordering(hoodie: dict[str, str]) -> bool:
+    """Whether a table Hudi wrote orders a key's records by commit alone: its merge mode
+    says so (versions 8 on), or (version 6) its payload overwrites with the latest record,
+    which Hudi 1.x takes as that mode whatever the precombine field."""
+    mode = hoodie.get("hoodie.record.merge.mode")
+    if mode is not None:
+        return mode == "COMMIT_TIME_ORDERING"
+    payload = hoodie.get("hoodie.compaction.payload.class", "")
+    return payload.endswith(".OverwriteWithLatestAvroPayload")
+
+
 def ordering_of(hoodie: dict[str, str]) -> str | None:
-    """The field ``hoodie.properties`` orders a key's records by: the precombine field
-    (version 9: the ordering fields, one of them), none when the merge mode is by commit
-    time."""
-    if hoodie.get("hoodie.record.merge.mode") == "COMMIT_TIME_ORDERING":
+    """The field a table Hudi wrote orders a key's records by: the precombine field
+    (version 9: the ordering fields, one of them), none when it orders by commit time."""
+    if commit_time_ordering(hoodie):
         return None
     named = hoodie.get("hoodie.table.precombine.field") or hoodie.get(
         "hoodie.table.ordering.fields", ""
@@ -355,6 +366,11 @@ def precombine_named(hoodie: dict[str, str]) -> bool:
         "hoodie.table.ordering.fields"
     )
     return bool(named) and hoodie.get("hoodie.record.merge.mode") != "COMMIT_TIME_ORDERING"
+
+
+def adopted_precombine(hoodie: dict[str, str]) -> bool:
+    """:func:`precombine_named` for a table Hudi wrote: not when it orders by commit."""
+    return precombine_named(hoodie) and not commit_time_ordering(hoodie)
 
 
 def hive_style(hoodie: dict[str, str]) -> bool:

@@ -277,3 +277,28 @@ def test_rolled_back_and_corrupt_blocks_of_a_hudi_log_are_skipped(tmp_path: Path
     assert rows_by_key(t.to_arrow(), keys, names) == expected
     assert check(TableStore.at(str(root))).healthy
     t.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "lower_wins"),
+    [("sample_table/mor/parquet/v6_nonpartitioned", True),  # OverwriteWithLatestAvroPayload
+     ("sample_table/cow/v8_nonpartitioned", False)],  # EVENT_TIME_ORDERING
+)  # fmt: skip
+def test_an_update_with_a_lower_ordering_value_wins_as_the_tables_merge_mode_says(
+    tmp_path: Path, name: str, lower_wins: bool
+) -> None:
+    """Hudi 1.x takes a version 6 table whose payload overwrites with the latest record as
+    ordered by commit time, whatever its precombine field; a table of event-time ordering
+    keeps the record of the larger value."""
+    t = Table.adopt(str(unzipped(name, tmp_path)))
+    names = t.spec.schema.names
+    row = t.to_arrow(columns=names).select(names).slice(0, 1)
+    lower = pc.subtract(row.column("longField"), pa.scalar(100, pa.int64()))
+    update = row.set_column(names.index("longField"), "longField", lower)
+    update = update.set_column(names.index("name"), "name", pa.array(["lower"]))
+    t.upsert(update)
+    (key,) = row.column("id").to_pylist()
+    live = {r["id"]: r["name"] for r in t.to_arrow(columns=["id", "name"]).to_pylist()}
+    assert (live[key] == "lower") == lower_wins
+    check_hudi_reads(t)
+    t.close()
