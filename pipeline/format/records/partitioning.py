@@ -56,7 +56,7 @@ def partition_paths(
         InvalidPartitionValueError: a value is null, empty, or holds '/', '..' or a control
             character.
     """
-    if not fields:
+    if not fields or table.num_rows == 0:
         return pa.array([""] * table.num_rows, pa.string())
     if timestamp is not None:
         (name,) = fields

@@ -52,6 +52,7 @@ from dynbucket.format.buckets.options import ConsistentHashingIndex, IndexOption
 from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import avro_file, avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
+from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.adopt_index import Spread, build_index, in_threads, refused
@@ -80,9 +81,8 @@ _KEY_GENERATOR_TYPES = {"SIMPLE": "SimpleKeyGenerator", "COMPLEX": "ComplexKeyGe
                         "NON_PARTITION": "NonpartitionedKeyGenerator",
                         "TIMESTAMP": "TimestampBasedKeyGenerator",
                         "CUSTOM": "CustomKeyGenerator"}  # fmt: skip
-#: Where Hudi archives instants: timeline layout 1, and 2 (an LSM tree of Parquet files).
+#: Where Hudi archives instants in timeline layout 1 (layout 2: ``HISTORY_DIR``).
 ARCHIVED_DIR = f"{HOODIE_DIR}/archived"
-HISTORY_DIR = f"{HOODIE_DIR}/timeline/history"
 #: Key generators whose record keys and partition paths dynbucket spells the same.
 _KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator",
                    "TimestampBasedKeyGenerator")  # fmt: skip

@@ -26,16 +26,19 @@ active: both say completed.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dynbucket.format.hudi import archived
+from dynbucket.format.hudi import archived, avro_file, lsm_history
+from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, suffix
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import ARCHIVE_DIR, OUTCOME_DIR
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.archive_record import Archived, load
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import Instant, Timeline
+from dynbucket.format.timeline.timeline import Instant, Timeline, file_name
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,8 @@ class ArchiveResult:
 
 
 def due(timeline: Timeline, keep_max: int) -> bool:
-    """Whether the active timeline holds more than ``keep_max`` instants (never for timeline
-    layout 2, whose archived timeline, Hudi 1.x's LSM history, dynbucket does not write
-    yet: such a table's active timeline grows)."""
-    return timeline.layout == 1 and len(timeline.instants()) > keep_max
+    """Whether the active timeline holds more than ``keep_max`` instants."""
+    return len(timeline.instants()) > keep_max
 
 
 def archive(
@@ -66,18 +67,28 @@ def archive(
         for stray in [i for i in timeline.instants() if i.id <= before.floor]:
             timeline.forget_archived(stray)
         # 1.
-        chosen = _choose(timeline, keep_min)
+        foreign = foreign_instants(timeline)
+        chosen = _choose(timeline, keep_min, foreign)
         if not chosen:
             return ArchiveResult()
         record = _record(store, timeline, before, chosen)
-        # 2.
+        theirs = [f for f in foreign if f.done and f.id <= record.floor]
+        # 2. (a group a replace commit replaced goes first, as Hudi's cleaner removes it
+        # before its archiver moves the replace commit that hides it from readers)
+        for f in theirs:
+            _remove_replaced(store, f)
         hudi = [i for i in chosen if i.action in HUDI_ACTIONS]
-        if hudi:
-            _write_hudi_archive(store, hudi, merge_on_read, record.floor)
+        if timeline.layout == 2 and (hudi or theirs):
+            _write_lsm_history(store, timeline, hudi, theirs)
+        elif hudi or theirs:
+            _write_hudi_archive(store, hudi, merge_on_read, record.floor, theirs)
         # 3.
         store.create_exclusive(store.path(ARCHIVE_DIR, f"{record.floor}.json"), record.to_json())
         # 4.
         lock.verify()
+        for f in theirs:
+            for name in sorted(f.files, key=lambda n: n == f.done):  # completed last
+                store.delete(store.path(timeline.hudi_dir, name))
         for instant in chosen:
             timeline.forget_archived(instant)
         for info in store.list_files(store.path(ARCHIVE_DIR)):
@@ -86,9 +97,59 @@ def archive(
     return ArchiveResult(len(chosen), record.floor)
 
 
-def _choose(timeline: Timeline, keep_min: int) -> list[Instant]:
+@dataclass(frozen=True)
+class Foreign:
+    """An instant on Hudi's timeline of an action dynbucket does not write (a table Hudi
+    wrote keeps its replace commits, cleans, rollbacks, ... until they are archived)."""
+
+    id: str
+    action: str
+    done: str
+    """Its completed file's name ("": still pending)."""
+    files: tuple[str, ...]
+    """Its state files' names."""
+
+
+def foreign_instants(timeline: Timeline) -> list[Foreign]:
+    """The instants of Hudi's timeline folder that dynbucket's timeline does not read."""
+    ours = {i.id for i in timeline.instants() if i.action in HUDI_ACTIONS}
+    found: dict[str, list[str]] = {}
+    for info in timeline.store.list_files(timeline.store.path(timeline.hudi_dir)):
+        head = info.base_name.partition(".")[0]
+        instant = head[:17]
+        if len(instant) == 17 and instant.isdigit() and instant not in ours:
+            found.setdefault(instant, []).append(info.base_name)
+    out = []
+    for instant, files in sorted(found.items()):
+        done = next((n for n in files if _completed_name(n)), "")
+        action = (done or files[0]).partition(".")[2].split(".")[0]
+        out.append(Foreign(instant, action, done, tuple(sorted(files))))
+    return out
+
+
+def _completed_name(name: str) -> bool:
+    head, _, tail = name.partition(".")
+    return "_" in head or (bool(tail) and "." not in tail and tail != "inflight")
+
+
+def _remove_replaced(store: TableStore, f: Foreign) -> None:
+    """Removes the files of the groups a completed replace commit replaced."""
+    if f.action != "replacecommit":
+        return
+    data = store.read_bytes(store.path(Timeline(store).hudi_dir, f.done))
+    doc = avro_file.read(data)[1][0] if avro_file.is_container(data) else json.loads(data)
+    for partition, ids in (doc.get("partitionToReplaceFileIds") or {}).items():
+        gone = set(ids)
+        for info in store.list_files(store.path(partition)):
+            parsed = names.parse(info.base_name)
+            if parsed is not None and parsed.file_id in gone:
+                store.delete(info.path)
+
+
+def _choose(timeline: Timeline, keep_min: int, foreign: list[Foreign]) -> list[Instant]:
     instants = timeline.instants()
-    pending = [i.id for i in instants if not i.completed]
+    # A pending instant holds archival back, Hudi's own as well.
+    pending = [i.id for i in instants if not i.completed] + [f.id for f in foreign if not f.done]
     limit = min(pending, default=None)
     completed = [i for i in instants if i.completed]
     horizon = None
@@ -146,8 +207,34 @@ def _record(
     )
 
 
+def _write_lsm_history(
+    store: TableStore, timeline: Timeline, instants: list[Instant], theirs: list[Foreign]
+) -> None:
+    """Step 2 for timeline layout 2: Hudi 1.x's LSM history (``hudi/lsm_history.py``), each
+    instant with its completion time, its completed file and its requested file."""
+    named = [
+        (timeline.completed_name(i), file_name(i, State.REQUESTED, bool(timeline.merge_on_read)))
+        for i in instants
+    ]
+    named += [(f.done, next((n for n in f.files if n.endswith(".requested")), "")) for f in theirs]
+    entries = []
+    for done, requested in sorted(named):
+        head, _, action = done.partition(".")
+        try:
+            plan = store.read_bytes(store.path(timeline.hudi_dir, requested.rpartition("/")[2]))
+        except (FileNotFoundError, IsADirectoryError):
+            plan = b""
+        data = store.read_bytes(store.path(timeline.hudi_dir, done))
+        entries.append(lsm_history.Entry(head[:17], head[18:], action, data, plan))
+    lsm_history.append(store, entries)
+
+
 def _write_hudi_archive(
-    store: TableStore, instants: list[Instant], merge_on_read: bool, floor: str
+    store: TableStore,
+    instants: list[Instant],
+    merge_on_read: bool,
+    floor: str,
+    theirs: Sequence[Foreign] = (),
 ) -> None:
     entries = []
     for instant in instants:
@@ -156,6 +243,10 @@ def _write_hudi_archive(
             if action == "inflight":  # a copy-on-write write's inflight file
                 action = "commit"
             entries.append((instant.id, action, state.name))
+    for f in theirs:
+        for name in ("REQUESTED", "INFLIGHT", "COMPLETED"):
+            entries.append((f.id, f.action, name))
+    entries.sort()
     body = archived.entries_file(entries, floor)
     folder = store.path(archived.ARCHIVED_DIR)
     versions = [archived.version_of(i.base_name) for i in store.list_files(folder)]

@@ -288,6 +288,10 @@ class Timeline:
             _METADATA.popitem(last=False)
         return doc
 
+    def completed_name(self, instant: Instant) -> str:
+        """Layout 2: the name of a completed instant's file (its completion time is in it)."""
+        return self._done_name(instant)
+
     def _done_name(self, instant: Instant) -> str:
         """Layout 2: the name of a completed instant's file (its completion time is in it)."""
         if instant.id not in self._done:

@@ -38,3 +38,11 @@ def test_a_value_that_is_no_time_is_refused_by_name() -> None:
         partition_paths(pa.table({"ts": pa.array([None], pa.int64())}), ["ts"], False, millis)
     with pytest.raises(ConfigError, match="timestamp.type='SCALAR'"):
         TimestampPartitioning("SCALAR", "yyyy")
+
+
+def test_an_empty_batch_has_no_partition_paths() -> None:
+    """An empty upsert into a partitioned table (it failed on the values' longest path)."""
+    empty = pa.table({"day": pa.array([], pa.string()), "ts": pa.array([], pa.int64())})
+    assert partition_paths(empty, ["day"]).to_pylist() == []
+    millis = TimestampPartitioning("EPOCHMILLISECONDS", "yyyy/MM/dd")
+    assert partition_paths(empty, ["ts"], False, millis).to_pylist() == []

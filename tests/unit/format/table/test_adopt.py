@@ -22,7 +22,7 @@ from dynbucket.base.errors import (
     TableExistsError,
 )
 from dynbucket.format.file_group import adopted
-from dynbucket.format.hudi import log_file, properties
+from dynbucket.format.hudi import archived, log_file, lsm_history, properties
 from dynbucket.format.hudi.avro import Writer
 from dynbucket.format.hudi.avro_file import encode
 from dynbucket.format.hudi.avro_read import decoder
@@ -301,4 +301,46 @@ def test_an_update_with_a_lower_ordering_value_wins_as_the_tables_merge_mode_say
     live = {r["id"]: r["name"] for r in t.to_arrow(columns=["id", "name"]).to_pylist()}
     assert (live[key] == "lower") == lower_wins
     check_hudi_reads(t)
+    t.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "column"),
+    [("sample_table/mor/avro/v9_txns_simple_nometa", "txn_ts"),
+     ("sample_table/mor/parquet/v6_simplekeygen_nonhivestyle_overwritetable", "longField")],
+)  # fmt: skip
+def test_archival_of_an_adopted_table_takes_hudis_own_instants_along(
+    tmp_path: Path, name: str, column: str
+) -> None:
+    """Archival of an adopted table archives Hudi's own instants (replace commits, ...)
+    with dynbucket's, into the archived timeline of the table's layout (version 9: Hudi
+    1.x's LSM history; 6: Avro log files), a replace commit once the groups it replaced
+    are removed: the active timeline stays short, with no gap Hudi's readers would read
+    as uncommitted, and both readers read on."""
+    root = unzipped(name, tmp_path)
+    keep = {"hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 6,
+            "cleaner.commits-retained": 3, "hoodie.clean.max.commits": 2}  # fmt: skip
+    t = Table.adopt(str(root), options=keep)
+    names = t.spec.schema.names
+    rows = t.to_arrow(columns=names).select(names)
+    for i in range(8):
+        raised = pc.add(rows.column(column), pa.scalar(i + 1, pa.int64()))
+        t.upsert(rows.set_column(names.index(column), column, raised).slice(i % 3, 2))
+        t.wait_for_services()
+        check_hudi_reads(t, time_travel=False)
+    if t.spec.table_version == 9:
+        history = lsm_history.read(t.store)
+        assert history[0].metadata[:4] == b"Obj\x01"
+        assert all(e.completion > e.instant for e in history)
+        assert {e.action for e in history} >= {"deltacommit", "replacecommit"}
+        timeline = root / ".hoodie" / "timeline"
+    else:
+        logs = (root / ".hoodie" / "archived").iterdir()
+        actions = {a for log in logs for _, a, _ in archived.read_entries(log.read_bytes())}
+        assert actions >= {"deltacommit", "replacecommit"}
+        timeline = root / ".hoodie"
+    done = [p.name for p in timeline.iterdir() if p.name[:1] == "2" and p.name.count(".") == 1]
+    assert len(done) <= 6 and not [n for n in done if "replacecommit" in n]
+    check_hudi_reads(t)
+    assert check(TableStore.at(str(root))).healthy
     t.close()

@@ -1,0 +1,120 @@
+"""Hudi 1.x's archived timeline (timeline layout 2): an LSM tree of Parquet files under
+``.hoodie/timeline/history/``, what archival writes for a table of version 8 or 9 (version
+6 keeps Avro log files: ``archived.py``).
+
+* ``<min instant>_<max instant>_<layer>.parquet``: one record per archived instant
+  (``HoodieLSMTimelineInstant``: instant time, completion time, action, the completed
+  file's bytes as ``metadata``, the requested file's as ``plan``, version 1);
+* ``manifest_<N>``: JSON naming the files of snapshot ``N`` (``{"files": [{"fileName",
+  "fileLen"}]}``);
+* ``_version_``: the latest ``N``, written last (a reader follows it, else the largest
+  manifest).
+
+Each archival adds one layer-0 file and a manifest naming every file so far; Hudi's writers
+merge a layer's files into the next once there are 10 of them, which readers need not see
+done (they read every file a manifest names).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from dynbucket.format.storage.store import TableStore
+
+HISTORY_DIR = ".hoodie/timeline/history"
+VERSION_FILE = "_version_"
+_MANIFEST = re.compile(r"^manifest_(\d+)$")
+#: The Avro schema Hudi reads the files by (kept in each file's footer, as Hudi's
+#: writer keeps it).
+AVRO_SCHEMA = json.dumps({
+    "type": "record", "name": "HoodieLSMTimelineInstant", "namespace": "org.apache.hudi.avro.model",
+    "fields": [
+        {"name": "instantTime", "type": ["null", "string"], "default": None},
+        {"name": "completionTime", "type": ["null", "string"], "default": None},
+        {"name": "action", "type": ["null", "string"], "default": None},
+        {"name": "metadata", "type": ["null", "bytes"], "default": None},
+        {"name": "plan", "type": ["null", "bytes"], "default": None},
+        {"name": "version", "type": "int", "default": 1},
+    ]})  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("instantTime", pa.string()),
+        ("completionTime", pa.string()),
+        ("action", pa.string()),
+        ("metadata", pa.binary()),
+        ("plan", pa.binary()),
+        pa.field("version", pa.int32(), nullable=False),
+    ],
+    metadata={"parquet.avro.schema": AVRO_SCHEMA},
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One archived instant."""
+
+    instant: str
+    completion: str
+    action: str
+    """As its completed file names it (a compaction: ``commit``)."""
+    metadata: bytes
+    plan: bytes = b""
+
+
+def latest_version(store: TableStore) -> int:
+    """The latest snapshot ``N`` (0: none yet)."""
+    try:
+        return int(store.read_bytes(store.path(HISTORY_DIR, VERSION_FILE)).decode().strip())
+    except (FileNotFoundError, ValueError):
+        found = [_MANIFEST.match(i.base_name) for i in store.list_files(store.path(HISTORY_DIR))]
+        return max((int(m.group(1)) for m in found if m), default=0)
+
+
+def files_of(store: TableStore, version: int) -> list[dict[str, object]]:
+    """The file entries manifest ``version`` names ([] for 0)."""
+    if version == 0:
+        return []
+    doc = json.loads(store.read_bytes(store.path(HISTORY_DIR, f"manifest_{version}")))
+    return list(doc.get("files", []))
+
+
+def append(store: TableStore, entries: list[Entry]) -> str:
+    """Archives ``entries`` (oldest first) as a new layer-0 file and a new snapshot;
+    returns the file's name."""
+    rows = pa.table(
+        {
+            "instantTime": [e.instant for e in entries],
+            "completionTime": [e.completion for e in entries],
+            "action": [e.action for e in entries],
+            "metadata": [e.metadata for e in entries],
+            "plan": [e.plan or None for e in entries],
+            "version": pa.array([1] * len(entries), pa.int32()),
+        },
+        schema=SCHEMA,
+    )
+    name = f"{entries[0].instant}_{entries[-1].instant}_0.parquet"
+    size = store.write_parquet(store.path(HISTORY_DIR, name), rows)
+    version = latest_version(store)
+    files = [f for f in files_of(store, version) if f.get("fileName") != name]
+    files.append({"fileName": name, "fileLen": size})
+    manifest = json.dumps({"files": sorted(files, key=lambda f: str(f["fileName"]))}, indent=2)
+    store.write_atomic(store.path(HISTORY_DIR, f"manifest_{version + 1}"), manifest.encode())
+    store.write_atomic(store.path(HISTORY_DIR, VERSION_FILE), str(version + 1).encode())
+    return name
+
+
+def read(store: TableStore) -> list[Entry]:
+    """Every archived instant the latest snapshot holds, oldest first."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for f in files_of(store, latest_version(store)):
+        table = pq.read_table(store.path(HISTORY_DIR, str(f["fileName"])), filesystem=store.fs)
+        for r in table.to_pylist():
+            out.append(Entry(r["instantTime"], r["completionTime"], r["action"],
+                             r["metadata"] or b"", r["plan"] or b""))  # fmt: skip
+    return sorted(out, key=lambda e: e.instant)
