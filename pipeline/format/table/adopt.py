@@ -39,10 +39,8 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import defaultdict
-from typing import Any
 
 import pyarrow as pa
 
@@ -50,7 +48,7 @@ from dynbucket.base.errors import NotATableError, TableExistsError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets.options import ConsistentHashingIndex, IndexOptions, SimpleBucketIndex
 from dynbucket.format.file_group import adopted
-from dynbucket.format.hudi import avro_file, avro_read, log_file, properties, versions
+from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
@@ -73,7 +71,14 @@ from dynbucket.format.table.spec import (
     timestamp_partitioning,
 )
 from dynbucket.format.timeline.archive_record import Archived
-from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Timeline, layout_of, remember_layout
+from dynbucket.format.timeline.timeline import (
+    LAYOUT_2_DIR,
+    Timeline,
+    document_of,
+    hudi_instants,
+    layout_of,
+    remember_layout,
+)
 
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 #: Hudi 1.x's key generator types (``hoodie.table.keygenerator.type``) -> their classes.
@@ -201,7 +206,7 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
             "urlencode=true)",
             "Write its rows into a new dynbucket table",
         )
-    pending = _HudiTimeline(store).pending
+    pending = [h.files[-1] for h in hudi_instants(store) if not h.done]
     if pending:
         raise refused(
             store,
@@ -226,48 +231,6 @@ def _key_generator(hoodie: dict[str, str]) -> str:
     if kind:
         return _KEY_GENERATOR_TYPES.get(kind, f"{kind} key generator")
     return hoodie.get("hoodie.table.keygenerator.class", "").rsplit(".", 1)[-1]
-
-
-class _HudiTimeline:
-    """Every instant on a Hudi table's active timeline, whatever its action, in either
-    layout: what adoption asks of it (dynbucket's ``Timeline`` reads the actions it
-    writes)."""
-
-    def __init__(self, store: TableStore) -> None:
-        self.store = store
-        self.dir = store.path(LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR)
-        self.completed: dict[str, tuple[str, str]] = {}  # id -> (action, file path)
-        started: dict[str, str] = {}
-        for info in store.list_files(self.dir):
-            head, _, tail = info.base_name.partition(".")
-            instant = head[:17]
-            if len(instant) != 17 or not instant.isdigit() or head not in (instant, _done(head)):
-                continue
-            if "_" in head or (tail and "." not in tail and tail != "inflight"):
-                self.completed[instant] = (tail, info.path)
-            else:
-                started[instant] = info.base_name
-        self.pending = [name for i, name in sorted(started.items()) if i not in self.completed]
-
-    def of(self, action: str) -> dict[str, bytes]:
-        """Completed instants of ``action`` -> their files' bytes."""
-        return {
-            i: self.store.read_bytes(path)
-            for i, (a, path) in sorted(self.completed.items())
-            if a == action
-        }
-
-
-def _done(head: str) -> str:
-    """A layout-2 completed instant's name head (``<id>_<completion time>``), as it must be."""
-    return head if len(head) == 35 and head[17] == "_" and head.replace("_", "").isdigit() else ""
-
-
-def _document(data: bytes) -> dict[str, Any]:
-    """A completed instant's metadata: Avro (versions 8 and 9) or JSON (6)."""
-    if avro_file.is_container(data):
-        return dict(avro_file.read(data)[1][0])
-    return dict(json.loads(data or b"{}"))
 
 
 def _definition(
@@ -311,9 +274,12 @@ def _definition(
 def _replace_commits(store: TableStore) -> dict[str, set[str]]:
     """Completed replace commits on the active timeline -> the file ids each replaced."""
     out: dict[str, set[str]] = {}
-    for instant, data in _HudiTimeline(store).of("replacecommit").items():
-        replaced = _document(data).get("partitionToReplaceFileIds") or {}
-        out[instant] = {file_id for ids in replaced.values() for file_id in ids}
+    folder = LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR
+    for h in hudi_instants(store):
+        if h.done and h.action == "replacecommit":
+            doc = document_of(store.read_bytes(store.path(folder, h.done)))
+            replaced = doc.get("partitionToReplaceFileIds") or {}
+            out[h.id] = {file_id for ids in replaced.values() for file_id in ids}
     return out
 
 
@@ -389,8 +355,7 @@ def _history(
     """Step 4 (module doc)."""
     archived_dir = store.path(HISTORY_DIR if timeline.layout == 2 else ARCHIVED_DIR)
     hudi_archived = any(not i.base_name.startswith(".DS") for i in store.list_files(archived_dir))
-    hudi = _HudiTimeline(store)
-    cleaned = any(action in ("clean", "rollback") for action, _ in hudi.completed.values())
+    cleaned = any(h.done and h.action in ("clean", "rollback") for h in hudi_instants(store))
     if not (hudi_archived or cleaned or replaces) or not floor:
         return
     active = [i.id for i in timeline.instants()]

@@ -26,11 +26,10 @@ active: both say completed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dynbucket.format.hudi import archived, avro_file, lsm_history
+from dynbucket.format.hudi import archived, lsm_history
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, suffix
 from dynbucket.format.storage.store import TableStore
@@ -38,7 +37,14 @@ from dynbucket.format.table.paths import ARCHIVE_DIR, OUTCOME_DIR
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.archive_record import Archived, load
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import Instant, Timeline, file_name
+from dynbucket.format.timeline.timeline import (
+    HudiInstant,
+    Instant,
+    Timeline,
+    document_of,
+    file_name,
+    hudi_instants,
+)
 
 
 @dataclass(frozen=True)
@@ -97,47 +103,17 @@ def archive(
     return ArchiveResult(len(chosen), record.floor)
 
 
-@dataclass(frozen=True)
-class Foreign:
-    """An instant on Hudi's timeline of an action dynbucket does not write (a table Hudi
-    wrote keeps its replace commits, cleans, rollbacks, ... until they are archived)."""
-
-    id: str
-    action: str
-    done: str
-    """Its completed file's name ("": still pending)."""
-    files: tuple[str, ...]
-    """Its state files' names."""
-
-
-def foreign_instants(timeline: Timeline) -> list[Foreign]:
+def foreign_instants(timeline: Timeline) -> list[HudiInstant]:
     """The instants of Hudi's timeline folder that dynbucket's timeline does not read."""
     ours = {i.id for i in timeline.instants() if i.action in HUDI_ACTIONS}
-    found: dict[str, list[str]] = {}
-    for info in timeline.store.list_files(timeline.store.path(timeline.hudi_dir)):
-        head = info.base_name.partition(".")[0]
-        instant = head[:17]
-        if len(instant) == 17 and instant.isdigit() and instant not in ours:
-            found.setdefault(instant, []).append(info.base_name)
-    out = []
-    for instant, files in sorted(found.items()):
-        done = next((n for n in files if _completed_name(n)), "")
-        action = (done or files[0]).partition(".")[2].split(".")[0]
-        out.append(Foreign(instant, action, done, tuple(sorted(files))))
-    return out
+    return [h for h in hudi_instants(timeline.store) if h.id not in ours]
 
 
-def _completed_name(name: str) -> bool:
-    head, _, tail = name.partition(".")
-    return "_" in head or (bool(tail) and "." not in tail and tail != "inflight")
-
-
-def _remove_replaced(store: TableStore, f: Foreign) -> None:
+def _remove_replaced(store: TableStore, f: HudiInstant) -> None:
     """Removes the files of the groups a completed replace commit replaced."""
     if f.action != "replacecommit":
         return
-    data = store.read_bytes(store.path(Timeline(store).hudi_dir, f.done))
-    doc = avro_file.read(data)[1][0] if avro_file.is_container(data) else json.loads(data)
+    doc = document_of(store.read_bytes(store.path(Timeline(store).hudi_dir, f.done)))
     for partition, ids in (doc.get("partitionToReplaceFileIds") or {}).items():
         gone = set(ids)
         for info in store.list_files(store.path(partition)):
@@ -146,7 +122,7 @@ def _remove_replaced(store: TableStore, f: Foreign) -> None:
                 store.delete(info.path)
 
 
-def _choose(timeline: Timeline, keep_min: int, foreign: list[Foreign]) -> list[Instant]:
+def _choose(timeline: Timeline, keep_min: int, foreign: list[HudiInstant]) -> list[Instant]:
     instants = timeline.instants()
     # A pending instant holds archival back, Hudi's own as well.
     pending = [i.id for i in instants if not i.completed] + [f.id for f in foreign if not f.done]
@@ -208,7 +184,7 @@ def _record(
 
 
 def _write_lsm_history(
-    store: TableStore, timeline: Timeline, instants: list[Instant], theirs: list[Foreign]
+    store: TableStore, timeline: Timeline, instants: list[Instant], theirs: list[HudiInstant]
 ) -> None:
     """Step 2 for timeline layout 2: Hudi 1.x's LSM history (``hudi/lsm_history.py``), each
     instant with its completion time, its completed file and its requested file."""
@@ -234,7 +210,7 @@ def _write_hudi_archive(
     instants: list[Instant],
     merge_on_read: bool,
     floor: str,
-    theirs: Sequence[Foreign] = (),
+    theirs: Sequence[HudiInstant] = (),
 ) -> None:
     entries = []
     for instant in instants:

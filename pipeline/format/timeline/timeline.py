@@ -172,6 +172,51 @@ def remember_layout(store: TableStore, layout: int) -> None:
     _LAYOUTS[store.uri] = layout
 
 
+@dataclass(frozen=True)
+class HudiInstant:
+    """An instant in Hudi's timeline folder, whatever its action (``Timeline`` reads those
+    dynbucket writes; a table Hudi wrote also holds replace commits, cleans, rollbacks,
+    ...)."""
+
+    id: str
+    action: str
+    """As its completed file names it (else its first state file)."""
+    done: str
+    """Its completed file's name ("": pending)."""
+    files: tuple[str, ...]
+    """Its state files' names."""
+
+
+def hudi_instants(store: TableStore) -> list[HudiInstant]:
+    """Every instant in the Hudi timeline folder of the table at ``store`` (either
+    layout), oldest first."""
+    folder = LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR
+    found: dict[str, list[str]] = {}
+    for info in store.list_files(store.path(folder)):
+        head = info.base_name.partition(".")[0]
+        layout_2_done = len(head) == 35 and head[17] == "_" and head.replace("_", "").isdigit()
+        if (len(head) == ID_LENGTH and head.isdigit()) or layout_2_done:
+            found.setdefault(head[:ID_LENGTH], []).append(info.base_name)
+    out = []
+    for instant, files in sorted(found.items()):
+        done = next((n for n in files if _names_completed(n)), "")
+        action = (done or files[0]).partition(".")[2].split(".")[0]
+        out.append(HudiInstant(instant, action, done, tuple(sorted(files))))
+    return out
+
+
+def _names_completed(name: str) -> bool:
+    head, _, tail = name.partition(".")
+    return "_" in head or (bool(tail) and "." not in tail and tail != "inflight")
+
+
+def document_of(data: bytes) -> dict[str, Any]:
+    """A completed Hudi instant's metadata: Avro (versions 8 and 9) or JSON (6)."""
+    if avro_file.is_container(data):
+        return dict(avro_file.read(data)[1][0])
+    return dict(json.loads(data or b"{}"))
+
+
 #: Completed instants' metadata never changes: parsed once per process.
 _METADATA: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 _METADATA_MAX = 20_000
