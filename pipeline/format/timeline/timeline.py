@@ -211,10 +211,16 @@ def _names_completed(name: str) -> bool:
 
 
 def document_of(data: bytes) -> dict[str, Any]:
-    """A completed Hudi instant's metadata: Avro (versions 8 and 9) or JSON (6)."""
-    if avro_file.is_container(data):
-        return dict(avro_file.read(data)[1][0])
-    return dict(json.loads(data or b"{}"))
+    """A completed Hudi instant's metadata: Avro (versions 8 and 9: an object container
+    file) or JSON (6).
+
+    Raises:
+        ValueError: neither a container file nor a JSON object.
+    """
+    doc = avro_file.read(data)[1][0] if avro_file.is_container(data) else json.loads(data)
+    if not isinstance(doc, dict):
+        raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+    return doc
 
 
 #: Completed instants' metadata never changes: parsed once per process.
@@ -306,7 +312,7 @@ class Timeline:
             _METADATA.move_to_end(key)
             return doc
         if self.layout == 2 and instant.action not in OWN_ACTIONS:
-            rel = f"{self.hudi_dir}/{self._done_name(instant)}"
+            rel = f"{self.hudi_dir}/{self.completed_name(instant)}"
         else:
             rel = file_name(instant, State.COMPLETED, self.merge_on_read is not False)
             if instant.action == "commit" and not self.store.exists(self.store.path(rel)):
@@ -317,10 +323,7 @@ class Timeline:
         except FileNotFoundError as e:
             raise InstantNotFoundError(f"instant {instant} is not on the timeline") from e
         try:
-            # Table versions 8 and 9 keep Avro (an object container file), 6 keeps JSON.
-            doc = avro_file.read(data)[1][0] if avro_file.is_container(data) else json.loads(data)
-            if not isinstance(doc, dict):
-                raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+            doc = document_of(data)
         except ValueError as e:
             what = "empty" if not data else f"not a complete JSON document ({e})"
             raise TableCorruptedError(
@@ -334,10 +337,6 @@ class Timeline:
         return doc
 
     def completed_name(self, instant: Instant) -> str:
-        """Layout 2: the name of a completed instant's file (its completion time is in it)."""
-        return self._done_name(instant)
-
-    def _done_name(self, instant: Instant) -> str:
         """Layout 2: the name of a completed instant's file (its completion time is in it)."""
         if instant.id not in self._done:
             self.instants()
@@ -463,7 +462,7 @@ class Timeline:
     def _remove_states(self, instant: Instant, states: tuple[State, ...]) -> None:
         for state in states:
             if state == State.COMPLETED and self.layout == 2 and instant.action not in OWN_ACTIONS:
-                self.store.delete(self.store.path(self.hudi_dir, self._done_name(instant)))
+                self.store.delete(self.store.path(self.hudi_dir, self.completed_name(instant)))
                 self._done.pop(instant.id, None)
                 continue
             for merge_on_read in (True, False):
