@@ -221,13 +221,13 @@ def read_deltas(
 
 
 def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequence[str]) -> pa.Table:
-    keys = log_file.delete_keys(block) if block is not None else []
+    keys = log_file.delete_keys(block) if block is not None else pa.array([], pa.string())
     n = len(keys)
     types = {f.name: f.type for f in spec.file_schema()}
     out = {c: pa.nulls(n, types.get(c, pa.string())) for c in columns}
     if COMMIT_TIME in out:  # asked for: a delete's is its commit's (never a new column)
         out[COMMIT_TIME] = pa.repeat(pa.scalar(block.instant if block else ""), n)
-    out[KEY] = pa.array(keys, pa.string())
+    out[KEY] = keys
     out[OP] = pa.repeat(pa.scalar(DELETE, pa.int8()), n)
     return pa.table(out)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dynbucket.format.hudi import delete_scan
 from dynbucket.format.hudi.avro import Writer, read_long
 from dynbucket.format.hudi.avro_file import encode
 
@@ -227,27 +228,31 @@ def _read_metadata(data: memoryview, pos: int) -> tuple[dict[int, str], int]:
     return out, pos
 
 
-def delete_keys(block: Block) -> list[str]:
-    """The record keys of a delete block, in order: what a merge needs of it."""
-    return _deletes(block, values=False)[0]
+def delete_keys(block: Block) -> pa.StringArray:
+    """The record keys of a delete block, in order: what a merge needs of it (decoded by a
+    compiled loop: ``delete_scan.py``)."""
+    return delete_scan.delete_keys(_delete_records(block))
 
 
 def read_deletes(block: Block) -> list[tuple[str, str, Any]]:
     """(record key, partition path, ordering value) of each record of a delete block."""
-    keys, partitions, orderings = _deletes(block, values=True)
+    keys, partitions, orderings = _deletes(block)
     return list(zip(keys, partitions, orderings, strict=True))
 
 
-def _deletes(block: Block, values: bool) -> tuple[list[str], list[str], list[Any]]:
-    """The keys, partition paths and ordering values of a delete block's records (the last
-    two kept only when ``values``). One loop over the bytes, not a reader's method per
-    field: a 13,000-key block took 140 ms through ``avro.Reader`` each time a read or a
-    lookup merged its slice.
-    """
+def _delete_records(block: Block) -> memoryview:
+    """The Avro records of a delete block (after its version and length)."""
     version, size = struct.unpack_from(">ii", block.content, 0)
     if version != DELETE_BLOCK_VERSION:
         raise ValueError(f"delete block version {version}; only {DELETE_BLOCK_VERSION} is read")
-    data = bytes(block.content[8 : 8 + size])
+    return memoryview(block.content)[8 : 8 + size]
+
+
+def _deletes(block: Block) -> tuple[list[str], list[str], list[Any]]:
+    """The keys, partition paths and ordering values of a delete block's records (what a
+    check and a test read; a merge reads the keys alone, compiled: ``delete_scan.py``).
+    """
+    data = bytes(_delete_records(block))
     pos, end = 0, len(data)
     keys: list[str] = []
     partitions: list[str] = []
@@ -269,7 +274,7 @@ def _deletes(block: Block, values: bool) -> tuple[list[str], list[str], list[Any
             branch, pos = read_long(data, pos)
             if branch:
                 size, pos = read_long(data, pos)
-                partition = data[pos : pos + size].decode("utf-8") if values else ""
+                partition = data[pos : pos + size].decode("utf-8")
                 pos += size
             branch, pos = read_long(data, pos)  # the ordering value
             name = _BRANCH_NAMES.get(branch)
@@ -292,6 +297,5 @@ def _deletes(block: Block, values: bool) -> tuple[list[str], list[str], list[Any
             if pos > end:
                 raise ValueError(f"Avro data ends at byte {end}, needed {pos}")
             keys.append(key)
-            if values:
-                partitions.append(partition)
-                orderings.append(ordering)
+            partitions.append(partition)
+            orderings.append(ordering)

@@ -282,7 +282,8 @@ class Snapshot:
             if layouts.stateless:
                 buckets = layouts.locate(partition, mine)
             else:
-                entries = index.lookup(partition, mine.column(HASH).to_numpy(), self.visible)
+                hashes = mine.column(HASH).to_numpy()
+                entries = index.lookup(partition, hashes, self.visible, [BUCKET])
                 buckets = entries.column(BUCKET).to_numpy()
             slices = self.bucket_files(partition)
             for bucket in np.unique(buckets).tolist():

@@ -104,9 +104,13 @@ def test_delete_keys_are_the_keys_read_deletes_reads() -> None:
                 (int(rng.integers(0, 2)), key, int(rng.integers(0, 2)), "p=ä", (name, values[name]))
             )
         block = log_file.read_blocks(_delete_block_of(records, negated))[0]
-        assert log_file.delete_keys(block) == [k for k, _, _ in log_file.read_deletes(block)]
-        assert log_file.delete_keys(block) == [k if b else "" for b, k, *_ in records]
-    assert log_file.delete_keys(log_file.read_blocks(_delete_block_of([], False))[0]) == []
+        assert log_file.delete_keys(block).to_pylist() == [
+            k for k, _, _ in log_file.read_deletes(block)
+        ]
+        assert log_file.delete_keys(block).to_pylist() == [k if b else "" for b, k, *_ in records]
+    assert (
+        log_file.delete_keys(log_file.read_blocks(_delete_block_of([], False))[0]).to_pylist() == []
+    )
 
 
 def test_delete_keys_of_a_cut_block_is_an_error() -> None:
@@ -119,3 +123,15 @@ def test_delete_keys_of_a_cut_block_is_an_error() -> None:
     )
     with pytest.raises(ValueError, match="Avro data ends at byte"):
         log_file.delete_keys(cut)
+
+
+def test_delete_keys_name_an_unknown_ordering_branch_and_a_key_not_in_utf8() -> None:
+    block = log_file.read_blocks(_delete_block_of([(1, "a", 1, "p", ("long", 5))], False))[0]
+    raw = bytes(block.content)
+    branch = raw.index(b"\x04", 8 + 6)  # the ordering branch (long: 2, zig-zag 4) after "a", "p"
+    unknown = raw[:branch] + b"\x1a" + raw[branch + 1 :]  # branch 13: no such type
+    with pytest.raises(ValueError, match="union branch 13"):
+        log_file.delete_keys(log_file.Block(block.type, block.header, unknown))
+    latin = raw.replace(b"a", b"\xe4", 1)
+    with pytest.raises(ValueError, match="not UTF-8"):
+        log_file.delete_keys(log_file.Block(block.type, block.header, latin))

@@ -119,3 +119,34 @@ def test_compaction_keeps_the_slot_count_of_the_newest_file(tmp_path: Path) -> N
     assert part.runs[0].column(HASH).to_numpy().tolist() == sorted(
         hashes[slot_of(hashes, 5) == 2].tolist()
     )
+
+
+def test_a_lookup_reads_only_the_row_groups_of_each_hashs_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = _index(tmp_path)
+    everything = _written(index, [3, 4, 1])
+    hashes = everything.column(HASH).to_numpy()
+    rng = np.random.default_rng(3)
+    present = rng.choice(hashes, 3, replace=False)
+    absent = rng.integers(-(2**63), 2**63 - 1, 2, dtype=np.int64)
+    read: list[list[int]] = []
+    real = pq.ParquetFile.read_row_groups
+
+    def counting(self, groups, *args, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(list(groups))
+        return real(self, groups, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", counting)
+    found = index.lookup("day=1", np.concatenate([present, absent]), INSTANTS, [BUCKET])
+    assert found.column_names == [HASH, BUCKET]
+    expected = everything.filter(pa.array(np.isin(hashes, present)))
+
+    def pairs(t: pa.Table) -> list[tuple[int, int]]:
+        return sorted(zip(t.column(HASH).to_pylist(), t.column(BUCKET).to_pylist(), strict=True))
+
+    assert pairs(found) == pairs(expected)
+    # Of the files' 40 row groups, one per hash and file (the one whose hash range holds it
+    # in its section; two where a section ends inside it): a lookup does not read the index.
+    assert sum(len(g) for g in read) <= 5 * len(INSTANTS) + 2
+    assert index.lookup("day=1", absent, INSTANTS).num_rows == 0
