@@ -17,6 +17,7 @@ reads about ``1 / gcd(slots then, slots now)`` of the partition's index, not all
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -222,13 +223,16 @@ class RecordLevelIndex:
         """The entries of ``partition`` whose hash is in ``hashes``, reading only ``columns``
         (all by default; ``_hash`` always).
 
-        1. Per visible file, its footer (kept per process: files never change): the slot
-           count ``S``, the rows of each slot's section, each row group's rows and hash
-           range.
+        1. Per visible file, its footer: the slot count ``S``, the rows of each slot's
+           section, each row group's rows and hash range.
         2. A hash can only be in the section of slot ``pmod(hash, S)``, sorted by hash: of
            the row groups covering that section, only those whose hash range holds it (one,
            unless the section ends inside the row group).
         3. Read those row groups, keep the rows of the hashes.
+
+        Footers and decoded row groups are kept per process, up to ``LOOKUP_CACHE_BYTES``
+        (an index file never changes once written): a lookup service asks the same
+        partitions again and again, as Hudi's readers of its record index keep HFile blocks.
         """
         cols = list(dict.fromkeys([HASH, *(columns if columns is not None else self.schema.names)]))
         base, deltas = self.files(partition, visible)
@@ -240,15 +244,14 @@ class RecordLevelIndex:
             groups = footer.row_groups_holding(wanted)  # 2.
             if not groups:
                 continue
-            parquet = pq.ParquetFile(f.path, filesystem=self.store.fs, metadata=footer.metadata)
-            # A row group or two: decoding them on pyarrow's pool cost more than it saved.
-            table = parquet.read_row_groups(groups, columns=cols, use_threads=False)  # 3.
-            at = np.flatnonzero(np.isin(table.column(HASH).to_numpy(), wanted))
-            if len(at):
-                found.append(table.take(pa.array(at)))
+            for group in groups:  # 3.
+                table, hashes_read = _row_group(self.store, f.path, footer, group, cols)
+                at = np.flatnonzero(np.isin(hashes_read, wanted))
+                if len(at):
+                    found.append(table.take(pa.array(at)))
         if not found:
             return self.schema.empty_table().select(cols)
-        return pa.concat_tables([t.replace_schema_metadata(None) for t in found])
+        return pa.concat_tables(found)
 
     def partitions(self) -> list[str]:
         """Partition paths that have index files."""
@@ -305,11 +308,56 @@ _FOOTERS: OrderedDict[str, _Footer] = OrderedDict()
 _FOOTERS_MAX = 4096
 
 
+#: Bytes of decoded index row groups that lookups keep per process.
+LOOKUP_CACHE_BYTES = 64 * 1024 * 1024
+
+_Read = tuple[pa.Table, npt.NDArray[np.int64]]
+_GROUPS: OrderedDict[tuple[str, int, tuple[str, ...]], _Read] = OrderedDict()
+_GROUPS_BYTES = 0
+_LOCK = threading.Lock()
+
+
+def clear_lookup_cache() -> None:
+    """Forgets the footers and row groups lookups kept."""
+    global _GROUPS_BYTES
+    with _LOCK:
+        _GROUPS.clear()
+        _FOOTERS.clear()
+        _GROUPS_BYTES = 0
+
+
+def _row_group(
+    store: TableStore, path: str, footer: _Footer, group: int, columns: list[str]
+) -> _Read:
+    """Row group ``group`` of index file ``path`` (``columns``, the hash first), and its
+    hashes as numpy; kept, the least recently used dropped past ``LOOKUP_CACHE_BYTES``."""
+    global _GROUPS_BYTES
+    key = (path, group, tuple(columns))
+    with _LOCK:
+        hit = _GROUPS.get(key)
+        if hit is not None:
+            _GROUPS.move_to_end(key)
+            return hit
+    parquet = pq.ParquetFile(path, filesystem=store.fs, metadata=footer.metadata)
+    # One row group: decoding it on pyarrow's pool cost more than it saved.
+    table = parquet.read_row_groups([group], columns=columns, use_threads=False)
+    table = table.replace_schema_metadata(None)
+    read = (table, table.column(HASH).to_numpy())
+    with _LOCK:
+        if key not in _GROUPS:
+            _GROUPS[key] = read
+            _GROUPS_BYTES += table.nbytes
+        while _GROUPS_BYTES > LOOKUP_CACHE_BYTES and _GROUPS:
+            _GROUPS_BYTES -= _GROUPS.popitem(last=False)[1][0].nbytes
+    return read
+
+
 def _footer(store: TableStore, path: str) -> _Footer:
-    footer = _FOOTERS.get(path)
-    if footer is not None:
-        _FOOTERS.move_to_end(path)
-        return footer
+    with _LOCK:
+        footer = _FOOTERS.get(path)
+        if footer is not None:
+            _FOOTERS.move_to_end(path)
+            return footer
     parquet = pq.ParquetFile(path, filesystem=store.fs)
     metadata = parquet.metadata
     slots, slot_rows, _ = _parse_footer(parquet)
@@ -325,9 +373,10 @@ def _footer(store: TableStore, path: str) -> _Footer:
     stops = np.cumsum(slot_rows)
     ends = np.cumsum(rows)
     footer = _Footer(metadata, stops - slot_rows, stops, ends - rows, ends, low, high)
-    _FOOTERS[path] = footer
-    while len(_FOOTERS) > _FOOTERS_MAX:
-        _FOOTERS.popitem(last=False)
+    with _LOCK:
+        _FOOTERS[path] = footer
+        while len(_FOOTERS) > _FOOTERS_MAX:
+            _FOOTERS.popitem(last=False)
     return footer
 
 

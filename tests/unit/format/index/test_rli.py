@@ -150,3 +150,12 @@ def test_a_lookup_reads_only_the_row_groups_of_each_hashs_section(
     # in its section; two where a section ends inside it): a lookup does not read the index.
     assert sum(len(g) for g in read) <= 5 * len(INSTANTS) + 2
     assert index.lookup("day=1", absent, INSTANTS).num_rows == 0
+    # Asked again, the row groups come from the process's cache; with no room for them,
+    # from the files again.
+    first = sum(len(g) for g in read)
+    again = index.lookup("day=1", present, INSTANTS, [BUCKET])
+    assert pairs(again) == pairs(expected) and sum(len(g) for g in read) == first
+    monkeypatch.setattr(rli, "LOOKUP_CACHE_BYTES", 0)
+    rli.clear_lookup_cache()
+    assert pairs(index.lookup("day=1", present, INSTANTS, [BUCKET])) == pairs(expected)
+    assert sum(len(g) for g in read) > first and not rli._GROUPS
