@@ -240,12 +240,12 @@ class RecordLevelIndex:
         wanted = np.unique(np.asarray(hashes, np.int64))
         found = []
         for f in files if len(wanted) else []:
-            footer = _footer(self.store, f.path)  # 1.
+            footer = _footer(self.store, f)  # 1.
             groups = footer.row_groups_holding(wanted)  # 2.
             if not groups:
                 continue
             for group in groups:  # 3.
-                table, hashes_read = _row_group(self.store, f.path, footer, group, cols)
+                table, hashes_read = _row_group(self.store, f, footer, group, cols)
                 at = np.flatnonzero(np.isin(hashes_read, wanted))
                 if len(at):
                     found.append(table.take(pa.array(at)))
@@ -303,16 +303,17 @@ class _Footer:
         return np.flatnonzero(can.any(axis=0)).tolist()
 
 
-#: Footers of index files read by lookups, by path (a file never changes once written).
-_FOOTERS: OrderedDict[str, _Footer] = OrderedDict()
-_FOOTERS_MAX = 4096
+#: Footers of index files read by lookups, by path and size (a file never changes once
+#: written; the size tells apart a file written again under a name, as a test may).
+_FOOTERS: OrderedDict[tuple[str, int], _Footer] = OrderedDict()
+_FOOTERS_MAX = 512
 
 
 #: Bytes of decoded index row groups that lookups keep per process.
 LOOKUP_CACHE_BYTES = 64 * 1024 * 1024
 
 _Read = tuple[pa.Table, npt.NDArray[np.int64]]
-_GROUPS: OrderedDict[tuple[str, int, tuple[str, ...]], _Read] = OrderedDict()
+_GROUPS: OrderedDict[tuple[str, int, int, tuple[str, ...]], _Read] = OrderedDict()
 _GROUPS_BYTES = 0
 _LOCK = threading.Lock()
 
@@ -327,18 +328,18 @@ def clear_lookup_cache() -> None:
 
 
 def _row_group(
-    store: TableStore, path: str, footer: _Footer, group: int, columns: list[str]
+    store: TableStore, f: DataFile, footer: _Footer, group: int, columns: list[str]
 ) -> _Read:
-    """Row group ``group`` of index file ``path`` (``columns``, the hash first), and its
+    """Row group ``group`` of index file ``f`` (``columns``, the hash first), and its
     hashes as numpy; kept, the least recently used dropped past ``LOOKUP_CACHE_BYTES``."""
     global _GROUPS_BYTES
-    key = (path, group, tuple(columns))
+    key = (f.path, f.size, group, tuple(columns))
     with _LOCK:
         hit = _GROUPS.get(key)
         if hit is not None:
             _GROUPS.move_to_end(key)
             return hit
-    parquet = pq.ParquetFile(path, filesystem=store.fs, metadata=footer.metadata)
+    parquet = pq.ParquetFile(f.path, filesystem=store.fs, metadata=footer.metadata)
     # One row group: decoding it on pyarrow's pool cost more than it saved.
     table = parquet.read_row_groups([group], columns=columns, use_threads=False)
     table = table.replace_schema_metadata(None)
@@ -352,13 +353,14 @@ def _row_group(
     return read
 
 
-def _footer(store: TableStore, path: str) -> _Footer:
+def _footer(store: TableStore, f: DataFile) -> _Footer:
+    key = (f.path, f.size)
     with _LOCK:
-        footer = _FOOTERS.get(path)
+        footer = _FOOTERS.get(key)
         if footer is not None:
-            _FOOTERS.move_to_end(path)
+            _FOOTERS.move_to_end(key)
             return footer
-    parquet = pq.ParquetFile(path, filesystem=store.fs)
+    parquet = pq.ParquetFile(f.path, filesystem=store.fs)
     metadata = parquet.metadata
     slots, slot_rows, _ = _parse_footer(parquet)
     groups = metadata.num_row_groups
@@ -374,7 +376,7 @@ def _footer(store: TableStore, path: str) -> _Footer:
     ends = np.cumsum(rows)
     footer = _Footer(metadata, stops - slot_rows, stops, ends - rows, ends, low, high)
     with _LOCK:
-        _FOOTERS[path] = footer
+        _FOOTERS[key] = footer
         while len(_FOOTERS) > _FOOTERS_MAX:
             _FOOTERS.popitem(last=False)
     return footer
