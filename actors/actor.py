@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from dynbucket.actors import kernels
-from dynbucket.actors.assigner import BucketAssigner, IndexSource
+from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
 from dynbucket.base import columns
 from dynbucket.base.errors import InvalidInputError
 from dynbucket.base.options import DynamicBucketOptions
@@ -71,8 +71,10 @@ class AssignerActor:
             columns.IS_NEW, pa.array(np.zeros(len(buckets), np.bool_))
         )
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
-        return self._core.snapshot(checkpoint, latest_successful)
+    def snapshot(
+        self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None
+    ) -> list[str]:
+        return self._core.snapshot(checkpoint, latest_successful, new_keys)
 
     def abort(self, checkpoint: int) -> int:
         return self._core.abort(checkpoint)

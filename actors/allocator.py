@@ -1,9 +1,23 @@
-"""Where new keys go: fill-first over the buckets a slot may fill (I3), then new buckets.
+"""Where new keys go: buckets shared by every slot, each slot filling its share (I3).
 
-Slot ``i`` of ``N`` may fill the buckets whose id is ``i (mod N)`` and creates new ones only
-in that residue class, skipping ids that exist. Bucket ids therefore never collide between
-slots within an instant, and never collide with existing buckets when ``N`` changes between
-writes. The initial layout follows: slot ``i`` starts with bucket ``i``.
+Every slot may fill every bucket of a partition, so a partition gets the buckets its keys
+need, whatever the slot count: a small one fills one bucket before a second opens. Slots
+still assign in parallel with no lock and no message per record, because at the start of an
+instant every slot knows the same committed count ``T_b`` of each bucket (bootstrapped from
+the index footers, then kept exact by the totals the driver hands every slot after each
+commit, ``BucketAssigner.snapshot``), and splits the room of each bucket the same way:
+
+    slot i of N may add to bucket b at most share(C - T_b) keys in the instant, where
+    share(R) = R // N + (1 if (i - b) mod N < R mod N else 0)
+
+The shares of the N slots sum to ``C - T_b``, so no bucket ever holds more than its
+capacity ``C`` after a commit, for any history of slot counts. Buckets with committed keys
+fill first, in id order; then new buckets open at the smallest ids with no committed key,
+the same sequence in every slot (the remainder rotates with the id, so that every slot has
+room in some bucket even when ``C < N``). A slot that received more new keys than its share
+of a bucket goes on to the next bucket; at the next instant the room its neighbours left is
+split again. Fullness in bytes (``max-bytes-per-bucket``) splits the room the same way, in
+keys at the partition's mean bytes per key (each slot lists files at its own moment: approximate).
 """
 
 from __future__ import annotations
@@ -17,23 +31,28 @@ from dynbucket.base.columns import MAX_BUCKET_ID
 from dynbucket.base.errors import BucketSpaceExhaustedError, ConfigError
 from dynbucket.base.options import DynamicBucketOptions
 
+I64 = npt.NDArray[np.int64]
+
+
+def shares(room: I64, ids: I64, slot: int, num_slots: int) -> I64:
+    """Slot ``slot``'s share of each bucket's ``room`` (the module doc's rule)."""
+    extra = (slot - ids) % num_slots < room % num_slots
+    return room // num_slots + extra.astype(np.int64)
+
 
 class BucketAllocator:
     """Chooses buckets for new keys of one slot."""
 
+    #: New bucket ids looked at per round when a slot opens buckets.
+    _NEW_IDS_PER_ROUND = 64
+
     def __init__(self, slot: int, num_slots: int, options: DynamicBucketOptions) -> None:
         if not 0 <= slot < num_slots:
             raise ConfigError(f"slot={slot}: must be in 0..{num_slots - 1} for {num_slots} slots")
-        if options.max_buckets is not None and num_slots > options.max_buckets:
-            raise ConfigError(
-                f"assigner slots={num_slots} exceeds dynamic-bucket.max-buckets="
-                f"{options.max_buckets}: every slot needs a bucket of its own; use at most "
-                f"{options.max_buckets} slots or raise dynamic-bucket.max-buckets"
-            )
         self.slot = slot
         self.num_slots = num_slots
         self.options = options
-        # Ids this slot may never create: beyond the uint16 cache or the configured limit.
+        # Ids no slot may create: beyond the uint16 cache or the configured limit.
         self._id_limit = min(MAX_BUCKET_ID + 1, options.max_buckets or MAX_BUCKET_ID + 1)
         self.buckets_created = 0
         self.overflow_keys = 0
@@ -41,76 +60,81 @@ class BucketAllocator:
     def allocate(self, index: PartitionIndex, demand: int) -> npt.NDArray[np.uint16]:
         """Buckets for ``demand`` new keys of ``index``'s partition, in assignment order.
 
-        1. The buckets this slot may fill: existing ids in its residue class, ascending.
-        2. Their room, in keys (converted from bytes when fullness is in bytes).
-        3. Fill first: each bucket in order takes keys up to its room.
-        4. Demand left: open new buckets (smallest free ids of the class), each empty.
-        5. Demand left once no id may be opened (``max-buckets``): the slot's least-filled
-           bucket takes the rest, over capacity.
+        1. The buckets with committed keys, ascending, and this slot's room in each: its
+           share of what the committed count leaves, less what it added in this instant.
+        2. Fill first: each bucket in order takes keys up to the slot's room.
+        3. Demand left: the ids with no committed key, ascending (the same in every slot),
+           each with the slot's share of a whole bucket, less what it added already.
+        4. Demand left once no id may be opened (``max-buckets``): the least-filled bucket
+           takes the rest, over capacity.
         """
         if demand == 0:
             return np.empty(0, np.uint16)
+        committed, added = index.committed_keys, index.bucket_keys - index.committed_keys
         # 1.
-        existing = index.existing_buckets()
-        own = existing[existing % self.num_slots == self.slot]
+        existing = np.flatnonzero(committed > 0)
+        room, per_bucket = self._room(index, existing)
+        room = np.maximum(shares(room, existing, self.slot, self.num_slots) - added[existing], 0)
         # 2.
-        room, per_bucket = self._room(index, own)
-        # 3.
         take = kernels.fill_first(room, demand)
-        ids = [own]
-        takes = [take]
+        ids, takes = [existing], [take]
         left = demand - int(take.sum())
+        # 3.
+        start = 0
+        while left > 0 and start < self._id_limit:
+            fresh = self._new_ids(committed, start)
+            if len(fresh) == 0:
+                break
+            start = int(fresh[-1]) + 1
+            whole = np.full(len(fresh), per_bucket, np.int64)
+            mine = shares(whole, fresh, self.slot, self.num_slots)
+            mine = np.maximum(mine - _at(added, fresh), 0)
+            take = kernels.fill_first(mine, left)
+            opened = (take > 0) & (_at(added, fresh) == 0)
+            self.buckets_created += int(opened.sum())
+            ids.append(fresh)
+            takes.append(take)
+            left -= int(take.sum())
+        if left > 0 and self.options.max_buckets is None:
+            raise BucketSpaceExhaustedError(
+                f"slot {self.slot} of {self.num_slots} found every bucket id up to "
+                f"{MAX_BUCKET_ID} full; raise dynamic-bucket.max-keys-per-bucket (or "
+                "max-bytes-per-bucket) so that buckets hold more keys"
+            )
         # 4.
         if left > 0:
-            fresh = self._new_ids(existing, -(-left // per_bucket))
-            ids.append(fresh)
-            takes.append(kernels.fill_first(np.full(len(fresh), per_bucket, np.int64), left))
-            self.buckets_created += len(fresh)
-            left -= int(takes[-1].sum())
-        # 5.
-        if left > 0:
-            pool = np.concatenate(ids)
-            if len(pool) == 0:
-                raise BucketSpaceExhaustedError(
-                    f"slot {self.slot} of {self.num_slots} has no bucket and may open none "
-                    f"(dynamic-bucket.max-buckets={self.options.max_buckets}); raise "
-                    "dynamic-bucket.max-buckets or use fewer assigner slots"
-                )
-            load = index.bucket_keys[pool] + np.concatenate(takes)
-            overflow = np.zeros(len(pool), np.int64)
-            overflow[int(np.argmin(load))] = left
-            ids, takes = [pool], [np.concatenate(takes) + overflow]
+            pool, given = np.concatenate(ids), np.concatenate(takes)
+            load = _at(index.bucket_keys, pool) + given
+            given[int(np.argmin(load))] += left
+            ids, takes = [pool], [given]
             self.overflow_keys += left
         return np.repeat(np.concatenate(ids), np.concatenate(takes)).astype(np.uint16)
 
-    def _room(
-        self, index: PartitionIndex, own: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.int64], int]:
-        """Room left in each of ``own`` buckets, and the room of an empty bucket, in keys."""
+    def _room(self, index: PartitionIndex, ids: I64) -> tuple[I64, int]:
+        """Room the committed keys leave in each of ``ids``, and the room of an empty
+        bucket, in keys."""
         opts = self.options
         if not opts.by_bytes:
             assert opts.max_keys_per_bucket is not None
             cap = opts.max_keys_per_bucket
-            return np.maximum(cap - index.bucket_keys[own], 0), cap
+            return np.maximum(cap - index.committed_keys[ids], 0), cap
         assert opts.max_bytes_per_bucket is not None
-        est = index.estimated_bytes(opts.bytes_per_key_estimate)
+        est = index.estimated_bytes(opts.bytes_per_key_estimate, committed_only=True)
         per_key = max(1.0, index.bytes_per_key(opts.bytes_per_key_estimate))
-        room = np.maximum(opts.max_bytes_per_bucket - est[own], 0) // per_key
+        room = np.maximum(opts.max_bytes_per_bucket - est[ids], 0) // per_key
         return room.astype(np.int64), max(1, int(opts.max_bytes_per_bucket // per_key))
 
-    def _new_ids(self, existing: npt.NDArray[np.int64], count: int) -> npt.NDArray[np.int64]:
-        """Up to ``count`` smallest ids of this slot's class that do not exist yet."""
-        taken = set(existing.tolist())
-        free: list[int] = []
-        bucket = self.slot
-        while len(free) < count and bucket < self._id_limit:
-            if bucket not in taken:
-                free.append(bucket)
-            bucket += self.num_slots
-        if len(free) < count and self.options.max_buckets is None:
-            raise BucketSpaceExhaustedError(
-                f"slot {self.slot} of {self.num_slots} used every bucket id up to "
-                f"{MAX_BUCKET_ID}; raise dynamic-bucket.max-keys-per-bucket (or "
-                "max-bytes-per-bucket) so that buckets hold more keys"
-            )
-        return np.array(free, dtype=np.int64)
+    def _new_ids(self, committed: I64, start: int) -> I64:
+        """Up to ``_NEW_IDS_PER_ROUND`` ids from ``start`` on with no committed key."""
+        stop = min(self._id_limit, start + len(committed) + self._NEW_IDS_PER_ROUND)
+        candidates = np.arange(start, stop, dtype=np.int64)
+        free = candidates[_at(committed, candidates) == 0]
+        return free[: self._NEW_IDS_PER_ROUND]
+
+
+def _at(counts: I64, ids: I64) -> I64:
+    """``counts[ids]``, 0 for ids beyond the array."""
+    out = np.zeros(len(ids), np.int64)
+    inside = ids < len(counts)
+    out[inside] = counts[ids[inside]]
+    return out

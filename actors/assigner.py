@@ -8,7 +8,7 @@ proposal's checkpoint flow. Checkpoint ids are the table's instant ids, as integ
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -24,6 +24,9 @@ from dynbucket.base.options import DynamicBucketOptions
 
 #: Checkpoint id meaning "none yet".
 NO_CHECKPOINT = -1
+
+#: Every slot's new keys of one committed checkpoint: partition -> bucket -> keys.
+NewKeys = Mapping[str, Mapping[int, int]]
 
 
 class IndexSource(Protocol):
@@ -76,8 +79,11 @@ class BucketAssigner:
     """Assigns buckets to the keys routed to one slot.
 
     Lifecycle per instant (checkpoint) ``c``: ``begin(c, s)``, any number of
-    ``assign(c, ...)``, then ``snapshot(c, s')`` once the instant committed (``s' = c``) or
-    ``abort(c)`` when it will never commit. ``s`` is the latest successful checkpoint.
+    ``assign(c, ...)``, then ``snapshot(c, s', new_keys)`` once the instant committed
+    (``s' = c``) or ``abort(c)`` when it will never commit. ``s`` is the latest successful
+    checkpoint; ``new_keys`` are every slot's new keys of ``c`` per partition and bucket,
+    which keep the committed counts, by which the slots split each bucket's room, the same
+    in every slot (``allocator.py``).
     """
 
     def __init__(
@@ -94,6 +100,8 @@ class BucketAssigner:
         self.source = source
         self.partitions: dict[str, PartitionIndex] = {}
         self.checkpoint = NO_CHECKPOINT
+        self.counted = NO_CHECKPOINT
+        """The latest successful checkpoint whose keys of every slot the counts hold."""
         self._stats = AssignerStats(slot, num_slots)
 
     # --- checkpoint flow -----------------------------------------------------------------
@@ -101,7 +109,12 @@ class BucketAssigner:
     def begin(self, checkpoint: int, latest_successful: int) -> None:
         """Opens ``checkpoint``. Mappings of checkpoints <= ``latest_successful`` move to the
         committed run (their snapshot may never have come); younger ones stay pending until
-        a snapshot commits them or ``abort`` drops them."""
+        a snapshot commits them or ``abort`` drops them.
+
+        When ``latest_successful`` is not the checkpoint the counts last took every slot's
+        keys of (its snapshot never came, or came without them), another slot may have
+        filled buckets this one does not know of: with more than one slot, the partitions
+        with nothing pending are dropped and bootstrap again from the index footers."""
         if checkpoint < self.checkpoint:
             raise AssignerError(
                 f"begin({checkpoint}) after checkpoint {self.checkpoint}: checkpoint ids must "
@@ -109,6 +122,10 @@ class BucketAssigner:
             )
         for index in self.partitions.values():
             index.commit_through(latest_successful)
+        if latest_successful != self.counted and self.num_slots > 1:
+            for name in [n for n, index in self.partitions.items() if not index.pending]:
+                self.evict(name)
+        self.counted = latest_successful
         if self.options.by_bytes:
             for name, index in self.partitions.items():
                 index.set_listing(self.source.bucket_bytes(name))
@@ -169,21 +186,31 @@ class BucketAssigner:
             buckets[rows] = index.lookup(to_cache_keys(hashes[rows]))[0]
         return buckets
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
+    def snapshot(
+        self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None
+    ) -> list[str]:
         """The proposal's snapshot(): commit, update flags, evict. Returns evicted partitions.
 
         1. Each partition commits and updates its flags; the flags name the evictable ones
            (not given new keys since the latest successful checkpoint, nothing pending).
+           ``new_keys``, every slot's new keys of the committed ``checkpoint`` per partition
+           and bucket, go into the committed counts (without them, the next ``begin`` with
+           more than one slot drops what is cached).
         2. Without ``cache_max_bytes`` every evictable partition is evicted (the proposal).
         3. With it, evictable partitions stay while the slot's whole cache fits the budget,
            the least recently used evicted first; a partition the flags keep is never
            evicted here, whatever the budget.
         """
+        counted = new_keys is not None and checkpoint <= latest_successful
         evictable = [  # 1.
             name
             for name, index in self.partitions.items()
-            if index.snapshot(checkpoint, latest_successful)
+            if index.snapshot(
+                checkpoint, latest_successful, (new_keys or {}).get(name, {}) if counted else None
+            )
         ]
+        if counted:
+            self.counted = checkpoint
         budget = self.options.cache_max_bytes
         if budget is not None and evictable:  # 3.
             evictable.sort(key=lambda n: (self.partitions[n].last_used_checkpoint, n))

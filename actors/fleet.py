@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dynbucket.actors.actor import assigner_actor_class
-from dynbucket.actors.assigner import IndexSource
+from dynbucket.actors.assigner import IndexSource, NewKeys
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import RuntimeSetupError
 from dynbucket.base.options import DynamicBucketOptions
@@ -84,8 +84,12 @@ class AssignerFleet:
     def begin(self, checkpoint: int, latest_successful: int) -> None:
         self._all("begin", checkpoint, latest_successful)
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> list[list[str]]:
-        return self._all("snapshot", checkpoint, latest_successful)
+    def snapshot(
+        self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None
+    ) -> list[list[str]]:
+        """Every slot's snapshot, with every slot's new keys of ``checkpoint`` (partition ->
+        bucket -> keys) when it committed."""
+        return self._all("snapshot", checkpoint, latest_successful, new_keys)
 
     def abort(self, checkpoint: int) -> int:
         """Drops the checkpoint's mappings in every slot. A slot that cannot be reached lost

@@ -2,12 +2,14 @@
 
 Holds the proposal's two eviction flags (``updated``, ``last_updated_checkpoint``), the
 mappings each not-yet-committed checkpoint created (so an abort can take them out, I8), and
-the per-bucket key counts of *every* slot (so capacity holds when the slot count changes).
+the per-bucket key counts of *every* slot: the committed ones, which every slot knows alike
+at the start of an instant (the allocator splits each bucket's room by them), and this
+slot's own additions since.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +60,9 @@ class PartitionIndex:
         self.recent = SortedRun.empty()
         self.pending: dict[int, PendingTable] = {}
         self.bucket_keys = np.array(load.bucket_keys, dtype=np.int64)
+        """Keys per bucket id: every slot's committed keys plus this slot's pending ones."""
+        self.committed_keys = self.bucket_keys.copy()
+        """Every slot's committed keys per bucket id."""
         self.updated = False
         self.last_updated_checkpoint = NEVER
         self.last_used_checkpoint = NEVER
@@ -121,10 +126,16 @@ class PartitionIndex:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    def commit_through(self, latest_successful: int) -> None:
-        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted runs."""
+    def commit_through(self, latest_successful: int) -> dict[int, I64]:
+        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted runs,
+        and their keys into the committed counts. Returns each moved checkpoint's keys per
+        bucket (this slot's only: ``add_others`` adds the other slots')."""
+        moved: dict[int, I64] = {}
         for ckpt in sorted(c for c in self.pending if c <= latest_successful):
             keys, buckets = self.pending.pop(ckpt).sorted_items()
+            moved[ckpt] = np.bincount(buckets, minlength=len(self.bucket_keys)).astype(np.int64)
+            self._grow(len(moved[ckpt]))
+            self.committed_keys[: len(moved[ckpt])] += moved[ckpt]
             self.recent = (
                 self.recent.merged(keys, buckets) if len(self.recent) else SortedRun(keys, buckets)
             )
@@ -135,6 +146,23 @@ class PartitionIndex:
                 else self.recent
             )
             self.recent = SortedRun.empty()
+        return moved
+
+    def add_others(self, totals: Mapping[int, int], own: I64 | None) -> None:
+        """Counts the keys other slots committed: ``totals`` are every slot's new keys per
+        bucket of one committed checkpoint, ``own`` this slot's share of them (from
+        ``commit_through``; None: none)."""
+        if not totals:
+            return
+        ids = np.fromiter(totals.keys(), np.int64, len(totals))
+        counts = np.fromiter(totals.values(), np.int64, len(totals))
+        self._grow(int(ids.max()) + 1)
+        others = np.zeros(len(self.bucket_keys), np.int64)
+        np.add.at(others, ids, counts)
+        if own is not None:
+            others[: len(own)] -= own
+        self.committed_keys += others
+        self.bucket_keys += others
 
     def abort(self, checkpoint: int) -> int:
         """Drops the mappings ``checkpoint`` created; returns how many."""
@@ -147,16 +175,22 @@ class PartitionIndex:
             self.updated = False
         return len(table)
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> bool:
+    def snapshot(
+        self, checkpoint: int, latest_successful: int, totals: Mapping[int, int] | None = None
+    ) -> bool:
         """The proposal's snapshot step for this partition; returns True to evict it.
 
-        1. Mappings of checkpoints <= ``latest_successful`` are in the RLI: commit them.
+        1. Mappings of checkpoints <= ``latest_successful`` are in the RLI: commit them;
+           ``totals`` (every slot's new keys per bucket of the committed ``checkpoint``)
+           bring the other slots' keys into the committed counts.
         2. Updated in this interval: ``last_updated_checkpoint = checkpoint``, keep.
         3. Not updated: evict when ``last_updated_checkpoint <= latest_successful`` (all its
            mappings are committed to the RLI), else keep.
         4. Reset ``updated``.
         """
-        self.commit_through(latest_successful)
+        moved = self.commit_through(latest_successful)
+        if totals is not None and checkpoint <= latest_successful:
+            self.add_others(totals, moved.get(checkpoint))
         evict = False
         if self.updated:
             self.last_updated_checkpoint = checkpoint
@@ -182,16 +216,13 @@ class PartitionIndex:
         listed, keys = int(self.listed_bytes.sum()), int(self.listed_keys.sum())
         return listed / keys if listed and keys else float(default)
 
-    def estimated_bytes(self, bytes_per_key_default: int) -> I64:
-        """Bytes per bucket id: listed bytes plus keys added since the listing, at the
-        partition's mean bytes per key."""
+    def estimated_bytes(self, bytes_per_key_default: int, committed_only: bool = False) -> I64:
+        """Bytes per bucket id: listed bytes plus keys added since the listing (committed
+        ones only, with ``committed_only``), at the partition's mean bytes per key."""
         per_key = self.bytes_per_key(bytes_per_key_default)
-        added = np.maximum(self.bucket_keys - self.listed_keys, 0)
+        counts = self.committed_keys if committed_only else self.bucket_keys
+        added = np.maximum(counts - self.listed_keys, 0)
         return self.listed_bytes + (added * per_key).astype(np.int64)
-
-    def existing_buckets(self) -> I64:
-        """Ids of the buckets that hold at least one key (committed or pending), ascending."""
-        return np.flatnonzero(self.bucket_keys > 0)
 
     # --- introspection -------------------------------------------------------------------
 
@@ -215,5 +246,6 @@ class PartitionIndex:
         if extra <= 0:
             return
         self.bucket_keys = np.pad(self.bucket_keys, (0, extra))
+        self.committed_keys = np.pad(self.committed_keys, (0, extra))
         self.listed_keys = np.pad(self.listed_keys, (0, extra))
         self.listed_bytes = np.pad(self.listed_bytes, (0, extra))

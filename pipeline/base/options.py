@@ -97,8 +97,8 @@ class DynamicBucketOptions(PersistedOptions):
     max_bytes_per_bucket: int | None = option("dynamic-bucket.max-bytes-per-bucket", None)
     """Bytes of a bucket's file group before it is full; excludes ``max_keys_per_bucket``."""
     max_buckets: int | None = option("dynamic-bucket.max-buckets", None)
-    """Buckets per partition at most; None: unlimited. Once reached, new keys of a slot go to
-    its least-filled bucket, over capacity."""
+    """Buckets per partition at most; None: unlimited. Once reached, new keys go to the
+    least-filled bucket, over capacity (any number of slots shares them)."""
     bytes_per_key_estimate: int = option("dynamic-bucket.bytes-per-key-estimate", 128)
     """Bytes one key adds to a file group, until the partition's own files tell; only used
     with ``max_bytes_per_bucket``."""

@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ from dynbucket.actors.assigner import NO_CHECKPOINT
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.table import upkeep
 from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
 
 
@@ -37,27 +37,32 @@ class Assigners(Protocol):
 
     def begin(self, checkpoint: int, latest_successful: int) -> None: ...
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> Any: ...
+    def snapshot(
+        self,
+        checkpoint: int,
+        latest_successful: int,
+        new_keys: Mapping[str, Mapping[int, int]] | None = None,
+    ) -> Any: ...
 
     def abort(self, checkpoint: int) -> int: ...
-
-    def buckets_created(self) -> int: ...
 
 
 class NoAssigners:
     """The assigners of a stateless bucket scheme: none (no checkpoint to open, no cache to
-    snapshot or abort); the buckets a write created are the new file groups it wrote."""
+    snapshot or abort)."""
 
     def begin(self, checkpoint: int, latest_successful: int) -> None:
         pass
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> None:
+    def snapshot(
+        self,
+        checkpoint: int,
+        latest_successful: int,
+        new_keys: Mapping[str, Mapping[int, int]] | None = None,
+    ) -> None:
         pass
 
     def abort(self, checkpoint: int) -> int:
-        return 0
-
-    def buckets_created(self) -> int:
         return 0
 
 
@@ -85,7 +90,6 @@ class InstantWrite:
         self.laps = laps or Laps()
         self.skipped = False
         self._assigners: Assigners | None = None
-        self._created = 0
         self._done = False
 
     def __enter__(self) -> InstantWrite:
@@ -117,7 +121,6 @@ class InstantWrite:
         latest = int(self.based_on) if self.based_on else NO_CHECKPOINT
         self._assigners = assigners
         assigners.begin(self.checkpoint, latest)
-        self._created = assigners.buckets_created()
 
     def commit(self, written: GroupWrites, metadata: dict[str, Any] | None = None) -> WriteResult:
         """5. Commits what the engine wrote; returns the write's result."""
@@ -125,9 +128,8 @@ class InstantWrite:
         for f in written.files:
             self.txn.add(f)
         data = [f for f in written.files if f.kind in ("base", "log")]
-        created = self._assigners.buckets_created() - self._created
-        if isinstance(self._assigners, NoAssigners):
-            created = sum(1 for f in data if f.kind == "base" and f.prev_commit is None)
+        # A bucket a write created is a file group it wrote first.
+        created = sum(1 for f in data if f.kind == "base" and f.prev_commit is None)
         result = WriteResult(
             instant=self.id,
             operation=self.operation,
@@ -147,7 +149,7 @@ class InstantWrite:
         self.txn.commit(extra)
         self._done = True
         self.laps.lap("commit")
-        self._assigners.snapshot(self.checkpoint, self.checkpoint)
+        self._assigners.snapshot(self.checkpoint, self.checkpoint, new_keys(data))
         self.laps.lap("snapshot")
         stages = {k: round(v, 4) for k, v in sorted(written.seconds.items())}
         due = upkeep.due(self.txn.spec, written.files, self.txn.timeline)
@@ -164,6 +166,17 @@ class InstantWrite:
         self.txn.abort()
         if self._assigners is not None:
             self._assigners.abort(self.checkpoint)
+
+
+def new_keys(data: list[WrittenFile]) -> dict[str, dict[int, int]]:
+    """Keys each data file's bucket got (its index entries), per partition and bucket: what
+    every slot adds to its committed counts."""
+    out: dict[str, dict[int, int]] = {}
+    for f in data:
+        if f.inserts and f.bucket >= 0:
+            part = out.setdefault(f.partition, {})
+            part[f.bucket] = part.get(f.bucket, 0) + f.inserts
+    return out
 
 
 def committed(timeline: Timeline, stream: StreamBatch) -> bool:

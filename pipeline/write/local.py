@@ -17,7 +17,7 @@ import os
 import pyarrow as pa
 
 from dynbucket.actors.actor import AssignerActor
-from dynbucket.actors.assigner import BucketAssigner
+from dynbucket.actors.assigner import BucketAssigner, NewKeys
 from dynbucket.base.columns import BUCKET, HASH, IS_NEW
 from dynbucket.base.errors import ConfigError
 from dynbucket.format.buckets.layouts import BucketLayouts
@@ -112,14 +112,15 @@ class _Cores:
         for core in self.cores:
             core.begin(checkpoint, latest_successful)
 
-    def snapshot(self, checkpoint: int, latest_successful: int) -> list[str]:
-        return [p for core in self.cores for p in core.snapshot(checkpoint, latest_successful)]
+    def snapshot(
+        self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None
+    ) -> list[str]:
+        return [
+            p for core in self.cores for p in core.snapshot(checkpoint, latest_successful, new_keys)
+        ]
 
     def abort(self, checkpoint: int) -> int:
         return sum(core.abort(checkpoint) for core in self.cores)
-
-    def buckets_created(self) -> int:
-        return sum(core.buckets_created() for core in self.cores)
 
 
 def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:

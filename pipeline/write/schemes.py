@@ -1,10 +1,10 @@
 """How a Spark write's rows get their buckets: the table's bucket scheme, chosen once.
 
 * :class:`AssignerScheme` (the dynamic scheme): a fleet of slot actors, kept across writes,
-  tags each row in stage A. When every commit of the table used the current slot count N,
-  bucket ``b`` only holds keys of slot ``b mod N`` (slots create ids in their residue
-  class), so the slot's task already holds every row of its file groups: stage B runs in
-  the same task, with one shuffle (each row is checked; a violation fails the attempt with
+  tags each row in stage A (rows routed to slots by key hash); every slot may fill every
+  bucket (``actors/allocator.py``), so a second shuffle by (partition, bucket) brings each
+  file group's rows to one task for stage B. With one slot, its task holds every row:
+  stage B runs in the same task (each row is checked; a violation fails the attempt with
   ``SlotLayoutError`` and the write runs again with two shuffles).
 * :class:`LayoutScheme` (simple bucket, consistent hashing): stage A computes each row's
   bucket from the layouts of the instant the write builds on, where the row is (no actor,
@@ -62,7 +62,6 @@ class AssignerScheme:
         self.link = link
         self.caches = caches
         self.fleet: AssignerFleet | None = None
-        self._slots_of: dict[str, int | None] = {}
 
     def assigners(self, num_slots: int, last_write: str | None) -> AssignerFleet:
         """The fleet: emptied when another writer committed, replaced when the slot count
@@ -110,7 +109,7 @@ class AssignerScheme:
         from pyspark.sql import functions as F
 
         num_slots = ctx.index_slots
-        fused = fused and self.one_slot_count(timeline, num_slots)
+        fused = fused and self.one_task_per_group(num_slots)
         hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
         routed = (
             hashed.withColumn(_ROUTE, route_column(HASH, num_slots))
@@ -129,18 +128,10 @@ class AssignerScheme:
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
         return {"slots": num_slots, "shuffles": shuffles}
 
-    def one_slot_count(self, timeline: Timeline, num_slots: int) -> bool:
-        """Whether every completed commit of the table was written with ``num_slots`` slots
-        (commits without a slot count, e.g. in-process pyarrow writes, count as other), the
-        archived ones included."""
-        if any(s != num_slots for s in timeline.archived().slots):
-            return False
-        for instant in timeline.completed("commit"):
-            if instant.id not in self._slots_of:
-                self._slots_of[instant.id] = timeline.metadata(instant).get("slots")
-            if self._slots_of[instant.id] != num_slots:
-                return False
-        return True
+    def one_task_per_group(self, num_slots: int) -> bool:
+        """Whether a slot's task holds every row of the file groups it touches: with one
+        slot only (every slot may fill every bucket)."""
+        return num_slots == 1
 
     def close(self) -> None:
         if self.fleet is not None:

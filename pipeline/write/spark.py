@@ -17,11 +17,10 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
 3. Spark: hash keys (``xxhash64``) and route each slot's rows to one task; stage A checks the
    rows, computes partition paths and tags buckets through the slot's actor; a shuffle by
    (partition, bucket); stage B writes each file group once and the index entries.
-   When every commit of the table used the current slot count N, bucket ``b`` only holds
-   keys of slot ``b mod N`` (slots create ids in their residue class), so the slot's task
-   already holds all rows of its file groups: stage B runs in the same task, with no second
-   shuffle. Each row is checked (``bucket mod N == hash mod N``); a violation fails the
-   attempt with ``SlotLayoutError`` and the write is redone with two shuffles.
+   Every slot may fill every bucket (``actors/allocator.py``), so with more than one slot
+   the second shuffle is needed; with one, stage B runs in the slot's task (each row is
+   checked, ``bucket`` of a slot its own; a violation fails the attempt with
+   ``SlotLayoutError`` and the write is redone with two shuffles).
 4. A dynbucket error raised in a task reaches the driver as itself (``carry_errors``). An
    actor that restarted mid-instant makes the instant run again with a new fleet (twice
    at most; ``WRITE_RETRIES``).

@@ -128,9 +128,10 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
 
 def in_slot_task(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
     """Stages A and B in the slot's own task (one shuffle), checking that every row's bucket
-    is of its slot: while every commit used ``num_slots`` slots, bucket ``b`` only holds
-    keys of slot ``b mod num_slots``. A row that is not fails the attempt with
-    ``SlotLayoutError`` (the write is then redone with two shuffles)."""
+    is of its slot (``bucket mod num_slots``, as the task's rows are ``hash mod
+    num_slots``): the scheme runs it where the task holds every row of its file groups (one
+    slot). A row that is not fails the attempt with ``SlotLayoutError`` (the write is then
+    redone with two shuffles)."""
 
     def checked(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

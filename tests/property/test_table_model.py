@@ -40,6 +40,7 @@ from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads, hudi_can_merge
+from tests.shares import Counts, added_by_slot, check_shares
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -263,6 +264,33 @@ def _check(
         check_hudi_reads(table, incremental_after=before, time_travel=last)
 
 
+def _index_counts(table: Table) -> Counts:
+    """partition -> bucket -> index entries."""
+    out: Counts = {}
+    for r in table.stats().to_pylist():
+        out.setdefault(r["partition"], {})[r["bucket"]] = r["keys"]
+    return out
+
+
+def _check_shares(
+    table: Table, model: Model, batch: list[dict[str, Any]], before: Counts, slots: int
+) -> None:
+    """I3: what each slot added to each bucket, against the rule (``tests/shares.py``); and
+    no bucket over capacity."""
+    cap = table.spec.dynamic_options.max_keys_per_bucket
+    assert cap is not None
+    new = {(r["region"], r["id"]) for r in batch} - set(model.first_bucket)
+    rows = [r for r in table.to_arrow().to_pylist() if (r["region"], r["id"]) in new]
+    added = added_by_slot(
+        [f"region={r['region']}" for r in rows],
+        [r["id"] for r in rows],
+        [r[BUCKET] for r in rows],
+        slots,
+    )
+    check_shares(before, added, cap, slots)
+    assert max(n for part in _index_counts(table).values() for n in part.values()) <= cap
+
+
 def _index(scheme: str, rng: random.Random) -> Any:
     if scheme == "simple":
         return SimpleBucketIndex(
@@ -307,6 +335,7 @@ def test_random_sequences_match_the_model(
         ),
     )
     model = Model(copy_on_write=table.spec.options.table_type == "COPY_ON_WRITE")
+    slot_rng = random.Random(seed + 1)
     model.hudi_checks = seed % HUDI_EVERY == 0
     dead: list[str] = []
     keys = rng.choice([4, 10, 25])
@@ -323,8 +352,14 @@ def test_random_sequences_match_the_model(
             _grow(table, rng, model)
         elif step == "upsert":
             batch = _batch(rng, keys)
-            done = table.upsert(pa.Table.from_pylist(batch, SCHEMA))
+            # The dynamic scheme's writes take 1-3 slots (their own generator: the steps
+            # stay those of the seed), checked against the rule slots share buckets by (I3).
+            slots = slot_rng.choice([1, 2, 3]) if scheme == "dynamic" else 1
+            counts = _index_counts(table) if scheme == "dynamic" else None
+            done = table.upsert(pa.Table.from_pylist(batch, SCHEMA), assigner_slots=slots)
             model.upsert(batch, _into_base(table, done.instant))
+            if counts is not None:
+                _check_shares(table, model, batch, counts, slots)
         elif step == "delete":
             gone = [
                 {"id": f"k{rng.randrange(keys + 3)}", "region": rng.choice(["eu", "us"])}

@@ -80,9 +80,14 @@ class Driver:
         return out.tolist(), new.tolist()
 
     def commit(self, c: int, partition: str, hashes: list[int], buckets: list[int]) -> None:
+        """Commits the instant's new entries, then every slot's snapshot with the new keys
+        per bucket (as ``write/instant.py`` hands them from the files written)."""
         part = self.rli.entries.setdefault(partition, {})
+        new: dict[int, int] = {}
         for h, b in zip(hashes, buckets, strict=True):
-            part.setdefault(h, b)
+            if h not in part:
+                part[h] = b
+                new[b] = new.get(b, 0) + 1
         self.latest = c
         for a in self.slots:
-            a.snapshot(c, c)
+            a.snapshot(c, c, {partition: new})

@@ -13,7 +13,6 @@ from dynbucket.base.errors import (
     AssignerError,
     AssignerRestartedError,
     BucketSpaceExhaustedError,
-    ConfigError,
 )
 from tests.unit.actors.memory_source import Driver, MemoryRLI
 
@@ -46,40 +45,89 @@ def test_partitions_are_independent() -> None:
 @pytest.mark.parametrize(
     ("num_slots", "expected"),
     [
-        # Slot i starts with bucket i and opens i + N, i + 2N, ... (capacity 2 here).
+        # Capacity 2: every slot may fill every bucket, its share of each being
+        # 2 // N, plus one for the slots i with (i - b) mod N < 2 mod N.
         (1, {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}),
-        (2, {0: 0, 2: 0, 4: 2, 6: 2, 1: 1, 3: 1, 5: 3, 7: 3}),
-        (4, {0: 0, 4: 0, 8: 4, 1: 1, 5: 1, 9: 5, 2: 2, 6: 2, 3: 3, 7: 3}),
+        # N=2: one key of each bucket per slot; slot 0 holds the even keys, slot 1 the odd.
+        (2, {0: 0, 2: 1, 4: 2, 6: 3, 1: 0, 3: 1, 5: 2, 7: 3}),
+        # N=4: bucket b has room for slots b and b + 1 (mod 4): slot 0 fills 0, 3, 4;
+        # slot 1 fills 0, 1, 4; slot 2 fills 1, 2; slot 3 fills 2, 3. Ten keys, five buckets.
+        (4, {0: 0, 4: 3, 8: 4, 1: 0, 5: 1, 9: 4, 2: 1, 6: 2, 3: 2, 7: 3}),
     ],
 )
-def test_initial_buckets_follow_slots(num_slots: int, expected: dict[int, int]) -> None:
+def test_slots_share_buckets_filled_in_id_order(num_slots: int, expected: dict[int, int]) -> None:
     d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=2))
     hashes = sorted(expected)
     assert dict(zip(hashes, d.write("p", hashes), strict=True)) == expected
 
 
-def test_slot_count_change_2_3_2_keeps_buckets_and_ids_never_collide() -> None:
+@pytest.mark.parametrize("num_slots", [1, 2, 3, 8])
+def test_a_small_partition_fills_one_bucket_whatever_the_slot_count(num_slots: int) -> None:
+    d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=100))
+    for start in (0, 20, 40):
+        assert set(d.write("p", list(range(start, start + 20)))) == {0}
+    # 100 keys fill bucket 0 exactly (each slot its share), the 101st opens bucket 1.
+    buckets = d.write("p", list(range(60, 101)))
+    assert buckets.count(0) == 40 and buckets.count(1) == 1
+
+
+def test_a_slot_with_more_keys_than_its_share_goes_on_and_the_next_instant_evens_out() -> None:
+    d = Driver(MemoryRLI(), 2, DynamicBucketOptions(max_keys_per_bucket=4))
+    # Slot 0 (even keys) brings 4 new keys, slot 1 one: each may add 2 to bucket 0, so slot
+    # 0 goes on to bucket 1; bucket 0 keeps room for one key, which nobody took.
+    assert d.write("p", [0, 2, 4, 6, 1]) == [0, 0, 1, 1, 0]
+    # The next instant splits what the commit left: bucket 0's room of 1 goes to slot 0 (the
+    # remainder rotates with the id: (0 - 0) mod 2 < 1), bucket 1's room of 2 to both.
+    assert d.write("p", [8, 10, 3, 5]) == [0, 1, 1, 2]
+    counts: dict[int, int] = {}
+    for b in d.rli.entries["p"].values():
+        counts[b] = counts.get(b, 0) + 1
+    assert counts == {0: 4, 1: 4, 2: 1}
+
+
+@pytest.mark.parametrize("totals", [True, False])
+def test_a_snapshot_without_every_slots_keys_makes_the_next_begin_bootstrap(totals: bool) -> None:
+    rli = MemoryRLI()
+    d = Driver(rli, 2, DynamicBucketOptions(max_keys_per_bucket=4))
+    # Instant 1 commits 0, 2 (slot 0) and 1 (slot 1) into bucket 0, but its snapshot comes
+    # without (or with) the slots' new keys: slot 0 knows its two keys, not slot 1's.
+    buckets, _ = d.assign_open(1, "p", [0, 2, 1])
+    assert buckets == [0, 0, 0]
+    rli.entries["p"] = {0: 0, 2: 0, 1: 0}
+    for a in d.slots:
+        a.snapshot(1, 1, {"p": {0: 3}} if totals else None)
+    d.latest = d.checkpoint = 1
+    loads = rli.loads
+    # Instant 2: bucket 0's room of one goes to slot 0 ((0 - 0) mod 2 < 1), so slot 1's key
+    # opens bucket 1. Had slot 1 kept counting bucket 0 as holding its one key, it would
+    # have put 3 there too: five keys in a bucket of four.
+    assert d.write("p", [4, 3]) == [0, 1]
+    assert rli.loads == loads + (0 if totals else 2)  # without them, both slots bootstrap
+    assert max(list(rli.entries["p"].values()).count(b) for b in (0, 1)) <= 4
+
+
+def test_slot_count_change_2_3_2_keeps_buckets_and_capacity() -> None:
     rli = MemoryRLI()
     cap = DynamicBucketOptions(max_keys_per_bucket=2)
     two = Driver(rli, 2, cap)
     b1 = dict(zip(range(8), two.write("p", list(range(8))), strict=True))
-    # N=2, capacity 2: slot 0 -> 0, 2; slot 1 -> 1, 3.
-    assert b1 == {0: 0, 2: 0, 4: 2, 6: 2, 1: 1, 3: 1, 5: 3, 7: 3}
+    # N=2, capacity 2: one key of each slot per bucket.
+    assert b1 == {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}
 
     three = Driver(rli, 3, cap)  # fresh actors: they bootstrap from the RLI
     three.latest = three.checkpoint = two.checkpoint
     keys2 = list(range(8)) + [8, 9, 10, 11, 12, 13]
     b2 = dict(zip(keys2, three.write("p", keys2), strict=True))
     assert {k: b2[k] for k in range(8)} == b1  # I1 across the change
-    # New keys: slot 0 (9, 12) fills class 0 mod 3: 0 and 3 are full -> opens 6.
-    # Slot 1 (10, 13): 1 full, 4 is free in class 1 -> opens 4.
-    # Slot 2 (8, 11): 2 full, 5 free -> opens 5.
+    # Buckets 0-3 are full (counts of every slot, from the index). New ids 4, 5, 6: bucket b
+    # has room for slots b + 1 and b + 2 (mod 3), one key each. Slot 0 (9, 12) fills 5, 6;
+    # slot 1 (10, 13) fills 4, 6; slot 2 (8, 11) fills 4, 5.
     assert {k: b2[k] for k in (8, 9, 10, 11, 12, 13)} == {
-        9: 6,
+        9: 5,
         12: 6,
         10: 4,
-        13: 4,
-        8: 5,
+        13: 6,
+        8: 4,
         11: 5,
     }
     buckets_per_id: dict[int, int] = {}
@@ -92,9 +140,8 @@ def test_slot_count_change_2_3_2_keeps_buckets_and_ids_never_collide() -> None:
     keys3 = keys2 + [14, 15]
     b3 = dict(zip(keys3, back.write("p", keys3), strict=True))
     assert {k: b3[k] for k in keys2} == b2
-    # Slot 0 of 2 (14): even ids 0, 2, 4, 6 all full -> first free even id is 8.
-    # Slot 1 of 2 (15): odd ids 1, 3, 5 full -> 7.
-    assert (b3[14], b3[15]) == (8, 7)
+    # Ids 0-6 are full: 14 (slot 0) and 15 (slot 1) share bucket 7.
+    assert (b3[14], b3[15]) == (7, 7)
 
 
 def test_abort_drops_exactly_the_aborted_mappings() -> None:
@@ -231,9 +278,12 @@ def test_max_buckets_reached_overflows_to_least_filled_bucket() -> None:
     assert d.slots[0].stats().overflow_keys == 2
 
 
-def test_more_slots_than_max_buckets_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="dynamic-bucket.max-buckets=2"):
-        BucketAssigner(0, 3, DynamicBucketOptions(max_buckets=2), MemoryRLI())
+def test_more_slots_than_max_buckets_share_them() -> None:
+    d = Driver(MemoryRLI(), 3, DynamicBucketOptions(max_keys_per_bucket=3, max_buckets=2))
+    assert d.write("p", [0, 1, 2, 3, 4, 5]) == [0, 0, 0, 1, 1, 1]
+    # Both ids are full: each slot's key goes over capacity into the least-filled bucket.
+    assert set(d.write("p", [6, 7, 8])) <= {0, 1}
+    assert sum(a.stats().overflow_keys for a in d.slots) == 3
 
 
 def test_bucket_id_space_exhausted_names_the_option() -> None:
