@@ -122,11 +122,6 @@ class AssignerRestartedError(AssignerError):
     """An assigner actor lost its state in the middle of an instant; the instant must retry."""
 
 
-class SlotLayoutError(AssignerError):
-    """A write planned with one shuffle met a file group whose rows span slots (a bucket
-    created under another slot count); the write is redone with two shuffles."""
-
-
 # --- across a process boundary that keeps only text --------------------------------------
 
 _WIRE = re.compile(r"<dynbucket-error ([A-Za-z0-9+/=]+)>")

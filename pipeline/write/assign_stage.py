@@ -50,9 +50,9 @@ def assign_fn(
 ) -> ArrowFn:
     """A ``mapInArrow`` function tagging each row with ``_bucket`` and ``_is_new``.
 
-    Rows are expected to be routed already (Spark task ``i`` holds slot ``i``), but a batch
-    holding several slots is split and sent to each, so correctness never depends on Spark's
-    partitioning.
+    A task holds rows of any slots, where Spark read them: each call's rows are split by
+    slot (``pmod(hash, N)``) and sent to each slot's actor at once, so correctness never
+    depends on Spark's partitioning, and no shuffle routes rows to slots.
 
     Args:
         link: where the actors live.

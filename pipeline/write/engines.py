@@ -19,7 +19,6 @@ import pyarrow as pa
 from dynbucket.format.file_group.context import Operation, WriteContext
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.write.assign_stage import ArrowFn
 from dynbucket.write.driver import collect_hashed, write_in_driver
 from dynbucket.write.file_scan import read_scanned
@@ -52,8 +51,6 @@ class DriverEngine:
         scheme: Scheme,
         stage_a: ArrowFn,
         ctx: WriteContext,
-        fused: bool,
-        timeline: Timeline,
         laps: Laps,
     ) -> tuple[GroupWrites, int]:
         written = write_in_driver(self._batches, stage_a, ctx)
@@ -75,11 +72,9 @@ class SparkTasksEngine:
         scheme: Scheme,
         stage_a: ArrowFn,
         ctx: WriteContext,
-        fused: bool,
-        timeline: Timeline,
         laps: Laps,
     ) -> tuple[GroupWrites, int]:
-        job, shuffles = scheme.job(self.df, stage_a, ctx, fused, timeline)
+        job, shuffles = scheme.job(self.df, stage_a, ctx)
         written = from_rows(job.collect())
         laps.lap("spark")
         return written, shuffles

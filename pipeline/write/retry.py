@@ -1,10 +1,9 @@
 """How often a write runs again, per cause: each cause of a retry has a budget of its own.
 
-A Spark write is retried for unrelated reasons (a file group that spans assigner slots:
-once, with two shuffles; an assigner actor that restarted: with a new fleet, twice). A
-shared attempt counter lets one cause use up the other's attempts, or ends the loop with
-no attempt left for the last cause; here each cause counts only its own retries, whatever
-the order they come in.
+A Spark write runs again when an assigner actor restarted in the middle of it (with a new
+fleet, twice at most). Causes that are unrelated must not share one attempt counter (one
+would use up the other's attempts, or end the loop with no attempt left for the last), so
+each cause counts only its own retries, whatever the order they come in.
 """
 
 from __future__ import annotations

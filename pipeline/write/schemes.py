@@ -1,14 +1,14 @@
 """How a Spark write's rows get their buckets: the table's bucket scheme, chosen once.
 
+Both run stage A where the rows are (the DataFrame's own partitions) and one shuffle by
+(partition, bucket) brings each file group's rows to one task for stage B (``tag_and_write``):
+
 * :class:`AssignerScheme` (the dynamic scheme): a fleet of slot actors, kept across writes,
-  tags each row in stage A (rows routed to slots by key hash); every slot may fill every
-  bucket (``actors/allocator.py``), so a second shuffle by (partition, bucket) brings each
-  file group's rows to one task for stage B. With one slot, its task holds every row:
-  stage B runs in the same task (each row is checked; a violation fails the attempt with
-  ``SlotLayoutError`` and the write runs again with two shuffles).
+  tags each row in stage A; a task sends each slot's rows to that slot's actor (slot =
+  ``pmod(key hash, N)``), so no shuffle is needed to route them; every slot may fill every
+  bucket (``actors/allocator.py``).
 * :class:`LayoutScheme` (simple bucket, consistent hashing): stage A computes each row's
-  bucket from the layouts of the instant the write builds on, where the row is (no actor,
-  no routing); one shuffle by (partition, bucket) brings each group's rows to one task.
+  bucket from the layouts of the instant the write builds on (no actor).
 """
 
 from __future__ import annotations
@@ -21,19 +21,15 @@ from dynbucket.actors.link import RayLink
 from dynbucket.base.columns import BUCKET, HASH, OP, PARTITION
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
-from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import Assigners, InstantWrite, NoAssigners
 from dynbucket.write.locate_stage import locate_fn
-from dynbucket.write.routing import route_column
-from dynbucket.write.write_stage import WRITTEN, carry_errors, in_slot_task, write_fn
+from dynbucket.write.write_stage import WRITTEN, carry_errors, write_fn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-_ROUTE = "_route"
 
 
 class Scheme(Protocol):
@@ -45,9 +41,7 @@ class Scheme(Protocol):
 
     def index_slots(self, num_slots: int) -> int: ...
 
-    def job(
-        self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext, fused: bool, timeline: Timeline
-    ) -> tuple[DataFrame, int]: ...
+    def job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]: ...
 
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]: ...
 
@@ -103,35 +97,11 @@ class AssignerScheme:
     def index_slots(self, num_slots: int) -> int:
         return num_slots
 
-    def job(
-        self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext, fused: bool, timeline: Timeline
-    ) -> tuple[DataFrame, int]:
-        from pyspark.sql import functions as F
-
-        num_slots = ctx.index_slots
-        fused = fused and self.one_task_per_group(num_slots)
-        hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
-        routed = (
-            hashed.withColumn(_ROUTE, route_column(HASH, num_slots))
-            .repartition(num_slots, _ROUTE)
-            .drop(_ROUTE)
-        )
-        stage_b = write_fn(ctx)
-        if fused:
-            fn = carry_errors(in_slot_task(stage_a, stage_b, num_slots))
-            return routed.mapInArrow(fn, WRITTEN), 1
-        tagged_struct = with_fields(routed.schema, [(PARTITION, "string"), (OP, "tinyint")])
-        tagged = routed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
-        shuffled = tagged.repartition(PARTITION, BUCKET)
-        return shuffled.mapInArrow(carry_errors(stage_b), WRITTEN), 2
+    def job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
+        return tag_and_write(df, stage_a, ctx)
 
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
         return {"slots": num_slots, "shuffles": shuffles}
-
-    def one_task_per_group(self, num_slots: int) -> bool:
-        """Whether a slot's task holds every row of the file groups it touches: with one
-        slot only (every slot may fill every bucket)."""
-        return num_slots == 1
 
     def close(self) -> None:
         if self.fleet is not None:
@@ -160,22 +130,26 @@ class LayoutScheme:
     def index_slots(self, num_slots: int) -> int:
         return 1  # no index entries are written
 
-    def job(
-        self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext, fused: bool, timeline: Timeline
-    ) -> tuple[DataFrame, int]:
-        from pyspark.sql import functions as F
-
-        hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
-        tagged_struct = with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
-        tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
-        stage_b = write_fn(ctx)
-        return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN), 1
+    def job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
+        return tag_and_write(df, stage_a, ctx)
 
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
         return {"shuffles": shuffles}
 
     def close(self) -> None:
         """Nothing runs between writes."""
+
+
+def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
+    """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
+    shuffle by (partition, bucket), stage B; with its number of shuffles."""
+    from pyspark.sql import functions as F
+
+    hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
+    tagged_struct = with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
+    tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
+    stage_b = write_fn(ctx)
+    return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN), 1
 
 
 def with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:

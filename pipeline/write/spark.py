@@ -14,13 +14,11 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
 2. The fleet: one actor per slot, kept across writes; emptied (``reset``) when another writer
    committed in between (``caches.CacheMatch``: its caches would be stale), replaced when
    the slot count changes or a slot is lost.
-3. Spark: hash keys (``xxhash64``) and route each slot's rows to one task; stage A checks the
-   rows, computes partition paths and tags buckets through the slot's actor; a shuffle by
-   (partition, bucket); stage B writes each file group once and the index entries.
-   Every slot may fill every bucket (``actors/allocator.py``), so with more than one slot
-   the second shuffle is needed; with one, stage B runs in the slot's task (each row is
-   checked, ``bucket`` of a slot its own; a violation fails the attempt with
-   ``SlotLayoutError`` and the write is redone with two shuffles).
+3. Spark: hash keys (``xxhash64``); stage A, where the rows are, checks them, computes
+   partition paths and tags buckets through each row's slot actor (``pmod(hash, N)``); one
+   shuffle by (partition, bucket); stage B writes each file group once and the index
+   entries. Every slot may fill every bucket (``actors/allocator.py``): the shuffle brings
+   a group's rows from every slot to one task.
 4. A dynbucket error raised in a task reaches the driver as itself (``carry_errors``). An
    actor that restarted mid-instant makes the instant run again with a new fleet (twice
    at most; ``WRITE_RETRIES``).
@@ -42,7 +40,6 @@ from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import (
     AssignerRestartedError,
     DynBucketError,
-    SlotLayoutError,
     from_wire,
 )
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
@@ -62,9 +59,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-#: A write's retries per cause: once with two shuffles (unfused, the cause cannot recur),
-#: twice with a new fleet.
-WRITE_RETRIES = RetryPolicy({SlotLayoutError: 1, AssignerRestartedError: 2})
+#: A write's retries per cause: twice with a new fleet.
+WRITE_RETRIES = RetryPolicy({AssignerRestartedError: 2})
 
 __all__ = ["SparkWriter", "StreamBatch", "conform_spark"]
 
@@ -133,24 +129,17 @@ class SparkWriter:
         stream: StreamBatch | None = None,
         file_stream: bool = False,
     ) -> WriteResult:
-        """One instant, run again (``WRITE_RETRIES``, each cause on its own budget) when a
-        file group spans assigner slots (then with two shuffles) or an assigner actor
-        restarted in the middle of it (then with a new fleet). ``file_stream``: ``df`` is a
-        micro-batch of a bare Parquet file stream
-        (:func:`~dynbucket.write.file_scan.bare_file_stream`)."""
+        """One instant, run again (``WRITE_RETRIES``) when an assigner actor restarted in the
+        middle of it (then with a new fleet). ``file_stream``: ``df`` is a micro-batch of a
+        bare Parquet file stream (:func:`~dynbucket.write.file_scan.bare_file_stream`)."""
         op = Operation.of(operation)
-        fused = [True]
 
         def attempt() -> WriteResult:
-            return self._write(df, op, slots, stream, fused[0], file_stream)
+            return self._write(df, op, slots, stream, file_stream)
 
         def before_retry(error: BaseException) -> None:
-            if isinstance(error, SlotLayoutError):
-                log.warning("a file group spans assigner slots; writing with two shuffles")
-                fused[0] = False
-            else:
-                log.warning("an assigner actor restarted during the write; retrying it")
-                self.close()
+            log.warning("an assigner actor restarted during the write; retrying it")
+            self.close()
 
         return WRITE_RETRIES.run(attempt, before_retry)
 
@@ -162,7 +151,6 @@ class SparkWriter:
         op: Operation,
         slots: int | None,
         stream: StreamBatch | None,
-        fused: bool,
         file_stream: bool,
     ) -> WriteResult:
         """1. The DataFrame conformed to the table; the engine chosen by its size.
@@ -189,7 +177,7 @@ class SparkWriter:
                 laps.lap("prepare")
                 stage_a = scheme.stage_a(w, op)  # 3.
                 ctx = WriteContext(self.table, w.id, w.visible, op, scheme.index_slots(num_slots))
-                written, shuffles = engine.run(scheme, stage_a, ctx, fused, w.txn.timeline, laps)
+                written, shuffles = engine.run(scheme, stage_a, ctx, laps)
                 result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:
             mapped = _from_spark(e)

@@ -1,10 +1,9 @@
 """The Spark stage that writes tagged rows: one task per set of file groups.
 
-After the shuffle by (partition, bucket) (or in the slot's own task, when one shuffle
-suffices), a task holds every row of each of its file groups and hands them to the one
-file-group writer; its index files are named after its Spark partition, so a retried or
-speculative attempt writes the same names with the same rows (I4). What it wrote travels
-back to the driver as rows of :data:`WRITTEN`.
+After the shuffle by (partition, bucket), a task holds every row of each of its file groups
+and hands them to the one file-group writer; its index files are named after its Spark
+partition, so a retried or speculative attempt writes the same names with the same rows
+(I4). What it wrote travels back to the driver as rows of :data:`WRITTEN`.
 """
 
 from __future__ import annotations
@@ -14,13 +13,10 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from dynbucket.base.columns import BUCKET, HASH
-from dynbucket.base.errors import DynBucketError, SlotLayoutError, to_wire
-from dynbucket.base.keyhash import slot_of
+from dynbucket.base.errors import DynBucketError, to_wire
 from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
 from dynbucket.format.timeline.transaction import WrittenFile
@@ -124,31 +120,6 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
         else:
             out.files.append(WrittenFile(**fields))
     return out
-
-
-def in_slot_task(stage_a: ArrowFn, stage_b: ArrowFn, num_slots: int) -> ArrowFn:
-    """Stages A and B in the slot's own task (one shuffle), checking that every row's bucket
-    is of its slot (``bucket mod num_slots``, as the task's rows are ``hash mod
-    num_slots``): the scheme runs it where the task holds every row of its file groups (one
-    slot). A row that is not fails the attempt with ``SlotLayoutError`` (the write is then
-    redone with two shuffles)."""
-
-    def checked(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            buckets = batch.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
-            hashes = batch.column(HASH).to_numpy(zero_copy_only=False)
-            known = buckets >= 0
-            if np.any(buckets[known] % num_slots != slot_of(hashes[known], num_slots)):
-                raise SlotLayoutError(
-                    f"a bucket holds keys of another slot under {num_slots} slots"
-                )
-            yield batch
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        seconds: dict[str, float] = {}  # stage A's, reported with stage B's
-        yield from stage_b(checked(stage_a(batches, seconds)), seconds)
-
-    return run
 
 
 def carry_errors(fn: ArrowFn) -> ArrowFn:

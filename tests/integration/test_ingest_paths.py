@@ -16,7 +16,7 @@ from dynbucket import ingest, ingest_local
 from dynbucket.console import spark_tasks
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.options import DynamicBucketIndex
-from dynbucket.runtime import Runtime
+from dynbucket.runtime import Runtime, RuntimeConfig
 from dynbucket.table import Table
 
 
@@ -97,9 +97,10 @@ def test_an_in_process_write_with_n_slots_gives_the_buckets_of_a_spark_write(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
     """The in-process writer with ``assigner_slots`` slots routes each row as Spark does,
-    so a small ingest's table has the buckets the Spark path would give it: first write,
-    then updates and new keys, over buckets that fill (3 keys each) and partitions of
-    different sizes."""
+    so a small ingest's table has the buckets the Spark path gives the same file (read by
+    the driver, in order: a slot's new keys take buckets in the order they reach it): first
+    write, then updates and new keys, over buckets that fill (3 keys each) and partitions
+    of different sizes."""
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
     index = DynamicBucketIndex(max_keys_per_bucket=3)
 
@@ -114,9 +115,13 @@ def test_an_in_process_write_with_n_slots_gives_the_buckets_of_a_spark_write(
     through_spark = Table.create(
         str(tmp_path / "spark"), schema, "id", "day", index=index, runtime=runtime
     )
-    for batch in (rows(range(0, 14), 1), rows(range(8, 30), 2)):
+    # The default of a runtime (the session's says 0: always Spark tasks).
+    through_spark._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
+    for n, batch in enumerate((rows(range(0, 14), 1), rows(range(8, 30), 2))):
         local.upsert(batch, assigner_slots=2)
-        through_spark.upsert(spark.createDataFrame(batch.to_pandas()), assigner_slots=2)
+        pq.write_table(batch, tmp_path / f"batch-{n}.parquet")
+        df = spark.read.parquet(str(tmp_path / f"batch-{n}.parquet"))
+        assert "read" in through_spark.upsert(df, assigner_slots=2).seconds  # by the driver
     ours = _buckets(local)
     assert ours == _buckets(through_spark)
     assert len(ours) == 30 and len(set(ours.values())) > 4  # several buckets per partition

@@ -56,12 +56,6 @@ def _shuffles(t: Table) -> int:
     return int(t.timeline.metadata(t.timeline.completed()[-1])["shuffles"])
 
 
-def _task_shuffles(runtime: Runtime) -> int:
-    """Shuffles of a Spark-task write with the default slots (Spark's parallelism): the
-    routing one, and with more than one slot, which share buckets, one by file group."""
-    return 1 if runtime.default_parallelism == 1 else 2
-
-
 def test_a_small_dataframe_gets_the_buckets_and_rows_spark_tasks_give_it(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
@@ -81,7 +75,7 @@ def test_a_small_dataframe_gets_the_buckets_and_rows_spark_tasks_give_it(
             b.keys_stale,
             b.buckets_created,
         )
-        assert (_shuffles(driver), _shuffles(tasks)) == (0, _task_shuffles(runtime))
+        assert (_shuffles(driver), _shuffles(tasks)) == (0, 1)
         assert "driver" in a.seconds and "spark" in b.seconds
     gone = driver.delete(df([("k3", "d0", 0, 0), ("nope", "d0", 0, 0)]).select("id", "day"))
     tasks.delete(df([("k3", "d0", 0, 0), ("nope", "d0", 0, 0)]).select("id", "day"))
@@ -106,7 +100,7 @@ def test_a_dataframe_over_the_limit_goes_to_spark_tasks(
     assert size is not None and 0 < size < DEFAULT_LIMIT
     t = _table(tmp_path / "t", runtime, size - 1)
     t.upsert(df)
-    assert _shuffles(t) == _task_shuffles(runtime)
+    assert _shuffles(t) == 1
     t._spark_writer().driver_max_bytes = size
     t.upsert(df)
     assert _shuffles(t) == 0

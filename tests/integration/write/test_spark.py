@@ -19,7 +19,6 @@ from dynbucket.base.keyhash import hash_columns, slot_of
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
-from dynbucket.write.routing import route_column, spark_hash_int
 from dynbucket.write.spark import StreamBatch
 from tests.hudi_readers import check_hudi_reads
 from tests.hudi_tables import unzipped
@@ -57,28 +56,6 @@ def _files(t: Table) -> list[str]:
 def _check_index(t: Table) -> dict[tuple[str, str], int]:
     """(day, id) -> bucket of every live key, after checking I4 and I6."""
     return {(r["day"], r["id"]): r["_bucket"] for r in checked_live_rows(t)}
-
-
-@pytest.mark.parametrize("num_slots", [1, 2, 3, 5])
-def test_each_slot_goes_to_its_own_task(spark: Any, num_slots: int) -> None:
-    from pyspark.sql import functions as F
-
-    assert [spark_hash_int(v) for v in (0, 1, -7, 123456)] == [
-        r[0]
-        for r in spark.createDataFrame([(0,), (1,), (-7,), (123456,)], "v int")
-        .select(F.hash("v"))
-        .collect()
-    ]
-    df = spark.range(5000).select(F.xxhash64(F.col("id").cast("string")).alias("_hash"))
-    routed = df.repartition(num_slots, route_column("_hash", num_slots))
-    seen = (
-        routed.select(
-            F.spark_partition_id().alias("task"), F.pmod("_hash", F.lit(num_slots)).alias("slot")
-        )
-        .distinct()
-        .collect()
-    )
-    assert sorted((r["task"], r["slot"]) for r in seen) == [(i, i) for i in range(num_slots)]
 
 
 def test_upsert_update_delete_through_spark(spark: Any, runtime: Runtime, tmp_path: Path) -> None:
@@ -231,38 +208,26 @@ def test_hashes_route_like_python(spark: Any) -> None:
     assert list(slot_of(pa.array(python).to_numpy(), 3)) == [h % 3 for h in python]
 
 
-def test_one_shuffle_with_one_slot_two_with_more_and_slots_share_buckets(
-    spark: Any,
-    runtime: Runtime,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+def test_one_shuffle_whatever_the_slot_count_and_slots_share_buckets(
+    spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
-    from dynbucket.write.schemes import AssignerScheme
-
     t = _table(tmp_path, runtime, cap=4)
     shuffles = []
     for n, keys in ((1, range(0, 6)), (2, range(0, 40)), (2, range(30, 60)), (3, range(50, 90))):
         t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, n) for i in keys]), assigner_slots=n)
         last = t.timeline.completed()[-1]
         shuffles.append(t.timeline.metadata(last)["shuffles"])
-    assert shuffles == [1, 2, 2, 2]
+    assert shuffles == [1, 1, 1, 1]  # stage A where the rows are; one shuffle by file group
     before = _check_index(t)
     # The slots share buckets: each day holds 45 keys, so ceil(45 / 4) = 12 buckets, with at
-    # most one per slot count still filling (every slot's share of the last one).
+    # most one more per slot of the last write still filling (its share of the last one).
     per_day = Counter(r["partition"] for r in t.stats().to_pylist())
     assert all(12 <= n <= 12 + 3 for n in per_day.values()), per_day
-    # Told (wrongly) that a slot's task holds its file groups, the rows' own check catches
-    # buckets that other slots fill, and the write is redone with two shuffles.
-    monkeypatch.setattr(AssignerScheme, "one_task_per_group", lambda self, n: True)
-    with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
-        t.upsert(
-            _df(spark, [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]), assigner_slots=3
-        )
-    assert "spans assigner slots" in caplog.text
-    assert t.timeline.metadata(t.timeline.completed()[-1])["shuffles"] == 2
+    # Every Spark partition holds rows of every slot: each task sends each slot its rows.
+    rows = [(f"k{i}", f"d{i % 2}", i, 9) for i in range(0, 100)]
+    t.upsert(_df(spark, rows).repartition(7), assigner_slots=3)
     after = _check_index(t)
-    assert all(after[k] == b for k, b in before.items())
+    assert all(after[k] == b for k, b in before.items())  # I1
     assert max(r["keys"] for r in t.stats().to_pylist()) <= 4
 
 

@@ -1,5 +1,6 @@
-"""A write's retries: each cause (a file group spanning slots, an assigner restarted) has its
-own budget, whatever order the causes come in; a spent budget raises the cause itself."""
+"""A write's retries: each cause has its own budget, whatever order the causes come in; a
+spent budget raises the cause itself. The Spark writer retries a restarted assigner twice,
+with a new fleet each time."""
 
 from __future__ import annotations
 
@@ -8,55 +9,51 @@ from typing import Any
 
 import pytest
 
-from dynbucket.base.errors import AssignerRestartedError, SlotLayoutError
+from dynbucket.base.errors import AssignerRestartedError
 from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.spark import SparkWriter
 
-CAUSES = {"layout": SlotLayoutError("a group spans slots"),
+
+class _Layout(Exception):
+    """A second, unrelated cause with a budget of one."""
+
+
+CAUSES = {"layout": _Layout("a group spans tasks"),
           "restart": AssignerRestartedError("slot 1 restarted")}  # fmt: skip
-#: Every order of one layout fallback and two actor restarts (the most of each a write takes).
+POLICY = {_Layout: 1, AssignerRestartedError: 2}
+#: Every order of one retry of the first cause and two of the second.
 ORDERS = sorted(set(itertools.permutations(["layout", "restart", "restart"])))
 
 
-class _Scripted(SparkWriter):
-    """A SparkWriter whose attempts fail as scripted (no Spark, no actors)."""
+def _run(script: list[str]) -> tuple[str, list[str]]:
+    """Runs a scripted attempt under ``POLICY``; returns its result and the causes retried."""
+    left = list(script)
+    retried: list[str] = []
 
-    def __init__(self, script: list[str]) -> None:
-        super().__init__(None, None, None, default_slots=1)  # type: ignore[arg-type]
-        self.script = list(script)
-        self.attempts: list[bool] = []  # each attempt's ``fused``
-        self.closed = 0
-
-    def _write(
-        self, df: Any, operation: str, slots: Any, stream: Any, fused: bool, file_stream: bool
-    ) -> Any:
-        self.attempts.append(fused)
-        if self.script:
-            raise CAUSES[self.script.pop(0)]
+    def attempt() -> str:
+        if left:
+            raise CAUSES[left.pop(0)]
         return "written"
 
-    def close(self) -> None:
-        self.closed += 1
+    def before_retry(error: BaseException) -> None:
+        retried.append(next(k for k, v in CAUSES.items() if v is error))
+
+    return RetryPolicy(POLICY).run(attempt, before_retry), retried
 
 
 @pytest.mark.parametrize("order", ORDERS, ids=["-".join(o) for o in ORDERS])
 def test_every_order_of_causes_gets_its_retries(order: tuple[str, ...]) -> None:
-    writer = _Scripted(list(order))
-    assert writer.write(None, "upsert") == "written"  # type: ignore[arg-type]
-    assert len(writer.attempts) == 4 and writer.closed == 2
-    # Fused until the layout fallback, unfused from then on.
-    at = order.index("layout") + 1
-    assert writer.attempts == [True] * at + [False] * (4 - at)
+    assert _run(list(order)) == ("written", list(order))
 
 
 @pytest.mark.parametrize(("script", "error"), [
     (["restart", "restart", "restart"], AssignerRestartedError),
     (["restart", "layout", "restart", "restart"], AssignerRestartedError),
-    (["layout", "layout"], SlotLayoutError),
+    (["layout", "layout"], _Layout),
 ])  # fmt: skip
 def test_a_spent_budget_raises_its_cause(script: list[str], error: type[Exception]) -> None:
     with pytest.raises(error):
-        _Scripted(script).write(None, "upsert")  # type: ignore[arg-type]
+        _run(script)
 
 
 def test_errors_of_no_budget_are_not_retried() -> None:
@@ -67,7 +64,35 @@ def test_errors_of_no_budget_are_not_retried() -> None:
         raise ValueError("not a retry cause")
 
     with pytest.raises(ValueError):
-        RetryPolicy({SlotLayoutError: 1}).run(attempt, lambda e: None)
+        RetryPolicy({_Layout: 1}).run(attempt, lambda e: None)
     assert calls == [1]
     with pytest.raises(ValueError, match=">= 0"):
-        RetryPolicy({SlotLayoutError: -1})
+        RetryPolicy({_Layout: -1})
+
+
+class _Scripted(SparkWriter):
+    """A SparkWriter whose attempts fail as scripted (no Spark, no actors)."""
+
+    def __init__(self, restarts: int) -> None:
+        super().__init__(None, None, None, default_slots=1)  # type: ignore[arg-type]
+        self.restarts = restarts
+        self.attempts = 0
+        self.closed = 0
+
+    def _write(self, df: Any, operation: str, slots: Any, stream: Any, file_stream: bool) -> Any:
+        self.attempts += 1
+        if self.restarts:
+            self.restarts -= 1
+            raise AssignerRestartedError("slot 1 restarted")
+        return "written"
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_the_spark_writer_retries_a_restarted_assigner_twice_with_a_new_fleet() -> None:
+    writer = _Scripted(2)
+    assert writer.write(None, "upsert") == "written"  # type: ignore[arg-type]
+    assert (writer.attempts, writer.closed) == (3, 2)
+    with pytest.raises(AssignerRestartedError):
+        _Scripted(3).write(None, "upsert")  # type: ignore[arg-type]
