@@ -87,10 +87,10 @@ class BucketAllocator:
                 break
             start = int(fresh[-1]) + 1
             whole = np.full(len(fresh), per_bucket, np.int64)
-            mine = shares(whole, fresh, self.slot, self.num_slots)
-            mine = np.maximum(mine - _at(added, fresh), 0)
+            already = _at(added, fresh)
+            mine = np.maximum(shares(whole, fresh, self.slot, self.num_slots) - already, 0)
             take = kernels.fill_first(mine, left)
-            opened = (take > 0) & (_at(added, fresh) == 0)
+            opened = (take > 0) & (already == 0)
             self.buckets_created += int(opened.sum())
             ids.append(fresh)
             takes.append(take)

@@ -256,10 +256,6 @@ class BucketAssigner:
 
     # --- introspection -------------------------------------------------------------------
 
-    def buckets_created(self) -> int:
-        """Buckets this slot opened since it started."""
-        return self.allocator.buckets_created
-
     def stats(self) -> AssignerStats:
         s = self._stats
         s.cached_partitions = len(self.partitions)

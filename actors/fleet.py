@@ -114,10 +114,6 @@ class AssignerFleet:
     def stats(self) -> list[dict[str, Any]]:
         return self._all("stats")
 
-    def buckets_created(self) -> int:
-        """Buckets the slots opened since they started."""
-        return sum(int(s["buckets_created"]) for s in self.stats())
-
     def close(self) -> None:
         """Kills the actors (their caches are only caches: nothing is lost)."""
         import ray

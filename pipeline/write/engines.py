@@ -4,7 +4,7 @@
   driver (the files of a bare Parquet scan with pyarrow, else collected by Spark with its
   own key hash), tagged by the same stage A and written in this process's threads: no Spark
   job's second of scheduling, shuffle and Python workers (``write/driver.py``).
-* :class:`SparkTasksEngine`: the scheme's Spark job, collected.
+* :class:`SparkTasksEngine`: the write's Spark job (``schemes.tag_and_write``), collected.
 
 Both read what they need before the scheme's assigners open (``prepare``: a new fleet's
 actors start meanwhile) and return what was written with the number of shuffles.
@@ -23,7 +23,7 @@ from dynbucket.write.assign_stage import ArrowFn
 from dynbucket.write.driver import collect_hashed, write_in_driver
 from dynbucket.write.file_scan import read_scanned
 from dynbucket.write.results import Laps
-from dynbucket.write.schemes import Scheme
+from dynbucket.write.schemes import tag_and_write
 from dynbucket.write.write_stage import from_rows
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ class DriverEngine:
 
     def run(
         self,
-        scheme: Scheme,
         stage_a: ArrowFn,
         ctx: WriteContext,
         laps: Laps,
@@ -59,7 +58,7 @@ class DriverEngine:
 
 
 class SparkTasksEngine:
-    """The scheme's Spark job (the module doc)."""
+    """The write's Spark job (the module doc)."""
 
     def __init__(self, df: DataFrame) -> None:
         self.df = df
@@ -69,12 +68,11 @@ class SparkTasksEngine:
 
     def run(
         self,
-        scheme: Scheme,
         stage_a: ArrowFn,
         ctx: WriteContext,
         laps: Laps,
     ) -> tuple[GroupWrites, int]:
-        job, shuffles = scheme.job(self.df, stage_a, ctx)
+        job, shuffles = tag_and_write(self.df, stage_a, ctx)
         written = from_rows(job.collect())
         laps.lap("spark")
         return written, shuffles

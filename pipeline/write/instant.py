@@ -20,11 +20,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from dynbucket.actors.assigner import NO_CHECKPOINT
+from dynbucket.actors.assigner import NO_CHECKPOINT, NewKeys
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.table import upkeep
 from dynbucket.format.timeline.timeline import Timeline
@@ -41,7 +41,7 @@ class Assigners(Protocol):
         self,
         checkpoint: int,
         latest_successful: int,
-        new_keys: Mapping[str, Mapping[int, int]] | None = None,
+        new_keys: NewKeys | None = None,
     ) -> Any: ...
 
     def abort(self, checkpoint: int) -> int: ...
@@ -58,7 +58,7 @@ class NoAssigners:
         self,
         checkpoint: int,
         latest_successful: int,
-        new_keys: Mapping[str, Mapping[int, int]] | None = None,
+        new_keys: NewKeys | None = None,
     ) -> None:
         pass
 

@@ -41,8 +41,6 @@ class Scheme(Protocol):
 
     def index_slots(self, num_slots: int) -> int: ...
 
-    def job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]: ...
-
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
@@ -97,9 +95,6 @@ class AssignerScheme:
     def index_slots(self, num_slots: int) -> int:
         return num_slots
 
-    def job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
-        return tag_and_write(df, stage_a, ctx)
-
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
         return {"slots": num_slots, "shuffles": shuffles}
 
@@ -129,9 +124,6 @@ class LayoutScheme:
 
     def index_slots(self, num_slots: int) -> int:
         return 1  # no index entries are written
-
-    def job(self, df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
-        return tag_and_write(df, stage_a, ctx)
 
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
         return {"shuffles": shuffles}

@@ -177,7 +177,7 @@ class SparkWriter:
                 laps.lap("prepare")
                 stage_a = scheme.stage_a(w, op)  # 3.
                 ctx = WriteContext(self.table, w.id, w.visible, op, scheme.index_slots(num_slots))
-                written, shuffles = engine.run(scheme, stage_a, ctx, laps)
+                written, shuffles = engine.run(stage_a, ctx, laps)
                 result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:
             mapped = _from_spark(e)
