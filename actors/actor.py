@@ -61,12 +61,12 @@ class AssignerActor:
 
     def locate(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         """The batch's rows with ``_bucket`` (-1 for keys the table does not know) and
-        ``_is_new`` (false); assigns nothing (deletes use this)."""
+        ``_is_new`` (false): the keys ``checkpoint`` deletes (``BucketAssigner.locate``)."""
         if isinstance(batch, pa.Table):
             batch = _one_batch(batch)
         names, codes = _partition_codes(batch)
         hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
-        buckets = self._core.locate(names, codes, hashes)
+        buckets = self._core.locate(checkpoint, names, codes, hashes)
         return batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
             columns.IS_NEW, pa.array(np.zeros(len(buckets), np.bool_))
         )

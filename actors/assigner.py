@@ -123,7 +123,7 @@ class BucketAssigner:
         for index in self.partitions.values():
             index.commit_through(latest_successful)
         if latest_successful != self.counted and self.num_slots > 1:
-            for name in [n for n, index in self.partitions.items() if not index.pending]:
+            for name in [n for n, index in self.partitions.items() if not index.uncommitted]:
                 self.evict(name)
         self.counted = latest_successful
         if self.options.by_bytes:
@@ -154,12 +154,7 @@ class BucketAssigner:
             AssignerRestartedError: ``checkpoint`` was not begun here (the actor restarted
                 and lost this instant's mappings); the instant must be retried.
         """
-        if checkpoint != self.checkpoint:
-            raise AssignerRestartedError(
-                f"slot {self.slot}: assign for checkpoint {checkpoint} but the open checkpoint "
-                f"is {self.checkpoint}; the assigner restarted (or the call is stale), so the "
-                "instant must be aborted and retried"
-            )
+        self._check_open(checkpoint)
         hashes = self._routed(hashes)
         buckets = np.empty(len(hashes), np.int32)
         is_new = np.empty(len(hashes), np.bool_)
@@ -172,18 +167,27 @@ class BucketAssigner:
 
     def locate(
         self,
+        checkpoint: int,
         partitions: Sequence[str],
         partition_codes: npt.NDArray[np.integer],
         hashes: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int32]:
-        """Bucket of each key, or ``MISSING`` (-1) for keys the table does not know; assigns
-        nothing (deletes use this)."""
+        """Bucket of each key to delete in ``checkpoint``, or ``MISSING`` (-1) for keys the
+        table does not know; assigns nothing. The keys found leave the cache, and their
+        room is free, when the checkpoint commits (``snapshot``); an abort keeps them.
+
+        Raises:
+            AssignerRestartedError: ``checkpoint`` was not begun here (as ``assign``).
+        """
+        self._check_open(checkpoint)
         hashes = self._routed(hashes)
         buckets = np.full(len(hashes), MISSING, np.int32)
         for name, rows in _rows_by_partition(partitions, partition_codes):
             index = self._index(name)
-            index.last_used_checkpoint = self.checkpoint
-            buckets[rows] = index.lookup(to_cache_keys(hashes[rows]))[0]
+            index.last_used_checkpoint = checkpoint
+            keys = to_cache_keys(hashes[rows])
+            buckets[rows] = index.lookup(keys)[0]
+            index.delete_at_commit(checkpoint, keys[buckets[rows] >= 0])
         return buckets
 
     def snapshot(
@@ -234,10 +238,10 @@ class BucketAssigner:
         """Drops a partition's cache; its next touch bootstraps it again."""
         index = self.partitions.pop(partition, None)
         if index is not None:
-            if index.pending:
+            if index.uncommitted:
                 raise AssignerError(
-                    f"cannot evict partition {partition!r}: it holds uncommitted mappings of "
-                    f"checkpoints {sorted(index.pending)}"
+                    f"cannot evict partition {partition!r}: it holds uncommitted mappings or "
+                    f"deletes of checkpoints {index.uncommitted}"
                 )
             self._stats.evictions += 1
 
@@ -284,6 +288,14 @@ class BucketAssigner:
             is_new[missing] = True
             self._stats.new_keys += fresh
         return buckets, is_new
+
+    def _check_open(self, checkpoint: int) -> None:
+        if checkpoint != self.checkpoint:
+            raise AssignerRestartedError(
+                f"slot {self.slot}: a call for checkpoint {checkpoint} but the open checkpoint "
+                f"is {self.checkpoint}; the assigner restarted (or the call is stale), so the "
+                "instant must be aborted and retried"
+            )
 
     def _routed(self, hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         hashes = np.ascontiguousarray(hashes, dtype=np.int64)

@@ -96,6 +96,20 @@ class SortedRun:
         kernels.merge_sorted(self.keys, self.buckets, keys, buckets, out_keys, out_buckets)
         return SortedRun(out_keys, out_buckets)
 
+    def without(self, keys: U64) -> tuple[SortedRun, U16]:
+        """A new run without the sorted, unique ``keys`` (those absent are ignored), and the
+        buckets of the entries it dropped."""
+        if len(keys) == 0 or len(self.keys) == 0:
+            return self, np.empty(0, np.uint16)
+        at = np.searchsorted(self.keys, keys)
+        inside = at < len(self.keys)
+        at = at[inside]
+        at = at[self.keys[at] == keys[inside]]
+        if len(at) == 0:
+            return self, np.empty(0, np.uint16)
+        dropped = self.buckets[at]
+        return SortedRun(np.delete(self.keys, at), np.delete(self.buckets, at)), dropped
+
 
 class PendingTable:
     """A growable open-addressing hash table cache key -> bucket (load factor <= 1/2)."""

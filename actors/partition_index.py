@@ -1,10 +1,12 @@
 """One data partition's ``key hash -> bucket`` cache in one assigner slot.
 
 Holds the proposal's two eviction flags (``updated``, ``last_updated_checkpoint``), the
-mappings each not-yet-committed checkpoint created (so an abort can take them out, I8), and
-the per-bucket key counts of *every* slot: the committed ones, which every slot knows alike
-at the start of an instant (the allocator splits each bucket's room by them), and this
-slot's own additions since.
+mappings each not-yet-committed checkpoint created and the keys it deletes (so an abort can
+take them out, I8), and the per-bucket live key counts of *every* slot: the committed ones,
+which every slot knows alike at the start of an instant (the allocator splits each bucket's
+room by them), and this slot's own additions since. A delete takes its keys out of the
+cache, and their room back, when its checkpoint commits: a deleted key that comes back is
+a new key.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class PartitionIndex:
         self.run = SortedRun(load.keys, load.buckets)
         self.recent = SortedRun.empty()
         self.pending: dict[int, PendingTable] = {}
+        self.deleting: dict[int, list[npt.NDArray[np.uint64]]] = {}
+        """Per uncommitted checkpoint, the keys it deletes (found here when it located them)."""
         self.bucket_keys = np.array(load.bucket_keys, dtype=np.int64)
         """Keys per bucket id: every slot's committed keys plus this slot's pending ones."""
         self.committed_keys = self.bucket_keys.copy()
@@ -124,21 +128,45 @@ class PartitionIndex:
             self.updated = True
         return buckets, fresh
 
+    def delete_at_commit(self, checkpoint: int, keys: npt.NDArray[np.uint64]) -> None:
+        """Notes keys ``checkpoint`` deletes (keys this cache holds): they leave it, and
+        their buckets' counts, when the checkpoint commits (``commit_through``)."""
+        if len(keys):
+            self.deleting.setdefault(checkpoint, []).append(keys)
+
+    @property
+    def uncommitted(self) -> list[int]:
+        """Checkpoints with mappings or deletes not committed yet, ascending."""
+        return sorted({*self.pending, *self.deleting})
+
     # --- lifecycle -----------------------------------------------------------------------
 
     def commit_through(self, latest_successful: int) -> dict[int, I64]:
-        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted runs,
-        and their keys into the committed counts. Returns each moved checkpoint's keys per
-        bucket (this slot's only: ``add_others`` adds the other slots')."""
+        """Moves the mappings of checkpoints <= ``latest_successful`` into the sorted runs
+        and takes their deleted keys out, keeping the committed counts. Returns each moved
+        checkpoint's live keys gained per bucket, deletes less (this slot's only:
+        ``add_others`` adds the other slots')."""
         moved: dict[int, I64] = {}
-        for ckpt in sorted(c for c in self.pending if c <= latest_successful):
-            keys, buckets = self.pending.pop(ckpt).sorted_items()
-            moved[ckpt] = np.bincount(buckets, minlength=len(self.bucket_keys)).astype(np.int64)
-            self._grow(len(moved[ckpt]))
-            self.committed_keys[: len(moved[ckpt])] += moved[ckpt]
-            self.recent = (
-                self.recent.merged(keys, buckets) if len(self.recent) else SortedRun(keys, buckets)
-            )
+        for ckpt in [c for c in self.uncommitted if c <= latest_successful]:
+            gained = np.zeros(len(self.bucket_keys), np.int64)
+            table = self.pending.pop(ckpt, None)
+            if table is not None:
+                keys, buckets = table.sorted_items()
+                gained = _add(gained, np.bincount(buckets))
+                self.recent = (
+                    self.recent.merged(keys, buckets)
+                    if len(self.recent)
+                    else SortedRun(keys, buckets)
+                )
+            gone = self.deleting.pop(ckpt, None)
+            if gone is not None:
+                removed = np.bincount(self._remove(np.unique(np.concatenate(gone))))
+                gained = _add(gained, -removed)
+                self._grow(len(removed))
+                self.bucket_keys[: len(removed)] -= removed
+            self._grow(len(gained))
+            self.committed_keys[: len(gained)] += gained
+            moved[ckpt] = gained
         if len(self.recent) > self.RECENT_SHARE * len(self.run):
             self.run = (
                 self.run.merged(self.recent.keys, self.recent.buckets)
@@ -165,7 +193,9 @@ class PartitionIndex:
         self.bucket_keys += others
 
     def abort(self, checkpoint: int) -> int:
-        """Drops the mappings ``checkpoint`` created; returns how many."""
+        """Drops the mappings ``checkpoint`` created, and its deletes; returns how many
+        mappings."""
+        self.deleting.pop(checkpoint, None)
         table = self.pending.pop(checkpoint, None)
         if table is None:
             return 0
@@ -194,7 +224,7 @@ class PartitionIndex:
         evict = False
         if self.updated:
             self.last_updated_checkpoint = checkpoint
-        elif self.last_updated_checkpoint <= latest_successful and not self.pending:
+        elif self.last_updated_checkpoint <= latest_successful and not self.uncommitted:
             evict = True
         self.updated = False
         return evict
@@ -233,6 +263,13 @@ class PartitionIndex:
     def nbytes(self) -> int:
         return self.run.nbytes + self.recent.nbytes + sum(t.nbytes for t in self.pending.values())
 
+    def _remove(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
+        """Takes the sorted ``keys`` out of the committed runs; returns the buckets they had
+        (keys not held are ignored)."""
+        self.recent, from_recent = self.recent.without(keys)
+        self.run, from_run = self.run.without(keys)
+        return np.concatenate([from_recent, from_run])
+
     def _count(self, buckets: npt.NDArray[np.uint16], sign: int) -> None:
         if len(buckets) == 0:
             return
@@ -249,3 +286,9 @@ class PartitionIndex:
         self.committed_keys = np.pad(self.committed_keys, (0, extra))
         self.listed_keys = np.pad(self.listed_keys, (0, extra))
         self.listed_bytes = np.pad(self.listed_bytes, (0, extra))
+
+
+def _add(a: I64, b: npt.NDArray[np.integer]) -> I64:
+    """``a + b`` for per-bucket counts of different lengths."""
+    n = max(len(a), len(b))
+    return np.pad(a, (0, n - len(a))) + np.pad(b.astype(np.int64), (0, n - len(b)))

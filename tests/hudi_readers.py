@@ -57,6 +57,13 @@ def rows_by_key(
     return out
 
 
+def _all_rows(table: pa.Table, fields: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Every row's ``fields``, sorted (a table with no rows has none)."""
+    if table.num_rows == 0:
+        return []
+    return sorted(tuple(_plain(r[f]) for f in fields) for r in table.to_pylist())
+
+
 def check_hudi_reads(
     t: Table, incremental_after: str | None = None, time_travel: bool = True
 ) -> None:
@@ -82,8 +89,10 @@ def check_hudi_reads(
         assert rows_by_key(hudi_read(t.uri, as_of=instant.id), keys, fields) == rows_by_key(
             t.to_arrow(as_of=instant.id), keys, fields
         ), f"hudi-rs as of {instant.id} differs"
-    assert rows_by_key(hudi_read(t.uri, read_optimized="true"), keys, fields) == rows_by_key(
-        t.to_arrow(read_optimized=True), keys, fields
+    # Base files alone: until a compaction a deleted record shows there, and a deleted key
+    # that came back into another file group shows twice; compared as rows, not by key.
+    assert _all_rows(hudi_read(t.uri, read_optimized="true"), fields) == _all_rows(
+        t.to_arrow(read_optimized=True), fields
     ), "hudi-rs read-optimized differs"
     if incremental_after is not None and meta:
         check_incremental(t, incremental_after, ours)

@@ -31,8 +31,10 @@ Then a churn phase (``churn``): a delete of ``CHURN_DELETES`` of the keys (every
 partition alike), then an upsert bringing back ``CHURN_RETURNS`` of the deleted keys with
 as many new keys as ``CHURN_NEW`` of them (growth rule applied after it). Measured after
 it, from the rows the table holds: live keys per bucket (max/median, CV), buckets beyond
-what the live keys need (per partition, ``buckets - ceil(live / capacity)``, summed), and
-whether hudi-rs reads one row per key, the keys the model says.
+what the live keys need (per partition, ``buckets - ceil(live / capacity)``, summed), the
+buckets the churn opened and how many of those the live keys do not need (beyond both the
+buckets before it and ``ceil(live / capacity)``), and whether hudi-rs reads one row per
+key, the keys the model says.
 """
 
 from __future__ import annotations
@@ -165,6 +167,18 @@ def beyond_need(buckets: dict[str, int], live: dict[str, int], capacity: int) ->
     """Buckets beyond what the live keys need: per partition, buckets holding files minus
     ``ceil(live / capacity)`` (at least one for a partition that has files)."""
     return sum(max(0, n - max(1, math.ceil(live.get(p, 0) / capacity))) for p, n in buckets.items())
+
+
+def opened_beyond_need(
+    before: dict[str, int], after: dict[str, int], live: dict[str, int], capacity: int
+) -> int:
+    """Buckets the churn opened that its live keys do not need: per partition, buckets
+    after it beyond both those before it (keys never move, so a bucket stays) and
+    ``ceil(live / capacity)``."""
+    return sum(
+        max(0, n - max(before.get(p, 0), math.ceil(live.get(p, 0) / capacity)))
+        for p, n in after.items()
+    )
 
 
 # --- the figures -----------------------------------------------------------------------------
@@ -377,6 +391,7 @@ def _churn(
         "deleted": len(deleted), "upserted": len(upserted), "live_keys": len(live_ids)
     }  # fmt: skip
     for r in runs:
+        before = Counter(r.table.stats().column("partition").to_pylist())
         for step, (write, path) in {"delete": (r.table.delete, gone),
                                     "upsert": (r.table.upsert, back)}.items():  # fmt: skip
             df = rt.spark.read.parquet(str(path))
@@ -388,6 +403,7 @@ def _churn(
         files = r.table.stats()
         buckets = Counter(files.column("partition").to_pylist())
         ratio, cv = skew(live)
+        need = {p: sum(b.values()) for p, b in layout.items()}
         read = HudiTableBuilder.from_base_uri(r.table.uri).build().read(HudiReadOptions())
         keys = [k for b in read for k in b.column("key").to_pylist()]
         out[r.scheme] = {
@@ -396,23 +412,24 @@ def _churn(
             "buckets": int(files.num_rows),
             "live_max_over_median": round(ratio, 2),
             "live_cv": round(cv, 3),
-            "buckets_beyond_need": beyond_need(
-                buckets, {p: sum(b.values()) for p, b in layout.items()}, capacity
-            ),
+            "buckets_beyond_need": beyond_need(buckets, need, capacity),
+            "opened": sum(buckets.values()) - sum(before.values()),
+            "opened_beyond_need": opened_beyond_need(before, buckets, need, capacity),
             "hudi_rs_one_row_per_key": len(keys) == len(set(keys)) and set(keys) == model,
         }
     print(
         f"\nchurn: {out['deleted']:,} keys deleted, {out['upserted']:,} upserted "
         f"({round(len(deleted) * CHURN_RETURNS):,} back, the rest new); live keys "
         f"{out['live_keys']:,}\n"
-        f"{'scheme':<18}{'delete s':>9}{'upsert s':>9}{'buckets':>9}{'beyond need':>12}"
+        f"{'scheme':<18}{'delete s':>9}{'upsert s':>9}{'buckets':>9}{'opened':>7}"
+        f"{'opened>need':>12}{'beyond need':>12}"
         f"{'max/med':>9}{'CV':>7}{'hudi-rs':>9}"
     )
     for r in runs:
         c = out[r.scheme]
         print(
             f"{r.scheme:<18}{c['delete_s']:>9}{c['upsert_s']:>9}{c['buckets']:>9}"
-            f"{c['buckets_beyond_need']:>12}{c['live_max_over_median']:>9}{c['live_cv']:>7}"
+            f"{c['opened']:>7}{c['opened_beyond_need']:>12}{c['buckets_beyond_need']:>12}{c['live_max_over_median']:>9}{c['live_cv']:>7}"
             f"{'1/key' if c['hudi_rs_one_row_per_key'] else 'WRONG':>9}"
         )
     return out

@@ -169,13 +169,13 @@ class InstantWrite:
 
 
 def new_keys(data: list[WrittenFile]) -> dict[str, dict[int, int]]:
-    """Keys each data file's bucket got (its index entries), per partition and bucket: what
-    every slot adds to its committed counts."""
+    """Live keys each data file's bucket gained (its index entries: inserts less
+    tombstones), per partition and bucket: what every slot adds to its committed counts."""
     out: dict[str, dict[int, int]] = {}
     for f in data:
-        if f.inserts and f.bucket >= 0:
+        if (f.inserts or f.deletes) and f.bucket >= 0:
             part = out.setdefault(f.partition, {})
-            part[f.bucket] = part.get(f.bucket, 0) + f.inserts
+            part[f.bucket] = part.get(f.bucket, 0) + f.inserts - f.deletes
     return out
 
 

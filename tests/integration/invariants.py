@@ -11,7 +11,8 @@ from dynbucket.table import Table
 
 def checked_live_rows(t: Table) -> list[dict[str, Any]]:
     """The table's live rows, after checking that no two file groups of a partition share a
-    bucket (I4), that the index holds one entry per key naming its bucket (I6), and that no
+    bucket (I4), that the index holds one live entry per live key naming its bucket and none
+    for a deleted key (I6), and that no
     bucket holds more keys than its capacity (I3: whatever slots filled it, killed or
     retried on the way)."""
     live = t.to_arrow().to_pylist()
@@ -28,7 +29,9 @@ def checked_live_rows(t: Table) -> list[dict[str, Any]]:
             fullest = max(Counter(indexed.values()).values(), default=0)
             assert fullest <= cap, f"a bucket of {partition} holds {fullest} keys > {cap}"
         day = partition.split("=")[1]
-        for r in live:
-            if r["day"] == day:
-                assert indexed[r["id"]] == r["_bucket"], (r["id"], indexed[r["id"]], r["_bucket"])
+        mine = [r for r in live if r["day"] == day]
+        # Exactly the live keys: a deleted key's tombstone retired its entry.
+        assert set(indexed) == {r["id"] for r in mine}, set(indexed) ^ {r["id"] for r in mine}
+        for r in mine:
+            assert indexed[r["id"]] == r["_bucket"], (r["id"], indexed[r["id"]], r["_bucket"])
     return live

@@ -52,7 +52,8 @@ from dynbucket.format.hudi.meta_fields import (
     meta_columns,
     record_keys,
 )
-from dynbucket.format.index.rli import RecordLevelIndex, entries_for
+from dynbucket.format.index.entries import entries_for
+from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.records.incoming import dedupe
 from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.storage.store import FileWriter, TableStore, WriteBatch
@@ -119,9 +120,10 @@ def write_file_groups(
     2. The rows are split into file groups (partition, bucket); each partition's current
        slices are listed once.
     3. Per group, as one job (``threads`` jobs at a time; pyarrow releases the GIL): its
-       rows, one record per key, one file (module doc), the index entries of its new keys.
-    4. Per partition, as one job: one index file with the entries of the new keys (``task``
-       tells apart the files several writer tasks of one instant write into one partition).
+       rows, one record per key, one file (module doc), the index entries of its new keys
+       (a delete write: the tombstones of the keys it deleted).
+    4. Per partition, as one job: one index file with those entries (``task`` tells apart
+       the files several writer tasks of one instant write into one partition).
     5. A partition that got a data file for the first time gets its
        ``.hoodie_partition_metadata``; every file written is flushed to disk and put in
        place at once (``WriteBatch``).
@@ -165,8 +167,11 @@ def write_file_groups(
             file_id = names.file_id_for(spec.table_id, instant, partition, bucket)
         written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
         out.add(written)
-        if not written.inserts or spec.stateless:
+        if spec.stateless or not (written.inserts or written.deletes):
             return partition, None
+        if written.deletes:  # a delete write: tombstones, the room they free counted (I3)
+            gone = group.filter(pc.equal(group.column(OP), DELETE))
+            return partition, entries_for(gone, spec, bucket, file_id, instant, DELETE)
         return partition, entries_for(
             group.filter(group.column(IS_NEW)), spec, bucket, file_id, instant
         )
@@ -258,7 +263,7 @@ def _write_group(
     deleted = int(pc.sum(is_delete).as_py() or 0)
     inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
     upserts = group.filter(pc.invert(is_delete)) if deleted else group
-    stale = 0
+    stale = returned = 0
     if fslice is None:
         with out.timed("encode"):
             name = names.base_name(file_id, instant)
@@ -288,6 +293,15 @@ def _write_group(
         with out.timed("stale"):
             updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
             stale = stale_updates(store, spec, fslice, updates, instant)
+            if inserted:
+                # A new key may be one this group deleted (a deleted key comes back as a new
+                # key): Hudi's readers merge it with the record its base file still holds,
+                # which wins when its ordering value is larger. Counted stale, and among the
+                # rows that met a record (so ``updates - stale`` stays the updates that won).
+                news = upserts.filter(upserts.column(IS_NEW))
+                lost = stale_updates(store, spec, fslice, news, instant)
+                stale += lost
+                returned = lost
     else:
         with out.timed("merge"):
             written, won = _rewrite_base(store, files, spec, instant, partition, fslice, group)
@@ -297,7 +311,7 @@ def _write_group(
         inserts=inserted,
         deletes=deleted,
         stale=stale,
-        updates=group.num_rows - deleted - inserted,
+        updates=group.num_rows - deleted - inserted + returned,
     )
 
 

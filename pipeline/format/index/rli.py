@@ -1,17 +1,22 @@
-"""The partitioned record-level index (RLI): per data partition, key -> bucket, insert-only.
+"""The partitioned record-level index (RLI): per data partition, key -> bucket of live keys.
 
 Under ``.hoodie/.dynbucket/rli/<partition path>/``: one ``<instant>.delta.parquet`` per commit that
-inserted new keys into the partition, ``<instant>.base.parquet`` when index compaction
+inserted or deleted keys of the partition, ``<instant>.base.parquet`` when index compaction
 merged them all, and ``<instant>.delta.m<first>.parquet`` when it merged a run of the newest
 deltas only (``files.py``). Entries (record key fields, ``_hash``, ``_bucket``,
-``_file_id``, ``_instant``) are written in the same instant as the data they index (I6) and
-never change afterwards.
+``_file_id``, ``_instant``, ``_op``) are written in the same instant as the data they index
+(I6) and never change afterwards: an insert entry (``_op`` upsert) when a key is new, a
+tombstone (``_op`` delete, naming the bucket the key leaves) when a delete removes it. A
+key's newest entry says where it is (:func:`live`): a deleted key is in no bucket, its room
+is free, and it comes back as a new key. A file written before tombstones has no ``_op``
+column: all its entries are inserts. Index compaction writes a base of live entries only.
 
 Each file is grouped by assigner slot (``pmod(_hash, slots)``, the slot count of the write
 that made it) and sorted by ``_hash`` within a slot; its footer says the slot count, the
 entries of each slot and of each bucket. A slot's cache bootstraps from its own section of
-each file, already sorted, and counts every slot's keys per bucket from the footers: it
-reads about ``1 / gcd(slots then, slots now)`` of the partition's index, not all of it.
+each file, already sorted, and counts every slot's live keys per bucket from the footers
+(inserts less tombstones): it reads about ``1 / gcd(slots then, slots now)`` of the
+partition's index, not all of it.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
+from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.file_group.slices import DataFile, latest_slice
+from dynbucket.format.index.entries import conform, live, with_op
 from dynbucket.format.index.files import index_files, index_name, merged_delta_tag
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
@@ -42,10 +48,12 @@ from dynbucket.format.table.spec import TableSpec
 ROW_GROUP = 16 * 1024
 
 #: Footer keys of an index file: the slot count its entries are grouped by, the entries of
-#: each slot (comma-separated), and of each bucket (``bucket:count`` pairs).
+#: each slot (comma-separated), the live keys each bucket gains (``bucket:count`` pairs:
+#: inserts less tombstones, negative where more left than came), and its tombstones.
 SLOTS_KEY = b"dynbucket.index.slots"
 SLOT_ROWS_KEY = b"dynbucket.index.slot-rows"
 BUCKET_ROWS_KEY = b"dynbucket.index.bucket-rows"
+TOMBSTONES_KEY = b"dynbucket.index.tombstones"
 
 
 @dataclass(frozen=True)
@@ -53,9 +61,9 @@ class SlotSlice:
     """What one slot reads of a partition's index (:meth:`RecordLevelIndex.slot_slice`)."""
 
     runs: list[pa.Table]
-    """This slot's entries, in runs each sorted by hash."""
+    """This slot's live entries, in runs each sorted by hash, disjoint."""
     bucket_keys: npt.NDArray[np.int64]
-    """Entries per bucket id, counting every slot's (from the footers)."""
+    """Live keys per bucket id, counting every slot's (from the footers)."""
     entries_read: int
     """Entries read from storage (this slot's, and neighbours' sharing a row group)."""
     entries_total: int
@@ -89,21 +97,25 @@ class RecordLevelIndex:
         sorted by hash within (``task``: which writer task, when several write the same
         partition in one instant; ``files``: a batch to write it with, else it is
         published at once)."""
-        entries = entries.select(self.schema.names).cast(self.schema)
+        entries = conform(entries, self.schema)
         hashes = entries.column(HASH).to_numpy()
         slot = slot_of(hashes, slots)
         entries = entries.take(pa.array(np.lexsort((hashes, slot))))
-        buckets = np.bincount(entries.column(BUCKET).to_numpy(), minlength=0)
+        gone = entries.column(OP).to_numpy() == DELETE
+        net = np.bincount(entries.column(BUCKET).to_numpy(), np.where(gone, -1, 1), minlength=0)
         entries = entries.replace_schema_metadata(
             {
                 SLOTS_KEY: str(slots).encode(),
                 SLOT_ROWS_KEY: ",".join(map(str, np.bincount(slot, minlength=slots))).encode(),
-                BUCKET_ROWS_KEY: ",".join(f"{b}:{n}" for b, n in enumerate(buckets) if n).encode(),
+                BUCKET_ROWS_KEY: ",".join(
+                    f"{b}:{n}" for b, n in enumerate(net.astype(np.int64).tolist()) if n
+                ).encode(),
+                TOMBSTONES_KEY: str(int(gone.sum())).encode(),
             }
         )
         path = f"{self.dir(partition)}/{index_name(instant, kind, task)}"
         # Keys and hashes are unique: a dictionary of them is work for nothing.
-        repeating = [BUCKET, FILE_ID, INSTANT]
+        repeating = [BUCKET, FILE_ID, INSTANT, OP]
         size = (files or self.store).write_parquet(
             path,
             entries,
@@ -114,7 +126,9 @@ class RecordLevelIndex:
         return DataFile(instant, path, kind, size)
 
     def compact(self, partition: str, instant: str, visible: Collection[str]) -> DataFile | None:
-        """Merges the partition's visible index files into one base file of ``instant``.
+        """Merges the partition's visible index files into one base file of ``instant``:
+        each key's newest entry when it is an insert (tombstones, and the entries they
+        retire, go).
 
         Returns None when there is nothing to merge (at most one file).
         """
@@ -128,18 +142,21 @@ class RecordLevelIndex:
             [f.path for f in files], format="parquet", filesystem=self.store.fs, schema=self.schema
         ).to_table()
         # The slot count of the newest file: the one the table's writes use now.
-        slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs))[0]
-        return self.write(partition, instant, merged, kind="base", slots=slots)
+        slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs)).slots
+        return self.write(
+            partition, instant, live(conform(merged, self.schema)), "base", slots=slots
+        )
 
     def merge_deltas(self, partition: str, instant: str, deltas: Sequence[DataFile]) -> DataFile:
         """Writes the entries of ``deltas`` (a run of the partition's newest, oldest first)
         as one merged delta of ``instant`` (``files.merged_delta_name``): entries never
-        change, so merging them is their union, whatever else the partition holds."""
+        change, so merging them is their union, whatever else the partition holds (its
+        tombstones stay: older files may hold the entries they retire)."""
         tables = [
             pq.read_table(f.path, filesystem=self.store.fs, partitioning=None) for f in deltas
         ]
-        merged = pa.concat_tables([t.cast(self.schema) for t in tables])
-        slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs))[0]
+        merged = pa.concat_tables([conform(t, self.schema) for t in tables])
+        slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs)).slots
         tag = merged_delta_tag(deltas[0].instant)
         return self.write(partition, instant, merged, "delta", tag, slots=slots)
 
@@ -152,22 +169,32 @@ class RecordLevelIndex:
         return latest_slice(index_files(self.store, partition), visible)
 
     def record_index_locations(
-        self, partition: str, visible: Collection[str], columns: Sequence[str] | None = None
+        self,
+        partition: str,
+        visible: Collection[str],
+        columns: Sequence[str] | None = None,
+        raw: bool = False,
     ) -> pa.Table:
-        """Every entry of ``partition`` as Arrow, reading only ``columns`` (all by default).
+        """The live entries of ``partition`` (each key's newest entry, when an insert) as
+        Arrow, reading only ``columns`` (all by default).
 
-        The proposal's lookup path: what a slot's cache bootstraps from.
+        The proposal's lookup path: what a slot's cache bootstraps from. ``raw``: every
+        entry of every visible file instead, tombstones and what they retire included
+        (``columns`` then gains ``_op`` and ``_instant``), for ``check``.
         """
         cols = list(columns) if columns is not None else self.schema.names
         base, deltas = self.files(partition, visible)
         files = ([base] if base else []) + deltas
+        parquets = [pq.ParquetFile(f.path, filesystem=self.store.fs) for f in files]
+        resolve = raw or any(_parse_footer(p).tombstones for p in parquets)
+        read = _with_resolving(cols) if resolve else cols
         if not files:
-            return self.schema.empty_table().select(cols)
-        tables = [
-            pq.read_table(f.path, columns=cols, filesystem=self.store.fs, partitioning=None)
-            for f in files
-        ]
-        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            return conform(self.schema.empty_table(), self.schema).select(read)
+        tables = [_read(p, read) for p in parquets]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        if raw or not resolve:
+            return table
+        return live(table).select(cols)
 
     def slot_slice(
         self,
@@ -177,40 +204,51 @@ class RecordLevelIndex:
         slot: int,
         num_slots: int,
     ) -> SlotSlice:
-        """The entries of ``partition`` that belong to ``slot`` of ``num_slots``.
+        """The live entries of ``partition`` that belong to ``slot`` of ``num_slots``.
 
-        1. Per visible file, its footer: slot count ``S``, entries per slot and per bucket.
+        1. Per visible file, its footer: slot count ``S``, entries per slot, live keys per
+           bucket, tombstones.
         2. The file's slots that can hold a key of ``slot``: ``r`` with
            ``r = slot (mod gcd(S, num_slots))`` (a hash is ``r`` mod ``S`` and ``slot`` mod
            ``num_slots`` at once only then); one of them when ``S == num_slots``.
         3. Read the row groups covering their rows, cut to those rows, and keep the keys of
            ``slot`` (all of them when ``S`` is a multiple of ``num_slots``).
+        4. When a file holds tombstones, each key's newest entry, if an insert (one run);
+           else the runs are disjoint already.
         """
         base, deltas = self.files(partition, visible)
+        parquets = [
+            pq.ParquetFile(f.path, filesystem=self.store.fs)
+            for f in ([base] if base else []) + deltas
+        ]
+        footers = [_parse_footer(p) for p in parquets]  # 1.
+        resolve = any(f.tombstones for f in footers)
+        read_cols = _with_resolving(columns) if resolve else list(columns)
         runs: list[pa.Table] = []
         counts = np.zeros(0, np.int64)
         read = total = 0
-        for f in ([base] if base else []) + deltas:
-            parquet = pq.ParquetFile(f.path, filesystem=self.store.fs)
-            slots, slot_rows, bucket_rows = _parse_footer(parquet)
+        for parquet, footer in zip(parquets, footers, strict=True):
+            slots, slot_rows, bucket_rows = footer.slots, footer.slot_rows, footer.bucket_rows
             total += parquet.metadata.num_rows
             if bucket_rows is None:  # an older file: read whole, counted here
-                table = parquet.read(columns=list({*columns, BUCKET}))
+                table = _read(parquet, list({*columns, BUCKET}))
                 bucket_rows = np.bincount(table.column(BUCKET).to_numpy())
             counts = _add(counts, bucket_rows)
             ends = np.cumsum(slot_rows)
             g = math.gcd(slots, num_slots)
-            for r in range(slot % g, slots, g):
+            for r in range(slot % g, slots, g):  # 2.
                 start, stop = int(ends[r] - slot_rows[r]), int(ends[r])
                 if start == stop:
                     continue
-                section, first = _read_rows(parquet, start, stop, columns)
+                section, first = _read_rows(parquet, start, stop, read_cols)  # 3.
                 read += section.num_rows
                 section = section.slice(start - first, stop - start)
                 if slots % num_slots:
                     mine = slot_of(section.column(HASH).to_numpy(), num_slots) == slot
                     section = section.filter(pa.array(mine))
                 runs.append(section)
+        if resolve and runs:  # 4.
+            runs = [live(pa.concat_tables(runs)).select(list(columns))]
         return SlotSlice(runs, counts, read, total)
 
     def lookup(
@@ -220,15 +258,16 @@ class RecordLevelIndex:
         visible: Collection[str],
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """The entries of ``partition`` whose hash is in ``hashes``, reading only ``columns``
-        (all by default; ``_hash`` always).
+        """The live entries of ``partition`` whose hash is in ``hashes``, reading only
+        ``columns`` (all by default; ``_hash`` always).
 
         1. Per visible file, its footer: the slot count ``S``, the rows of each slot's
-           section, each row group's rows and hash range.
+           section, each row group's rows and hash range, its tombstones.
         2. A hash can only be in the section of slot ``pmod(hash, S)``, sorted by hash: of
            the row groups covering that section, only those whose hash range holds it (one,
            unless the section ends inside the row group).
         3. Read those row groups, keep the rows of the hashes.
+        4. When a file holds tombstones, each key's newest entry, if an insert.
 
         Footers and decoded row groups are kept per process, up to ``LOOKUP_CACHE_BYTES``
         (an index file never changes once written): a lookup service asks the same
@@ -238,20 +277,21 @@ class RecordLevelIndex:
         base, deltas = self.files(partition, visible)
         files = ([base] if base else []) + deltas
         wanted = np.unique(np.asarray(hashes, np.int64))
+        footers = [_footer(self.store, f) for f in files] if len(wanted) else []  # 1.
+        resolve = any(footer.tombstones for footer in footers)
+        read_cols = _with_resolving(cols) if resolve else cols
         found = []
-        for f in files if len(wanted) else []:
-            footer = _footer(self.store, f)  # 1.
+        for f, footer in zip(files, footers, strict=False):
             groups = footer.row_groups_holding(wanted)  # 2.
-            if not groups:
-                continue
             for group in groups:  # 3.
-                table, hashes_read = _row_group(self.store, f, footer, group, cols)
+                table, hashes_read = _row_group(self.store, f, footer, group, read_cols)
                 at = np.flatnonzero(np.isin(hashes_read, wanted))
                 if len(at):
                     found.append(table.take(pa.array(at)))
         if not found:
             return self.schema.empty_table().select(cols)
-        return pa.concat_tables(found)
+        table = pa.concat_tables(found)
+        return live(table).select(cols) if resolve else table  # 4.
 
     def partitions(self) -> list[str]:
         """Partition paths that have index files."""
@@ -263,18 +303,16 @@ class RecordLevelIndex:
         return sorted(found)
 
 
-def entries_for(
-    new_rows: pa.Table, spec: TableSpec, bucket: int, file_id: str, instant: str
-) -> pa.Table:
-    """Index entries for the new keys of one file group (rows carry key fields and ``_hash``)."""
-    n = new_rows.num_rows
-    columns = [new_rows.column(k) for k in spec.record_key] + [
-        new_rows.column(HASH),
-        pa.repeat(pa.scalar(bucket, pa.int32()), n),
-        pa.repeat(pa.scalar(file_id), n),
-        pa.repeat(pa.scalar(instant), n),
-    ]
-    return pa.Table.from_arrays(columns, names=[*spec.record_key, HASH, BUCKET, FILE_ID, INSTANT])
+def _with_resolving(columns: Sequence[str]) -> list[str]:
+    """``columns`` and what :func:`live` needs."""
+    return list(dict.fromkeys([*columns, HASH, INSTANT, OP]))
+
+
+def _read(parquet: pq.ParquetFile, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of a whole index file (``_op`` upsert where the file has none)."""
+    names = parquet.schema_arrow.names
+    table = parquet.read(columns=[c for c in columns if c in names])
+    return with_op(table, columns)
 
 
 @dataclass(frozen=True)
@@ -288,6 +326,7 @@ class _Footer:
     group_stop: npt.NDArray[np.int64]
     hash_min: npt.NDArray[np.int64]
     hash_max: npt.NDArray[np.int64]
+    tombstones: int
 
     def row_groups_holding(self, hashes: npt.NDArray[np.int64]) -> list[int]:
         """Row groups that can hold one of ``hashes``: inside the hash's slot section,
@@ -340,9 +379,10 @@ def _row_group(
             _GROUPS.move_to_end(key)
             return hit
     parquet = pq.ParquetFile(f.path, filesystem=store.fs, metadata=footer.metadata)
+    present = [c for c in columns if c in parquet.schema_arrow.names]
     # One row group: decoding it on pyarrow's pool cost more than it saved.
-    table = parquet.read_row_groups([group], columns=columns, use_threads=False)
-    table = table.replace_schema_metadata(None)
+    table = parquet.read_row_groups([group], columns=present, use_threads=False)
+    table = with_op(table.replace_schema_metadata(None), columns)
     read = (table, table.column(HASH).to_numpy())
     with _LOCK:
         if key not in _GROUPS:
@@ -362,7 +402,8 @@ def _footer(store: TableStore, f: DataFile) -> _Footer:
             return footer
     parquet = pq.ParquetFile(f.path, filesystem=store.fs)
     metadata = parquet.metadata
-    slots, slot_rows, _ = _parse_footer(parquet)
+    parsed = _parse_footer(parquet)
+    slot_rows = parsed.slot_rows
     groups = metadata.num_row_groups
     rows = np.array([metadata.row_group(i).num_rows for i in range(groups)], np.int64)
     low = np.full(groups, np.iinfo(np.int64).min, np.int64)
@@ -374,7 +415,9 @@ def _footer(store: TableStore, f: DataFile) -> _Footer:
             low[i], high[i] = stats.min, stats.max
     stops = np.cumsum(slot_rows)
     ends = np.cumsum(rows)
-    footer = _Footer(metadata, stops - slot_rows, stops, ends - rows, ends, low, high)
+    footer = _Footer(
+        metadata, stops - slot_rows, stops, ends - rows, ends, low, high, parsed.tombstones
+    )
     with _LOCK:
         _FOOTERS[key] = footer
         while len(_FOOTERS) > _FOOTERS_MAX:
@@ -382,21 +425,31 @@ def _footer(store: TableStore, f: DataFile) -> _Footer:
     return footer
 
 
-def _parse_footer(
-    parquet: pq.ParquetFile,
-) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
-    """Slot count, entries per slot and entries per bucket id from an index file's footer;
-    a file written before footers were (sorted by hash alone) is one slot, buckets unknown."""
+@dataclass(frozen=True)
+class _Parsed:
+    """What an index file's footer says (``SLOTS_KEY`` and the others)."""
+
+    slots: int
+    slot_rows: npt.NDArray[np.int64]
+    bucket_rows: npt.NDArray[np.int64] | None
+    """Live keys each bucket id gains (None: unknown, a file written before footers)."""
+    tombstones: int
+
+
+def _parse_footer(parquet: pq.ParquetFile) -> _Parsed:
+    """Slot count, entries per slot, live keys gained per bucket id and tombstones from an
+    index file's footer; a file written before footers were (sorted by hash alone) is one
+    slot, buckets unknown, and a file written before tombstones has none."""
     metadata = parquet.schema_arrow.metadata or {}
     if SLOTS_KEY not in metadata:
-        return 1, np.array([parquet.metadata.num_rows], np.int64), None
+        return _Parsed(1, np.array([parquet.metadata.num_rows], np.int64), None, 0)
     slots = int(metadata[SLOTS_KEY])
     slot_rows = np.array(metadata[SLOT_ROWS_KEY].decode().split(","), np.int64)
     pairs = [p.split(":") for p in metadata[BUCKET_ROWS_KEY].decode().split(",") if p]
     bucket_rows = np.zeros(max((int(b) for b, _ in pairs), default=-1) + 1, np.int64)
     for b, n in pairs:
         bucket_rows[int(b)] = int(n)
-    return slots, slot_rows, bucket_rows
+    return _Parsed(slots, slot_rows, bucket_rows, int(metadata.get(TOMBSTONES_KEY, b"0")))
 
 
 def _read_rows(
@@ -411,7 +464,9 @@ def _read_rows(
             groups.append(i)
             first = at if first is None else first
         at += n
-    return parquet.read_row_groups(groups, columns=list(columns)), int(first or 0)
+    present = [c for c in columns if c in parquet.schema_arrow.names]
+    table = parquet.read_row_groups(groups, columns=present)
+    return with_op(table, columns), int(first or 0)
 
 
 def _add(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -189,7 +189,7 @@ def insert_conflict(known: int, sample: list[dict[str, object]]) -> InvalidInput
     """The error of an insert that met keys the table already has."""
     return InvalidInputError(
         f"insert: {known} key(s) already exist in the table (e.g. {sample}); use upsert to "
-        "update them (a deleted key keeps its bucket and counts as existing)"
+        "update them (a key deleted before is not in the table: inserting it again is fine)"
     )
 
 

@@ -23,7 +23,8 @@ from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.hudi.meta_fields import PARTITION_PATH, RECORD_KEY, record_keys
-from dynbucket.format.index.rli import RecordLevelIndex, entries_for
+from dynbucket.format.index.entries import entries_for
+from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.records.partitioning import partition_paths
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.snapshot import SliceRef, Snapshot

@@ -25,11 +25,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.base.columns import BUCKET, FILE_ID, HASH, PARTITION
+from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP, PARTITION
 from dynbucket.base.errors import DynBucketError, NotAdoptedError, UnsupportedTableVersionError
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.file_group import adopted
@@ -295,20 +296,20 @@ def _index(
     deleted = _deletes_per_group(timeline, completed, adopted.load(store))
     live = rows.append_column("_key", record_keys(rows, spec.record_key))
     for partition in sorted(set(index.partitions()) | set(live.column(PARTITION).to_pylist())):
-        entries = index.record_index_locations(
-            partition, visible, [*spec.record_key, BUCKET, FILE_ID]
+        raw = index.record_index_locations(
+            partition, visible, [*spec.record_key, BUCKET, FILE_ID], raw=True
         )
-        report.index_entries += entries.num_rows
-        entries = entries.append_column("_key", record_keys(entries, spec.record_key))
-        mine = live.filter(pc.equal(live.column(PARTITION), partition))
+        report.index_entries += raw.num_rows
         where = f"partition {partition!r}"
-        twice = [k for k, n in Counter(entries.column("_key").to_pylist()).items() if n > 1]
+        entries, twice = _live_entries(raw, spec)
         if twice:
             report.add(
-                f"{where}: {len(twice)} key(s) have two index entries (e.g. "
-                f"{twice[:3]}); the index is insert-only (I6)",
+                f"{where}: {len(twice)} key(s) have two live index entries, or a tombstone "
+                f"of no live entry (e.g. {twice[:3]}); a key's entries alternate insert, "
+                "tombstone (I6)",
                 _REBUILD,
             )
+        mine = live.filter(pc.equal(live.column(PARTITION), partition))
         at = pc.index_in(mine.column("_key"), value_set=entries.column("_key"))
         missing = mine.filter(pc.is_null(at))
         if missing.num_rows:
@@ -343,6 +344,23 @@ def _index(
                     "written",
                     _REBUILD,
                 )
+
+
+def _live_entries(raw: pa.Table, spec: TableSpec) -> tuple[pa.Table, list[str]]:
+    """The live entries of a partition's raw index entries (each key's newest, when an
+    insert) with ``_key``, and the keys whose entries do not alternate insert, tombstone."""
+    raw = raw.append_column("_key", record_keys(raw, spec.record_key))
+    raw = raw.take(pc.sort_indices(raw, [("_key", "ascending"), (INSTANT, "ascending")]))
+    keys = np.asarray(raw.column("_key").to_pylist(), dtype=object)
+    deletes = raw.column(OP).to_numpy() == DELETE
+    first = np.ones(len(keys), np.bool_)
+    first[1:] = keys[1:] != keys[:-1]
+    last = np.ones(len(keys), np.bool_)
+    last[:-1] = first[1:]
+    # A key's first entry is an insert, and each later one does the other thing.
+    wrong = np.where(first, deletes, np.r_[False, deletes[1:] == deletes[:-1]])
+    twice = sorted(set(keys[wrong].tolist()))
+    return raw.filter(pa.array(last & ~deletes)), twice
 
 
 def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckReport) -> None:

@@ -22,7 +22,7 @@ from typing import TypeVar, cast
 
 import pyarrow as pa
 
-from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, RESERVED
+from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, OP, RESERVED
 from dynbucket.base.errors import (
     ConfigError,
     NotAdoptedError,
@@ -219,7 +219,7 @@ class TableSpec:
         return self._derived(f"avro-{meta}", lambda: avro.schema_json(self.schema, self.name, meta))
 
     def index_schema(self) -> pa.Schema:
-        """Schema of record-level index files."""
+        """Schema of record-level index files (``_op``: an insert entry or a tombstone)."""
         keys = [self.schema.field(n).with_nullable(False) for n in self.record_key]
         return pa.schema(
             [
@@ -228,6 +228,7 @@ class TableSpec:
                 pa.field(BUCKET, pa.int32(), False),
                 pa.field(FILE_ID, pa.string(), False),
                 pa.field(INSTANT, pa.string(), False),
+                pa.field(OP, pa.int8(), False),
             ]
         )
 

@@ -4,7 +4,8 @@ Each workload has inserts, updates and deletes over several partitions, a small 
 capacity (buckets fill up), and a slot count that changes half-way; half the
 workloads write merge-on-read tables, half copy-on-write; a third are written by the driver
 (small DataFrames' default path), the others by Spark tasks. After every batch: the snapshot
-equals the model; every key keeps its first bucket (I1); no slot added more keys to a bucket
+equals the model; every live key keeps its first bucket (I1; a deleted key comes back as
+a new key); no slot added more keys to a bucket
 than its share of the bucket's room, and a slot put keys in a new bucket only once it had
 used its share of every bucket before (I3, ``tests/shares.py``), so no bucket holds more
 keys than its capacity; one file group per bucket (I4); and hudi-rs reads what dynbucket
@@ -171,7 +172,8 @@ def _dynamic_workload(
                     assigner_slots=slots,
                 )
                 for key, _ in gone:
-                    model.pop(key, None)
+                    if model.pop(key, None) is not None:
+                        first_bucket.pop(key)  # out of the index: back as a new key
             else:
                 fresh = [(f"k{next_fresh + i}", DAYS[i % 3], i, step) for i in range(5)]
                 next_fresh += 5
@@ -206,7 +208,7 @@ def _check(
 ) -> None:
     live = t.to_arrow().to_pylist()
     assert {r["id"]: (r["v"], r["ts"]) for r in live} == model
-    seen = set(first_bucket)  # every key committed before this batch (deleted ones too)
+    seen = set(first_bucket)  # every key live before this batch
     for r in live:
         assert first_bucket.setdefault(r["id"], r["_bucket"]) == r["_bucket"]  # I1
     after = _bucket_keys(t)

@@ -91,3 +91,31 @@ class Driver:
         self.latest = c
         for a in self.slots:
             a.snapshot(c, c, {partition: new})
+
+    def delete(self, partition: str, hashes: list[int], commit: bool = True) -> list[int]:
+        """One instant deleting ``hashes`` from ``partition``; returns the buckets each was
+        found in (-1: not known). Committed, the keys leave the index and every slot's
+        snapshot gets the room back (negative new keys, as ``write/instant.py`` hands)."""
+        self.checkpoint += 1
+        c = self.checkpoint
+        for a in self.slots:
+            a.begin(c, self.latest)
+        h = np.array(hashes, dtype=np.int64)
+        found = np.full(len(h), -1, np.int64)
+        route = slot_of(h, len(self.slots))
+        for i, a in enumerate(self.slots):
+            rows = np.flatnonzero(route == i)
+            found[rows] = a.locate(c, [partition], np.zeros(len(rows), np.int32), h[rows])
+        if not commit:
+            for a in self.slots:
+                a.abort(c)
+            return found.tolist()
+        part = self.rli.entries.setdefault(partition, {})
+        gone: dict[int, int] = {}
+        for key, b in zip(h.tolist(), found.tolist(), strict=True):
+            if b >= 0 and part.pop(key, None) is not None:
+                gone[b] = gone.get(b, 0) - 1
+        self.latest = c
+        for a in self.slots:
+            a.snapshot(c, c, {partition: gone})
+        return found.tolist()

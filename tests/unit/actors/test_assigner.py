@@ -144,6 +144,75 @@ def test_slot_count_change_2_3_2_keeps_buckets_and_capacity() -> None:
     assert (b3[14], b3[15]) == (7, 7)
 
 
+def test_a_delete_gives_its_room_back_and_a_returning_key_is_new() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    assert d.write("p", [1, 2, 3, 4]) == [0, 0, 0, 1]
+    # 2 and 4 leave; 9 is not in the table.
+    assert d.delete("p", [2, 4, 9]) == [0, 1, -1]
+    # Bucket 0 has room for one key again: 5 takes it before bucket 1 (now empty) fills;
+    # 2 comes back as a new key, after 5, into bucket 1; 1 keeps bucket 0 (I1).
+    buckets, is_new = d.assign_open(3, "p", [5, 2, 1, 6])
+    assert buckets == [0, 1, 0, 1] and is_new == [True, True, False, True]
+    d.commit(3, "p", [5, 2, 1, 6], buckets)
+    # Deleted again: not found twice; a second delete of it finds nothing.
+    assert d.delete("p", [6, 6]) == [1, 1]
+    assert d.delete("p", [6]) == [-1]
+
+
+@pytest.mark.parametrize("num_slots", [1, 2, 3])
+def test_deletes_free_room_in_every_slot_and_no_bucket_opens(num_slots: int) -> None:
+    d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=10))
+    assert set(d.write("p", list(range(30)))) == {0, 1, 2}
+    d.delete("p", list(range(0, 30, 3)))  # ten keys, a third of each bucket
+    # Ten new keys fill the freed room: with one slot exactly, with more each slot its
+    # share of it (a slot given more new keys than its shares opens one bucket more).
+    new = d.write("p", list(range(100, 110)))
+    assert set(new) == {0, 1, 2} if num_slots == 1 else max(new) <= 2 + num_slots - 1
+    counts = np.bincount(list(d.rli.entries["p"].values()))
+    assert counts.max() <= 10 and counts.sum() == 30
+
+
+@pytest.mark.parametrize("budget", [None, 1 << 30])
+def test_a_committed_delete_leaves_the_cache_it_is_kept_in(budget: int | None) -> None:
+    """Without a cache budget the proposal's flags evict a partition a delete alone
+    touched (it bootstraps again); with one, the keys leave the cache and the counts."""
+    options = DynamicBucketOptions(max_keys_per_bucket=3, cache_max_bytes=budget)
+    d = Driver(MemoryRLI(), 1, options)
+    d.write("p", [1, 2, 3, 4])
+    d.delete("p", [2, 4])
+    index = d.slots[0].partitions.get("p")
+    if budget is None:
+        assert index is None
+    else:
+        assert index is not None and len(index) == 2 and not index.uncommitted
+        assert index.committed_keys[:2].tolist() == [2, 0]
+        assert index.bucket_keys[:2].tolist() == [2, 0]
+
+
+def test_an_aborted_delete_keeps_its_keys() -> None:
+    d = Driver(MemoryRLI(), 1, CAP3)
+    assert d.write("p", [1, 2, 3]) == [0, 0, 0]
+    assert d.delete("p", [2], commit=False) == [0]
+    buckets, is_new = d.assign_open(3, "p", [2, 4])
+    assert buckets == [0, 1] and is_new == [False, True]
+
+
+def test_a_fresh_slot_counts_live_keys_from_the_index() -> None:
+    rli = MemoryRLI()
+    d = Driver(rli, 2, CAP3)
+    d.write("p", [0, 1, 2, 3, 4, 5])
+    d.delete("p", [0, 1])
+    fresh = Driver(rli, 3, CAP3)  # bootstraps: bucket 0 holds one key of three
+    fresh.latest = fresh.checkpoint = d.checkpoint
+    assert fresh.write("p", [6, 7]) == [0, 0]
+
+
+def test_locate_without_begin_means_the_actor_restarted() -> None:
+    a = BucketAssigner(0, 1, CAP3, MemoryRLI())
+    with pytest.raises(AssignerRestartedError, match="checkpoint 5"):
+        a.locate(5, ["p"], np.zeros(1, np.int32), np.array([1], np.int64))
+
+
 def test_abort_drops_exactly_the_aborted_mappings() -> None:
     rli = MemoryRLI()
     d = Driver(rli, 1, CAP3)
@@ -336,7 +405,7 @@ def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() 
     rli = _three_partitions(100)
     sizer = BucketAssigner(0, 1, DynamicBucketOptions(max_keys_per_bucket=1000), rli)
     sizer.begin(1, 0)
-    sizer.locate(["p"], np.zeros(1, np.int32), np.array([1], np.int64))
+    sizer.locate(1, ["p"], np.zeros(1, np.int32), np.array([1], np.int64))
     one = sizer.partitions["p"].nbytes  # every partition holds 100 keys: the same size
     a = BucketAssigner(
         0, 1, DynamicBucketOptions(max_keys_per_bucket=1000, cache_max_bytes=2 * one), rli

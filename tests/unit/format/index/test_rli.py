@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.actors import DynamicBucketOptions
-from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT
+from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP, UPSERT
 from dynbucket.base.keyhash import slot_of
-from dynbucket.format.index import rli
+from dynbucket.format.index import entries, rli
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.table import Table
 
@@ -95,7 +95,9 @@ def test_files_of_different_slot_counts_and_an_older_file_mix(tmp_path: Path) ->
     rng = np.random.default_rng(9)
     older = _entries(rng, 500, INSTANTS[2])  # sorted by hash alone, no footer
     older = older.take(pa.array(np.argsort(older.column(HASH).to_numpy())))
-    pq.write_table(older.cast(index.schema), f"{index.dir('day=1')}/{INSTANTS[2]}.delta.parquet")
+    before_tombstones = pa.schema([f for f in index.schema if f.name != OP])
+    path = f"{index.dir('day=1')}/{INSTANTS[2]}.delta.parquet"
+    pq.write_table(older.cast(before_tombstones), path)
     everything = pa.concat_tables([everything, older.cast(everything.schema)])
     hashes = everything.column(HASH).to_numpy()
     for slot in range(6):
@@ -159,3 +161,83 @@ def test_a_lookup_reads_only_the_row_groups_of_each_hashs_section(
     rli.clear_lookup_cache()
     assert pairs(index.lookup("day=1", present, INSTANTS, [BUCKET])) == pairs(expected)
     assert sum(len(g) for g in read) > first and not rli._GROUPS
+
+
+def _churned(index: RecordLevelIndex) -> tuple[dict[int, int], pa.Table]:
+    """Three instants of one partition: 1000 keys inserted; 300 of them deleted
+    (tombstones naming their buckets); 100 of those back in bucket 9, with 50 new keys.
+    Returns the live keys (hash -> bucket) and every entry written."""
+    rng = np.random.default_rng(11)
+    first = _entries(rng, 1000, INSTANTS[0])
+    index.write("day=1", INSTANTS[0], first, slots=4)
+    gone = first.take(pa.array(rng.choice(1000, 300, replace=False)))
+    gone = gone.set_column(gone.schema.get_field_index(INSTANT), INSTANT,
+                           pa.array([INSTANTS[1]] * 300))  # fmt: skip
+    gone = gone.append_column(OP, pa.array([DELETE] * 300, pa.int8()))
+    index.write("day=1", INSTANTS[1], gone, slots=2)
+    back = gone.slice(0, 100).drop_columns([OP])
+    third = pa.concat_tables([back, _entries(rng, 50, INSTANTS[2]).select(back.column_names)])
+    third = third.set_column(third.schema.get_field_index(BUCKET), BUCKET,
+                             pa.array([9] * 150, pa.int32()))  # fmt: skip
+    third = third.set_column(third.schema.get_field_index(INSTANT), INSTANT,
+                             pa.array([INSTANTS[2]] * 150))  # fmt: skip
+    index.write("day=1", INSTANTS[2], third, slots=3)
+    model = dict(zip(first.column(HASH).to_pylist(), first.column(BUCKET).to_pylist(), strict=True))
+    for h in gone.column(HASH).to_pylist():
+        del model[h]
+    model.update(dict.fromkeys(third.column(HASH).to_pylist(), 9))
+    everything = pa.concat_tables(
+        [index.schema.empty_table()]
+        + [entries.conform(t, index.schema) for t in (first, gone, third)]
+    )
+    return model, everything
+
+
+def _as_dict(t: pa.Table) -> dict[int, int]:
+    return dict(zip(t.column(HASH).to_pylist(), t.column(BUCKET).to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("num_slots", [1, 3, 4])
+def test_tombstones_retire_entries_and_give_their_room_back(tmp_path: Path, num_slots: int) -> None:
+    index = _index(tmp_path)
+    model, _ = _churned(index)
+    counts = np.bincount(list(model.values()))
+    got: dict[int, int] = {}
+    for slot in range(num_slots):
+        part = index.slot_slice("day=1", INSTANTS, [HASH, BUCKET], slot, num_slots)
+        assert part.bucket_keys.tolist() == counts.tolist()  # live keys, from the footers
+        for run in part.runs:
+            assert (np.diff(run.column(HASH).to_numpy()) > 0).all()
+            got.update(_as_dict(run))
+    assert got == model
+    assert _as_dict(index.record_index_locations("day=1", INSTANTS, [HASH, BUCKET])) == model
+
+
+def test_a_lookup_finds_a_keys_newest_entry_and_none_for_a_deleted_key(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    model, everything = _churned(index)
+    ops = everything.column(OP).to_numpy()
+    hashes = everything.column(HASH).to_numpy()
+    deleted = np.setdiff1d(hashes[ops == DELETE], list(model))[:5]
+    returned = np.intersect1d(hashes[ops == DELETE], list(model))[:5]
+    found = index.lookup("day=1", np.concatenate([deleted, returned]), INSTANTS, [BUCKET])
+    assert _as_dict(found) == dict.fromkeys(returned.tolist(), 9)
+
+
+def test_merging_deltas_keeps_tombstones_and_compaction_drops_them(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    model, everything = _churned(index)
+    files = index.files("day=1", INSTANTS)[1]
+    merged = index.merge_deltas("day=1", "20261123000000004", files[1:])
+    visible = [*INSTANTS, "20261123000000004"]
+    assert int(pq.read_schema(merged.path).metadata[rli.TOMBSTONES_KEY]) == 300
+    assert _as_dict(index.record_index_locations("day=1", visible, [HASH, BUCKET])) == model
+    raw = index.record_index_locations("day=1", visible, [HASH, BUCKET], raw=True)
+    assert raw.num_rows == everything.num_rows and OP in raw.column_names
+    base = index.compact("day=1", "20261123000000005", visible)
+    assert base is not None
+    visible.append("20261123000000005")
+    table = pq.read_table(base.path)
+    assert table.num_rows == len(model) and set(table.column(OP).to_pylist()) == {UPSERT}
+    assert pq.read_schema(base.path).metadata[rli.TOMBSTONES_KEY] == b"0"
+    assert _as_dict(index.record_index_locations("day=1", visible, [HASH, BUCKET])) == model
