@@ -168,6 +168,66 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     assert len(t.history()) == 2 and t.timeline.pending() == []
 
 
+def test_a_delete_whose_actor_dies_is_retried_and_gives_its_room_back(
+    spark: Any,
+    runtime: Runtime,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    small_arrow_batches: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A delete through two slots loses slot 0's actor after its first answer (retried),
+    then a delete fails at its commit point (aborted: its keys stay); the committed
+    delete's room is free: new keys, through a new one-slot fleet that bootstraps its
+    counts from the index footers, fill it and open no bucket (I3, I6, I8)."""
+    t = _table(str(tmp_path / "t"), runtime)
+    t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
+    groups = len(t.stats())  # 1000 keys a day, capacity 50: 20 buckets a day
+    before = _state(t)
+    flag = tmp_path / "killed"
+    original = spark_stages.assign_fn
+    first_time = _once()
+
+    def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
+        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 400})
+
+        def tag_then_kill(batches: Iterator[pa.RecordBatch], *more: Any) -> Iterator[Any]:
+            import ray
+
+            for i, out in enumerate(tag(batches, *more)):
+                yield out
+                if i == 0 and first_time(flag):
+                    ray.kill(link.actor(names[0]), no_restart=False)
+
+        return tag_then_kill
+
+    monkeypatch.setattr(spark_stages, "assign_fn", killing_assign_fn)
+    gone = spark.createDataFrame(_rows(range(1000, 2500), 0), DDL).select("id", "day")
+    with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
+        result = t.delete(gone, assigner_slots=2)
+    monkeypatch.undo()
+    assert flag.exists() and "restarted during the write; retrying" in caplog.text
+    assert (result.keys_deleted, result.keys_not_found) == (1500, 0)
+    after = _state(t)  # the index names exactly the 1500 keys left
+    assert set(after) == {k for k in before if not 1000 <= int(k[1][1:]) < 2500}
+    _same_buckets(after, before)
+
+    def fail(*args: Any, **kw: Any) -> None:
+        raise OSError("injected: the timeline's storage went away")
+
+    monkeypatch.setattr(outcome, "decide_commit", fail)
+    with pytest.raises(CommitFailedError, match="injected"):
+        t.delete(spark.createDataFrame(_rows(range(0, 30), 0), DDL).select("id", "day"))
+    monkeypatch.undo()
+    assert _state(t) == after
+    fresh = t.upsert(spark.createDataFrame(_rows(range(5000, 6500), 2), DDL), assigner_slots=1)
+    assert (fresh.keys_inserted, fresh.buckets_created) == (1500, 0)
+    assert len(t.stats()) == groups and max(t.stats().column("keys").to_pylist()) == 50
+    # The aborted delete's keys are still known: upserting them updates them.
+    kept = t.upsert(spark.createDataFrame(_rows(range(0, 30), 3), DDL), assigner_slots=1)
+    assert (kept.keys_inserted, kept.keys_updated) == (0, 30)
+
+
 @pytest.mark.parametrize("stage", ["assign_fn", "write_fn"])
 def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
     spark: Any,
