@@ -123,6 +123,28 @@ def small_arrow_batches(spark: Any) -> Iterator[None]:
     spark.conf.set(key, old)
 
 
+def _killing_slot_0(flag: Path) -> Callable[..., Any]:
+    """``assign_fn`` whose tasks, after the write's first answer, kill slot 0's actor once
+    (``flag``; Ray restarts it), 400 rows a call."""
+    original = spark_stages.assign_fn
+    first_time = _once()
+
+    def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
+        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 400})
+
+        def tag_then_kill(batches: Iterator[pa.RecordBatch], *more: Any) -> Iterator[Any]:
+            import ray
+
+            for i, out in enumerate(tag(batches, *more)):
+                yield out
+                if i == 0 and first_time(flag):
+                    ray.kill(link.actor(names[0]), no_restart=False)
+
+        return tag_then_kill
+
+    return killing_assign_fn
+
+
 def test_an_actor_dying_mid_batch_retries_the_instant(
     spark: Any,
     runtime: Runtime,
@@ -136,24 +158,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "killed"
-    original = spark_stages.assign_fn
-    first_time = _once()
-
-    def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
-        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 400})
-
-        def tag_then_kill(batches: Iterator[pa.RecordBatch], *more: Any) -> Iterator[Any]:
-            import ray
-
-            for i, out in enumerate(tag(batches, *more)):
-                yield out
-                # After the write's first answer, slot 0's actor dies (Ray restarts it).
-                if i == 0 and first_time(flag):
-                    ray.kill(link.actor(names[0]), no_restart=False)
-
-        return tag_then_kill
-
-    monkeypatch.setattr(spark_stages, "assign_fn", killing_assign_fn)
+    monkeypatch.setattr(spark_stages, "assign_fn", _killing_slot_0(flag))
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.upsert(spark.createDataFrame(_rows(range(1500, 6000), 2), DDL), assigner_slots=2)
     assert flag.exists()
@@ -185,23 +190,7 @@ def test_a_delete_whose_actor_dies_is_retried_and_gives_its_room_back(
     groups = len(t.stats())  # 1000 keys a day, capacity 50: 20 buckets a day
     before = _state(t)
     flag = tmp_path / "killed"
-    original = spark_stages.assign_fn
-    first_time = _once()
-
-    def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
-        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 400})
-
-        def tag_then_kill(batches: Iterator[pa.RecordBatch], *more: Any) -> Iterator[Any]:
-            import ray
-
-            for i, out in enumerate(tag(batches, *more)):
-                yield out
-                if i == 0 and first_time(flag):
-                    ray.kill(link.actor(names[0]), no_restart=False)
-
-        return tag_then_kill
-
-    monkeypatch.setattr(spark_stages, "assign_fn", killing_assign_fn)
+    monkeypatch.setattr(spark_stages, "assign_fn", _killing_slot_0(flag))
     gone = spark.createDataFrame(_rows(range(1000, 2500), 0), DDL).select("id", "day")
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.delete(gone, assigner_slots=2)
