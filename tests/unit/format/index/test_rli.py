@@ -105,6 +105,16 @@ def test_files_of_different_slot_counts_and_an_older_file_mix(tmp_path: Path) ->
         got = np.concatenate([r.column(HASH).to_numpy() for r in part.runs])
         assert sorted(got) == sorted(hashes[slot_of(hashes, 6) == slot])
         assert part.bucket_keys.tolist() == np.bincount(everything.column(BUCKET)).tolist()
+    # Tombstones of some of the older file's keys, then a compaction of all four files.
+    gone = entries.conform(older.slice(0, 100), index.schema)
+    gone = gone.set_column(gone.schema.get_field_index(OP), OP, pa.array([DELETE] * 100, pa.int8()))
+    later = "20261123000000004"
+    gone = gone.set_column(gone.schema.get_field_index(INSTANT), INSTANT, pa.array([later] * 100))
+    index.write("day=1", later, gone, slots=2)
+    base = index.compact("day=1", "20261123000000005", [*INSTANTS, later])
+    assert base is not None
+    left = set(hashes.tolist()) - set(gone.column(HASH).to_pylist())
+    assert set(pq.read_table(base.path).column(HASH).to_pylist()) == left
 
 
 def test_compaction_keeps_the_slot_count_of_the_newest_file(tmp_path: Path) -> None:
