@@ -11,6 +11,7 @@ from dynbucket.bench.engines import (
     batches,
     beyond_need,
     churn,
+    opened_beyond_need,
     partition_of,
     skew,
     small_files,
@@ -59,3 +60,12 @@ def test_churn_deletes_30_percent_and_brings_back_a_third_of_them_with_new_keys(
 def test_buckets_beyond_need() -> None:
     # p0: 3 buckets for 150 live keys of capacity 100 (needs 2); p1: 1 for none (needs 1).
     assert beyond_need({"p0": 3, "p1": 1, "p2": 2}, {"p0": 150, "p2": 200}, 100) == 1
+
+
+def test_buckets_opened_beyond_need() -> None:
+    # p0 had 3, now 5 for 450 live keys (needs 5): none beyond; p1 had 2, now 3 for 120
+    # (needs 2): one; p2 is new with 1 for 50 keys: none; p3 kept 4 for 10 keys: none.
+    before = {"p0": 3, "p1": 2, "p3": 4}
+    after = {"p0": 5, "p1": 3, "p2": 1, "p3": 4}
+    live = {"p0": 450, "p1": 120, "p2": 50, "p3": 10}
+    assert opened_beyond_need(before, after, live, 100) == 1
