@@ -429,7 +429,8 @@ def _churn(
         c = out[r.scheme]
         print(
             f"{r.scheme:<18}{c['delete_s']:>9}{c['upsert_s']:>9}{c['buckets']:>9}"
-            f"{c['opened']:>7}{c['opened_beyond_need']:>12}{c['buckets_beyond_need']:>12}{c['live_max_over_median']:>9}{c['live_cv']:>7}"
+            f"{c['opened']:>7}{c['opened_beyond_need']:>12}{c['buckets_beyond_need']:>12}"
+            f"{c['live_max_over_median']:>9}{c['live_cv']:>7}"
             f"{'1/key' if c['hudi_rs_one_row_per_key'] else 'WRONG':>9}"
         )
     return out

@@ -308,10 +308,16 @@ def _with_resolving(columns: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*columns, HASH, INSTANT, OP]))
 
 
-def _read(parquet: pq.ParquetFile, columns: Sequence[str]) -> pa.Table:
-    """``columns`` of a whole index file (``_op`` upsert where the file has none)."""
-    names = parquet.schema_arrow.names
-    table = parquet.read(columns=[c for c in columns if c in names])
+def _read(
+    parquet: pq.ParquetFile, columns: Sequence[str], groups: Sequence[int] | None = None
+) -> pa.Table:
+    """``columns`` of an index file, whole or its row groups ``groups`` (``_op`` upsert
+    where the file, written before tombstones, has none)."""
+    present = [c for c in columns if c in parquet.schema_arrow.names]
+    if groups is None:
+        table = parquet.read(columns=present)
+    else:  # one row group at a time: decoding it on pyarrow's pool cost more than it saved
+        table = parquet.read_row_groups(groups, columns=present, use_threads=len(groups) > 1)
     return with_op(table, columns)
 
 
@@ -379,10 +385,7 @@ def _row_group(
             _GROUPS.move_to_end(key)
             return hit
     parquet = pq.ParquetFile(f.path, filesystem=store.fs, metadata=footer.metadata)
-    present = [c for c in columns if c in parquet.schema_arrow.names]
-    # One row group: decoding it on pyarrow's pool cost more than it saved.
-    table = parquet.read_row_groups([group], columns=present, use_threads=False)
-    table = with_op(table.replace_schema_metadata(None), columns)
+    table = _read(parquet, columns, [group]).replace_schema_metadata(None)
     read = (table, table.column(HASH).to_numpy())
     with _LOCK:
         if key not in _GROUPS:
@@ -464,9 +467,7 @@ def _read_rows(
             groups.append(i)
             first = at if first is None else first
         at += n
-    present = [c for c in columns if c in parquet.schema_arrow.names]
-    table = parquet.read_row_groups(groups, columns=present)
-    return with_op(table, columns), int(first or 0)
+    return _read(parquet, columns, groups), int(first or 0)
 
 
 def _add(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
