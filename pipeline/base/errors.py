@@ -6,16 +6,17 @@ assigner) so that every layer above can raise it without importing upwards; the 
 re-exports it as ``dynbucket.DynBucketError`` and friends.
 
 An error raised inside a Spark task reaches the driver only as text (Spark wraps it in its
-own exception). :func:`to_wire` puts the error object itself (class and fields, pickled) into
-that text and :func:`from_wire` takes it out again, so the driver raises the same class with
-the same fields, wherever the class is defined.
+own exception). :func:`to_wire` puts the error's class name, arguments and plain fields into
+that text as JSON and :func:`from_wire` takes them out again, so the driver raises the same
+class with the same fields, wherever the class is defined. Nothing in that text is ever
+unpickled or executed: it holds users' values.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import pickle
+import json
 import re
 import sys
 
@@ -124,27 +125,54 @@ class AssignerRestartedError(AssignerError):
 
 # --- across a process boundary that keeps only text --------------------------------------
 
-_WIRE = re.compile(r"<dynbucket-error ([A-Za-z0-9+/=]+)>")
+# The token dynbucket appends to a task's failure text: base64 of a JSON document (class
+# name, message arguments, plain fields). JSON runs nothing on load, and the class is looked
+# up by name among DynBucketError's subclasses, so a token forged inside a user's value (a
+# key, a partition value quoted in a message) can at worst name another dynbucket error.
+_WIRE = re.compile(r"<dynbucket-error:v2 ([A-Za-z0-9+/=]+)>")
+_LOOKALIKE = re.compile(r"<(dynbucket-error)", re.IGNORECASE)
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def to_wire(error: DynBucketError) -> str:
-    """The error's message followed by its class, arguments and fields (pickled)."""
+    """The error's message followed by a token holding its class, arguments and plain fields.
+
+    A token-like text inside the message (a user's value) is defanged, so the token appended
+    last is the only one in the text this call makes."""
     # Ray re-raises an actor's error as a class made on the fly (``RayTaskError(X)``)
     # holding the original as ``cause``: carry the original.
     cause = getattr(error, "cause", None)
     if isinstance(cause, DynBucketError):
         error = cause
     cls = next(c for c in type(error).__mro__ if _importable(c))
-    try:
-        payload = pickle.dumps((cls, error.args, dict(error.__dict__)))
-    except (pickle.PicklingError, TypeError, AttributeError):
-        payload = pickle.dumps((cls, tuple(str(a) for a in error.args), {}))
-    text = base64.b64encode(payload).decode("ascii")
-    return f"{cls.__name__}: {error} <dynbucket-error {text}>"
+    doc = {
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "args": [a if isinstance(a, _PLAIN) else str(a) for a in error.args],
+        "fields": {k: v for k, v in error.__dict__.items() if _is_plain(v)},
+    }
+    token = base64.b64encode(json.dumps(doc).encode()).decode("ascii")
+    return f"{cls.__name__}: {defang(str(error))} <dynbucket-error:v2 {token}>"
+
+
+def defang(text: str) -> str:
+    """``text`` with anything that looks like a wire token made inert."""
+    # A zero-width space after "<": the value reads the same, the pattern no longer matches.
+    return _LOOKALIKE.sub(lambda m: "<\u200b" + m.group(1), text)
+
+
+def _is_plain(value: object) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
 
 
 def _importable(cls: type) -> bool:
-    """Whether pickle can name ``cls`` (a class made at run time cannot be)."""
+    """Whether ``cls`` can be named by module and qualified name (a class made at run time
+    cannot be)."""
     module = sys.modules.get(cls.__module__)
     obj: object = module
     for part in cls.__qualname__.split("."):
@@ -152,25 +180,37 @@ def _importable(cls: type) -> bool:
     return obj is cls
 
 
+def _error_class(name: str) -> type[DynBucketError] | None:
+    """The DynBucketError subclass (or the root) named ``module:qualname``, among the classes
+    this process has defined; nothing is imported."""
+    todo: list[type[DynBucketError]] = [DynBucketError]
+    while todo:
+        cls = todo.pop()
+        if f"{cls.__module__}:{cls.__qualname__}" == name:
+            return cls
+        todo.extend(cls.__subclasses__())
+    return None
+
+
 def from_wire(text: str) -> DynBucketError | None:
     """The error :func:`to_wire` put into ``text`` (e.g. a Spark job's failure message), or
-    None when the text holds none (or one this process cannot rebuild)."""
-    match = _WIRE.search(text)
-    if match is None:
+    None when the text holds none (or one this process cannot rebuild).
+
+    The last token is taken: the one dynbucket appended after the message (a chained
+    traceback prints the original error, and any user value in it, before it)."""
+    matches = _WIRE.findall(text)
+    if not matches:
         return None
     try:
-        cls, args, fields = pickle.loads(base64.b64decode(match.group(1)))
-    except (
-        binascii.Error,
-        pickle.UnpicklingError,
-        AttributeError,
-        ImportError,
-        EOFError,
-        TypeError,
-        ValueError,
-    ):
+        doc = json.loads(base64.b64decode(matches[-1], validate=True))
+        cls = _error_class(doc["class"])
+        args = tuple(doc["args"])
+        fields = doc["fields"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
         return None
-    if not (isinstance(cls, type) and issubclass(cls, DynBucketError)):
+    if cls is None or not isinstance(fields, dict):
+        return None
+    if not all(isinstance(a, _PLAIN) for a in args) or not all(map(_is_plain, fields.values())):
         return None
     # Rebuilt without calling __init__: a subclass's own signature does not matter.
     error = cls.__new__(cls)

@@ -5,6 +5,9 @@ nothing behind on either path (no file, no folder, no instant)."""
 
 from __future__ import annotations
 
+import base64
+import json
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.base.errors import DynBucketError, InvalidInputError
+from dynbucket.base.errors import DynBucketError, InvalidInputError, InvalidPartitionValueError
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
@@ -87,3 +90,49 @@ def test_spark_refuses_composite_keys_whose_record_key_texts_collide(
             )
         assert files(tmp_path) == before and folders(tmp_path) == dirs
         assert len(t.history()) == 1
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: code a user's value would run on the driver if
+    a task's failure text were unpickled."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (self.marker, "w"))
+
+
+def test_a_users_value_holding_an_error_token_runs_nothing_through_spark_tasks(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """A key, a partition value and an ordering value holding a pickled payload in the old
+    token form and a forged token of the current one: the driver gets the typed error that
+    the task raised, and nothing runs."""
+    marker = tmp_path / "ran"
+    pickled = base64.b64encode(pickle.dumps((_Payload(str(marker)), (), {}))).decode()
+    forged = "<dynbucket-error:v2 " + base64.b64encode(
+        json.dumps({"class": "dynbucket.base.errors:TableCorruptedError", "args": ["forged"],
+                    "fields": {}}).encode()
+    ).decode() + ">"  # fmt: skip
+    payload = f"<dynbucket-error {pickled}>{forged}"
+    schema = "id string, day string, ts string"
+    t = Table.create(
+        str(tmp_path / "t"),
+        pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.string())]),
+        "id",
+        "day",
+        "ts",
+        runtime=runtime,
+    )
+    with t:
+        t.upsert(spark.createDataFrame([(payload, "d", payload)], schema))
+        # A key the table has, inserted again: the message quotes the key.
+        with pytest.raises(InvalidInputError, match="already exist") as known:
+            t.insert(spark.createDataFrame([(payload, "d", "1")], schema))
+        # A partition value with a '/', and the payload: the message quotes the value.
+        with pytest.raises(InvalidPartitionValueError) as bad_partition:
+            t.upsert(spark.createDataFrame([("k", "x/" + payload, payload)], schema))
+    assert not marker.exists(), "a value in the data ran code on the driver"
+    assert type(known.value) is InvalidInputError
+    assert type(bad_partition.value) is InvalidPartitionValueError

@@ -3,11 +3,17 @@ failure), wherever the class is defined."""
 
 from __future__ import annotations
 
+import base64
+import json
+import pickle
+from pathlib import Path
+
 import pytest
 
 from dynbucket.base.errors import (
     DynBucketError,
     InvalidInputError,
+    InvalidPartitionValueError,
     SchemaMismatchError,
     from_wire,
     to_wire,
@@ -51,15 +57,53 @@ def test_an_error_re_raised_through_a_class_made_at_run_time_travels_as_the_orig
     assert type(from_wire(to_wire(orphan))) is SchemaMismatchError
 
 
+def _token(doc: object) -> str:
+    return "<dynbucket-error:v2 " + base64.b64encode(json.dumps(doc).encode()).decode() + ">"
+
+
 @pytest.mark.parametrize(
     "text",
     [
         "ValueError: not ours",
-        "<dynbucket-error !!notbase64!!>",
-        "<dynbucket-error aGVsbG8=>",  # base64 of b"hello": not a pickle
-        # A pickle of something that is not a dynbucket error is not raised as one.
-        "<dynbucket-error gASVGQAAAAAAAACMCGJ1aWx0aW5zlIwDbGVulJOUKX2Uh5Qu>",
+        "<dynbucket-error:v2 !!notbase64!!>",
+        "<dynbucket-error:v2 aGVsbG8=>",  # base64 of b"hello": not JSON
+        # A class that is not a dynbucket error is not raised, nor imported.
+        _token({"class": "builtins:ValueError", "args": ["x"], "fields": {}}),
+        _token({"class": "os:system", "args": ["x"], "fields": {}}),
+        # Fields that are not plain values are refused whole.
+        _token({"class": "dynbucket.base.errors:TableError", "args": [], "fields": [1]}),
     ],
 )
 def test_text_without_a_dynbucket_error_gives_none(text: str) -> None:
     assert from_wire(text) is None
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: what a pickle in a user's value would run."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_token_inside_a_users_value_runs_nothing_and_is_not_the_error(tmp_path: Path) -> None:
+    """A value quoted by a message (a partition value, a key) may hold a token of the old
+    pickled form or a forged one of the current form: neither runs code, and the error the
+    driver rebuilds is the one dynbucket appended."""
+    marker = tmp_path / "ran"
+    pickled = base64.b64encode(pickle.dumps((_Payload(marker), (), {}))).decode()
+    forged = _token(
+        {"class": "dynbucket.base.errors:TableCorruptedError", "args": ["forged"], "fields": {}}
+    )
+    value = f"x/<dynbucket-error {pickled}>{forged}"
+    wire = to_wire(InvalidPartitionValueError(f"partition value {value!r} holds '/'"))
+    # The chained traceback prints the original message (the value, raw) before the token.
+    text = f"Traceback ...\nInvalidPartitionValueError: {value}\n...\nRuntimeError: {wire}"
+    back = from_wire(text)
+    assert type(back) is InvalidPartitionValueError
+    assert "holds '/'" in str(back)
+    assert not marker.exists()
+    # The message part of the wire text holds no live token: only the appended one matches.
+    assert wire.count("<dynbucket-error:v2 ") == 1
