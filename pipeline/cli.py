@@ -32,6 +32,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
     # Everything that can be checked before Ray and Spark start is checked first.
     fmt = ingest.input_format(args.files, args.format)
+    ingest.check_header_option(fmt, args.schema, args.header)
     given = ingest.Definition(
         tuple(args.key) if args.key else None,
         tuple(args.partition_by) if args.partition_by is not None else None,
@@ -39,14 +40,14 @@ def _ingest(args: argparse.Namespace) -> int:
         args.table_type,
     )
     spec = ingest.table_definition(args.table, given)
-    files = ingest_local.input_files(args.files)
+    files = ingest.input_files(args.files)
     size = ingest_local.input_bytes(files)
     where = f"{len(files)} file(s), {size / 2**20:,.1f} MB"
     if size < args.local_max_mb * 2**20:
         try:
             with Progress("reading", "files", args.terminal) as progress:
                 data = ingest_local.read(
-                    files, fmt, args.schema, spec.schema if spec else None, progress
+                    files, fmt, args.schema, spec.schema if spec else None, progress, args.header
                 )
         except ingest_local.NeedsSpark as e:
             where += f"; {e}"
@@ -75,7 +76,7 @@ def _ingest(args: argparse.Namespace) -> int:
     print(f"ingest: Spark on Ray ({where})", flush=True)
     with Runtime() as rt:
         try:
-            df = ingest.read(rt.spark, args.files, fmt, args.schema, spec)
+            df = ingest.read(rt.spark, args.files, fmt, args.schema, spec, args.header)
             if spec is None:
                 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -411,6 +412,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the files' columns as Spark DDL, e.g. 'id string, ts bigint' "
         "(default: the table's, or inferred for a new table)",
+    )
+    ingest.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_false",
+        help="CSV files without a header line: columns by position, as --schema names them "
+        "(default: a header line, columns by its names)",
     )
     ingest.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
     ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")

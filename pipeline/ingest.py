@@ -8,7 +8,8 @@ and Spark start (about half a minute) made first.
    ``--ordering`` and ``--table-type`` when they are given; without a table there, ``--key``
    is needed to create one.
 3. Spark reads the files: CSV and JSON with the table's schema (``--schema`` when given, or
-   the existing table's), else with the types Spark infers; a new table's ordering field
+   the existing table's), else with the types Spark infers; CSV columns by their header's
+   names (by position only with ``--no-header`` and ``--schema``); a new table's ordering field
    read from CSV as text is refused (``'10'`` sorts before ``'9'``) unless ``--schema``
    says so.
 """
@@ -21,9 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
-from dynbucket.base.errors import ConfigError, InvalidInputError, NotAdoptedError, NotATableError
+from dynbucket.base.errors import (
+    ConfigError,
+    InvalidInputError,
+    NotAdoptedError,
+    NotATableError,
+    SchemaMismatchError,
+)
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec, load_table
 
@@ -120,30 +128,140 @@ def table_definition(uri: str, given: Definition) -> TableSpec | None:
 
 
 def read(
-    spark: SparkSession, files: Sequence[str], fmt: str, schema: str | None, spec: TableSpec | None
+    spark: SparkSession,
+    files: Sequence[str],
+    fmt: str,
+    schema: str | None,
+    spec: TableSpec | None,
+    header: bool = True,
 ) -> DataFrame:
     """3. The files as a DataFrame, typed by ``schema`` (Spark DDL), else the table's
-    schema (CSV, JSON), else as Spark infers them."""
+    schema (CSV, JSON), else as Spark infers them. CSV columns are taken by the names of
+    their header (:func:`csv_schema`), by position only without one (``header=False``, with
+    ``schema``)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    check_header_option(fmt, schema, header)
     reader = spark.read.format(fmt)
-    if fmt == "csv":
-        reader = reader.option("header", "true")
+    typed: StructType | None = None
     if schema is not None:
         try:
-            reader = reader.schema(schema)
+            parsed = _parse_datatype_string(schema)
         except Exception as e:  # pyspark's ParseException: its text may not even print
+            parsed = e
+        if not isinstance(parsed, StructType):
             raise InvalidInputError(
-                f"--schema {schema!r} is not a Spark DDL schema ({type(e).__name__}); give "
-                "the columns as 'name type, ...', e.g. 'id string, ts bigint'"
-            ) from e
+                f"--schema {schema!r} is not a Spark DDL schema ({type(parsed).__name__}); "
+                "give the columns as 'name type, ...', e.g. 'id string, ts bigint'"
+            )
+        typed = parsed
     elif spec is not None and fmt in ("csv", "json"):
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        reader = reader.schema(from_arrow_schema(spec.schema))
-    elif fmt == "csv":
-        reader = reader.option("inferSchema", "true")
+        typed = from_arrow_schema(spec.schema)
+    if fmt == "csv":
+        reader = reader.option("header", str(header).lower())
+        if typed is not None and header:
+            names = csv_header(files)
+            if names is None:  # a compression only Spark reads: its first file's header
+                names = spark.read.option("header", "true").csv(list(files)).columns
+            source = "--schema" if schema is not None else "table"
+            by_name = {f.name: f for f in typed.fields}
+            typed = StructType([by_name[n] for n in csv_columns(names, typed.names, source)])
+            # Spark then checks every file's header against these names, in order.
+            reader = reader.option("enforceSchema", "false")
+        elif typed is None:
+            reader = reader.option("inferSchema", "true")
+    if typed is not None:
+        reader = reader.schema(typed)
     if fmt in ("csv", "json"):
         reader = reader.option("mode", "FAILFAST")  # a bad value fails, never a null
     return reader.load(list(files))
+
+
+def check_header_option(fmt: str, schema: str | None, header: bool) -> None:
+    """``--no-header`` takes CSV columns by position: only of CSV, and only with ``--schema``
+    naming them in order.
+
+    Raises:
+        ConfigError: naming the option and the fix.
+    """
+    if header:
+        return
+    if fmt != "csv":
+        raise ConfigError(f"--no-header is for CSV files, not {fmt}: drop --no-header")
+    if schema is None:
+        raise ConfigError(
+            "--no-header takes the CSV columns by position: give --schema naming them in "
+            "the files' order (e.g. --schema 'id string, ts bigint')"
+        )
+
+
+def csv_header(files: Sequence[str]) -> list[str] | None:
+    """The column names of the CSV files' header line, the same in every file (None when a
+    file's compression is one only Spark reads).
+
+    Raises:
+        InvalidInputError: two files' headers differ.
+    """
+    import pyarrow.csv as pacsv
+
+    first: tuple[str, list[str]] | None = None
+    for name in input_files(files):
+        fs, path = _resolve(name)
+        lowered = name.lower()
+        if lowered.endswith((".snappy", ".lz4")):
+            return None
+        compression = "detect" if lowered.endswith((".gz", ".bz2", ".zst")) else None
+        with fs.open_input_stream(path, compression=compression) as stream:
+            try:
+                names = pacsv.open_csv(stream).schema.names
+            except pa.ArrowInvalid as e:
+                if "Empty CSV file" in str(e):
+                    continue
+                raise InvalidInputError(f"could not read the header of {name}: {e}") from e
+        if first is None:
+            first = (name, names)
+        elif names != first[1]:
+            raise InvalidInputError(
+                f"the CSV files' headers differ ({first[0]}: {first[1]}; {name}: {names}); "
+                "ingest files of one header at a time"
+            )
+    return first[1] if first is not None else []
+
+
+def csv_columns(header: Sequence[str], typed: Sequence[str], source: str) -> list[str]:
+    """The columns a CSV file of ``header`` is read with, by name: the header's, each to be
+    typed as the field of its name in ``typed`` (the table's schema, or ``--schema``). A
+    column ``typed`` lacks is refused here, as the Python API refuses it; one the header
+    lacks is missing from the rows, and the write refuses it.
+
+    Raises:
+        SchemaMismatchError: naming the header's columns that ``typed`` lacks, or that it
+            names twice.
+    """
+    twice = sorted({n for n in header if list(header).count(n) > 1})
+    if twice:
+        raise SchemaMismatchError(
+            f"the CSV header names column(s) {twice} more than once; give each column one name"
+        )
+    extra = [n for n in header if n not in typed]
+    if extra:
+        where = "--schema" if source == "--schema" else "the table schema"
+        raise SchemaMismatchError(
+            f"field(s) {extra} of the CSV header are not in {where} ({list(typed)}); drop "
+            "them from the files, or map columns by position with --no-header and --schema"
+        )
+    return list(header)
+
+
+def input_files(files: Sequence[str]) -> list[str]:
+    """The files behind ``files`` (a folder's visible files, recursively), in order."""
+    out = []
+    for name in files:
+        fs, path = _resolve(name)
+        is_folder = fs.get_file_info(path).type == pafs.FileType.Directory
+        out += folder_files(fs, path) if is_folder else [name]
+    return out
 
 
 def check_new_ordering(df: DataFrame, ordering: str | None, fmt: str, schema: str | None) -> None:

@@ -6,8 +6,8 @@ pyarrow and writes them through the in-process writer (the same buckets, files a
 as the Spark path: both hand Arrow batches to the same writer). The types are Spark's, so
 that a table created from a small file is the table the Spark path would create:
 
-* ``--schema`` (Spark DDL) or an existing table's schema types CSV and JSON columns (CSV
-  by position, as Spark's ``enforceSchema`` does; JSON by name);
+* ``--schema`` (Spark DDL) or an existing table's schema types CSV and JSON columns by
+  name (CSV by its header's names; by position only with ``--no-header``);
 * otherwise CSV columns are inferred as Spark's ``inferSchema`` does: ``int`` when every
   value fits 32 bits, else ``bigint``, ``double``, ``boolean``, else ``string``; JSON
   numbers are ``bigint`` or ``double``, and JSON fields are sorted by name, as Spark sorts
@@ -30,12 +30,11 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from dynbucket.base.errors import InvalidInputError
-from dynbucket.ingest import _resolve, folder_files
+from dynbucket.ingest import _resolve, check_header_option, csv_columns
 
 #: Input size under which ``ingest`` writes in process (``--local-max-mb``).
 LOCAL_MAX_MB = 128
@@ -43,16 +42,6 @@ LOCAL_MAX_MB = 128
 
 class NeedsSpark(Exception):
     """The input is read as Spark would only by Spark (the message says why)."""
-
-
-def input_files(files: Sequence[str]) -> list[str]:
-    """The files behind ``files`` (a folder's visible files, recursively), in order."""
-    out = []
-    for name in files:
-        fs, path = _resolve(name)
-        is_folder = fs.get_file_info(path).type == pafs.FileType.Directory
-        out += folder_files(fs, path) if is_folder else [name]
-    return out
 
 
 def input_bytes(files: Sequence[str]) -> int:
@@ -70,6 +59,7 @@ def read(
     schema: str | None,
     table_schema: pa.Schema | None,
     progress: Callable[[int, int], None] | None = None,
+    header: bool = True,
 ) -> pa.Table:
     """The files as one Arrow table, typed as the Spark path types them (module doc);
     ``progress`` is told (files read, files) after each.
@@ -79,14 +69,25 @@ def read(
         InvalidInputError: a file cannot be read as ``fmt`` with these types (nothing is
             written).
     """
+    check_header_option(fmt, schema, header)
     given = ddl_schema(schema) if schema is not None else None
     typed = given if given is not None else table_schema
+    source = "--schema" if given is not None else "table"
+    first_header: list[str] | None = None
     if typed is not None and fmt in ("csv", "json"):
         _no_text_times(typed, "the schema")
     parts = []
     for name in files:
         try:
-            part = _read_one(name, fmt, typed)
+            part = _read_one(name, fmt, typed, header, source)
+            if fmt == "csv" and header and typed is not None:
+                if first_header is None:
+                    first_header = part.column_names
+                elif part.column_names != first_header:  # as Spark refuses them
+                    raise InvalidInputError(
+                        f"the CSV files' headers differ ({files[0]}: {first_header}; {name}: "
+                        f"{part.column_names}); ingest files of one header at a time"
+                    )
             if fmt == "parquet" and given is not None:  # Spark reads the columns named
                 part = _columns_of(part, given)
             parts.append(part)
@@ -126,7 +127,9 @@ def _columns_of(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _read_one(name: str, fmt: str, typed: pa.Schema | None) -> pa.Table:
+def _read_one(
+    name: str, fmt: str, typed: pa.Schema | None, header: bool = True, source: str = "table"
+) -> pa.Table:
     fs, path = _resolve(name)
     if fmt == "parquet":
         return spark_types(pq.read_table(path, filesystem=fs, partitioning=None))
@@ -136,23 +139,27 @@ def _read_one(name: str, fmt: str, typed: pa.Schema | None) -> pa.Table:
     compression = "detect" if lowered.endswith((".gz", ".bz2", ".zst")) else None
     with fs.open_input_stream(path, compression=compression) as stream:
         if fmt == "csv":
-            return _read_csv(stream, typed)
+            return _read_csv(stream, typed, header, source)
         return _read_json(stream, typed)
 
 
-def _read_csv(stream: pa.NativeFile, typed: pa.Schema | None) -> pa.Table:
+def _read_csv(
+    stream: pa.NativeFile, typed: pa.Schema | None, header: bool = True, source: str = "table"
+) -> pa.Table:
     # Spark reads an empty value as null, of any type, quoted ("") or not.
     convert = dict(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True)
+    data = stream.read()
     if typed is not None:
-        # With a schema Spark takes the columns by position, the header only skipped.
+        if header:  # columns by the header's names, each of its type in the schema
+            names = pacsv.open_csv(pa.BufferReader(data)).schema.names
+            typed = pa.schema([typed.field(n) for n in csv_columns(names, typed.names, source)])
         return pacsv.read_csv(
-            stream,
-            read_options=pacsv.ReadOptions(column_names=typed.names, skip_rows=1),
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=typed.names, skip_rows=int(header)),
             convert_options=pacsv.ConvertOptions(
                 column_types=typed, true_values=_TRUE, false_values=_FALSE, **convert
             ),
         )
-    data = stream.read()
     names = pacsv.open_csv(pa.BufferReader(data)).schema.names
     text = pacsv.read_csv(
         pa.BufferReader(data),

@@ -62,7 +62,10 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
         schema=pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.float64())]),
         record_key=("id",),
     )
-    (tmp_path / "typed.csv").write_text("x,y,z\nk1,7,1.5\nk2,8,\n")
+    # Columns by the header's names, in another order than the schema's (and, without a
+    # header, by position).
+    (tmp_path / "typed.csv").write_text("v,id,ts\n1.5,k1,7\n,k2,8\n")
+    (tmp_path / "bare.csv").write_text("k1,7,1.5\nk2,8,\n")
     (tmp_path / "typed.json").write_text('{"v": 2.5, "id": "k1", "ts": 9, "extra": 1}\n')
     cases = [
         (["a.csv", "b.csv"], "csv", None, None),
@@ -71,15 +74,22 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
         (["a.parquet"], "parquet", "id string, n int, missing double", None),
         (["typed.csv"], "csv", "id string, ts bigint, v double", None),
         (["typed.csv"], "csv", None, table),
+        (["bare.csv"], "csv", "id string, ts bigint, v double", None),
         (["typed.json"], "json", None, table),
     ]
     for inputs, fmt, schema, spec in cases:
         files = [str(tmp_path / n) for n in inputs]
-        ours = ingest_local.read(files, fmt, schema, spec.schema if spec else None)
-        df = ingest.read(spark, files, fmt, schema, spec)
+        header = inputs != ["bare.csv"]
+        ours = ingest_local.read(files, fmt, schema, spec.schema if spec else None, None, header)
+        df = ingest.read(spark, files, fmt, schema, spec, header)
+        if inputs in (["typed.csv"], ["bare.csv"]):
+            assert sorted(ours.select(["id", "ts", "v"]).to_pylist(), key=str) == [
+                {"id": "k1", "ts": 7, "v": 1.5},
+                {"id": "k2", "ts": 8, "v": None},
+            ]
         theirs = df._collect_as_arrow()
         theirs = pa.Table.from_batches(theirs, to_arrow_schema(df.schema)) if theirs else None
-        assert ours.schema == to_arrow_schema(df.schema), (inputs, schema)
+        assert ours.schema == to_arrow_schema(df.schema), (inputs, schema, df.schema)
         key = ours.column_names[0] if fmt == "json" and spec is None else "id"
         assert theirs is not None
         assert sorted(_plain(ours), key=lambda r: str(r[key])) == sorted(
@@ -135,3 +145,24 @@ def test_spark_tasks_reports_the_tasks_of_the_blocks_jobs(spark: Any) -> None:
         spark.range(0, 10_000, numPartitions=4).selectExpr("sum(id)").collect()
     done, total = told[-1]
     assert done == total >= 4  # the 4 tasks of the scan, and the sum's
+
+
+def test_spark_refuses_csv_headers_the_table_does_not_explain(spark: Any, tmp_path: Path) -> None:
+    """What the in-process path refuses by name (tests/unit/test_ingest.py), Spark's path
+    refuses too: a column the table lacks, and a file whose header differs from the first's
+    (Spark itself checks every file's header against the names it was given)."""
+    import pytest
+
+    from dynbucket.base.errors import InvalidInputError, SchemaMismatchError
+
+    table = TableSpec(
+        schema=pa.schema([("id", pa.string()), ("ts", pa.int64())]), record_key=("id",)
+    )
+    (tmp_path / "extra.csv").write_text("id,ts,coupon\nk1,1,x\n")
+    with pytest.raises(SchemaMismatchError, match=r"\['coupon'\] of the CSV header"):
+        ingest.read(spark, [str(tmp_path / "extra.csv")], "csv", None, table)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a.csv").write_text("id,ts\nk1,1\n")
+    (tmp_path / "other" / "b.csv").write_text("ts,id\n2,k2\n")
+    with pytest.raises(InvalidInputError, match="headers differ"):
+        ingest.read(spark, [str(tmp_path / "other")], "csv", None, table)

@@ -9,8 +9,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.base.errors import ConfigError, InvalidInputError, NotATableError
-from dynbucket.ingest import Definition, input_format, table_definition
+from dynbucket import ingest_local
+from dynbucket.base.errors import (
+    ConfigError,
+    InvalidInputError,
+    NotATableError,
+    SchemaMismatchError,
+)
+from dynbucket.ingest import (
+    Definition,
+    check_header_option,
+    csv_header,
+    input_format,
+    table_definition,
+)
 from dynbucket.options import TableOptions
 from dynbucket.table import Table
 
@@ -91,3 +103,73 @@ def test_the_command_line_must_agree_with_an_existing_table(tmp_path: Path) -> N
     ]:
         with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
             table_definition(uri, given)
+
+
+ORDERS = pa.schema(
+    [("order_id", pa.string()), ("ts", pa.int64()), ("day", pa.string()), ("amount", pa.float64())]
+)
+
+
+def test_csv_columns_are_taken_by_their_header_names(tmp_path: Path) -> None:
+    """A header in another order than the table's fields: each value lands in the column its
+    header names (it was taken by position: amount 3000.0 read into ts)."""
+    (tmp_path / "a.csv").write_text("order_id,day,ts,amount\no1,2024-01-02,14,3000.0\n")
+    (tmp_path / "b.csv").write_text("order_id,day,ts,amount\no2,2024-01-03,15,1.5\n")
+    files = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    data = ingest_local.read(files, "csv", None, ORDERS)
+    rows = {r["order_id"]: r for r in data.to_pylist()}
+    assert rows["o1"] == {"order_id": "o1", "day": "2024-01-02", "ts": 14, "amount": 3000.0}
+    assert rows["o2"]["ts"] == 15 and rows["o2"]["day"] == "2024-01-03"
+    # The same through the in-process writer: the table's fields in the table's order.
+    t = Table.create(str(tmp_path / "t"), ORDERS, "order_id", "day", "ts")
+    t.upsert(data)
+    assert t.to_arrow(meta_columns=False).sort_by("order_id").to_pylist()[0] == rows["o1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "schema", "message"),
+    [
+        # A header naming a column the table lacks: the Python API's words, and the fix.
+        (
+            "order_id,day,ts,amount,coupon\no1,d,1,2.0,x\n",
+            None,
+            r"field\(s\) \['coupon'\] of the CSV header are not in the table schema",
+        ),
+        ("order_id,day,day,amount\no1,d,d,2.0\n", None, r"names column\(s\) \['day'\] more"),
+        (
+            "a,b\no1,1\n",
+            "order_id string, ts bigint",
+            r"field\(s\) \['a', 'b'\] of the CSV header are not in --schema",
+        ),
+    ],
+)
+def test_a_csv_header_the_schema_does_not_explain_is_refused(
+    tmp_path: Path, text: str, schema: str | None, message: str
+) -> None:
+    (tmp_path / "a.csv").write_text(text)
+    with pytest.raises(SchemaMismatchError, match=message):
+        ingest_local.read([str(tmp_path / "a.csv")], "csv", schema, ORDERS)
+
+
+def test_csv_files_of_two_headers_are_refused_on_both_paths(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("order_id,day,ts,amount\no1,d,1,2.0\n")
+    (tmp_path / "b.csv").write_text("order_id,ts,day,amount\no2,1,d,2.0\n")
+    files = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    with pytest.raises(InvalidInputError, match="headers differ"):
+        ingest_local.read(files, "csv", None, ORDERS)
+    with pytest.raises(InvalidInputError, match="headers differ"):
+        csv_header(files)  # the Spark path's check, before Spark reads
+    assert csv_header(files[:1]) == ["order_id", "day", "ts", "amount"]
+
+
+def test_no_header_takes_columns_by_position_and_needs_a_schema(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("o1,7,d\n")
+    data = ingest_local.read(
+        [str(tmp_path / "a.csv")], "csv", "order_id string, ts bigint, day string", ORDERS,
+        header=False,
+    )  # fmt: skip
+    assert data.to_pylist() == [{"order_id": "o1", "ts": 7, "day": "d"}]
+    with pytest.raises(ConfigError, match="--no-header .* give --schema"):
+        check_header_option("csv", None, header=False)
+    with pytest.raises(ConfigError, match="--no-header is for CSV files"):
+        check_header_option("json", "id string", header=False)
