@@ -282,14 +282,15 @@ class TableUpkeep:
                     seen=self._index_files,
                 )
                 clean = functools.partial(services.schedule_clean, store, spec)
+                left = result.due.left
                 for action, due, plan in (
                     ("compaction", result.due.compaction, slices),
                     ("logcompaction", result.due.log_compaction, logs),
                     ("clean", result.due.clean, clean),
                     ("index-compaction", bool(due_index), index),
                 ):
-                    if due:
-                        ran += self._beside(action, self._schedule(action, plan))
+                    if due or action in left:  # one left pending runs first (_schedule)
+                        ran += self._beside(action, self._schedule(action, plan, due))
                 self._index_seen()
         except Exception:
             log.exception("a service after instant %s failed; it is due again", result.instant)
@@ -316,14 +317,18 @@ class TableUpkeep:
             self._index_wait[p] = threshold - files
         self._index_files.clear()
 
-    def _schedule(self, action: str, plan: Callable[[], str | None]) -> Callable[[], str | None]:
+    def _schedule(
+        self, action: str, plan: Callable[[], str | None], due: bool = True
+    ) -> Callable[[], str | None]:
         """Scheduling of ``action``: one an earlier process left pending (its executor
-        died) is run again first; else ``plan`` schedules a new one."""
+        died) is run again first; else, when ``due``, ``plan`` schedules a new one."""
 
         def schedule() -> str | None:
             timeline = Timeline(self.table.store, self.table.spec.options.merge_on_read)
             left = services.pending_of(timeline, action)
-            return left[0].id if left else plan()
+            if left:
+                return left[0].id
+            return plan() if due else None
 
         return schedule
 

@@ -46,7 +46,7 @@ from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, Visible
-from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
+from dynbucket.format.timeline.transaction import DETACHED_ACTIONS, left_pending
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def check(store: TableStore) -> CheckReport:
         report.add(f"the table's definition does not read: {e}", "restore .hoodie/ from a backup")
         return report
     timeline = Timeline(store, spec.options.merge_on_read)
-    completed = _instants(store, timeline, report)  # 2.
+    completed = _instants(store, spec, timeline, report)  # 2.
     _guarded(
         report,
         "the files of completed instants",
@@ -141,7 +141,9 @@ def _guarded(report: CheckReport, what: str, step: Callable[[], None]) -> None:
         )
 
 
-def _instants(store: TableStore, timeline: Timeline, report: CheckReport) -> list[Instant]:
+def _instants(
+    store: TableStore, spec: TableSpec, timeline: Timeline, report: CheckReport
+) -> list[Instant]:
     readable = []
     for instant in timeline.instants():
         if not instant.completed:
@@ -155,13 +157,25 @@ def _instants(store: TableStore, timeline: Timeline, report: CheckReport) -> lis
     report.instants = len(readable)
     # Services beside the writes are pending while they run; one whose process died is
     # run again by the next write's services (or `dynbucket compact`), never rolled back.
-    beside = [i for i in timeline.pending() if i.action in DETACHED_ACTIONS]
+    all_pending = timeline.pending()
+    beside = left_pending(timeline)
     if beside:
-        report.notes.append(
-            f"instant(s) {[str(i) for i in beside]} run beside the writes (the next write's "
-            "services finish one left behind; so does `dynbucket compact --index --clean`)"
-        )
-    pending = [i for i in timeline.pending() if i.action not in DETACHED_ACTIONS]
+        active = len(timeline.instants())
+        keep_max = spec.options.keep_max_commits
+        if active > keep_max:  # archival stops at the oldest pending instant
+            report.add(
+                f"instant(s) {[str(i) for i in beside]}, a service left pending, hold archival "
+                f"back: {active} instants are active (hoodie.keep.max.commits={keep_max})",
+                "the next write's services finish it; or run `dynbucket compact --index --clean`",
+            )
+        else:
+            report.notes.append(
+                f"instant(s) {[str(i) for i in beside]} run beside the writes (the next "
+                "write's services finish one left behind; so does `dynbucket compact --index "
+                "--clean`)"
+            )
+    unplanned = [i for i in all_pending if i.action in DETACHED_ACTIONS and i not in beside]
+    pending = [i for i in all_pending if i.action not in DETACHED_ACTIONS] + unplanned
     if pending:
         holder = WriterLock(store).holder()
         if holder is not None:

@@ -67,6 +67,7 @@ from dynbucket.format.timeline.transaction import (
     Transaction,
     WrittenFile,
     compaction_groups,
+    left_pending,
 )
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
@@ -76,7 +77,7 @@ Group = tuple[str, str, str]
 
 def pending(timeline: Timeline) -> list[Instant]:
     """The compactions scheduled and not yet completed, oldest first."""
-    return [i for i in timeline.pending() if i.action == "compaction"]
+    return left_pending(timeline, "compaction")
 
 
 def full_due(spec: TableSpec, fslice: FileSlice) -> bool:

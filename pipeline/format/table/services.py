@@ -27,7 +27,7 @@ from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
-from dynbucket.format.timeline.transaction import Transaction, WrittenFile
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile, left_pending
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
@@ -261,8 +261,9 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
 
 def pending_of(timeline: Timeline, action: str) -> list[Instant]:
     """Scheduled and not completed instants of ``action`` (one an executor that died left,
-    or one running now)."""
-    return [i for i in timeline.pending() if i.action == action]
+    or one running now; not one whose scheduler died before its plan was recorded, which
+    the next writer rolls back)."""
+    return left_pending(timeline, action)
 
 
 def _clean_files(

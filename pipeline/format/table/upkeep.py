@@ -27,8 +27,8 @@ from dynbucket.format.table import compaction, services
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import archive
-from dynbucket.format.timeline.timeline import Instant, Timeline
-from dynbucket.format.timeline.transaction import WrittenFile
+from dynbucket.format.timeline.timeline import Instant, Timeline, seconds_since
+from dynbucket.format.timeline.transaction import WrittenFile, left_pending
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,10 @@ class Upkeep:
     index_partitions: tuple[str, ...] = ()
     archive: bool = False
     log_compaction: bool = False
+    left: tuple[str, ...] = ()
+    """Actions of services left pending (scheduled, not completed): each is executed
+    again, due or not (one whose executor died would otherwise hold archival back for as
+    long as no new one of its action is due)."""
 
     def __bool__(self) -> bool:
         return (
@@ -48,6 +52,7 @@ class Upkeep:
             or self.clean
             or bool(self.index_partitions)
             or self.archive
+            or bool(self.left)
         )
 
 
@@ -80,7 +85,27 @@ def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Up
         index,
         o.archive_automatic and _archivable(instants, o.keep_min_commits, o.keep_max_commits),
         not all(full),
+        _left(spec, instants),
     )
+
+
+def _left(spec: TableSpec, instants: Sequence[Instant]) -> tuple[str, ...]:
+    """Actions of automatic services with an instant pending for longer than a lease:
+    its executor died (one of this process that still runs it is not run twice:
+    ``write/upkeep.py`` skips the actions it runs). A service switched off is not run."""
+    o = spec.options
+    on = {
+        "compaction": o.merge_on_read and (o.compaction_inline or o.compaction_async),
+        "logcompaction": o.merge_on_read and (o.compaction_inline or o.compaction_async),
+        "clean": o.clean_automatic,
+        "index-compaction": o.index_compaction_automatic,
+    }
+    old = (
+        i.action
+        for i in instants
+        if not i.completed and on.get(i.action) and seconds_since(i.id) > o.lock_lease_seconds
+    )
+    return tuple(sorted(set(old)))
 
 
 def _archivable(instants: Sequence[Instant], keep_min: int, keep_max: int) -> bool:
@@ -97,6 +122,25 @@ def _archivable(instants: Sequence[Instant], keep_min: int, keep_max: int) -> bo
         and (pending is None or oldest.id < pending)
         and (sum(i.completed for i in instants) > keep_min)
     )
+
+
+#: How a service left pending is executed and completed in the caller's thread.
+_EXECUTE_LEFT = {
+    "compaction": compaction.run,
+    "logcompaction": compaction.run_log,
+    "clean": services.execute_clean,
+    "index-compaction": services.execute_index_compaction,
+}
+
+
+def run_left(store: TableStore, spec: TableSpec, actions: Sequence[str]) -> list[ServiceResult]:
+    """Executes and completes the services of ``actions`` left pending (their executor
+    died, or it runs in another process: a second execution of one plan completes it
+    once), oldest first."""
+    if not actions:
+        return []
+    timeline = Timeline(store, spec.options.merge_on_read)
+    return [_EXECUTE_LEFT[i.action](store, spec, i.id) for i in left_pending(timeline, *actions)]
 
 
 def target_io_bytes(spec: TableSpec) -> int:
@@ -118,6 +162,8 @@ def run_inline(store: TableStore, spec: TableSpec, upkeep: Upkeep) -> list[Servi
     o = spec.options
     out = []
     n, most = o.compaction_delta_commits, target_io_bytes(spec)
+    if not beside(spec):
+        out += run_left(store, spec, upkeep.left)
     if upkeep.compaction and o.compaction_inline:
         out.append(services.compact_due(store, spec, n, max_bytes=most, by_size=True))
     if upkeep.log_compaction and o.compaction_inline:

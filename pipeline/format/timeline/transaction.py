@@ -148,10 +148,12 @@ class Transaction:
         try:
             timeline = Timeline(store, spec.options.merge_on_read)
             pending = timeline.pending()
+            # A service's instant whose scheduler died before its plan was recorded has
+            # no executor and nothing to execute: it is settled as a write is.
             settled = {
                 p.id: settle(store, timeline, p, lock.owner)
                 for p in pending
-                if p.action not in DETACHED_ACTIONS
+                if p.action not in DETACHED_ACTIONS or not is_scheduled(timeline.plan(p))
             }
             compacting = {
                 file_id: p.id
@@ -239,6 +241,10 @@ class Transaction:
     def record_plan(self, entries: dict[str, Any]) -> None:
         """Adds ``entries`` to the inflight instant's plan, before the instant acts on them
         (a clean says which instants it keeps before it removes a file)."""
+        if self.lock is not None:
+            # A scheduler paused past its lease must not write a plan onto an instant the
+            # next writer settled (its outcome then fences the executor too).
+            self.lock.verify()
         self.plan = {**self.plan, **entries}
         self.instant = self.timeline.start(self.instant, self.plan)
 
@@ -389,12 +395,32 @@ def schedule(
         if entries is None:
             txn.cancel()
             return None
-        txn.record_plan(entries)
+        txn.record_plan({**entries, SCHEDULED: True})
     except BaseException:
         txn.cancel()
         raise
     txn.hand_off()
     return txn.id
+
+
+#: The plan entry by which a detached instant says its whole plan is recorded: one without
+#: it was left by a scheduler that died (or stalled past its lease) before it recorded it.
+SCHEDULED = "scheduled"
+#: Entries that plans recorded before ``SCHEDULED`` existed hold (the services' own).
+_PLAN_ENTRIES = ("groups", "earliest-retained", "partitions", "merges")
+
+
+def is_scheduled(plan: dict[str, Any]) -> bool:
+    """Whether a detached instant's plan (``Timeline.plan``) was recorded whole, so that it
+    can be executed; one that was not is rolled back by the next writer (``begin``)."""
+    return bool(plan.get(SCHEDULED)) or any(k in plan for k in _PLAN_ENTRIES)
+
+
+def left_pending(timeline: Timeline, *actions: str) -> list[Instant]:
+    """The scheduled, not completed instants of ``actions`` (default: every detached
+    action), oldest first: running now, or left by an executor that died."""
+    wanted = actions or DETACHED_ACTIONS
+    return [i for i in timeline.pending() if i.action in wanted and is_scheduled(timeline.plan(i))]
 
 
 def latest_write(completed: list[Instant]) -> str | None:

@@ -7,6 +7,7 @@ both readers read the model and ``dynbucket check`` finds the table healthy."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -131,3 +132,108 @@ def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> 
     assert _live(reader) == model
     check_hudi_reads(reader)
     assert reader.check().healthy
+
+
+#: Services on, as a user gets them, on a short timeline (archival from 6 instants).
+SERVICES_ON = TableOptions(cleaner_commits_retained=2, clean_max_commits=2, keep_min_commits=4,
+                           keep_max_commits=6, index_compaction_min_files=2,
+                           compaction_delta_commits=2, lock_lease_seconds=1.0)  # fmt: skip
+
+SCHEDULING_CHILD = r"""
+import dataclasses, sys, time
+from dynbucket.table import Table
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.table import compaction, services
+from dynbucket.format.timeline import transaction
+
+def stall(*args, **kwargs):
+    print("AT", flush=True)
+    time.sleep(3600)
+
+t = Table.open(sys.argv[1])
+service, when = sys.argv[2], sys.argv[3]
+# Logs merged whatever their size against the base (these bases are small).
+spec = dataclasses.replace(
+    t.spec, options=dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
+)
+if when == "scheduling":  # the instant is requested, its plan not yet recorded
+    transaction.Transaction.record_plan = stall
+else:  # scheduled, its executor killed before it wrote anything
+    RecordLevelIndex.compact = RecordLevelIndex.merge_deltas = stall
+    compaction.execute = compaction.run_log = services.execute_clean = stall
+if service == "compaction":
+    compaction.run(t.store, spec, compaction.schedule(t.store, spec, 1))
+elif service == "logcompaction":
+    compaction.run_log(t.store, spec, compaction.schedule_log(t.store, spec, 1))
+elif service == "clean":
+    services.execute_clean(t.store, spec, services.schedule_clean(t.store, spec))
+else:
+    scheduled = services.schedule_index_compaction(t.store, spec, 2)
+    services.execute_index_compaction(t.store, spec, scheduled)
+"""
+
+
+def _kill_in(t: Table, service: str, when: str) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", SCHEDULING_CHILD, t.uri, service, when],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().split() == ["AT"]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    time.sleep(1.1)  # the killed scheduler's lease runs out
+
+
+@pytest.mark.parametrize(
+    ("service", "when"),
+    [
+        ("compaction", "scheduling"),
+        ("logcompaction", "scheduling"),
+        ("clean", "scheduling"),
+        ("index-compaction", "scheduling"),
+        # Executors killed after scheduling, then a stream of updates only (no new keys:
+        # no index file, so no index compaction is ever due again).
+        ("index-compaction", "executing"),
+        ("clean", "executing"),
+    ],
+)
+def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
+    tmp_path: Path, service: str, when: str
+) -> None:
+    """A service killed before its plan was recorded left an instant no executor can run
+    (a clean without ``earliest-retained`` failed every later clean and stopped archival
+    for good); one killed while it executed must be finished by the next write's services
+    even when none of its kind is due again. ``check`` says so meanwhile."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    model: dict[str, int] = {}
+    for i in range(6):
+        ids = [f"k{i}", "a", f"b{i % 3}"]
+        t.upsert(_rows(ids, i))
+        model.update(dict.fromkeys(ids, i))
+    t.wait_for_services()
+    t.close()
+    _kill_in(t, service, when)
+    (left,) = Timeline(t.store, True).pending()
+    assert left.action == service
+    found = Table.open(t.uri).check()
+    if when == "scheduling":
+        assert not found.healthy and "left pending by a writer that died" in str(found)
+        if service == "clean":  # `dynbucket rollback` settles it
+            assert services.rollback(t.store, t.spec) == [left.id]
+    writer = Table.open(t.uri)
+    writer.spec = dataclasses.replace(writer.spec, options=SERVICES_ON)  # services on
+    for i in range(40):  # updates of known keys only
+        ids = ["a", f"k{i % 6}"]
+        writer.upsert(_rows(ids, 100 + i))
+        model.update(dict.fromkeys(ids, 100 + i))
+    writer.wait_for_services()
+    timeline = Timeline(writer.store, True)
+    assert [i for i in timeline.pending() if i.id <= left.id] == []
+    assert len(timeline.instants()) <= SERVICES_ON.keep_max_commits + 3  # archival goes on
+    assert _live(writer) == model
+    report = writer.check()
+    assert report.healthy, str(report)
+    writer.close()
