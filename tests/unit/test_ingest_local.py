@@ -81,11 +81,14 @@ def test_json_numbers_are_bigint_and_fields_sorted_by_name(tmp_path: Path) -> No
     assert t.column("at").to_pylist() == ["2024-01-01T00:00:00", "x"]  # text stays text
 
 
-def test_a_schema_types_csv_by_position_and_json_by_name(tmp_path: Path) -> None:
-    (tmp_path / "a.csv").write_text("whatever,names\nk1,7\n")
+def test_a_schema_types_csv_and_json_by_name(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("ts,id\n7,k1\n")
+    (tmp_path / "bare.csv").write_text("k1,7\n")
     (tmp_path / "a.json").write_text('{"ts": 7, "id": "k1", "extra": 1}\n')
     ddl = "id string, ts bigint"
-    assert read([str(tmp_path / "a.csv")], "csv", ddl, None).to_pylist() == [{"id": "k1", "ts": 7}]
+    assert read([str(tmp_path / "a.csv")], "csv", ddl, None).to_pylist() == [{"ts": 7, "id": "k1"}]
+    bare = read([str(tmp_path / "bare.csv")], "csv", ddl, None, header=False)  # by position
+    assert bare.to_pylist() == [{"id": "k1", "ts": 7}]
     by_table = read([str(tmp_path / "a.json")], "json", None, ddl_schema(ddl))
     assert by_table.to_pylist() == [{"id": "k1", "ts": 7}]
 

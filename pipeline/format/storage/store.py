@@ -29,6 +29,28 @@ from dynbucket.format.storage.object_store import ConditionalPut
 
 #: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
 TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
+#: Parts of a name by which Hudi's readers take a file for a log (or an archived timeline)
+#: file, whatever follows (``^\.(.+)_(.*)\.(log|archive)\.(\d+)``): a temporary name holds
+#: them marked, so that a reader listing a partition mid-write skips the file.
+_LOG_MARKS = ((".log.", ".log~."), (".archive.", ".archive~."))
+
+
+def temporary_name(name: str) -> str:
+    """A hidden name for writing the file ``name`` (:data:`TEMPORARY` matches it), which no
+    Hudi reader takes for a data file: not ``.parquet`` at the end, no ``.log.<n>``."""
+    hidden = name.lstrip(".")
+    for part, marked in _LOG_MARKS:
+        hidden = hidden.replace(part, marked)
+    return f".{hidden}.tmp-{uuid.uuid4().hex[:12]}"
+
+
+def final_name(temporary: str) -> str:
+    """The name a temporary file (:func:`temporary_name`) was to be published as, but for
+    a leading ``.`` (a log's, which a temporary name does not keep apart)."""
+    name = re.sub(r"\.tmp-[0-9a-f]+$", "", temporary).lstrip(".")
+    for part, marked in _LOG_MARKS:
+        name = name.replace(marked, part)
+    return name
 
 
 @dataclass(frozen=True)
@@ -158,7 +180,7 @@ class TableStore:
     def _temporary(path: str) -> str:
         """A hidden name beside ``path`` for writing it (:data:`TEMPORARY` matches it)."""
         directory, name = posixpath.split(path)
-        return posixpath.join(directory, f".{name.lstrip('.')}.tmp-{uuid.uuid4().hex[:12]}")
+        return posixpath.join(directory, temporary_name(name))
 
     def remove_empty_dirs(self, directories: Iterable[str]) -> None:
         """Removes each of ``directories`` that is empty, and then its parents that are

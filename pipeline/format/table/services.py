@@ -14,7 +14,7 @@ from dynbucket.format.file_group.slices import data_files, unmerged
 from dynbucket.format.hudi import files as names
 from dynbucket.format.index.files import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.storage.store import TEMPORARY, TableStore
+from dynbucket.format.storage.store import TEMPORARY, TableStore, final_name
 from dynbucket.format.table import compaction
 from dynbucket.format.table.paths import (
     BUCKET_LAYOUT_DIR,
@@ -32,15 +32,14 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
 _INSTANT_IN_NAME = re.compile(r"(?:^\.?|_)(\d{17})\.")
-_TEMPORARY_TAIL = re.compile(r"\.tmp-[0-9a-f]+$")
 
 
 def writer_of_temporary(name: str) -> str | None:
     """The instant that was writing a temporary file (None: none can be told): a data
     file's writer (a log file's name also holds its base instant, an older one), an index
     file's, else the first instant in the name."""
-    final = _TEMPORARY_TAIL.sub("", name)
-    parsed = names.parse(final) or names.parse(final.lstrip("."))
+    final = final_name(name)
+    parsed = names.parse(final) or names.parse("." + final)
     if parsed is not None:
         return parsed.instant
     index = index_instant(final.lstrip("."))

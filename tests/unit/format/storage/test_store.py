@@ -4,13 +4,21 @@ power cut could lose."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from dynbucket.format.storage import store as storage
-from dynbucket.format.storage.store import TableStore, WriteBatch
+from dynbucket.format.storage.store import (
+    TEMPORARY,
+    TableStore,
+    WriteBatch,
+    final_name,
+    temporary_name,
+)
+from dynbucket.format.table.services import writer_of_temporary
 
 
 @pytest.fixture()
@@ -112,3 +120,28 @@ def test_a_copy_in_a_batch_is_a_file_of_its_own(tmp_path: Path) -> None:
     batch.publish()
     store.delete(source)
     assert Path(store.path("p", "b.log")).read_bytes() == b"log block bytes"
+
+
+#: Hudi's log file pattern (``FSUtils.LOG_FILE_PATTERN``; hudi-rs parses the same parts):
+#: unanchored at the end, so anything after ``.log.<n>`` still makes a log file.
+HUDI_LOG = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(.cdc)?)?")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".00000003-6f1c-0000-0000-000000000000_20260101000000001.log.5_0-20260101000000009-0",
+        "00000003-6f1c-0000-0000-000000000000_0-20260101000000001-0_20260101000000001.parquet",
+        ".commits_.archive.3_1-0-1",
+    ],
+)
+def test_a_temporary_name_is_no_file_a_hudi_reader_lists(tmp_path: Path, name: str) -> None:
+    """hudi-rs listed in-flight temporary logs (``.<log>.tmp-<hex>``) as log files, and
+    failed reads when they went: a temporary name is neither a log nor a base file to
+    Hudi, and still says which file (and so which writer) it was to be."""
+    temp = temporary_name(name)
+    assert TEMPORARY.match(temp) and not HUDI_LOG.match(temp)
+    assert not temp.endswith(".parquet") and not temp.endswith(".hfile")
+    assert final_name(temp) == name.lstrip(".")
+    if "deltacommit" not in name and ".log." in name:
+        assert writer_of_temporary(temp) == "20260101000000009"
