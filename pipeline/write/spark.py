@@ -43,7 +43,7 @@ from dynbucket.base.errors import (
     from_wire,
 )
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
-from dynbucket.format.records.incoming import fit_types, required_fields
+from dynbucket.format.records.incoming import fit_types, required_fields, unique_fields
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
@@ -207,6 +207,7 @@ def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
+    unique_fields(df.columns)
     have = {f.name: to_arrow_type(f.dataType) for f in df.schema.fields}
     cast = set(fit_types(have, spec.schema, required_fields(spec, deletes)))
     columns = []

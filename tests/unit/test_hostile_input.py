@@ -16,6 +16,7 @@ from dynbucket.base.errors import (
     InstantNotFoundError,
     InvalidInputError,
     NotATableError,
+    SchemaMismatchError,
     TableCorruptedError,
     TableExistsError,
 )
@@ -316,3 +317,16 @@ def test_signed_zero_orders_as_hudi_orders_and_nan_is_refused(
     ):
         t.upsert(rows(["a", "c"], [3.0, float("nan")], [3, 3]))
     assert files(tmp_path) == before
+
+
+@pytest.mark.parametrize("operation", ["upsert", "delete"])
+def test_a_field_named_twice_is_refused_by_name(tmp_path: Path, operation: str) -> None:
+    """Two columns of one name (a join's leftover) were a raw KeyError; which of them is
+    the field would be a guess."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, KEY, PARTITION, ORDERING)
+    before, dirs = files(tmp_path), folders(tmp_path)
+    good = pa.table({"id": ["a"], "day": ["d"], "ts": [1], "qty": [1], "note": ["n"]})
+    data = good.append_column("ts", pa.array([2]))
+    with pytest.raises(SchemaMismatchError, match=r"field\(s\) \['ts'\] appear more than once"):
+        getattr(t, operation)(data)
+    assert files(tmp_path) == before and folders(tmp_path) == dirs

@@ -96,10 +96,26 @@ def fit_types(
     return cast
 
 
+def unique_fields(names: Sequence[str]) -> None:
+    """Records name each field once: which of two columns of one name is the field would
+    be a guess (a value could land in the wrong column).
+
+    Raises:
+        SchemaMismatchError: naming the fields named more than once, with the fix.
+    """
+    twice = sorted({n for n in names if list(names).count(n) > 1})
+    if twice:
+        raise SchemaMismatchError(
+            f"field(s) {twice} appear more than once in the records ({list(names)}); keep one "
+            "column of each name (drop or rename the others). Nothing was written."
+        )
+
+
 def conform(data: pa.Table, schema: pa.Schema, required: Sequence[str] | None = None) -> pa.Table:
     """``data`` with the table's fields in schema order and types (:func:`fit_types`'s rule;
     fields left out become nulls)."""
-    have = {name: data.schema.field(name).type for name in data.column_names}
+    unique_fields(data.column_names)
+    have = {f.name: f.type for f in data.schema}
     fit_types(have, schema, required)
     columns = [
         data.column(f.name).cast(f.type) if f.name in have else pa.nulls(data.num_rows, f.type)

@@ -16,7 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.base.errors import DynBucketError, InvalidInputError, InvalidPartitionValueError
+from dynbucket.base.errors import (
+    DynBucketError,
+    InvalidInputError,
+    InvalidPartitionValueError,
+    SchemaMismatchError,
+)
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
@@ -136,3 +141,15 @@ def test_a_users_value_holding_an_error_token_runs_nothing_through_spark_tasks(
     assert not marker.exists(), "a value in the data ran code on the driver"
     assert type(known.value) is InvalidInputError
     assert type(bad_partition.value) is InvalidPartitionValueError
+
+
+def test_spark_refuses_a_field_named_twice(spark: Any, runtime: Runtime, tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, KEY, PARTITION, ORDERING, runtime=runtime)
+    with t:
+        df = spark.createDataFrame(
+            [("a", "d", 1, 1, "n", 2)],
+            "id string, day string, ts long, qty long, note string, t2 long",
+        ).toDF("id", "day", "ts", "qty", "note", "ts")
+        with pytest.raises(SchemaMismatchError, match=r"\['ts'\] appear more than once"):
+            t.upsert(df)
+    assert len(t.history()) == 0
