@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
@@ -77,8 +78,25 @@ _PROCESSES_LOCK = threading.Lock()
 SERVICE_PROCESSES = 3
 
 
-def _lower_priority() -> None:
+def _service_process_start(parent: int) -> None:
+    """A service process's set-up: a lower priority than the writes, and an end when the
+    process that started it ends, however it ends (SIGKILL, an OOM kill: no shutdown at
+    exit runs then, and a spawned process would live on, re-parented, for good)."""
     os.nice(10)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+#: Seconds between a service process's looks at whether its parent is still there.
+PARENT_POLL_SECONDS = 0.5
+
+
+def _exit_with(parent: int) -> None:
+    """Ends this process once ``parent`` is no longer its parent (it died: the process was
+    re-parented). What it was running is a service beside the writes: one cut short is
+    finished by a later run (``DETACHED_ACTIONS``)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def service_processes() -> ProcessPoolExecutor:
@@ -90,7 +108,8 @@ def service_processes() -> ProcessPoolExecutor:
             pool = ProcessPoolExecutor(
                 max(SERVICE_PROCESSES, os.cpu_count() or 1),
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=_lower_priority,
+                initializer=_service_process_start,
+                initargs=(os.getpid(),),
             )
             _PROCESSES = (os.getpid(), pool)
         return _PROCESSES[1]

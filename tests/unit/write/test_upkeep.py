@@ -4,8 +4,11 @@ driver script that spawns service processes is not run again in them."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -74,3 +77,51 @@ def test_a_driver_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     t = Table.open(str(table))
     assert t.timeline.completed("logcompaction")  # it ran, in a service process
     assert t.to_arrow(meta_columns=False).num_rows == 20_000
+
+
+STARTER = r"""
+import os, sys, time
+from dynbucket.write import upkeep
+print(upkeep.submit_service(os.getpid).result(), flush=True)
+time.sleep(3600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_service_processes_end_with_the_process_that_started_them(how: signal.Signals) -> None:
+    """A writer killed by SIGKILL (an OOM kill) left its service processes, and the
+    resource tracker, alive for good: a stream restarted after each kill gathered them."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    service = int(starter.stdout.readline())
+    left = _children(starter.pid)  # the service processes and multiprocessing's tracker
+    assert service in left and all(_alive(p) for p in left)
+    os.kill(starter.pid, how)
+    starter.wait()
+    starter.stdout.close()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in left if _alive(p)] == []
