@@ -30,7 +30,7 @@ _LAZY = {
             "TableError", "NotATableError", "TableExistsError", "TableCorruptedError",
             "InstantNotFoundError", "ConcurrentWriteError", "CommitFailedError",
             "UnsupportedStorageError", "NotAdoptedError", "UnsupportedTableVersionError",
-            "AdoptionRefusedError",
+            "AdoptionRefusedError", "ForeignFileGroupError",
             "RuntimeSetupError", "AssignerError",
         )
     },

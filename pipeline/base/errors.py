@@ -91,6 +91,11 @@ class TableCorruptedError(TableError):
     """Table metadata on storage is not what this version can read."""
 
 
+class ForeignFileGroupError(TableError):
+    """A partition holds a file group that dynbucket did not write and adoption did not
+    record (another Hudi writer's, or a stray copy): its keys have no bucket."""
+
+
 class InstantNotFoundError(TableError):
     """An instant asked for is not on the timeline (or its files were cleaned)."""
 

@@ -13,6 +13,7 @@ import pytest
 
 from dynbucket.base.errors import (
     DynBucketError,
+    ForeignFileGroupError,
     InstantNotFoundError,
     InvalidInputError,
     NotATableError,
@@ -330,3 +331,29 @@ def test_a_field_named_twice_is_refused_by_name(tmp_path: Path, operation: str) 
     with pytest.raises(SchemaMismatchError, match=r"field\(s\) \['ts'\] appear more than once"):
         getattr(t, operation)(data)
     assert files(tmp_path) == before and folders(tmp_path) == dirs
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_file_group_dynbucket_did_not_write_is_named(tmp_path: Path, table_type: str) -> None:
+    """A base file under a UUID file id (as Hudi's own writers name groups, or a stray copy)
+    ended every read in a raw ``ValueError``: reads, writes and ``check`` name the file and
+    say what to do, and nothing is written."""
+    t = _table(tmp_path, table_type)
+    base = _base(t)
+    stray = base.with_name(
+        "de480479-1111-2222-3333-444455556666" + base.name[base.name.index("_") :]
+    )
+    stray.write_bytes(base.read_bytes())
+    before = files(tmp_path)
+    for attempt in (
+        lambda: Table.open(t.uri).to_arrow(),
+        lambda: Table.open(t.uri).upsert(
+            pa.table({"id": ["z"], "day": ["d1"], "ts": [9], "qty": [1], "note": ["n"]},
+                     schema=SCHEMA)
+        ),
+    ):  # fmt: skip
+        with pytest.raises(ForeignFileGroupError, match=r"de480479-.*adopt the table again"):
+            attempt()
+    assert files(tmp_path) == before
+    report = Table.open(t.uri).check()
+    assert not report.healthy and stray.name in str(report)

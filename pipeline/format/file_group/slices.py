@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
+from dynbucket.base.errors import ForeignFileGroupError
 from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import files as names
 from dynbucket.format.storage.store import TableStore
@@ -65,9 +66,23 @@ class FileSlice:
 
     @property
     def bucket(self) -> int:
+        """The bucket this file group is (its name says it; an adopted one's is recorded).
+
+        Raises:
+            ForeignFileGroupError: a group neither dynbucket nor adoption named.
+        """
         for f in self.files:
             if f.bucket >= 0:
                 return f.bucket
+        if not names.is_bucket_file_id(self.file_id):
+            shown = self.files[0].path if self.files else self.file_id
+            raise ForeignFileGroupError(
+                f"file group {self.file_id!r} ({shown}) was not written by dynbucket and is "
+                "not one the table's adoption recorded: another Hudi writer wrote it, or it "
+                "is a copy; its keys have no bucket. Remove it if it is a stray copy; to take "
+                "in what another Hudi writer wrote, delete .hoodie/.dynbucket/ and adopt the "
+                "table again (dynbucket adopt PATH). Nothing was read or written."
+            )
         return names.bucket_of(self.file_id)
 
     @property

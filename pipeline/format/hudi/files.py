@@ -23,6 +23,8 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from dynbucket.base.columns import MAX_BUCKET_ID
+
 _ID = r"(?P<file_id>[^_/]+)"
 _TOKEN = r"(?P<token>\d+-(?P<writer>\d+)-(?P<attempt>\d+))"
 _BASE = re.compile(rf"^{_ID}_{_TOKEN}_(?P<instant>\d{{17}})\.parquet$")
@@ -38,8 +40,17 @@ def file_id_for(table_id: str, instant: str, partition: str, bucket: int) -> str
     return f"{bucket:08d}{tail}"
 
 
+_BUCKET_FILE_ID = re.compile(r"^\d{8}-")
+
+
+def is_bucket_file_id(file_id: str) -> bool:
+    """Whether ``file_id`` is of the form dynbucket names buckets by (``<8 digits>-...``);
+    Hudi's own writers name file groups by a UUID."""
+    return _BUCKET_FILE_ID.match(file_id) is not None and int(file_id[:8]) <= MAX_BUCKET_ID
+
+
 def bucket_of(file_id: str) -> int:
-    """The bucket id a file id names."""
+    """The bucket id a file id names (:func:`is_bucket_file_id`)."""
     return int(file_id[:8])
 
 
