@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,10 @@ from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Timeline, visible_of
 
+T = TypeVar("T")
+#: Reads of one snapshot that a clean beside them may cut short before it gives up.
+_READ_TRIES = 4
+
 
 @dataclass(frozen=True)
 class SliceRef:
@@ -65,8 +69,17 @@ class Snapshot:
     def __init__(self, store: TableStore, spec: TableSpec, as_of: str | None = None) -> None:
         self.store = store
         self.spec = spec
-        self.timeline = timeline = Timeline(store, spec.options.merge_on_read)
         self.adopted = adopted.load(store)
+        self.instant: str | None = None
+        self._take(as_of, first=True)
+
+    def _take(self, as_of: str | None, first: bool = False) -> None:
+        """Takes the view of ``as_of`` (None: the latest completed instant) as the timeline
+        is now: the completed instants up to it, and what cleans retain."""
+        self.timeline = timeline = Timeline(self.store, self.spec.options.merge_on_read)
+        store = self.store
+        # Cleans first: one scheduled after this is new to the view (``_cleaned_since``).
+        self._cleans = timeline.own_ids("clean")
         completed = timeline.completed()
         archived = timeline.archived()
         if as_of is not None and as_of <= archived.floor:
@@ -96,11 +109,52 @@ class Snapshot:
                 f"{self.earliest_retained} on (cleaner.commits-retained)"
             )
         self.visible = visible_of(completed, self.instant or "", archived)
-        self.seen = completed[-1].id if completed else None
-        """The newest completed instant (of any action) when the snapshot was taken."""
+        if first:
+            self.seen = completed[-1].id if completed else None
+            """The newest completed instant (of any action) when the snapshot was taken."""
         self._completed = completed
         self._slices: list[SliceRef] | None = None
         self._listed: dict[str, list[SliceRef]] = {}
+
+    # --- staying whole while services run beside -------------------------------------------
+
+    def _cleaned_since(self) -> bool:
+        """Whether a clean was scheduled since this view was taken. Only such a clean can
+        remove a file this view reads: it may keep a slice that a compaction (or a log or
+        index compaction) completed since supersedes, one this view does not see (one
+        scheduled before, pending or done, planned from instants this view sees)."""
+        return bool(self.timeline.own_ids("clean") - self._cleans)
+
+    def consistent(self, read: Callable[[], T]) -> T:
+        """``read()`` of this snapshot's files, whole: when a clean scheduled since the
+        view was taken may have removed what it read, the view of the same instant is taken
+        again (it now sees the services completed meanwhile, which change no row) and the
+        read runs again.
+
+        Raises:
+            InstantNotFoundError: the instant is no longer retained (or the read lost the
+                race ``_READ_TRIES`` times: read again).
+            TableCorruptedError: a file is missing that no clean explains.
+        """
+        error: BaseException | None = None
+        for _ in range(_READ_TRIES):
+            try:
+                out = read()
+            except (FileNotFoundError, TableCorruptedError) as e:
+                if not self._cleaned_since():
+                    raise missing_file(self.store, self.instant, self.seen, e) from e
+                error = e
+            else:
+                if not self._cleaned_since():
+                    return out
+            try:
+                self._take(self.instant)
+            except InstantNotFoundError as e:  # the clean no longer retains the instant
+                raise missing_file(self.store, self.instant, self.seen, error or e) from e
+        raise InstantNotFoundError(
+            f"instant {self.instant} of {self.store.uri}: cleans beside this read removed "
+            f"files it read {_READ_TRIES} times ({error}); read the table again"
+        )
 
     # --- file slices ---------------------------------------------------------------------
 
@@ -204,11 +258,14 @@ class Snapshot:
         logs are merged in a thread pool. ``read_optimized``: the base files alone, as
         Hudi's read-optimized queries read a merge-on-read table (logs not merged).
         """
-        try:
-            chosen = list(refs) if refs is not None else self.slices(partitions)
-            return self._to_arrow(columns, meta_columns, chosen, read_optimized)
-        except (FileNotFoundError, TableCorruptedError) as e:
-            raise missing_file(self.store, self.instant, self.seen, e) from e
+        if refs is not None:  # slices of a view the caller holds: one try
+            try:
+                return self._to_arrow(columns, meta_columns, list(refs), read_optimized)
+            except (FileNotFoundError, TableCorruptedError) as e:
+                raise missing_file(self.store, self.instant, self.seen, e) from e
+        return self.consistent(
+            lambda: self._to_arrow(columns, meta_columns, self.slices(partitions), read_optimized)
+        )
 
     def _to_arrow(
         self,
@@ -267,10 +324,7 @@ class Snapshot:
         row groups of the base file that can hold it are read, and its logs.
         """
         wanted = prepare(self.spec, keys, deletes=True)
-        try:
-            return self._lookup(wanted, meta_columns)
-        except (FileNotFoundError, TableCorruptedError) as e:
-            raise missing_file(self.store, self.instant, self.seen, e) from e
+        return self.consistent(lambda: self._lookup(wanted, meta_columns))
 
     def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:
         spec = self.spec
@@ -434,11 +488,20 @@ def missing_file(
     """What a file a snapshot lists but cannot read means: when a clean that runs now or
     has run no longer retains the snapshot's ``instant``, the snapshot is gone
     (:class:`InstantNotFoundError`); otherwise the table lost a file
-    (:class:`TableCorruptedError` naming it). ``seen`` is kept for callers' symmetry: a
-    clean's horizon, not its time, decides."""
-    horizon = cleaning_horizon(Timeline(store))
+    (:class:`TableCorruptedError` naming it). A clean's horizon decides; a clean scheduled
+    after the snapshot was taken (after ``seen``) may have removed what a service completed
+    since supersedes: read again (:class:`InstantNotFoundError`)."""
+    timeline = Timeline(store)
+    horizon = cleaning_horizon(timeline)
     if instant is not None and horizon is not None and instant < horizon.earliest:
         return horizon.gone(instant, error)
+    later = sorted(c for c in timeline.own_ids("clean") if seen is None or c > seen)
+    if later:
+        return InstantNotFoundError(
+            f"clean {later[-1]}, scheduled after this read's snapshot of instant {instant} was "
+            f"taken, removed files it read ({error}): they are superseded by a compaction "
+            "completed since. Read the table again"
+        )
     if isinstance(error, TableCorruptedError):
         return error
     return TableCorruptedError(

@@ -279,6 +279,16 @@ class Timeline:
         ]
         return sorted(out)
 
+    def own_ids(self, action: str) -> frozenset[str]:
+        """Ids of dynbucket's own instants of ``action`` (any state), from one listing of
+        their small folder: a cheap look at whether a clean was scheduled."""
+        out = set()
+        for info in self.store.list_files(self.store.path(TIMELINE_DIR)):
+            instant = parse_instant_file(info.base_name, True)
+            if instant is not None and instant.action == action:
+                out.add(instant.id)
+        return frozenset(out)
+
     def completed(self, *actions: str) -> list[Instant]:
         return [i for i in self.instants() if i.completed and (not actions or i.action in actions)]
 
