@@ -40,12 +40,12 @@ after it was planned (writes hold the lease), which is how readers tell them apa
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import (
@@ -73,6 +73,8 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: A planned group: (partition, file id, base instant of the slice it compacts).
 Group = tuple[str, str, str]
+
+log = logging.getLogger(__name__)
 
 
 def pending(timeline: Timeline) -> list[Instant]:
@@ -220,10 +222,13 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
         by_name = {f.name: f for f in listed[partition] if f.file_id == file_id}
         missing = [n for n in logs if n not in by_name]
         if missing:
-            raise TableCorruptedError(
-                f"log compaction {instant}: the logs {missing} it merges are gone from "
-                f"{partition or '(root)'}; restore them from a backup"
-            )
+            # A clean removed them: what restates them is retained, so this merge is moot
+            # (merging is never needed to read), and is skipped, not failed for good.
+            log.warning(
+                "log compaction %s: logs %s of %s are gone (cleaned); not merged",
+                instant, missing, partition or "(root)",
+            )  # fmt: skip
+            continue
         base = next((f.name for f in by_name.values() if f.kind == "base"
                      and f.instant == base_instant), "")  # fmt: skip
         txn.add(

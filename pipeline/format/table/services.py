@@ -3,13 +3,13 @@ rollback of what dead writers left; and the history of the timeline."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from dynbucket.base.errors import TableCorruptedError
 from dynbucket.format.file_group.slices import data_files, unmerged
 from dynbucket.format.hudi import files as names
 from dynbucket.format.index.files import index_files, index_instant
@@ -32,6 +32,8 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
 _INSTANT_IN_NAME = re.compile(r"(?:^\.?|_)(\d{17})\.")
+
+log = logging.getLogger(__name__)
 
 
 def writer_of_temporary(name: str) -> str | None:
@@ -185,10 +187,13 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
         by_name = {f.name: f for f in index_files(store, partition)}
         missing = [n for n in names_ if n not in by_name]
         if missing:
-            raise TableCorruptedError(
-                f"index compaction {instant}: the index files {missing} it merges are gone "
-                f"from partition {partition or '(root)'}; restore them from a backup"
-            )
+            # A clean removed them: what restates them is retained, so this merge is moot
+            # (merging is never needed to read), and is skipped, not failed for good.
+            log.warning(
+                "index compaction %s: index files %s of %s are gone (cleaned); not merged",
+                instant, missing, partition or "(root)",
+            )  # fmt: skip
+            continue
         merged = index.merge_deltas(partition, instant, [by_name[n] for n in names_])
         txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
     written = len(txn.files)
@@ -282,7 +287,9 @@ def _clean_files(
             for f in group
             if f.merges_from and f.instant <= earliest
         ]
-        for f in group:
+        # Oldest first: a file is removed before any file that restates it, so that a
+        # listing in between never sees a restated file without its restater.
+        for f in sorted(group, key=lambda f: (f.instant, f.name)):
             merged = f.kind != "base" and any(
                 f.base_instant == b and first <= f.instant < last for b, first, last in runs
             )

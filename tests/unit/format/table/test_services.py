@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
@@ -90,3 +91,57 @@ def test_an_index_compaction_merges_the_newest_deltas_of_a_large_partition(
     assert scheduled is not None
     plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == scheduled))
     assert plan["partitions"] == ["day=d1"] and plan["merges"] == {}
+
+
+def _index_chain(t: Table, writes: int) -> None:
+    """New keys per write, each write's index delta merged with the ones before it: a
+    chain of merged deltas, each restating the last one (a stream's index)."""
+    for w in range(writes):
+        ids = [f"k{w}-{i}" for i in range(3)]
+        t.upsert(pa.table({"id": ids, "day": ["d"] * 3, "v": [w] * 3}, schema=SCHEMA))
+        if w:
+            planned = services.schedule_index_compaction(t.store, t.spec, 2, by_size=True)
+            assert planned is not None
+            services.execute_index_compaction(t.store, t.spec, planned)
+
+
+def test_a_clean_removes_a_restated_file_before_the_one_restating_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing between two removals of one clean saw old deltas with the merged delta
+    restating them already gone: an index compaction planned then merged files the clean
+    removed next, failed, and stayed pending for good (archival stopped at it). Removed
+    oldest first, no listing sees a restated file without its restater."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
+    _index_chain(t, 6)
+    removed: list[str] = []
+    real = t.store.delete
+
+    def delete(path: str) -> None:
+        removed.append(os.path.basename(path))
+        real(path)
+
+    monkeypatch.setattr(type(t.store), "delete", lambda self, path: delete(path))
+    assert services.clean(t.store, t.spec, retain=1).files_removed >= 3
+    index = [n for n in removed if index_names.index_instant(n)]
+    assert len(index) >= 3
+    assert index == sorted(index, key=lambda n: index_names.index_instant(n) or "")
+
+
+def test_an_index_compaction_whose_files_a_clean_removed_completes(tmp_path: Path) -> None:
+    """Its plan is moot (what restates its files is retained): the partition is not merged,
+    and the instant completes instead of failing at every later run."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
+    big = [f"b{i}" for i in range(2000)]  # a base the deltas are small against: merges
+    t.upsert(pa.table({"id": big, "day": ["d"] * 2000, "v": [0] * 2000}, schema=SCHEMA))
+    assert services.compact_index(t.store, t.spec, 1).instant is not None
+    _index_chain(t, 3)
+    t.upsert(pa.table({"id": ["x"], "day": ["d"], "v": [9]}, schema=SCHEMA))
+    planned = services.schedule_index_compaction(t.store, t.spec, 2, by_size=True)
+    assert planned is not None
+    plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == planned))
+    (gone, *_) = plan["merges"]["day=d"]
+    os.remove(t.store.path(".hoodie/.dynbucket/rli/day=d", gone))  # as a clean would
+    done = services.execute_index_compaction(t.store, t.spec, planned)
+    assert done.instant == planned and done.files_written == 0
+    assert t.timeline.pending() == []
