@@ -12,6 +12,7 @@ too); a new slot count starts new slots (each bootstraps from the index).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ import pyarrow as pa
 from dynbucket.actors.actor import AssignerActor
 from dynbucket.actors.assigner import BucketAssigner, NewKeys
 from dynbucket.base.columns import BUCKET, HASH, IS_NEW
-from dynbucket.base.errors import ConfigError
+from dynbucket.base.errors import CommitFailedError, ConfigError
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
@@ -32,6 +33,11 @@ from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite, NoAssigners
 from dynbucket.write.locate_stage import with_buckets
 from dynbucket.write.results import Laps, WriteResult
+from dynbucket.write.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+#: A write runs again when a file it read went missing (a service beside it cleaned it).
+FILE_RETRIES = RetryPolicy({FileNotFoundError: 1})
 
 
 class LocalWriter:
@@ -49,6 +55,11 @@ class LocalWriter:
         assigner slots.
 
         Bad input raises before anything is written; a failure later rolls the instant back.
+        A file the write read that a service beside it removed (a clean of another process,
+        say) makes the write run again, once more at most, on a fresh view of the table.
+
+        Raises:
+            CommitFailedError: a file the write read went missing on every attempt.
         """
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
@@ -56,6 +67,22 @@ class LocalWriter:
         laps = Laps()
         rows = prepare(self.spec, data, deletes=op.deletes)
         laps.lap("prepare")
+
+        def again(error: BaseException) -> None:
+            log.warning("a file this write read is gone (%s); writing again", error)
+            for slot in self._slots:  # what a slot bootstrapped may be of the old view
+                slot.reset()
+            self.caches.emptied(None)
+
+        try:
+            return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps), again)
+        except FileNotFoundError as e:
+            raise CommitFailedError(
+                f"{op.value}: a file it read went missing on every attempt ({e}); nothing "
+                "was written. Write again; if it fails the same way, run `dynbucket check`"
+            ) from e
+
+    def _write(self, rows: pa.Table, op: Operation, slots: int, laps: Laps) -> WriteResult:
         begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)
         with InstantWrite(begin, op.value, laps=laps) as w:
             if self.spec.stateless:

@@ -39,6 +39,7 @@ from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import (
     AssignerRestartedError,
+    CommitFailedError,
     DynBucketError,
     from_wire,
 )
@@ -59,8 +60,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-#: A write's retries per cause: twice with a new fleet.
-WRITE_RETRIES = RetryPolicy({AssignerRestartedError: 2})
+#: A write's retries per cause: twice with a new fleet after a slot restarted; once after a
+#: file it read went missing (a service beside it cleaned it).
+WRITE_RETRIES = RetryPolicy({AssignerRestartedError: 2, FileNotFoundError: 1})
 
 __all__ = ["SparkWriter", "StreamBatch", "conform_spark"]
 
@@ -138,10 +140,19 @@ class SparkWriter:
             return self._write(df, op, slots, stream, file_stream)
 
         def before_retry(error: BaseException) -> None:
-            log.warning("an assigner actor restarted during the write; retrying it")
-            self.close()
+            if isinstance(error, FileNotFoundError):
+                log.warning("a file this write read is gone (%s); writing again", error)
+            else:
+                log.warning("an assigner actor restarted during the write; retrying it")
+            self.close()  # a new fleet: nothing of the old view stays cached
 
-        return WRITE_RETRIES.run(attempt, before_retry)
+        try:
+            return WRITE_RETRIES.run(attempt, before_retry)
+        except FileNotFoundError as e:
+            raise CommitFailedError(
+                f"{op.value}: a file it read went missing on every attempt ({e}); nothing "
+                "was written. Write again; if it fails the same way, run `dynbucket check`"
+            ) from e
 
     # --- one attempt ---------------------------------------------------------------------
 
@@ -229,4 +240,8 @@ def _from_spark(e: BaseException) -> BaseException:
     text = str(e)
     if "ActorDiedError" in text or "RayActorError" in text or "ActorUnavailableError" in text:
         return AssignerRestartedError(f"an assigner actor died during the write: {text[:300]}")
-    return from_wire(text) or e
+    carried = from_wire(text)
+    if carried is None and "FileNotFoundError" in text:  # a task read a file a clean removed
+        line = next((x for x in text.splitlines() if "FileNotFoundError" in x), "")
+        return FileNotFoundError(line.strip()[:300])
+    return carried or e

@@ -43,3 +43,36 @@ def test_two_slots_share_buckets_and_one_slot_fills_after_them(tmp_path: Path) -
     with pytest.raises(ConfigError, match="assigner_slots=0: must be an integer >= 1"):
         t.upsert(_rows([10], 3), assigner_slots=0)
     assert len(t.history()) == 2  # refused before anything was written
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_file_gone_mid_write_makes_it_run_again_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int
+) -> None:
+    """A clean of another process removed a file the write read (a raw FileNotFoundError
+    ended the write, and a stream with it): the write runs again on a fresh view; a second
+    loss is a CommitFailedError saying what to do, and nothing is written."""
+    from dynbucket.base.errors import CommitFailedError
+    from dynbucket.write import local
+
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", "day")
+    t.upsert(pa.table({"id": ["a"], "day": ["d"], "v": [1]}, schema=schema))
+    real, calls = local.write_file_groups, []
+
+    def losing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) <= failures:
+            raise FileNotFoundError("a merged log a clean beside the write removed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(local, "write_file_groups", losing)
+    batch = pa.table({"id": ["a", "b"], "day": ["d", "d"], "v": [2, 2]}, schema=schema)
+    if failures == 1:
+        assert t.upsert(batch).keys_inserted == 1
+        assert sorted(t.to_arrow(meta_columns=False).to_pylist(), key=str) == batch.to_pylist()
+    else:
+        with pytest.raises(CommitFailedError, match="went missing on every attempt"):
+            t.upsert(batch)
+        assert t.to_arrow(meta_columns=False).to_pylist() == [{"id": "a", "day": "d", "v": 1}]
+    assert t.timeline.pending() == []
