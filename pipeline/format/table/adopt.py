@@ -43,8 +43,9 @@ import uuid
 from collections import defaultdict
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
-from dynbucket.base.errors import NotATableError, TableExistsError
+from dynbucket.base.errors import ConcurrentWriteError, NotATableError, TableExistsError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets.options import ConsistentHashingIndex, IndexOptions, SimpleBucketIndex
 from dynbucket.format.file_group import adopted
@@ -61,6 +62,7 @@ from dynbucket.format.table.paths import (
     HOODIE_DIR,
     META_DIR,
     PROPERTIES_FILE,
+    RLI_DIR,
     TABLE_FILE,
 )
 from dynbucket.format.table.spec import (
@@ -71,6 +73,7 @@ from dynbucket.format.table.spec import (
     timestamp_partitioning,
 )
 from dynbucket.format.timeline.archive_record import Archived
+from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     LAYOUT_2_DIR,
     Timeline,
@@ -126,6 +129,40 @@ def adopt(
             "Table.create"
         ) from e
     _gate(store, hoodie)  # 1.
+    # One adoption at a time, under the table's writer lease: a second one beside it
+    # touches nothing (it deleted the first one's files, or rewrote its index).
+    lock = WriterLock(store)
+    try:
+        lock.acquire()
+    except ConcurrentWriteError as e:
+        raise ConcurrentWriteError(
+            f"another process is adopting {store.uri} ({e}); open the table once it is done"
+        ) from e
+    try:
+        if store.exists(store.path(TABLE_FILE)):
+            raise TableExistsError(f"another process adopted {store.uri} just now; open it")
+        spec = _adopt(store, hoodie, bucket_options, options, slots, spread)
+    except BaseException:
+        lock.release()
+        # Nothing of a refused or failed adoption stays: its lease file neither (only its
+        # own generation: another adopter may hold the next one).
+        if lock.generation is not None:
+            _remove(store, lock.path(lock.generation))
+        store.remove_empty_dirs([store.path(META_DIR)])
+        raise
+    lock.release()
+    return spec
+
+
+def _adopt(
+    store: TableStore,
+    hoodie: dict[str, str],
+    bucket_options: IndexOptions | None,
+    options: dict[str, str] | None,
+    slots: int,
+    spread: Spread | None,
+) -> TableSpec:
+    """Steps 2-7 (module doc), under the lease."""
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
     completed = timeline.completed()
@@ -140,7 +177,10 @@ def adopt(
     spec = _definition(store, hoodie, timeline, bucket_options, options or {})  # 2.
     replaces = _replace_commits(store)
     floor = max([i.id for i in completed] + list(replaces), default="")
+    _partition_folders_explained(store, spec)
     record = _files(store, floor, replaces, spec.stateless)  # 3.
+    _newest_files_there(store, hoodie, set(record.replaced))
+    written = [store.path(ADOPTED_FILE), store.path(ARCHIVE_DIR), store.path(RLI_DIR)]
     try:
         store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
         adopted.remember(store, record)
@@ -151,7 +191,8 @@ def adopt(
         # What steps 3-5 wrote goes: a refused table is left as it was (a crash leaves
         # them under .hoodie/.dynbucket/, without table.json: adopt again, or delete it).
         adopted.forget(store)
-        store.fs.delete_dir(store.path(META_DIR))
+        for path in written:
+            _remove(store, path)
         raise
     _drop_metadata_table(store, hoodie)  # 6.
     if timeline.layout == 2 and not store.exists(store.path(LAYOUT_2_DIR)):
@@ -186,6 +227,29 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
             "layout 1), 8 and 9 (layout 2)",
             "Read it with a Hudi reader, or write its rows into a new dynbucket table",
         )
+    for key in ("hoodie.table.name", "hoodie.table.type"):
+        if not hoodie.get(key):
+            raise refused(
+                store,
+                f"its {PROPERTIES_FILE} has no {key}",
+                f"Restore {PROPERTIES_FILE} (Hudi writes {key} when it creates a table)",
+            )
+    if hoodie["hoodie.table.type"] not in ("MERGE_ON_READ", "COPY_ON_WRITE"):
+        raise refused(
+            store,
+            f"its hoodie.table.type is {hoodie['hoodie.table.type']!r}",
+            "Set it to MERGE_ON_READ or COPY_ON_WRITE, as the table was written",
+        )
+    if hoodie["hoodie.table.type"] == "COPY_ON_WRITE":
+        merged = [h.files[-1] for h in hudi_instants(store) if h.action == "deltacommit"]
+        if merged:
+            raise refused(
+                store,
+                f"its properties say COPY_ON_WRITE, but its timeline holds delta commits "
+                f"({', '.join(merged[:2])}): it was written merge-on-read, and its logs "
+                "would not be read",
+                "Set hoodie.table.type=MERGE_ON_READ in .hoodie/hoodie.properties",
+            )
     base_format = hoodie.get("hoodie.table.base.file.format", "PARQUET").upper()
     if base_format != "PARQUET":
         raise refused(
@@ -255,6 +319,14 @@ def _definition(
     full = avro_read.arrow_schema(schema_json)
     schema = pa.schema([f for f in full if f.name not in META_FIELDS])
     ordering = ordering_of(hoodie)
+    if ordering and ordering not in schema.names and adopted_precombine(hoodie):
+        raise refused(
+            store,
+            f"its properties name the ordering field {ordering!r}, which its schema "
+            f"({schema.names}) does not have: which record of a key wins would be a guess",
+            "Set the precombine (ordering) field in .hoodie/hoodie.properties to a field of "
+            "the schema, then adopt it",
+        )
     hudi_options = {k: v for k, v in hoodie.items() if k in HUDI_TABLE_PROPERTIES}
     return TableSpec(
         schema=schema,
@@ -264,11 +336,61 @@ def _definition(
         bucket_options=bucket_options,
         options=TableOptions.from_properties({**options, **hudi_options}),
         table_id=uuid.uuid4().hex,
-        name=hoodie["hoodie.table.name"],
+        name=hoodie.get("hoodie.table.name", ""),
         hive_style_partitioning=hive_style(hoodie),
         precombine_named=adopted_precombine(hoodie),
         timestamp_partitioning=timestamp_partitioning(hoodie),
     )
+
+
+def _partition_folders_explained(store: TableStore, spec: TableSpec) -> None:
+    """Rows in partition folders need partition fields that say them: a partitioned table
+    whose properties name none would be adopted as unpartitioned, and an update of a key
+    would then make it a second live row."""
+    folders = [p for p in _partitions(store) if p]
+    if folders and not spec.partition_by:
+        raise refused(
+            store,
+            f"its rows sit in partition folders ({', '.join(folders[:3])}) but its "
+            "properties name no partition field (hoodie.table.partition.fields)",
+            "Set hoodie.table.partition.fields in .hoodie/hoodie.properties to the fields its "
+            "partition paths are made of, then adopt it",
+        )
+
+
+def _newest_files_there(store: TableStore, hoodie: dict[str, str], replaced: set[str]) -> None:
+    """Every file group's newest file that a completed commit on the active timeline lists
+    is on storage (a cleaner never removes a group's newest slice): a lost one would be
+    adopted as rows gone, with ``check`` saying healthy."""
+    folder = LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR
+    newest: dict[str, tuple[str, str]] = {}
+    for h in hudi_instants(store):
+        if not h.done or h.action not in ("commit", "deltacommit", "replacecommit"):
+            continue
+        doc = document_of(store.read_bytes(store.path(folder, h.done)))
+        for stats in (doc.get("partitionToWriteStats") or {}).values():
+            for stat in stats:
+                file_id, path = stat.get("fileId", ""), stat.get("path", "")
+                known = file_id and path and file_id not in replaced
+                if known and (file_id not in newest or newest[file_id][0] <= h.id):
+                    newest[file_id] = (h.id, path)
+    lost = sorted(p for _, p in newest.values() if not store.exists(store.path(p)))
+    if lost:
+        raise refused(
+            store,
+            f"file(s) its newest commits list are missing ({', '.join(lost[:3])}): their rows "
+            "would be gone",
+            "Restore them from a backup (or roll their commits back with Hudi), then adopt it",
+        )
+
+
+def _remove(store: TableStore, path: str) -> None:
+    """Removes a file or folder this adoption wrote (nothing when it is not there)."""
+    info = store.fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        store.fs.delete_dir(path)
+    elif info.type == pafs.FileType.File:
+        store.delete(path)
 
 
 def _replace_commits(store: TableStore) -> dict[str, set[str]]:

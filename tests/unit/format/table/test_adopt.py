@@ -344,3 +344,102 @@ def test_archival_of_an_adopted_table_takes_hudis_own_instants_along(
     check_hudi_reads(t)
     assert check(TableStore.at(str(root))).healthy
     t.close()
+
+
+def _without(root: Path, *keys: str, **changed: str) -> None:
+    """``hoodie.properties`` with ``keys`` removed and ``changed`` set (dots as ``__``)."""
+    path = root / ".hoodie" / "hoodie.properties"
+    props = {k: v for k, v in properties.loads(path.read_bytes()).items() if k not in keys}
+    props.update({k.replace("__", "."): v for k, v in changed.items()})
+    path.write_bytes(properties.dumps(props))
+
+
+def _newest_replace_base(root: Path) -> Path:
+    """A base file the newest replace commit (a clustering, an insert overwrite) wrote."""
+    timeline = root / ".hoodie" / "timeline"
+    done = sorted(p for p in timeline.glob("*_*.replacecommit"))[-1]
+    from dynbucket.format.timeline.timeline import document_of
+
+    doc = document_of(done.read_bytes())
+    stats = [s for v in doc["partitionToWriteStats"].values() for s in v]
+    return root / stats[0]["path"]
+
+
+ADOPTION_DAMAGE = [
+    # (table, damage, words of the refusal)
+    ("sample_table/mor/parquet/v6_complexkeygen_hivestyle",
+     lambda r: _without(r, "hoodie.table.partition.fields"),
+     r"rows sit in partition folders .* name no partition field"),
+    ("sample_table/cow/v8_complexkeygen_hivestyle",
+     lambda r: _without(r, "hoodie.table.partition.fields"),
+     r"rows sit in partition folders .* name no partition field"),
+    ("sample_table/mor/avro/v9_txns_simple_meta",
+     lambda r: _without(r, "hoodie.table.partition.fields"),
+     r"rows sit in partition folders .* name no partition field"),
+    ("sample_table/cow/v9_txns_simple_meta",
+     lambda r: _newest_replace_base(r).unlink(),
+     r"file\(s\) its newest commits list are missing"),
+    ("sample_table/cow/v8_complexkeygen_hivestyle",
+     lambda r: _without(r, hoodie__table__precombine__field="no_such_field"),
+     r"ordering field 'no_such_field', which its schema .* does not have"),
+    ("sample_table/mor/avro/v9_txns_simple_meta",
+     lambda r: _without(r, hoodie__table__ordering__fields="no_such_field"),
+     r"ordering field 'no_such_field', which its schema .* does not have"),
+    ("sample_table/mor/parquet/v6_nonpartitioned",
+     lambda r: _without(r, "hoodie.table.name"), r"has no hoodie.table.name"),
+    ("sample_table/mor/parquet/v6_nonpartitioned",
+     lambda r: _without(r, "hoodie.table.type"), r"has no hoodie.table.type"),
+    ("sample_table/mor/parquet/v6_nonpartitioned",
+     lambda r: _without(r, hoodie__table__type="COPY_ON_WRITE"),
+     r"say COPY_ON_WRITE, but its timeline holds delta commits"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "words"),
+    ADOPTION_DAMAGE,
+    ids=[f"{n.rsplit('/', 1)[1]}-{i}" for i, (n, *_) in enumerate(ADOPTION_DAMAGE)],
+)
+def test_a_table_whose_definition_does_not_explain_its_files_is_refused(
+    tmp_path: Path, name: str, damage: Any, words: str
+) -> None:
+    """Each of these was adopted (a partitioned table as unpartitioned, rows of a lost
+    clustering file gone, the ordering field dropped, a merge-on-read table read as
+    copy-on-write) or failed with a raw KeyError: each is refused by name, and nothing is
+    written."""
+    root = unzipped(name, tmp_path)
+    damage(root)
+    before = tree(root)
+    with pytest.raises(AdoptionRefusedError, match=f"{words}.*Nothing was written"):
+        Table.adopt(str(root))
+    assert tree(root) == before
+
+
+def test_a_second_adoption_beside_a_slow_one_touches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second adoption while the first one builds its index: it used to delete the first
+    one's .hoodie/.dynbucket/ (or rewrite its index), leaving a table that could be neither
+    opened nor adopted again. Now it is refused at once, and the first one completes."""
+    from dynbucket.base.errors import ConcurrentWriteError
+    from dynbucket.format.table import adopt as adoption
+
+    root = unzipped("sample_table/mor/parquet/v6_complexkeygen_hivestyle", tmp_path)
+    real, seen = adoption.build_index, []
+
+    def slow(*args: Any, **kwargs: Any) -> None:
+        before = tree(root)
+        with pytest.raises(ConcurrentWriteError, match="another process is adopting"):
+            Table.adopt(str(root))
+        seen.append(tree(root) == before)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(adoption, "build_index", slow)
+    t = Table.adopt(str(root))
+    assert seen == [True]
+    monkeypatch.undo()
+    with pytest.raises(TableExistsError):
+        Table.adopt(str(root))
+    check_hudi_reads(t)
+    assert check(TableStore.at(str(root))).healthy
+    t.close()
