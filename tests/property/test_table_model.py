@@ -70,7 +70,8 @@ class Model:
     With dynamic buckets a deleted key leaves the index, and comes back as a new key, into
     whichever bucket has room (``dynamic``): its records in the group it left stay there
     (the base record a read-optimized query still reads until a compaction); returning to
-    that group, it meets them again as Hudi's merge does."""
+    that group below the base record it left, the group's base is rewritten, so its new
+    row shows wherever it lands."""
 
     def __init__(self, copy_on_write: bool, dynamic: bool = False) -> None:
         self.copy_on_write = copy_on_write
@@ -105,11 +106,26 @@ class Model:
             key, old = (r["region"], r["id"]), records.get((r["region"], r["id"]))
             if old is None or r["ts"] >= old[1]:
                 records[key] = (r["v"], r["ts"])
+        if self.dynamic and not self.copy_on_write:
+            # A key coming back into a group that still holds a larger record of it (its
+            # base, under its delete): the writer rewrites that group's base instead of
+            # writing a log, so that the new row shows wherever the key lands.
+            for key, record in records.items():
+                at = (key, buckets[key])
+                old = self.base.get(at)
+                if self.log.get(at, ()) is None and old is not None and old[1] > record[1]:
+                    self._collapse(key[0], buckets[key])
+                    into_base = into_base | {k for k in records if buckets[k] == at[1]
+                                             and k[0] == key[0]}  # fmt: skip
         for key, record in records.items():
             self.known.add(key)
             if self.dynamic:
                 self.where[key] = buckets[key]
             self._write(key, record, key in into_base)
+
+    def _collapse(self, partition: str, bucket: int) -> None:
+        """One group's base rewritten: its records merged as a compaction merges them."""
+        self.compact({k for k, b in self.log if k[0] == partition and b == bucket}, bucket)
 
     def delete(self, keys: list[dict[str, Any]]) -> None:
         for key in {(k["region"], k["id"]) for k in keys} & self.known:
@@ -132,13 +148,15 @@ class Model:
             if record is None or old in ((), None) or record[1] >= old[1]:  # type: ignore[index]
                 self.log[at] = record
 
-    def compact(self, keys: set[Key] | None = None) -> None:
+    def compact(self, keys: set[Key] | None = None, bucket: int | None = None) -> None:
         """A compaction (``keys``: only those keys' groups, as a rescale or rebalance
-        rewrites some groups into base files)."""
+        rewrites some groups into base files; ``bucket``: only in that bucket)."""
         if self.copy_on_write:
             return
         for at in list(self.log):
             if keys is not None and at[0] not in keys:
+                continue
+            if bucket is not None and at[1] != bucket:
                 continue
             log, base = self.log.pop(at), self.base.get(at)
             live = base if log is not None and base is not None and base[1] > log[1] else log

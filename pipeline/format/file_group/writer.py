@@ -263,7 +263,7 @@ def _write_group(
     deleted = int(pc.sum(is_delete).as_py() or 0)
     inserted = int(pc.sum(group.column(IS_NEW)).as_py() or 0)
     upserts = group.filter(pc.invert(is_delete)) if deleted else group
-    stale = returned = 0
+    stale = 0
     if fslice is None:
         with out.timed("encode"):
             name = names.base_name(file_id, instant)
@@ -278,7 +278,11 @@ def _write_group(
             file_id,
             names.bucket_of(file_id),
         )
-    elif spec.options.merge_on_read and (not deleted or delete_ordering(spec, instant)):
+    elif (
+        spec.options.merge_on_read
+        and (not deleted or delete_ordering(spec, instant))
+        and not _returns_below_base(store, spec, fslice, upserts, inserted, instant, out)
+    ):
         with out.timed("encode"):
             written = _write_log(
                 store,
@@ -293,15 +297,6 @@ def _write_group(
         with out.timed("stale"):
             updates = upserts.filter(pc.invert(upserts.column(IS_NEW))) if inserted else upserts
             stale = stale_updates(store, spec, fslice, updates, instant)
-            if inserted:
-                # A new key may be one this group deleted (a deleted key comes back as a new
-                # key): Hudi's readers merge it with the record its base file still holds,
-                # which wins when its ordering value is larger. Counted stale, and among the
-                # rows that met a record (so ``updates - stale`` stays the updates that won).
-                news = upserts.filter(upserts.column(IS_NEW))
-                lost = stale_updates(store, spec, fslice, news, instant)
-                stale += lost
-                returned = lost
     else:
         with out.timed("merge"):
             written, won = _rewrite_base(store, files, spec, instant, partition, fslice, group)
@@ -311,8 +306,30 @@ def _write_group(
         inserts=inserted,
         deletes=deleted,
         stale=stale,
-        updates=group.num_rows - deleted - inserted + returned,
+        updates=group.num_rows - deleted - inserted,
     )
+
+
+def _returns_below_base(
+    store: TableStore,
+    spec: TableSpec,
+    fslice: FileSlice,
+    upserts: pa.Table,
+    inserted: int,
+    instant: str,
+    out: GroupWrites,
+) -> bool:
+    """Whether a key this group deleted comes back into it (a new key) with an ordering
+    value below the record the group's files still hold of it. Hudi's readers merge a log
+    record with that record and keep the larger: the deleted row would show again, where
+    the same key coming back into another group shows its new row. Such a group's base is
+    rewritten instead (copy-on-write for this instant: the delete applied, the new row
+    in), so that a key that comes back shows its new row wherever it lands."""
+    if not inserted:
+        return False
+    with out.timed("stale"):
+        news = upserts.filter(upserts.column(IS_NEW))
+        return stale_updates(store, spec, fslice, news, instant) > 0
 
 
 def _with_meta(
