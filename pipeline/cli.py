@@ -345,6 +345,13 @@ def _bench_soak(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_crash(args: argparse.Namespace) -> int:
+    from dynbucket.bench import crash
+
+    summary = crash.run(args.rounds, args.seed, args.workdir)
+    return 0 if summary["rounds_ok"] == summary["rounds"] else 1
+
+
 def _bench_compaction(args: argparse.Namespace) -> int:
     from dynbucket.bench import compaction
 
@@ -608,6 +615,15 @@ def parser() -> argparse.ArgumentParser:
     soak.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     soak.add_argument("--workdir", default=None, help="where the tables go (temporary)")
     soak.set_defaults(func=_bench_soak)
+    crash = bench_sub.add_parser(
+        "crash",
+        help="writers and service processes killed or paused at random; the table whole after each",
+        parents=[loud],
+    )
+    crash.add_argument("--rounds", type=_count, default=100, help="rounds (a fault each)")
+    crash.add_argument("--seed", type=int, default=7, help="seed of the faults and their times")
+    crash.add_argument("--workdir", default=None, help="where the table goes (temporary)")
+    crash.set_defaults(func=_bench_crash)
     sc = bench_sub.add_parser(
         "scale",
         help="a 1M upsert into a 200M-row table vs 5M rows; bootstrap, memory per key, slices",
