@@ -153,7 +153,7 @@ class Transaction:
             settled = {
                 p.id: settle(store, timeline, p, lock.owner)
                 for p in pending
-                if p.action not in DETACHED_ACTIONS or not is_scheduled(timeline.plan(p))
+                if p.action not in DETACHED_ACTIONS or not executable(store, timeline, p)
             }
             compacting = {
                 file_id: p.id
@@ -416,11 +416,24 @@ def is_scheduled(plan: dict[str, Any]) -> bool:
     return bool(plan.get(SCHEDULED)) or any(k in plan for k in _PLAN_ENTRIES)
 
 
+def executable(store: TableStore, timeline: Timeline, instant: Instant) -> bool:
+    """Whether a pending detached instant can be executed and completed: its plan was
+    recorded whole, and no writer decided it rolled back (a scheduler paused past its lease
+    between its last lease check and its plan's write wrote the plan onto an instant the
+    next writer had rolled back: no executor can commit it, the next writer settles it)."""
+    if not is_scheduled(timeline.plan(instant)):
+        return False
+    decided = outcome.read(store, instant.id)
+    return decided is None or decided.state != outcome.ROLLED_BACK
+
+
 def left_pending(timeline: Timeline, *actions: str) -> list[Instant]:
-    """The scheduled, not completed instants of ``actions`` (default: every detached
-    action), oldest first: running now, or left by an executor that died."""
+    """The executable (:func:`executable`), not completed instants of ``actions``
+    (default: every detached action), oldest first: running now, or left by an executor
+    that died."""
     wanted = actions or DETACHED_ACTIONS
-    return [i for i in timeline.pending() if i.action in wanted and is_scheduled(timeline.plan(i))]
+    pending = [i for i in timeline.pending() if i.action in wanted]
+    return [i for i in pending if executable(timeline.store, timeline, i)]
 
 
 def latest_write(completed: list[Instant]) -> str | None:

@@ -117,3 +117,36 @@ def test_a_write_on_an_unreadable_latest_commit_is_refused_and_writes_nothing(
     ):
         Table.open(t.uri).upsert(pa.table({"id": ["c"], "day": ["d2"], "v": [1]}))
     assert files() == before
+
+
+def test_a_plan_written_onto_a_service_instant_rolled_back_meanwhile_is_settled(
+    tmp_path: Path,
+) -> None:
+    """A scheduler paused past its lease after its last lease check wrote its plan onto the
+    instant the next writer had rolled back meanwhile (seen in the crash model): no executor
+    can commit it (its outcome says rolled back), so it held archival back for good. It is
+    not executed, and the next writer settles it."""
+    from dynbucket.format.table import services
+    from dynbucket.format.timeline.timeline import Timeline
+    from dynbucket.format.timeline.transaction import SCHEDULED, Transaction, left_pending
+
+    options = TableOptions(clean_automatic=False, lock_lease_seconds=0.2)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    for v in range(4):
+        t.upsert(pa.table({"id": ["a"], "day": ["d"], "v": [v]}, schema=SCHEMA))
+    txn = Transaction.begin(t.store, t.spec, "clean", "clean")  # the scheduler
+    txn.lock._stop.set()  # paused: its heartbeat stops, its lease runs out
+    time.sleep(0.3)
+    t.upsert(pa.table({"id": ["b"], "day": ["d"], "v": [9]}, schema=SCHEMA))  # settles it
+    assert outcome.read(t.store, txn.id).state == outcome.ROLLED_BACK
+    # It wakes up past its lease check and writes its plan.
+    plan = {**txn.plan, "earliest-retained": txn.based_on, "pending": [], SCHEDULED: True}
+    txn.timeline.start(txn.instant, plan)
+    timeline = Timeline(t.store, True)
+    assert [i.id for i in timeline.pending()] == [txn.id]
+    assert left_pending(timeline) == []  # no executor takes it
+    assert services.clean(t.store, t.spec).instant != txn.id
+    t.upsert(pa.table({"id": ["c"], "day": ["d"], "v": [9]}, schema=SCHEMA))
+    t.wait_for_services()
+    assert Timeline(t.store, True).pending() == []
+    assert t.check().healthy
