@@ -158,10 +158,11 @@ class Writer:
 
     def services(self) -> list[int]:
         """The writer's service processes (its children)."""
-        return _children(self.proc.pid)
+        return children_of(self.proc.pid)
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux: from /proc)."""
     out = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -183,7 +184,8 @@ def _is_tracker(pid: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
@@ -293,9 +295,9 @@ def run_round(
     if fault == "pause service" and victim:
         _signal(victim, signal.SIGCONT)  # a paused process sees its parent gone once let go
     deadline = time.monotonic() + 5  # 3.
-    while any(_alive(p) for p in services) and time.monotonic() < deadline:
+    while any(alive(p) for p in services) and time.monotonic() < deadline:
         time.sleep(0.1)
-    orphans = [p for p in services if _alive(p)]
+    orphans = [p for p in services if alive(p)]
     with contextlib.suppress(ProcessLookupError):  # whatever is left of its session
         os.killpg(proc.pid, signal.SIGKILL)
     # The model: every committed batch in order; one started and not said committed (in

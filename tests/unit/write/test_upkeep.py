@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dynbucket.bench.crash import alive, children_of
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 from dynbucket.write import upkeep
@@ -87,28 +88,6 @@ time.sleep(3600)
 """
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry.name))
-    return out
-
-
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 def test_service_processes_end_with_the_process_that_started_them(how: signal.Signals) -> None:
     """A writer killed by SIGKILL (an OOM kill) left its service processes, and the
@@ -116,12 +95,12 @@ def test_service_processes_end_with_the_process_that_started_them(how: signal.Si
     starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True)
     assert starter.stdout is not None
     service = int(starter.stdout.readline())
-    left = _children(starter.pid)  # the service processes and multiprocessing's tracker
-    assert service in left and all(_alive(p) for p in left)
+    left = children_of(starter.pid)  # the service processes and multiprocessing's tracker
+    assert service in left and all(alive(p) for p in left)
     os.kill(starter.pid, how)
     starter.wait()
     starter.stdout.close()
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in left) and time.monotonic() < deadline:
+    while any(alive(p) for p in left) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert [p for p in left if _alive(p)] == []
+    assert [p for p in left if alive(p)] == []

@@ -84,14 +84,20 @@ def _live(t: Table) -> dict[str, int]:
     return dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True))
 
 
-@pytest.mark.parametrize("service", ["compaction", "logcompaction", "clean", "archive"])
-def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> None:
+def _written(tmp_path: Path, writes: int) -> tuple[Table, dict[str, int]]:
+    """A table of ``writes`` upserts with the services off, and what it holds."""
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
     model: dict[str, int] = {}
-    for i in range(8):
+    for i in range(writes):
         ids = [f"k{i}", "a", f"b{i % 3}"]
         t.upsert(_rows(ids, i))
         model.update(dict.fromkeys(ids, i))
+    return t, model
+
+
+@pytest.mark.parametrize("service", ["compaction", "logcompaction", "clean", "archive"])
+def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> None:
+    t, model = _written(tmp_path, 8)
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, t.uri, service], stdout=subprocess.PIPE, text=True
     )
@@ -207,12 +213,7 @@ def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
     (a clean without ``earliest-retained`` failed every later clean and stopped archival
     for good); one killed while it executed must be finished by the next write's services
     even when none of its kind is due again. ``check`` says so meanwhile."""
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
-    model: dict[str, int] = {}
-    for i in range(6):
-        ids = [f"k{i}", "a", f"b{i % 3}"]
-        t.upsert(_rows(ids, i))
-        model.update(dict.fromkeys(ids, i))
+    t, model = _written(tmp_path, 6)
     t.wait_for_services()
     t.close()
     _kill_in(t, service, when)
