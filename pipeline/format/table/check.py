@@ -45,7 +45,13 @@ from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Instant, Timeline, Visible
+from dynbucket.format.timeline.timeline import (
+    HUDI_ACTIONS,
+    Instant,
+    Timeline,
+    Visible,
+    seconds_since,
+)
 from dynbucket.format.timeline.transaction import DETACHED_ACTIONS, left_pending
 
 
@@ -162,7 +168,10 @@ def _instants(
     if beside:
         active = len(timeline.instants())
         keep_max = spec.options.keep_max_commits
-        if active > keep_max:  # archival stops at the oldest pending instant
+        # Archival stops at the oldest pending instant; one younger than a lease may be
+        # running still (the next write's services take one older than that).
+        stale = seconds_since(beside[0].id) > spec.options.lock_lease_seconds
+        if active > keep_max and stale:
             report.add(
                 f"instant(s) {[str(i) for i in beside]}, a service left pending, hold archival "
                 f"back: {active} instants are active (hoodie.keep.max.commits={keep_max})",
