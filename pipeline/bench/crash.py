@@ -324,6 +324,7 @@ def run_round(
             break
     timeline = Timeline(t.store, True)
     pending = {i.id for i in timeline.pending()}
+    report_of_check = t.check()
     stuck = sorted(pending & carried)
     report.update(
         batches_committed=len(committed),
@@ -335,7 +336,8 @@ def run_round(
         stuck_pending=stuck,
         equal_to_model=expected is not None,
         hudi_rs_equal=_hudi_rows(path) == ours,
-        healthy=t.check().healthy,
+        healthy=report_of_check.healthy,
+        check=[str(f).splitlines()[0][:300] for f in report_of_check.findings[:2]],
         **_counts(t),
     )
     report["ok"] = bool(

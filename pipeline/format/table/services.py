@@ -20,6 +20,7 @@ from dynbucket.format.table.paths import (
     BUCKET_LAYOUT_DIR,
     HOODIE_DIR,
     META_DIR,
+    OUTCOME_DIR,
     RLI_DIR,
     TIMELINE_DIR,
 )
@@ -321,14 +322,17 @@ def _clean_temporary(
     meta = [
         store.path(d) for d in (HOODIE_DIR, LAYOUT_2_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)
     ]
-    for folder in sorted({*folders, *meta}):
+    outcomes = store.path(OUTCOME_DIR)
+    for folder in sorted({*folders, *meta, outcomes}):
         for info in store.list_files(folder):
             if not TEMPORARY.match(info.base_name):
                 continue
             if info.mtime is not None and info.mtime.timestamp() > young:
                 continue
             instant = writer_of_temporary(info.base_name)
-            if instant is not None and instant in visible:
+            # An outcome's exclusive create lives for a moment: an old temporary one is a
+            # killed creator's, whatever its instant became.
+            if folder == outcomes or (instant is not None and instant in visible):
                 store.delete(info.path)
                 removed += 1
     return removed

@@ -26,6 +26,7 @@ active: both say completed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,9 @@ from dynbucket.format.timeline.timeline import (
     file_name,
     hudi_instants,
 )
+
+#: An instant id: 17 digits (an outcome file's whole name).
+_INSTANT_ID = re.compile(r"^\d{17}$")
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,9 @@ def _record(
     rolled_back = set(before.rolled_back)
     for info in store.list_files(store.path(OUTCOME_DIR)):
         name = info.base_name
-        if name <= floor and name not in rolled_back:
+        # An instant's outcome is named by its id; a temporary file a killed exclusive
+        # create left (``.<id>.tmp-...``, empty) is no outcome, and sorts below any floor.
+        if _INSTANT_ID.match(name) and name <= floor and name not in rolled_back:
             found = outcome.read(store, name)
             if found is not None and found.state == outcome.ROLLED_BACK:
                 rolled_back.add(name)

@@ -153,3 +153,28 @@ def test_a_crash_between_the_record_and_the_removal_changes_nothing(tmp_path: Pa
         i.id > Timeline(t.store).archived().floor for i in Timeline(t.store, True).instants()
     )
     assert t.check().healthy
+
+
+def test_a_temporary_file_a_killed_outcome_create_left_stops_nothing(tmp_path: Path) -> None:
+    """A writer killed inside an outcome's exclusive create leaves an empty temporary file
+    in the outcomes folder; archival read it as an outcome (it sorts below any floor) and
+    failed at every write from then on, the timeline growing for good (the crash model: 1,411
+    entries after 40 rounds). Archival skips it, and a clean removes it once it is older
+    than a lease."""
+    from dynbucket.format.table import services
+    from dynbucket.format.table.paths import OUTCOME_DIR
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    for v in range(12):
+        t.upsert(_rows(["a", f"k{v}"], v))
+    folder = Path(t.store.path(OUTCOME_DIR))
+    folder.mkdir(parents=True, exist_ok=True)
+    left = folder / f".{t.timeline.completed()[3].id}.tmp-0123456789ab"
+    left.write_bytes(b"")
+    done = archive.archive(t.store, True, 4, 6, 1.0)
+    assert done.archived > 0
+    old = os.path.getmtime(left) - 120
+    os.utime(left, (old, old))
+    assert services.clean(t.store, t.spec, retain=2).instant is not None
+    assert not left.exists()
+    check_hudi_reads(t)
