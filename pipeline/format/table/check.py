@@ -44,6 +44,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec, load_table
+from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     HUDI_ACTIONS,
@@ -460,6 +461,15 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
         if instant is not None and instant not in known:
             strays[instant].append(info.path)
     for instant, paths in sorted(strays.items()):
+        decided = outcome.read(store, instant)
+        if decided is not None and decided.state == outcome.ROLLED_BACK:
+            # Written after its rollback by a stalled process: never read; a clean goes.
+            report.notes.append(
+                f"{len(paths)} file(s) of instant {instant}, which was rolled back, were "
+                "written after its rollback by a process that stalled; nothing reads them, "
+                "and the next clean removes them"
+            )
+            continue
         report.add(
             f"{len(paths)} file(s) of instant {instant}, which is not on the timeline "
             f"(e.g. {json.dumps(paths[:2])}): its metadata was lost, or a writer left "

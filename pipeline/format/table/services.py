@@ -7,7 +7,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from dynbucket.format.file_group.slices import data_files, unmerged
@@ -27,6 +27,7 @@ from dynbucket.format.table.paths import (
 from dynbucket.format.table.results import ServiceResult
 from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile, left_pending
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
@@ -253,15 +254,44 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     visible = Visible(set(seen) - set(txn.plan.get("pending", [])), seen.floor, seen.rolled_back)
     removed = 0
     folders = []
+    on_timeline = {i.id for i in timeline.instants()}
+    leftovers = _RolledBack(store, lambda i: i not in on_timeline and i not in seen)
     for partition in Snapshot(store, spec).partitions():
-        removed += _clean_files(store, data_files(store, partition), visible, earliest, True)
+        files = data_files(store, partition)
+        removed += _clean_files(store, files, visible, earliest, True) + leftovers.remove(files)
         folders.append(store.path(partition))
     for partition in RecordLevelIndex(store, spec).partitions():
-        removed += _clean_files(store, index_files(store, partition), visible, earliest, False)
+        files = index_files(store, partition)
+        removed += _clean_files(store, files, visible, earliest, False) + leftovers.remove(files)
         folders.append(store.path(RLI_DIR, partition))
     removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
     txn.commit({"earliest-retained": earliest, "files-removed": removed})
     return ServiceResult("clean", txn.id, 0, removed)
+
+
+class _RolledBack:
+    """Files of instants that were rolled back, written after their rollback removed their
+    files (a service's executor paused past its scheduler's lease, which wrote on when it
+    woke up): never read (their instant is on no timeline), removed by a clean. An instant
+    is one when it is on no timeline (``gone``) and its outcome says rolled back."""
+
+    def __init__(self, store: TableStore, gone: Callable[[str], bool]) -> None:
+        self.store, self.gone = store, gone
+        self._decided: dict[str, bool] = {}
+
+    def remove(self, files: Iterable[Any]) -> int:
+        removed = 0
+        for f in files:
+            if self.gone(f.instant) and self._rolled_back(f.instant):
+                self.store.delete(f.path)
+                removed += 1
+        return removed
+
+    def _rolled_back(self, instant: str) -> bool:
+        if instant not in self._decided:
+            found = outcome.read(self.store, instant)
+            self._decided[instant] = found is not None and found.state == outcome.ROLLED_BACK
+        return self._decided[instant]
 
 
 def pending_of(timeline: Timeline, action: str) -> list[Instant]:

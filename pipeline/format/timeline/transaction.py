@@ -200,6 +200,11 @@ class Transaction:
         compaction, whose files nobody else writes and which move no row, or a clean.
         ``owner`` names this executor in the instant's outcome."""
         timeline = Timeline(store, spec.options.merge_on_read)
+        if not executable(store, timeline, instant):  # a writer rolled it back: write nothing
+            raise ConcurrentWriteError(
+                f"{instant.action} {instant.id} of {store.uri} was rolled back (its scheduler "
+                "stalled past its lease); it is not executed"
+            )
         plan = timeline.plan(instant)
         recorded = {**plan, **extra_of(plan)}
         based_on, operation = recorded.get("based-on"), str(recorded.get("operation", ""))

@@ -150,3 +150,37 @@ def test_a_plan_written_onto_a_service_instant_rolled_back_meanwhile_is_settled(
     t.wait_for_services()
     assert Timeline(t.store, True).pending() == []
     assert t.check().healthy
+
+
+def test_files_a_stalled_process_wrote_after_its_instant_was_rolled_back_are_cleaned(
+    tmp_path: Path,
+) -> None:
+    """A service's executor, stalled past its scheduler's lease, wrote its files after the
+    next writer had rolled its instant back (the crash model: `check` then said their
+    metadata was lost). Nothing reads them; `check` says so, a clean removes them, and an
+    executor asked to run such an instant writes nothing."""
+    import shutil
+
+    from dynbucket.base.errors import ConcurrentWriteError
+    from dynbucket.format.table import services
+    from dynbucket.format.timeline.transaction import Transaction
+
+    options = TableOptions(clean_automatic=False, lock_lease_seconds=0.2)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    for v in range(4):
+        t.upsert(pa.table({"id": ["a", f"k{v}"], "day": ["d", "d"], "v": [v, v]}, schema=SCHEMA))
+    txn = Transaction.begin(t.store, t.spec, "index-compaction", "compact-index")
+    txn.lock._stop.set()  # stalled: its lease runs out
+    time.sleep(0.3)
+    t.upsert(pa.table({"id": ["b"], "day": ["d"], "v": [9]}, schema=SCHEMA))  # rolls it back
+    index = Path(t.store.path(".hoodie/.dynbucket/rli/day=d"))
+    some = sorted(index.glob("*.parquet"))[0]
+    late = index / f"{txn.id}.base.parquet"
+    shutil.copy(some, late)  # what it writes when it wakes up
+    report = t.check()
+    assert report.healthy and any("written after its rollback" in n for n in report.notes)
+    with pytest.raises(ConcurrentWriteError, match="was rolled back"):
+        Transaction.resume(t.store, t.spec, txn.instant, "late")
+    assert services.clean(t.store, t.spec, retain=2).files_removed >= 1
+    assert not late.exists()
+    assert t.check().healthy and t.to_arrow().num_rows == 6
