@@ -136,7 +136,9 @@ def test_the_rows_of_some_keys_are_the_slice_merged_then_filtered(tmp_path: Path
 
     t.upsert(rows(keys, [50] * len(keys)))
     for w in range(8):
-        ids = sorted(set(rng.choice(keys[:300], 40).tolist()))
+        # Deleted keys do not come back here (one coming back below its base row has its
+        # group's base rewritten: no log to merge).
+        ids = sorted(set(rng.choice(keys[200:300] if w % 3 == 2 else keys[:200], 40).tolist()))
         if w % 3 == 2:
             t.delete(pa.table({"id": ids, "day": ["d"] * len(ids)}))
         else:
