@@ -67,8 +67,10 @@ OPTIONS = TableOptions(
 #: dynbucket's own timeline, files per file group, index files per partition. A killed
 #: service holds archival and cleaning back until the next write after its lease ran out
 #: finishes it: about a lease of writes (2 s of ~20 writes a second, three timeline files
-#: each) beyond ``keep_max_commits``.
-MAX_TIMELINE_ENTRIES = 200
+#: each, and a service instant or two per write) beyond ``keep_max_commits``; a paused
+#: service process holds its writer's services of that kind back for as long as that
+#: writer lives (here, up to 1.5 s more).
+MAX_TIMELINE_ENTRIES = 300
 MAX_GROUP_FILES = 60
 MAX_INDEX_FILES = 24
 FAULTS = ("kill writer", "kill service", "pause service", "pause writer")
