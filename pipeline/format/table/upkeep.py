@@ -41,9 +41,9 @@ class Upkeep:
     archive: bool = False
     log_compaction: bool = False
     left: tuple[str, ...] = ()
-    """Actions of services left pending (scheduled, not completed): each is executed
-    again, due or not (one whose executor died would otherwise hold archival back for as
-    long as no new one of its action is due)."""
+    """Actions of services pending for longer than a lease (their executor died, most
+    likely): each is executed again, due or not (one left behind would otherwise hold
+    archival back for as long as no new one of its action is due)."""
 
     def __bool__(self) -> bool:
         return (
