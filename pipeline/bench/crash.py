@@ -71,7 +71,7 @@ OPTIONS = TableOptions(
 #: service process holds its writer's services of that kind back for as long as that
 #: writer lives (here, up to 1.5 s more).
 MAX_TIMELINE_ENTRIES = 300
-MAX_GROUP_FILES = 60
+MAX_GROUP_FILES = 80
 MAX_INDEX_FILES = 24
 FAULTS = ("kill writer", "kill service", "pause service", "pause writer")
 
