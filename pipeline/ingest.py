@@ -146,6 +146,7 @@ def read(
     reader = spark.read.format(fmt)
     typed: StructType | None = None
     if schema is not None:
+        parsed: object
         try:
             parsed = _parse_datatype_string(schema)
         except Exception as e:  # pyspark's ParseException: its text may not even print
