@@ -20,7 +20,7 @@ import pyarrow as pa
 from dynbucket.actors.actor import AssignerActor
 from dynbucket.actors.assigner import BucketAssigner, NewKeys
 from dynbucket.base.columns import BUCKET, HASH, IS_NEW
-from dynbucket.base.errors import CommitFailedError, ConfigError
+from dynbucket.base.errors import ConfigError
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
@@ -33,7 +33,7 @@ from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite, NoAssigners
 from dynbucket.write.locate_stage import with_buckets
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.retry import RetryPolicy
+from dynbucket.write.retry import RetryPolicy, files_gone
 
 log = logging.getLogger(__name__)
 #: A write runs again when a file it read went missing (a service beside it cleaned it).
@@ -77,10 +77,7 @@ class LocalWriter:
         try:
             return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps), again)
         except FileNotFoundError as e:
-            raise CommitFailedError(
-                f"{op.value}: a file it read went missing on every attempt ({e}); nothing "
-                "was written. Write again; if it fails the same way, run `dynbucket check`"
-            ) from e
+            raise files_gone(op.value, e) from e
 
     def _write(self, rows: pa.Table, op: Operation, slots: int, laps: Laps) -> WriteResult:
         begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)

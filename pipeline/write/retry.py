@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from dynbucket.base.errors import CommitFailedError
+
 T = TypeVar("T")
 
 
@@ -39,3 +41,12 @@ class RetryPolicy:
                     raise
                 left[cause] -= 1
                 before_retry(e)
+
+
+def files_gone(operation: str, error: FileNotFoundError) -> CommitFailedError:
+    """The error of a write whose read file went missing on every attempt (a service
+    beside it cleaned it each time)."""
+    return CommitFailedError(
+        f"{operation}: a file it read went missing on every attempt ({error}); nothing "
+        "was written. Write again; if it fails the same way, run `dynbucket check`"
+    )

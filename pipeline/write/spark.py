@@ -39,7 +39,6 @@ from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import (
     AssignerRestartedError,
-    CommitFailedError,
     DynBucketError,
     from_wire,
 )
@@ -53,7 +52,7 @@ from dynbucket.write.driver import estimated_bytes
 from dynbucket.write.engines import DriverEngine, SparkTasksEngine
 from dynbucket.write.instant import InstantWrite, StreamBatch
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.retry import RetryPolicy
+from dynbucket.write.retry import RetryPolicy, files_gone
 from dynbucket.write.schemes import AssignerScheme, LayoutScheme, Scheme
 
 if TYPE_CHECKING:
@@ -149,10 +148,7 @@ class SparkWriter:
         try:
             return WRITE_RETRIES.run(attempt, before_retry)
         except FileNotFoundError as e:
-            raise CommitFailedError(
-                f"{op.value}: a file it read went missing on every attempt ({e}); nothing "
-                "was written. Write again; if it fails the same way, run `dynbucket check`"
-            ) from e
+            raise files_gone(op.value, e) from e
 
     # --- one attempt ---------------------------------------------------------------------
 
