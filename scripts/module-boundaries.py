@@ -9,8 +9,12 @@ call sites (file, line) on the driver where a module of the write layer calls in
 the format layer: how often the driver goes back and forth between the two rooms. The
 layers are told by name (``.write.`` and ``.format.``), so the count reads the same before
 and after the rooms moved.
-Usage: ``.venv/bin/python scripts/module-boundaries.py [--sites]`` (``--sites`` lists the
-driver's write->format call sites).
+Three scenarios (``--scenario``): ``spark`` (the default: a Spark upsert), ``local`` (an
+in-process upsert of a pyarrow Table) and ``service`` (an in-process upsert after which
+every automatic service is due and runs inline: compaction, clean, index compaction and
+archival; the services are traced with the write).
+Usage: ``.venv/bin/python scripts/module-boundaries.py [--scenario S] [--sites]``
+(``--sites`` lists the driver's write->format call sites).
 """
 
 from __future__ import annotations
@@ -40,6 +44,19 @@ def tracer(edges: set[tuple[str, str]], sites: set[tuple[str, int]] | None = Non
                 sites.add((back.f_code.co_filename, back.f_lineno))
 
     return profile
+
+
+#: Folders that are layers; any other module of the package is the public API's layer.
+LAYERS = ("actors", "base", "format", "write", "bench", "cli")
+
+
+def layer(module: str) -> str:
+    """The layer of a dynbucket module: its folder under the package (``api`` for the
+    modules at the top: the public API, runtime, CLI modules of old trees)."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] == "pipeline":  # a tree from before the rename
+        parts = parts[1:]
+    return parts[1] if len(parts) > 2 and parts[1] in LAYERS else "api"
 
 
 def traced(fn, out_dir):  # type: ignore[no-untyped-def]
@@ -77,39 +94,80 @@ def main() -> None:
     )
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
     rows = [(f"k{i}", f"d{i % 4}", i) for i in range(2000)]
-    with Runtime() as rt:
+    scenario = sys.argv[sys.argv.index("--scenario") + 1] if "--scenario" in sys.argv else "spark"
+    edges: set[tuple[str, str]] = set()
+    sites: set[tuple[str, int]] = set()
+
+    def traced_call(call):  # type: ignore[no-untyped-def]
+        sys.setprofile(tracer(edges, sites))
+        threading.setprofile(tracer(edges))
+        try:
+            call()
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+
+    if scenario == "spark":
+        with Runtime() as rt:
+            t = Table.create(
+                os.path.join(OUT, "t"),
+                schema,
+                "id",
+                "day",
+                index=DynamicBucketIndex(max_keys_per_bucket=100),
+                runtime=rt,
+            )
+            df = rt.spark.createDataFrame(rows, "id string, day string, v long")
+            t.upsert(df)
+            for f in glob.glob(os.path.join(OUT, "worker-*.json")):
+                os.remove(f)
+            traced_call(lambda: t.upsert(df))
+            t.close()
+    else:
+        data = pa.Table.from_pylist(
+            [{"id": k, "day": d, "v": v} for k, d, v in rows], schema=schema
+        )
+        options = None
+        if scenario == "service":  # every service due after the second write, inline
+            options = {
+                "hoodie.compact.inline": True,
+                "hoodie.compact.inline.max.delta.commits": 1,
+                "hoodie.log.compaction.enable": False,
+                "hoodie.clean.max.commits": 1,
+                "cleaner.commits-retained": 1,
+                "index.compaction.min-files": 2,
+                "hoodie.keep.min.commits": 2,
+                "hoodie.keep.max.commits": 3,
+            }
         t = Table.create(
             os.path.join(OUT, "t"),
             schema,
             "id",
             "day",
             index=DynamicBucketIndex(max_keys_per_bucket=100),
-            runtime=rt,
+            options=options,
         )
-        df = rt.spark.createDataFrame(rows, "id string, day string, v long")
-        t.upsert(df)
-        for f in glob.glob(os.path.join(OUT, "worker-*.json")):
-            os.remove(f)
-        edges: set[tuple[str, str]] = set()
-        sites: set[tuple[str, int]] = set()
-        sys.setprofile(tracer(edges, sites))
-        threading.setprofile(tracer(edges))
-        try:
-            t.upsert(df)
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+        def batch(n: int) -> pa.Table:  # half the keys of the last write, half new
+            return data.set_column(
+                0, "id", pa.array([f"k{i + 1000 * n}" for i in range(len(rows))])
+            )
+
+        t.upsert(batch(0))
+        t.upsert(batch(1))
+        traced_call(lambda: print("services:", t.upsert(batch(2)).services, file=sys.stderr))
         t.close()
     for f in glob.glob(os.path.join(OUT, "worker-*.json")):
         with open(f) as fh:
             edges |= {tuple(e) for e in json.load(fh)}  # type: ignore[misc]
     crossing = {(a, b) for a, b in edges if a != b}
     modules = {m for e in edges for m in e}
+    layers = {(a, b) for a, b in crossing if layer(a) != layer(b)}
     print(
         json.dumps(
             {
                 "boundaries": len(crossing),
                 "modules": len(modules),
+                "layer crossings": len(layers),
                 "driver write->format": len(sites),
             }
         )
