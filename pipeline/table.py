@@ -19,29 +19,32 @@ import pyarrow.fs as pafs
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import ConfigError, InvalidInputError, RuntimeSetupError
 from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.format.adoption.adopt import adopt
 from dynbucket.format.buckets import regroup
-from dynbucket.format.file_group.context import TableRef
+from dynbucket.format.health.check import CheckReport, check
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.read import changes
+from dynbucket.format.read.snapshot import Snapshot, read_ref
+from dynbucket.format.services.rollback import rollback
+from dynbucket.format.services.service import Scope, ServiceResult
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table import changes, services
-from dynbucket.format.table.adopt import adopt
-from dynbucket.format.table.check import CheckReport, check
-from dynbucket.format.table.snapshot import Snapshot, read_ref
+from dynbucket.format.table.context import TableRef
 from dynbucket.format.table.spec import (
     TableSpec,
     create_table,
     load_table,
     table_name_for,
 )
+from dynbucket.format.timeline.history import history
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime, active_runtime
-from dynbucket.write import adoption
 from dynbucket.write.file_scan import bare_file_stream
 from dynbucket.write.local import LocalWriter
+from dynbucket.write.ray_tasks import RayTasks
 from dynbucket.write.results import WriteResult
+from dynbucket.write.services import ServiceRunner
 from dynbucket.write.spark import SparkWriter, StreamBatch
-from dynbucket.write.upkeep import TableUpkeep, compact_spread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +85,7 @@ class Table:
         self.assigner_slots = assigner_slots
         self._local: LocalWriter | None = None
         self._spark: SparkWriter | None = None
-        self._upkeep: TableUpkeep | None = None
+        self._runner: ServiceRunner | None = None
 
     def __enter__(self) -> Table:
         return self
@@ -93,9 +96,9 @@ class Table:
     def close(self) -> None:
         """Waits for a compaction running beside the writes, and releases the assigner
         actors this table started (the table stays on storage)."""
-        if self._upkeep is not None:
-            self._upkeep.close()
-            self._upkeep = None
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
         if self._spark is not None:
             self._spark.close()
             self._spark = None
@@ -214,7 +217,9 @@ class Table:
         slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
         own = _table_options(options).own_properties()
         # With a cluster, the index is built by Ray tasks; else by threads here.
-        adopt(store, index, own, slots or 1, adoption.on_ray if runtime is not None else None)
+        adopt(
+            store, index, own, slots or 1, RayTasks(max_retries=1) if runtime is not None else None
+        )
         return cls.open(uri, filesystem, runtime, slots)
 
     def _prestarted(self) -> Table:
@@ -316,7 +321,7 @@ class Table:
         return self.snapshot(as_of).stats()
 
     def history(self) -> list[dict[str, Any]]:
-        return services.history(self.store)
+        return history(self.store)
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -406,21 +411,22 @@ class Table:
             )
         return self._services().after(result)
 
-    def _services(self) -> TableUpkeep:
-        """The table services this table's writes make due (run after each write)."""
-        if self._upkeep is None:
-            self._upkeep = TableUpkeep(
+    def _services(self) -> ServiceRunner:
+        """The runner of this table's services: those its writes make due (run after each
+        write), and those its user asks for (one at a time per action)."""
+        if self._runner is None:
+            self._runner = ServiceRunner(
                 TableRef.of(self.store, self.spec),
                 # On the cluster when this table has one (given, or found by a Spark
                 # write); a table written in process keeps its services in process.
                 on_ray=lambda: self.runtime is not None or self._spark is not None,
             )
-        return self._upkeep
+        return self._runner
 
     def wait_for_services(self) -> None:
         """Waits for a compaction running beside the writes (``close`` waits too)."""
-        if self._upkeep is not None:
-            self._upkeep.wait()
+        if self._runner is not None:
+            self._runner.wait()
 
     def _writer(self) -> LocalWriter:
         if self._local is None:
@@ -455,7 +461,7 @@ class Table:
         self,
         partitions: Sequence[str] | None = None,
         progress: Callable[[int, int], None] | None = None,
-    ) -> services.ServiceResult:
+    ) -> ServiceResult:
         """Compacts every file slice with log files (of ``partitions``; default all), now
         (first finishing any compaction left pending). A large compaction's file groups
         run as parallel tasks: Ray tasks when the table has a cluster, else processes of
@@ -466,8 +472,7 @@ class Table:
             progress: told ``(file groups written, file groups planned)`` as the
                 compaction goes, from any thread (``dynbucket.console.Progress`` prints it).
         """
-        on_ray = self.runtime is not None or self._spark is not None
-        return compact_spread(TableRef.of(self.store, self.spec), on_ray, partitions, progress)
+        return self._services().compact(partitions, progress)
 
     def rescale(
         self, multiple: float, partitions: Sequence[str] | None = None, allow_shuffle: bool = False
@@ -494,13 +499,13 @@ class Table:
         """
         return regroup.rebalance(self.store, self.spec)
 
-    def compact_index(self, min_files: int | None = None) -> services.ServiceResult:
+    def compact_index(self, min_files: int | None = None) -> ServiceResult:
         """Merges the index files of each partition that has ``min_files`` of them."""
-        return services.compact_index(self.store, self.spec, min_files)
+        return self._services().run("index-compaction", Scope(min_files=min_files))
 
-    def clean(self, retain: int | None = None) -> services.ServiceResult:
+    def clean(self, retain: int | None = None) -> ServiceResult:
         """Removes file slices that none of the last ``retain`` instants reads."""
-        return services.clean(self.store, self.spec, retain)
+        return self._services().run("clean", Scope(retain=retain))
 
     def check(self) -> CheckReport:
         """Reads the whole table and reports what is wrong and what to do (changes
@@ -510,7 +515,7 @@ class Table:
 
     def rollback(self) -> list[str]:
         """Rolls back every pending instant a crashed writer left; returns their ids."""
-        return services.rollback(self.store, self.spec)
+        return rollback(self.store, self.spec)
 
 
 def _snapshot_to_spark(

@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 
 from dynbucket.base.columns import BUCKET, IS_NEW
-from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
 from dynbucket.format.records.incoming import prepare
+from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.table import Table
 

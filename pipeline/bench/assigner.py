@@ -32,7 +32,7 @@ from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.bench.report import Measurement, print_report, timed
-from dynbucket.format.file_group.context import TableRef
+from dynbucket.format.table.context import TableRef
 from dynbucket.table import Table
 from dynbucket.write.index_source import RLIIndexSource
 

@@ -3,7 +3,7 @@
 Builds a merge-on-read table of ``rows`` rows in process (4 partitions, string keys; the
 services off), then twice: an upsert of ``upsert_rows`` updates spread over every file
 group (a log on each), and a ``Table.compact`` of every slice, once with the groups spread
-over the service processes (``write/upkeep.compact_spread``) and once in the driver's
+over the service processes (``write/services.ServiceRunner.compact``) and once in the driver's
 threads, taking turns ``runs`` times. Prints seconds and rows/s of each and their ratio
 (medians); then the live row count against the rows written.
 """
@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from dynbucket.base import beside
 from dynbucket.bench.soak import SCHEMA, rows_of
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
-from dynbucket.write import upkeep
+from dynbucket.write import services
 
 #: The services off: the bench compacts by hand.
 MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
@@ -40,26 +41,26 @@ def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str
     for first in range(0, rows, CHUNK):
         table.insert(rows_of(np.arange(first, min(rows, first + CHUNK)), 0, rng))
     print(f"built {rows:,} rows in {time.perf_counter() - start:.0f} s", flush=True)
-    pool = upkeep.service_processes()  # started before the clock: a start is paid once
-    list(pool.map(time.sleep, [0.5] * max(upkeep.SERVICE_PROCESSES, os.cpu_count() or 1)))
+    pool = beside.service_processes()  # started before the clock: a start is paid once
+    list(pool.map(time.sleep, [0.5] * max(beside.SERVICE_PROCESSES, os.cpu_count() or 1)))
     seconds: dict[str, list[float]] = {"tasks": [], "threads": []}
     ts = 0
-    spread = upkeep.SPREAD_BYTES
+    spread = services.SPREAD_BYTES
     try:
         for _ in range(runs):
             for how in ("tasks", "threads"):
                 ts += 1
                 table.upsert(rows_of(rng.integers(0, rows, upsert_rows), ts, rng))
                 # Tasks: every plan counts as large; threads: none does (4 threads here).
-                upkeep.SPREAD_BYTES = 0 if how == "tasks" else 1 << 62
+                services.SPREAD_BYTES = 0 if how == "tasks" else 1 << 62
                 start = time.perf_counter()
                 result = table.compact()
                 seconds[how].append(time.perf_counter() - start)
                 print(f"  {how}: {seconds[how][-1]:.1f} s, {result.files_written} groups, "
                       f"{result.rows:,} rows", flush=True)  # fmt: skip
     finally:
-        upkeep.SPREAD_BYTES = spread
-        upkeep.shutdown_service_processes()
+        services.SPREAD_BYTES = spread
+        beside.shutdown_service_processes()
     live = table.to_arrow(columns=["id"], meta_columns=False).num_rows
     out: dict[str, Any] = {"bench": "compaction", "rows": rows, "live_rows": live,
                            "groups": result.files_written}  # fmt: skip

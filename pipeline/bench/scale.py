@@ -38,7 +38,7 @@ from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.keyhash import hash_columns, slot_of
 from dynbucket.bench.report import Measurement, print_report, timed
-from dynbucket.format.file_group.context import TableRef
+from dynbucket.format.table.context import TableRef
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table

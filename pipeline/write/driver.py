@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from dynbucket.base.columns import HASH
-from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
+from dynbucket.format.table.context import WriteContext
 from dynbucket.write.assign_stage import ArrowFn
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from dynbucket.format.file_group.context import Operation, WriteContext
 from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.table.context import Operation, WriteContext
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.assign_stage import ArrowFn
 from dynbucket.write.driver import collect_hashed, write_in_driver

@@ -15,10 +15,10 @@ from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.base.columns import BUCKET, HASH
-from dynbucket.format.file_group.context import TableRef
 from dynbucket.format.file_group.slices import data_files, file_slices
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.timeline import Timeline
 
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from dynbucket.actors.assigner import NO_CHECKPOINT, NewKeys
 from dynbucket.format.file_group.writer import GroupWrites
-from dynbucket.format.table import upkeep
+from dynbucket.format.services import due as upkeep
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult

@@ -22,10 +22,10 @@ from dynbucket.actors.assigner import BucketAssigner, NewKeys
 from dynbucket.base.columns import BUCKET, HASH, IS_NEW
 from dynbucket.base.errors import ConfigError
 from dynbucket.format.buckets.layouts import BucketLayouts
-from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.file_group.writer import write_file_groups
 from dynbucket.format.records.incoming import prepare, refuse_known
 from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from dynbucket.format.table.upkeep import Upkeep
+from dynbucket.format.services.due import Upkeep
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class WriteResult:
     """The table services that ran after the write, each ``<action> <instant>`` (a
     compaction beside the writes says ``scheduled``)."""
     due: Upkeep = field(default_factory=Upkeep, compare=False, repr=False)
-    """The table services the write made due (``format/table/upkeep.py``)."""
+    """The table services the write made due (``format/services/due.py``)."""
 
     def as_dict(self) -> dict[str, object]:
         out = asdict(self)

@@ -20,7 +20,7 @@ from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.columns import BUCKET, HASH, OP, PARTITION
 from dynbucket.format.buckets.layouts import BucketLayouts
-from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
+from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import RLIIndexSource

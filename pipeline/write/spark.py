@@ -42,9 +42,9 @@ from dynbucket.base.errors import (
     DynBucketError,
     from_wire,
 )
-from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.records.incoming import fit_types, required_fields, unique_fields
 from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch

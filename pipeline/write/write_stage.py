@@ -17,8 +17,8 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from dynbucket.base.errors import DynBucketError, to_wire
-from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
+from dynbucket.format.table.context import WriteContext
 from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.write.assign_stage import ArrowFn
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket import ingest, ingest_local
+from dynbucket.cli import ingest, ingest_local
 from dynbucket.console import spark_tasks
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.options import DynamicBucketIndex

@@ -45,8 +45,8 @@ from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.slices import FileSlice
 from dynbucket.format.file_group.writer import moved_to, write_base
 from dynbucket.format.hudi.files import base_name, file_id_for
+from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.snapshot import Snapshot
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 

@@ -36,7 +36,6 @@ import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partition_codes
 from dynbucket.base.threads import shared_pool
-from dynbucket.format.file_group.context import WriteContext
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
 from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices, unmerged
 from dynbucket.format.file_group.stale import live_among, remember_largest, stale_updates
@@ -57,6 +56,7 @@ from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.records.incoming import dedupe
 from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.storage.store import FileWriter, TableStore, WriteBatch
+from dynbucket.format.table.context import WriteContext
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import WrittenFile
 

@@ -16,7 +16,7 @@ from dynbucket.actors.link import RayLink
 from dynbucket.base import columns
 from dynbucket.base.errors import AssignerRestartedError
 from dynbucket.base.keyhash import slot_of
-from dynbucket.format.file_group.context import TableRef
+from dynbucket.format.table.context import TableRef
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from dynbucket.write.index_source import RLIIndexSource

@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.base.errors import CommitFailedError
-from dynbucket.format.file_group.context import Operation, TableRef, WriteContext
 from dynbucket.format.hudi.files import parse
+from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import outcome
 from dynbucket.options import DynamicBucketIndex

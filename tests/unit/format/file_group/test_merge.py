@@ -19,7 +19,7 @@ from dynbucket.format.file_group.merge import (
     read_slice,
     read_slice_of_keys,
 )
-from dynbucket.format.table import compaction
+from dynbucket.format.services import log_compaction
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.table import Table
@@ -144,9 +144,9 @@ def test_the_rows_of_some_keys_are_the_slice_merged_then_filtered(tmp_path: Path
         else:
             t.upsert(rows(ids, rng.integers(0, 100, len(ids)).tolist()))
         if w == 4:
-            merged = compaction.schedule_log(t.store, t.spec, 2)
+            merged = log_compaction.schedule_log(t.store, t.spec, 2)
             assert merged is not None
-            compaction.run_log(t.store, t.spec, merged)
+            log_compaction.run_log(t.store, t.spec, merged)
     (ref,) = t.snapshot().slices()
     assert ref.slice.logs and any(f.merges_from for f in ref.slice.logs)
     whole = read_slice(t.store, t.spec, ref.slice)

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.base.errors import NotAdoptedError, TableExistsError, UnsupportedTableVersionError
+from dynbucket.cli.ingest import Definition, table_definition
+from dynbucket.format.health.check import check
 from dynbucket.format.hudi import commit_avro, properties, versions
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.check import check
-from dynbucket.ingest import Definition, table_definition
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 from tests.hudi_tables import tree, unzipped

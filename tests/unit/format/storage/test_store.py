@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dynbucket.format.services.clean import writer_of_temporary
 from dynbucket.format.storage import store as storage
 from dynbucket.format.storage.store import (
     TEMPORARY,
@@ -18,7 +19,6 @@ from dynbucket.format.storage.store import (
     final_name,
     temporary_name,
 )
-from dynbucket.format.table.services import writer_of_temporary
 
 
 @pytest.fixture()

@@ -161,7 +161,7 @@ def test_a_temporary_file_a_killed_outcome_create_left_stops_nothing(tmp_path: P
     failed at every write from then on, the timeline growing for good (the crash model: 1,411
     entries after 40 rounds). Archival skips it, and a clean removes it once it is older
     than a lease."""
-    from dynbucket.format.table import services
+    from dynbucket.format.services import clean
     from dynbucket.format.table.paths import OUTCOME_DIR
 
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
@@ -175,6 +175,6 @@ def test_a_temporary_file_a_killed_outcome_create_left_stops_nothing(tmp_path: P
     assert done.archived > 0
     old = os.path.getmtime(left) - 120
     os.utime(left, (old, old))
-    assert services.clean(t.store, t.spec, retain=2).instant is not None
+    assert clean.clean(t.store, t.spec, retain=2).instant is not None
     assert not left.exists()
     check_hudi_reads(t)

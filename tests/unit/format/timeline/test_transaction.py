@@ -126,7 +126,7 @@ def test_a_plan_written_onto_a_service_instant_rolled_back_meanwhile_is_settled(
     instant the next writer had rolled back meanwhile (seen in the crash model): no executor
     can commit it (its outcome says rolled back), so it held archival back for good. It is
     not executed, and the next writer settles it."""
-    from dynbucket.format.table import services
+    from dynbucket.format.services import clean
     from dynbucket.format.timeline.timeline import Timeline
     from dynbucket.format.timeline.transaction import SCHEDULED, Transaction, left_pending
 
@@ -145,7 +145,7 @@ def test_a_plan_written_onto_a_service_instant_rolled_back_meanwhile_is_settled(
     timeline = Timeline(t.store, True)
     assert [i.id for i in timeline.pending()] == [txn.id]
     assert left_pending(timeline) == []  # no executor takes it
-    assert services.clean(t.store, t.spec).instant != txn.id
+    assert clean.clean(t.store, t.spec).instant != txn.id
     t.upsert(pa.table({"id": ["c"], "day": ["d"], "v": [9]}, schema=SCHEMA))
     t.wait_for_services()
     assert Timeline(t.store, True).pending() == []
@@ -162,7 +162,7 @@ def test_files_a_stalled_process_wrote_after_its_instant_was_rolled_back_are_cle
     import shutil
 
     from dynbucket.base.errors import ConcurrentWriteError
-    from dynbucket.format.table import services
+    from dynbucket.format.services import clean
     from dynbucket.format.timeline.transaction import Transaction
 
     options = TableOptions(clean_automatic=False, lock_lease_seconds=0.2)
@@ -181,6 +181,6 @@ def test_files_a_stalled_process_wrote_after_its_instant_was_rolled_back_are_cle
     assert report.healthy and any("written after its rollback" in n for n in report.notes)
     with pytest.raises(ConcurrentWriteError, match="was rolled back"):
         Transaction.resume(t.store, t.spec, txn.instant, "late")
-    assert services.clean(t.store, t.spec, retain=2).files_removed >= 1
+    assert clean.clean(t.store, t.spec, retain=2).files_removed >= 1
     assert not late.exists()
     assert t.check().healthy and t.to_arrow().num_rows == 6

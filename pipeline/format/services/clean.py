@@ -1,0 +1,227 @@
+"""Cleaning (Hudi's ``clean``): file slices no retained instant reads removed, and the
+temporary files killed writers left and the files of rolled-back instants."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from dynbucket.format.file_group.slices import data_files
+from dynbucket.format.hudi import files as names
+from dynbucket.format.index.files import index_files, index_instant
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.read.snapshot import Snapshot
+from dynbucket.format.services.service import (
+    Scope,
+    Service,
+    ServiceResult,
+    pending_instant,
+    run_now,
+)
+from dynbucket.format.storage.store import TEMPORARY, TableStore, final_name
+from dynbucket.format.table.paths import (
+    BUCKET_LAYOUT_DIR,
+    HOODIE_DIR,
+    META_DIR,
+    OUTCOME_DIR,
+    RLI_DIR,
+    TIMELINE_DIR,
+)
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Timeline, Visible
+from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.format.timeline.transaction import schedule as schedule_instant
+
+#: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
+_INSTANT_IN_NAME = re.compile(r"(?:^\.?|_)(\d{17})\.")
+
+log = logging.getLogger(__name__)
+
+
+def writer_of_temporary(name: str) -> str | None:
+    """The instant that was writing a temporary file (None: none can be told): a data
+    file's writer (a log file's name also holds its base instant, an older one), an index
+    file's, else the first instant in the name."""
+    final = final_name(name)
+    parsed = names.parse(final) or names.parse("." + final)
+    if parsed is not None:
+        return parsed.instant
+    index = index_instant(final.lstrip("."))
+    if index is not None:
+        return index
+    found = _INSTANT_IN_NAME.search(name)
+    return found.group(1) if found is not None else None
+
+
+def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> ServiceResult:
+    """Removes file slices no retained instant can read, now: scheduled and executed at
+    once.
+
+    The last ``retain`` completed instants stay readable (``cleaner.commits-retained``): for
+    the oldest of them, E, each group keeps its newest base <= E and everything after it,
+    except the logs a merged log of a log compaction <= E restates and the logs of older
+    slices (a compaction carried them onto its own).
+    A clean a process that died left pending is finished first.
+    """
+    return run_now(Clean(), store, spec, Scope(retain=retain))
+
+
+def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> str | None:
+    """Plans a clean under the lease, and leaves it pending for :func:`execute_clean`: the
+    plan says the horizon E before any file goes (a read that finds a file gone while the
+    clean runs learns that its instant is no longer retained: ``snapshot.missing_file``),
+    and the compactions then pending, whose base files the clean must not count (a reader
+    may still read the slices they replace). Removing files below a horizon needs no
+    lease: horizons only grow. Returns its instant (None: fewer instants than retained)."""
+    keep = retain or spec.options.cleaner_commits_retained
+
+    def plan(txn: Transaction) -> dict[str, Any] | None:
+        # Retention counts instants that change data; cleans and rollbacks do not.
+        completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
+        if len(completed) <= keep:
+            return None
+        pending = [i.id for i in txn.timeline.pending() if i.id != txn.id]
+        return {"earliest-retained": completed[-keep], "pending": pending}
+
+    return schedule_instant(store, spec, "clean", "clean", plan)
+
+
+def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
+    """Executes the pending clean ``instant`` and completes it."""
+    found = pending_instant(store, spec, instant, "clean")
+    if found is None:
+        raise ValueError(f"no pending clean {instant} in {store.uri}")
+    timeline = Timeline(store, spec.options.merge_on_read)
+    txn = Transaction.resume(store, spec, found, f"cleaner-{uuid.uuid4().hex[:8]}")
+    earliest = txn.plan["earliest-retained"]
+    seen = timeline.visible()
+    # What was visible when it was planned: not what completed since, from then pending.
+    visible = Visible(set(seen) - set(txn.plan.get("pending", [])), seen.floor, seen.rolled_back)
+    removed = 0
+    folders = []
+    on_timeline = {i.id for i in timeline.instants()}
+    leftovers = _RolledBack(store, lambda i: i not in on_timeline and i not in seen)
+    for partition in Snapshot(store, spec).partitions():
+        files = data_files(store, partition)
+        removed += _clean_files(store, files, visible, earliest, True) + leftovers.remove(files)
+        folders.append(store.path(partition))
+    for partition in RecordLevelIndex(store, spec).partitions():
+        files = index_files(store, partition)
+        removed += _clean_files(store, files, visible, earliest, False) + leftovers.remove(files)
+        folders.append(store.path(RLI_DIR, partition))
+    removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
+    txn.commit({"earliest-retained": earliest, "files-removed": removed})
+    return ServiceResult("clean", txn.id, 0, removed)
+
+
+class _RolledBack:
+    """Files of instants that were rolled back, written after their rollback removed their
+    files (a service's executor paused past its scheduler's lease, which wrote on when it
+    woke up): never read (their instant is on no timeline), removed by a clean. An instant
+    is one when it is on no timeline (``gone``) and its outcome says rolled back."""
+
+    def __init__(self, store: TableStore, gone: Callable[[str], bool]) -> None:
+        self.store, self.gone = store, gone
+        self._decided: dict[str, bool] = {}
+
+    def remove(self, files: Iterable[Any]) -> int:
+        removed = 0
+        for f in files:
+            if self.gone(f.instant) and self._rolled_back(f.instant):
+                self.store.delete(f.path)
+                removed += 1
+        return removed
+
+    def _rolled_back(self, instant: str) -> bool:
+        if instant not in self._decided:
+            found = outcome.read(self.store, instant)
+            self._decided[instant] = found is not None and found.state == outcome.ROLLED_BACK
+        return self._decided[instant]
+
+
+def _clean_files(
+    store: TableStore, files: list[Any], visible: Collection[str], earliest: str, by_group: bool
+) -> int:
+    groups: dict[str, list[Any]] = {}
+    for f in files:
+        if f.instant in visible:
+            groups.setdefault(f.file_id if by_group else "", []).append(f)
+    removed = 0
+    for group in groups.values():
+        bases = [f.instant for f in group if f.kind == "base" and f.instant <= earliest]
+        floor = max(bases, default="")
+        # Logs (index deltas) a merged one restates, once it is retained instead of them.
+        runs = [
+            (f.base_instant, f.merges_from, f.instant)
+            for f in group
+            if f.merges_from and f.instant <= earliest
+        ]
+        # Oldest first: a file is removed before any file that restates it, so that a
+        # listing in between never sees a restated file without its restater.
+        for f in sorted(group, key=lambda f: (f.instant, f.name)):
+            merged = f.kind != "base" and any(
+                f.base_instant == b and first <= f.instant < last for b, first, last in runs
+            )
+            # A log on a slice older than the floor's: written while the floor's compaction
+            # ran, and carried onto its slice (no retained view reads the older slice), once
+            # its writer is not retained (retained instants' files are all there).
+            carried = by_group and f.kind == "log" and f.base_instant < floor < f.instant
+            carried = carried and f.instant < earliest
+            if f.instant < floor or merged or carried:
+                store.delete(f.path)
+                removed += 1
+    return removed
+
+
+def _clean_temporary(
+    store: TableStore, visible: Collection[str], folders: Iterable[str], lease_seconds: float
+) -> int:
+    """Temporary files that killed task attempts left behind, for completed instants (a
+    pending instant's are removed by its rollback). Only local filesystems write files
+    under temporary names, beside their final names: in the data and index ``folders``
+    that clean lists anyway, and in the table's metadata folders, never in a walk of the
+    whole table."""
+    if not store.is_local:
+        return 0
+    # A temporary file of a completed instant may still be on its way (a compaction copying
+    # that instant's logs onto its slice): only one older than any writer's lease is left.
+    young = time.time() - lease_seconds
+    removed = 0
+    meta = [
+        store.path(d) for d in (HOODIE_DIR, LAYOUT_2_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)
+    ]
+    outcomes = store.path(OUTCOME_DIR)
+    for folder in sorted({*folders, *meta, outcomes}):
+        for info in store.list_files(folder):
+            if not TEMPORARY.match(info.base_name):
+                continue
+            if info.mtime is not None and info.mtime.timestamp() > young:
+                continue
+            instant = writer_of_temporary(info.base_name)
+            # An outcome's exclusive create lives for a moment: an old temporary one is a
+            # killed creator's, whatever its instant became.
+            if folder == outcomes or (instant is not None and instant in visible):
+                store.delete(info.path)
+                removed += 1
+    return removed
+
+
+class Clean(Service):
+    """Hudi's clean: completed in ``execute`` (removing files below a horizon needs no
+    lease: horizons only grow)."""
+
+    action = "clean"
+
+    def automatic(self, spec: TableSpec) -> bool:
+        return spec.options.clean_automatic
+
+    def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
+        return schedule_clean(store, spec, scope.retain)
+
+    def execute(self, store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> Any:
+        return execute_clean(store, spec, instant)

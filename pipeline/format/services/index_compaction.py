@@ -1,0 +1,174 @@
+"""Index compaction: a partition's record-level index files merged, as an instant of its
+own (``index.compaction.*``). dynbucket's own service: Hudi compacts its record index
+inside its metadata table."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynbucket.format.file_group.slices import unmerged
+from dynbucket.format.index.files import index_files
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.services.compaction import merge_run
+from dynbucket.format.services.service import (
+    Scope,
+    Service,
+    ServiceResult,
+    pending_instant,
+    run_now,
+)
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import Instant, Timeline
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
+from dynbucket.format.timeline.transaction import schedule as schedule_instant
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    """An index compaction's plan: partitions whose index files merge whole into one base
+    file, and runs of deltas (by partition, their file names) merged into one delta."""
+
+    partitions: tuple[str, ...] = ()
+    merges: Mapping[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, plan: Mapping[str, Any]) -> IndexPlan:
+        """The plan as the timeline recorded it (``Timeline.plan``)."""
+        return cls(tuple(plan.get("partitions", [])), dict(plan.get("merges", {})))
+
+    def entries(self) -> dict[str, Any]:
+        """The plan's entries as the timeline records them."""
+        return {"partitions": list(self.partitions), "merges": dict(self.merges)}
+
+    def reads(self, store: TableStore) -> int:
+        """Bytes of the index files executing it reads."""
+        merged = {n for names in self.merges.values() for n in names}
+        read = sum(f.size for p in self.partitions for f in index_files(store, p))
+        read += sum(f.size for p in self.merges for f in index_files(store, p) if f.name in merged)
+        return read
+
+
+def compact_index(
+    store: TableStore,
+    spec: TableSpec,
+    min_files: int | None = None,
+    partitions: Sequence[str] | None = None,
+    by_size: bool = False,
+) -> ServiceResult:
+    """Merges a partition's index files into one once it has ``min_files`` of them (of
+    ``partitions``; default all), now: scheduled and executed at once (one a process that
+    died left pending first). ``by_size``: as :func:`schedule_index_compaction`."""
+    scope = Scope(tuple(partitions) if partitions else None, by_size, min_files=min_files)
+    return run_now(IndexCompaction(), store, spec, scope)
+
+
+def schedule_index_compaction(
+    store: TableStore,
+    spec: TableSpec,
+    min_files: int | None = None,
+    partitions: Sequence[str] | None = None,
+    by_size: bool = False,
+    seen: dict[str, int] | None = None,
+) -> str | None:
+    """Plans an index compaction of the partitions (of ``partitions``; default all) with
+    at least ``min_files`` index files, under the lease, and leaves it pending for
+    :func:`execute_index_compaction`, which needs no lease: as a compaction does
+    (``compaction.py``), it writes only files of its own instant and moves no key, and
+    writes meanwhile add index files of later instants. ``by_size``: a partition whose
+    deltas are under ``index.compaction.delta-size-ratio`` of its base has a run of its
+    newest deltas merged into one (``compaction.merge_run``; its plan names them), not its
+    whole index rewritten, so the work per write does not grow with the partition.
+    Returns its instant (None: nothing to merge; partitions are looked at before the lease
+    is taken, and ``seen`` gets each one's count of index files)."""
+    threshold = min_files or spec.options.index_compaction_min_files
+    ratio = spec.options.index_compaction_delta_ratio
+    index = RecordLevelIndex(store, spec)
+
+    def due(partition: str, visible: Collection[str]) -> bool:
+        base, deltas = index.files(partition, visible)
+        files = len(unmerged(deltas)) + (base is not None)
+        if seen is not None:
+            seen[partition] = files
+        return files >= threshold
+
+    visible = Timeline(store, spec.options.merge_on_read).visible()
+    wanted = [p for p in (partitions or index.partitions()) if due(p, visible)]
+    if not wanted:
+        return None
+
+    def plan(txn: Transaction) -> dict[str, Any] | None:
+        running = any(i.action == "index-compaction" for i in txn.timeline.pending()[:-1])
+        if running:
+            return None
+        whole, merges = [], {}
+        for p in (p for p in wanted if due(p, txn.visible)):
+            base, deltas = index.files(p, txn.visible)
+            if not by_size or base is None or sum(f.size for f in deltas) >= ratio * base.size:
+                whole.append(p)
+            else:
+                merges[p] = [f.name for f in merge_run(deltas, threshold)]
+        return IndexPlan(tuple(whole), merges).entries() if whole or merges else None
+
+    return schedule_instant(store, spec, "index-compaction", "compact-index", plan)
+
+
+def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
+    """Executes the pending index compaction ``instant`` and completes it: each planned
+    partition's index files older than it merged into one base file of it, or the planned
+    run of its deltas into one merged delta."""
+    found = pending_instant(store, spec, instant, "index-compaction")
+    if found is None:
+        raise ValueError(f"no pending index compaction {instant} in {store.uri}")
+    timeline = Timeline(store, spec.options.merge_on_read)
+    txn = Transaction.resume(store, spec, found, f"index-compactor-{uuid.uuid4().hex[:8]}")
+    planned = IndexPlan.of(txn.plan)
+    visible = timeline.visible(as_of=instant)
+    index = RecordLevelIndex(store, spec)
+    for partition in planned.partitions:
+        merged = index.compact(partition, instant, visible)
+        if merged is not None:
+            txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
+    for partition, names_ in planned.merges.items():
+        by_name = {f.name: f for f in index_files(store, partition)}
+        missing = [n for n in names_ if n not in by_name]
+        if missing:
+            # A clean removed them: what restates them is retained, so this merge is moot
+            # (merging is never needed to read), and is skipped, not failed for good.
+            log.warning(
+                "index compaction %s: index files %s of %s are gone (cleaned); not merged",
+                instant, missing, partition or "(root)",
+            )  # fmt: skip
+            continue
+        merged = index.merge_deltas(partition, instant, [by_name[n] for n in names_])
+        txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
+    written = len(txn.files)
+    txn.commit({"partitions": written})
+    return ServiceResult("index-compaction", txn.id, written)
+
+
+class IndexCompaction(Service):
+    """Index compaction: completed in ``execute`` (it writes only files of its own instant
+    and moves no key)."""
+
+    action = "index-compaction"
+
+    def automatic(self, spec: TableSpec) -> bool:
+        return spec.options.index_compaction_automatic
+
+    def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
+        return schedule_index_compaction(
+            store, spec, scope.min_files, scope.partitions, scope.automatic, scope.seen
+        )
+
+    def execute(self, store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> Any:
+        return execute_index_compaction(store, spec, instant)
+
+    def reads_bytes(self, store: TableStore, timeline: Timeline, found: Instant) -> int:
+        return IndexPlan.of(timeline.plan(found)).reads(store)

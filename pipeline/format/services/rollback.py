@@ -1,0 +1,18 @@
+"""Rollback of what dead writers left, as an instant of its own (Hudi's ``rollback``)."""
+
+from __future__ import annotations
+
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.transaction import Transaction
+
+
+def rollback(store: TableStore, spec: TableSpec) -> list[str]:
+    """Settles every pending instant a crashed writer left (as an instant of its own, which
+    records them): rolls each back, unless its writer had committed it (then it is
+    published, and recorded as such); returns the ids rolled back."""
+    txn = Transaction.begin(store, spec, "rollback", "rollback")
+    rolled = [i for i, done in txn.settled.items() if done == "rolled back"]
+    published = [i for i, done in txn.settled.items() if done == "published"]
+    txn.commit({"rolled-back": rolled, "published": published})
+    return rolled

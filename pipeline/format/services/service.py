@@ -1,0 +1,137 @@
+"""The contract every table service keeps, and what a service run returns.
+
+A table service (compaction, log compaction, cleaning, index compaction) is an instant of
+its own, in three steps that may run in different threads, processes or machines (the
+runner, ``write/services.py``, decides where):
+
+1. ``plan``: under the writer lease, in a moment, decide what to do and record it as the
+   plan of a new pending instant (None: nothing to do);
+2. ``execute``: without the lease, do the planned work (any process may run it, and run it
+   again: the same plan writes the same files);
+3. ``finish``: complete the instant with what ``execute`` returned (a compaction takes the
+   lease for a moment; the others completed themselves in ``execute``).
+
+A service an executor left pending (it died) is executed again before a new one of its
+action is planned: :func:`run_now` writes that order down once. A new service is one
+module with a :class:`Service` subclass, a line in ``registry.py`` and its option.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import Instant, Timeline
+from dynbucket.format.timeline.transaction import left_pending
+
+
+@dataclass(frozen=True)
+class ServiceResult:
+    """What a table service did (``instant`` is None when there was nothing to do)."""
+
+    action: str
+    instant: str | None
+    files_written: int = 0
+    files_removed: int = 0
+    rows: int = 0
+
+    def __str__(self) -> str:
+        if self.instant is None:
+            return f"{self.action}: nothing to do"
+        done = [f"{self.files_written} files written"] if self.files_written else []
+        done += [f"{self.files_removed} files removed"] if self.files_removed else []
+        done += [f"{self.rows} rows"] if self.rows else []
+        return f"{self.action} {self.instant}" + (f": {', '.join(done)}" if done else "")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a service run plans for.
+
+    ``automatic``: as after a write, with the table's thresholds (a compaction of the slices
+    with ``hoodie.compact.inline.max.delta.commits`` logs, up to
+    ``hoodie.compaction.target.io``, by size; an index compaction by size); else everything
+    there is to do now (``Table.compact`` and friends).
+    """
+
+    partitions: tuple[str, ...] | None = None
+    """The partitions to look at (None: all)."""
+    automatic: bool = False
+    retain: int | None = None
+    """A clean's retained instants (None: ``cleaner.commits-retained``)."""
+    min_files: int | None = None
+    """An index compaction's threshold (None: ``index.compaction.min-files``)."""
+    seen: dict[str, int] | None = field(default=None, compare=False, hash=False)
+    """Filled by an index compaction's planning: each partition's count of index files."""
+
+
+class Service(ABC):
+    """A table service of one timeline action (the module docstring's three steps)."""
+
+    action: ClassVar[str]
+    """The instant's action on the timeline (Hudi's name where Hudi has the service)."""
+
+    @abstractmethod
+    def automatic(self, spec: TableSpec) -> bool:
+        """Whether the writes of a table of ``spec`` run this service when due (its
+        option)."""
+
+    @abstractmethod
+    def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
+        """1. Schedules an instant of this service under the lease; its id (None: nothing
+        to do)."""
+
+    @abstractmethod
+    def execute(self, store: TableStore, spec: TableSpec, instant: str, threads: int = 4) -> Any:
+        """2. Does the planned work of the pending ``instant`` (no lease); what ``finish``
+        takes."""
+
+    def finish(
+        self, store: TableStore, spec: TableSpec, instant: str, executed: Any
+    ) -> ServiceResult:
+        """3. Completes ``instant`` with what ``execute`` returned (default: ``execute``
+        completed it and returned its result)."""
+        assert isinstance(executed, ServiceResult)
+        return executed
+
+    def run(
+        self, store: TableStore, spec: TableSpec, instant: str, threads: int = 4
+    ) -> ServiceResult:
+        """2-3 in the caller's thread."""
+        return self.finish(store, spec, instant, self.execute(store, spec, instant, threads))
+
+    def reads_bytes(self, store: TableStore, timeline: Timeline, found: Instant) -> int:
+        """About what executing the pending ``found`` reads (the runner runs a service
+        that reads much in a process of its own, not in a thread beside the writes)."""
+        return 0
+
+    def left(self, timeline: Timeline) -> list[Instant]:
+        """Instants of this service scheduled and not completed, oldest first (running
+        now, or left by an executor that died; not one whose scheduler died before its plan
+        was recorded: the next writer rolls that back)."""
+        return left_pending(timeline, self.action)
+
+
+def run_now(service: Service, store: TableStore, spec: TableSpec, scope: Scope) -> ServiceResult:
+    """The service run in the caller's thread: 1. the instants of its action left pending
+    (an executor died) executed and completed, oldest first; 2. a new one planned for
+    ``scope``; 3. executed and completed."""
+    for left in service.left(Timeline(store, spec.options.merge_on_read)):  # 1.
+        service.run(store, spec, left.id)
+    instant = service.plan(store, spec, scope)  # 2.
+    if instant is None:
+        return ServiceResult(service.action, None)
+    return service.run(store, spec, instant)  # 3.
+
+
+def pending_instant(
+    store: TableStore, spec: TableSpec, instant: str, action: str
+) -> Instant | None:
+    """The pending instant ``instant`` of ``action`` (None: completed, rolled back, or of
+    another action)."""
+    timeline = Timeline(store, spec.options.merge_on_read)
+    found = next((i for i in timeline.pending() if i.id == instant), None)
+    return found if found is not None and found.action == action else None

@@ -1,0 +1,289 @@
+"""The runner of a table's services: what its writes made due, and ``Table.compact``,
+``Table.clean`` and ``Table.compact_index``, all through one object, so that one service
+never runs twice at once in a process.
+
+``format/services/due.py`` decides which services a write made due; this runs them for one
+``Table`` after each of its writes (Hudi's writers do the same: automatic cleaning and
+archival inline, compaction inline or asynchronous):
+
+* archival runs inline, a moment under the writer lease;
+* a due compaction of file slices or of the index, or a clean, is scheduled inline (a
+  moment under the writer lease) and executed beside the writes: on the Ray cluster as one
+  task when the table has a Runtime; else, when it reads ``HEAVY_BYTES`` or more, in a
+  service process of this machine at a lower priority than the writes
+  (``base/beside.py``), and in a thread of this process when small. A clean or an index
+  compaction completes there; a compaction's base files are written there, and the next
+  write's thread finishes it (a moment under the lease: ``compaction.finish``). One of each
+  runs at a time, and one an earlier process left pending is executed before a new one is
+  scheduled. With ``hoodie.compact.inline`` they run inside the write instead.
+
+A failure of a service never fails the write that made it due (the write is committed);
+it is logged, and the service is due again after the next write. A service the user
+asks for (``Table.compact`` ...) waits for the one of its action running beside the writes
+first: it would otherwise execute the same pending plan a second time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dynbucket.base.beside import Beside, Running, ServiceProcesses, Threads
+from dynbucket.format.services import compaction
+from dynbucket.format.services import due as due_services
+from dynbucket.format.services.compaction import Group
+from dynbucket.format.services.registry import SERVICES
+from dynbucket.format.services.service import Scope, ServiceResult, run_now
+from dynbucket.format.table.context import TableRef
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import WrittenFile, compaction_groups, left_pending
+from dynbucket.write.ray_tasks import RayTasks
+from dynbucket.write.results import WriteResult
+
+log = logging.getLogger(__name__)
+
+
+def execute(table: TableRef, action: str, instant: str, threads: int | None = None) -> Any:
+    """Executes a scheduled service beside the writes (in whichever process runs it): a
+    compaction's base files (returned: the writer's thread finishes it), or a whole log
+    compaction, clean or index compaction (completed here; they need no lease).
+    ``threads``: a compaction's (default: beside the writes at the same priority, a Ray
+    task, a core stays with them; in a service process, at a lower priority, every core:
+    the writes still come first)."""
+    if threads is None:
+        cores = os.cpu_count() or 2
+        threads = cores if os.getpriority(os.PRIO_PROCESS, 0) > 0 else max(1, cores - 1)
+    return SERVICES[action].execute(table.store, table.spec, instant, threads)
+
+
+def execute_share(table: TableRef, instant: str, groups: list[Group]) -> list[WrittenFile]:
+    """A share of a compaction's groups, executed in a task (one thread: the tasks are the
+    parallelism)."""
+    return compaction.execute_groups(table.store, table.spec, instant, groups, threads=1)
+
+
+class _Count:
+    """Groups done of a compaction, told to a ``progress(done, total)`` (any thread)."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None) -> None:
+        self.total, self.progress, self.done = total, progress, 0
+        self._lock = threading.Lock()
+        self(0)
+
+    def __call__(self, groups: int) -> None:
+        if self.progress is None:
+            return
+        with self._lock:
+            self.done += groups
+            self.progress(self.done, self.total)
+
+
+#: Bytes a service beside the writes reads from which it runs in a service process.
+HEAVY_BYTES = 16 * 1024 * 1024
+#: Bytes of slices below which a compaction runs in the caller's threads.
+SPREAD_BYTES = 128 * 1024 * 1024
+
+
+def _execute_spread(
+    table: TableRef,
+    instant: str,
+    tasks: Beside,
+    progress: Callable[[int, int], None] | None = None,
+) -> ServiceResult:
+    """1. The plan's groups and their slices' sizes; 2. shares balanced by size (largest
+    first onto the lightest share), one per CPU; 3. the shares as ``tasks``, or in threads
+    here when small; 4. the finish, here (a moment under the lease)."""
+    store, spec = table.store, table.spec
+    timeline = Timeline(store, spec.options.merge_on_read)  # 1.
+    found = next(i for i in left_pending(timeline, "compaction") if i.id == instant)
+    groups = compaction_groups(timeline, found)
+    sizes = compaction.planned_sizes(store, groups)
+    count = _Count(len(groups), progress)
+    local = not isinstance(tasks, RayTasks)
+    if (local and sum(sizes) < SPREAD_BYTES) or len(groups) < 2:  # 3. small
+        written = compaction.execute_groups(store, spec, instant, groups, 4, count)
+        return compaction.finish(store, spec, instant, written)
+    shares: list[list[Group]] = [[] for _ in range(max(1, min(tasks.cpus(), len(groups))))]  # 2.
+    loads = [0] * len(shares)
+    for size, group in sorted(zip(sizes, groups, strict=True), reverse=True):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(group)
+        loads[lightest] += size
+    calls = [(table, instant, share) for share in shares]
+    parts = tasks.map(execute_share, calls, lambda i: count(len(shares[i])))  # 3.
+    written = [f for part in parts for f in part]
+    return compaction.finish(store, spec, instant, written)  # 4.
+
+
+class ServiceRunner:
+    """The services of one table: after its writes, and when its user asks; ``close``
+    waits for those running beside the writes.
+
+    Args:
+        table: the table.
+        on_ray: runs services as Ray tasks (the driver's Ray must be connected), else in
+            the process's service processes (``HEAVY_BYTES`` or more) or a thread.
+    """
+
+    def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
+        self.table = table
+        self.on_ray = on_ray
+        self._running: dict[str, tuple[str, Running]] = {}
+        self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
+        self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
+        self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
+
+    def _tasks(self) -> Beside:
+        """Where a large service or a compaction's shares run: the cluster, else the
+        machine's service processes."""
+        return RayTasks() if self.on_ray() else ServiceProcesses()
+
+    # --- what the user asks for ------------------------------------------------------------
+
+    def run(self, action: str, scope: Scope) -> ServiceResult:
+        """Runs a service now, in this thread (one of its action running beside the writes
+        finished first: a second execution of its plan would repeat its work)."""
+        self._finish_running(action)
+        return run_now(SERVICES[action], self.table.store, self.table.spec, scope)
+
+    def compact(
+        self,
+        partitions: Sequence[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ServiceResult:
+        """``Table.compact``: every slice with logs compacted now, its groups spread over
+        tasks (Ray tasks with a cluster, else the service processes) when they are many and
+        large; a small compaction runs here, in threads (starting processes would cost
+        more). The compaction running beside the writes is finished first, then one an
+        earlier process left pending, the same way. ``progress`` is told (groups done,
+        groups planned) as groups are written."""
+        self._finish_running("compaction")
+        store, spec, tasks = self.table.store, self.table.spec, self._tasks()
+        for left in left_pending(Timeline(store, spec.options.merge_on_read), "compaction"):
+            _execute_spread(self.table, left.id, tasks, progress)
+        instant = compaction.schedule(store, spec, 1, partitions)
+        if instant is None:
+            return ServiceResult("compaction", None)
+        return _execute_spread(self.table, instant, tasks, progress)
+
+    def _finish_running(self, action: str) -> None:
+        if action in self._running:
+            self._collect(action)
+
+    # --- after the writes --------------------------------------------------------------------
+
+    def after(self, result: WriteResult) -> WriteResult:
+        """Runs what ``result``'s write made due; returns it with the services named."""
+        if not result.due and not self._running:
+            return result
+        ran: list[str] = []
+        store, spec = self.table.store, self.table.spec
+        try:
+            finished = [self._collect(a) for a in list(self._running) if self.done(a)]
+            ran += [f"{r.action} {r.instant} (finished)" for r in finished if r and r.instant]
+            for r in due_services.run_inline(store, spec, result.due):
+                ran.append(f"{r.action} {r.instant}")
+            if due_services.beside(spec):
+                scopes = result.due.scopes()
+                if "index-compaction" in scopes:
+                    due_index = self._index_candidates(result.due.index_partitions)
+                    scopes["index-compaction"] = Scope(
+                        tuple(due_index), True, seen=self._index_files
+                    )
+                for action in SERVICES:
+                    scope = scopes.get(action)
+                    if scope is not None and scope.partitions == ():
+                        scope = None  # no partition's index worth a look yet
+                    if scope is not None or action in result.due.left:
+                        ran += self._beside(action, scope)  # one left pending runs first
+                self._index_seen()
+        except Exception:
+            log.exception("a service after instant %s failed; it is due again", result.instant)
+        return dataclasses.replace(result, services=tuple(ran))
+
+    def _index_candidates(self, written: Sequence[str]) -> list[str]:
+        """The partitions written to whose index may have reached
+        ``index.compaction.min-files``: a partition found with ``c`` files is not looked at
+        again before ``min-files - c`` more writes (a write in this process adds one index
+        file to a partition; with a cluster, its tasks may add several: always looked at)."""
+        if self.on_ray():
+            return list(written)
+        out = []
+        for p in written:
+            self._index_wait[p] = self._index_wait.get(p, 0) - 1
+            if self._index_wait[p] <= 0:
+                out.append(p)
+        return out
+
+    def _index_seen(self) -> None:
+        """Notes what the last index compaction's planning counted (``_index_candidates``)."""
+        threshold = self.table.spec.options.index_compaction_min_files
+        for p, files in self._index_files.items():
+            self._index_wait[p] = threshold - files
+        self._index_files.clear()
+
+    def _beside(self, action: str, scope: Scope | None) -> list[str]:
+        """Schedules a service of ``action`` and starts its execution beside the writes
+        (none while one of the same action runs): one an earlier process left pending (its
+        executor died) is run again first; else, when ``scope`` (it is due), a new one."""
+        if action in self._running:
+            return []
+        store, spec = self.table.store, self.table.spec
+        service = SERVICES[action]
+        timeline = Timeline(store, spec.options.merge_on_read)
+        left = service.left(timeline)
+        instant = left[0].id if left else None
+        if instant is None and scope is not None:
+            instant = service.plan(store, spec, scope)
+        if instant is None:
+            return []
+        if self.on_ray():
+            running = RayTasks().submit(execute, self.table, action, instant)
+        elif self._heavy(action, instant):
+            running = ServiceProcesses().submit(execute, self.table, action, instant)
+        else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
+            running = self._threads.submit(execute, self.table, action, instant, 1)
+        self._running[action] = (instant, running)
+        return [f"{action} {instant} (beside the writes)"]
+
+    def _heavy(self, action: str, instant: str) -> bool:
+        """Whether a service reads enough (``HEAVY_BYTES``) to run in a service process
+        rather than a thread here (a process costs a start, about a second, once; a
+        thread shares this process's interpreter lock with the writes)."""
+        timeline = Timeline(self.table.store, self.table.spec.options.merge_on_read)
+        found = next((i for i in timeline.pending() if i.id == instant), None)
+        if found is None:
+            return False
+        return SERVICES[action].reads_bytes(self.table.store, timeline, found) >= HEAVY_BYTES
+
+    def done(self, action: str) -> bool:
+        """Whether the service of ``action`` running beside the writes has finished."""
+        return self._running[action][1].done()
+
+    def _collect(self, action: str) -> ServiceResult | None:
+        """A service's result, waiting for it; a compaction is finished here, in the
+        writer's thread (a moment under the lease). A failure is logged: the service stays
+        pending and runs again later."""
+        instant, running = self._running.pop(action)
+        try:
+            out = running.result()
+            return SERVICES[action].finish(self.table.store, self.table.spec, instant, out)
+        except Exception:
+            log.exception("%s %s beside the writes failed; it runs again later", action, instant)
+            return None
+
+    def wait(self) -> list[ServiceResult]:
+        """Waits for the services running beside the writes; returns their results."""
+        out = [self._collect(action) for action in list(self._running)]
+        return [r for r in out if r is not None]
+
+    def close(self) -> None:
+        """Waits for the services running beside the writes and stops its threads (the
+        service processes stay for other tables; they stop at exit, or with
+        ``base.beside.shutdown_service_processes``)."""
+        self.wait()
+        self._threads.close()

@@ -1,0 +1,175 @@
+"""``dynbucket ingest``'s checks before Ray and Spark start: the inputs and the table's
+definition (pyarrow only; what Spark reads is tests/integration/test_cli.py's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dynbucket.base.errors import (
+    ConfigError,
+    InvalidInputError,
+    NotATableError,
+    SchemaMismatchError,
+)
+from dynbucket.cli import ingest_local
+from dynbucket.cli.ingest import (
+    Definition,
+    check_header_option,
+    csv_header,
+    input_format,
+    table_definition,
+)
+from dynbucket.options import TableOptions
+from dynbucket.table import Table
+
+
+@pytest.fixture()
+def inputs(tmp_path: Path) -> Path:
+    (tmp_path / "a.csv").write_text("id,v\n1,2\n")
+    (tmp_path / "b.CSV.gz").write_bytes(b"\x1f\x8b")
+    (tmp_path / "c.jsonl").write_text('{"id": 1}\n')
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "d.parquet")
+    (tmp_path / "fake.parquet").write_text("id,v\n1,2\n")
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "day=1").mkdir()
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "day=1" / "part-0.parquet")
+    (tmp_path / "day=1" / "_SUCCESS").write_text("")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "given", "fmt"),
+    [
+        (["a.csv"], None, "csv"),
+        (["a.csv", "b.CSV.gz"], None, "csv"),
+        (["c.jsonl"], None, "json"),
+        (["d.parquet", "day=1"], None, "parquet"),
+        (["notes.txt"], "csv", "csv"),
+    ],
+)
+def test_the_format_is_the_given_one_or_the_one_the_names_say(
+    inputs: Path, files: list[str], given: str | None, fmt: str
+) -> None:
+    assert input_format([str(inputs / f) for f in files], given) == fmt
+
+
+@pytest.mark.parametrize(
+    ("files", "given", "message"),
+    [
+        (["missing.csv"], None, r"input '.*missing.csv' does not exist"),
+        (
+            ["notes.txt"],
+            None,
+            r"cannot tell the format of '.*notes.txt' from its name: give "
+            r"--format \(parquet, csv, json\)",
+        ),
+        (["a.csv", "d.parquet"], None, r"several formats \(csv, parquet\)"),
+        (
+            ["a.csv"],
+            "parquet",
+            r"'.*a.csv' is not a Parquet file \(its name says csv: give "
+            "--format csv",
+        ),
+        (["fake.parquet"], None, r"'.*fake.parquet' is not a Parquet file"),
+    ],
+)
+def test_inputs_that_cannot_be_read_are_refused_before_any_start(
+    inputs: Path, files: list[str], given: str | None, message: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        input_format([str(inputs / f) for f in files], given)
+
+
+def test_the_command_line_must_agree_with_an_existing_table(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    uri = str(tmp_path / "t")
+    with pytest.raises(NotATableError, match="give --key"):
+        table_definition(uri, Definition())
+    assert table_definition(uri, Definition(key=("id",))) is None  # to be created
+    spec = Table.create(
+        uri, schema, "id", "day", "ts", options=TableOptions(table_type="COPY_ON_WRITE")
+    ).spec
+    assert table_definition(uri, Definition()) == spec
+    assert table_definition(uri, Definition(("id",), ("day",), "ts", "COPY_ON_WRITE")) == spec
+    for given, message in [
+        (Definition(key=("day",)), "--key day disagrees with the table at .*, whose value is id"),
+        (Definition(partition_by=()), "--partition-by (none) disagrees .* whose value is day"),
+        (Definition(ordering="day"), "--ordering day disagrees .* whose value is ts"),
+        (Definition(table_type="MERGE_ON_READ"), "--table-type MERGE_ON_READ disagrees"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            table_definition(uri, given)
+
+
+ORDERS = pa.schema(
+    [("order_id", pa.string()), ("ts", pa.int64()), ("day", pa.string()), ("amount", pa.float64())]
+)
+
+
+def test_csv_columns_are_taken_by_their_header_names(tmp_path: Path) -> None:
+    """A header in another order than the table's fields: each value lands in the column its
+    header names (it was taken by position: amount 3000.0 read into ts)."""
+    (tmp_path / "a.csv").write_text("order_id,day,ts,amount\no1,2024-01-02,14,3000.0\n")
+    (tmp_path / "b.csv").write_text("order_id,day,ts,amount\no2,2024-01-03,15,1.5\n")
+    files = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    data = ingest_local.read(files, "csv", None, ORDERS)
+    rows = {r["order_id"]: r for r in data.to_pylist()}
+    assert rows["o1"] == {"order_id": "o1", "day": "2024-01-02", "ts": 14, "amount": 3000.0}
+    assert rows["o2"]["ts"] == 15 and rows["o2"]["day"] == "2024-01-03"
+    # The same through the in-process writer: the table's fields in the table's order.
+    t = Table.create(str(tmp_path / "t"), ORDERS, "order_id", "day", "ts")
+    t.upsert(data)
+    assert t.to_arrow(meta_columns=False).sort_by("order_id").to_pylist()[0] == rows["o1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "schema", "message"),
+    [
+        # A header naming a column the table lacks: the Python API's words, and the fix.
+        (
+            "order_id,day,ts,amount,coupon\no1,d,1,2.0,x\n",
+            None,
+            r"field\(s\) \['coupon'\] of the CSV header are not in the table schema",
+        ),
+        ("order_id,day,day,amount\no1,d,d,2.0\n", None, r"names column\(s\) \['day'\] more"),
+        (
+            "a,b\no1,1\n",
+            "order_id string, ts bigint",
+            r"field\(s\) \['a', 'b'\] of the CSV header are not in --schema",
+        ),
+    ],
+)
+def test_a_csv_header_the_schema_does_not_explain_is_refused(
+    tmp_path: Path, text: str, schema: str | None, message: str
+) -> None:
+    (tmp_path / "a.csv").write_text(text)
+    with pytest.raises(SchemaMismatchError, match=message):
+        ingest_local.read([str(tmp_path / "a.csv")], "csv", schema, ORDERS)
+
+
+def test_csv_files_of_two_headers_are_refused_on_both_paths(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("order_id,day,ts,amount\no1,d,1,2.0\n")
+    (tmp_path / "b.csv").write_text("order_id,ts,day,amount\no2,1,d,2.0\n")
+    files = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    with pytest.raises(InvalidInputError, match="headers differ"):
+        ingest_local.read(files, "csv", None, ORDERS)
+    with pytest.raises(InvalidInputError, match="headers differ"):
+        csv_header(files)  # the Spark path's check, before Spark reads
+    assert csv_header(files[:1]) == ["order_id", "day", "ts", "amount"]
+
+
+def test_no_header_takes_columns_by_position_and_needs_a_schema(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("o1,7,d\n")
+    data = ingest_local.read(
+        [str(tmp_path / "a.csv")], "csv", "order_id string, ts bigint, day string", ORDERS,
+        header=False,
+    )  # fmt: skip
+    assert data.to_pylist() == [{"order_id": "o1", "ts": 7, "day": "d"}]
+    with pytest.raises(ConfigError, match="--no-header .* give --schema"):
+        check_header_option("csv", None, header=False)
+    with pytest.raises(ConfigError, match="--no-header is for CSV files"):
+        check_header_option("json", "id string", header=False)

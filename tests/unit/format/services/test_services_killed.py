@@ -1,0 +1,243 @@
+"""A table service killed with SIGKILL in the middle: a compaction while it finishes (its
+base files and the carried logs written, the lease held), a log compaction before it
+completes (its merged logs written), a clean after it removed some files, an archival
+after its record and before the removal. The next writer goes on (the
+lease runs out), the next run completes what was left, and nothing is lost or doubled;
+both readers read the model and ``dynbucket check`` finds the table healthy."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.format.services import clean, rollback
+from dynbucket.format.services.log_compaction import LogCompaction
+from dynbucket.format.services.service import Scope, run_now
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import left_pending
+from dynbucket.table import Table
+from tests.hudi_readers import check_hudi_reads
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
+                       index_compaction_automatic=False, cleaner_commits_retained=2,
+                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0)  # fmt: skip
+
+CHILD = r"""
+import dataclasses, sys, time
+import pyarrow as pa
+from dynbucket.table import Table
+from dynbucket.format.services import clean, compaction, log_compaction
+from dynbucket.format.timeline import archive, transaction
+from dynbucket.format.timeline.timeline import Timeline
+
+def stall(*args, **kwargs):
+    print("AT", flush=True)
+    time.sleep(3600)
+
+service = sys.argv[2]
+t = Table.open(sys.argv[1])
+if service == "compaction":
+    scheduled = compaction.schedule(t.store, t.spec, 1)
+    written = compaction.execute(t.store, t.spec, scheduled)
+    ids = ["a", "late"]  # a write while it runs: its log is carried when it finishes
+    t.upsert(pa.table({"id": ids, "day": [f"d{sum(map(ord, i)) % 2}" for i in ids],
+                       "v": [50, 50]}))
+    transaction.Transaction.commit = stall  # base files and carried logs are written
+    compaction.finish(t.store, t.spec, scheduled, written)
+elif service == "logcompaction":
+    # Logs merged whatever their size against the base (these bases are small).
+    options = dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
+    spec = dataclasses.replace(t.spec, options=options)
+    scheduled = log_compaction.schedule_log(t.store, spec, 2)
+    transaction.Transaction.commit = stall  # the merged logs are written
+    log_compaction.run_log(t.store, spec, scheduled)
+elif service == "clean":
+    real = clean._clean_files
+    def some(*args, **kwargs):
+        real(*args, **kwargs)
+        stall()
+    clean._clean_files = some  # the first partition's files are gone
+    clean.clean(t.store, t.spec)
+else:
+    Timeline.forget_archived = stall  # the record is written, no instant removed yet
+    o = t.spec.options
+    archive.archive(t.store, True, o.keep_min_commits, o.keep_max_commits, 1.0)
+"""
+
+
+def _rows(ids: list[str], v: int) -> pa.Table:
+    """Rows of ``ids``; each key's partition is one of two, always the same for it."""
+    days = [f"d{sum(map(ord, i)) % 2}" for i in ids]
+    return pa.table({"id": ids, "day": days, "v": [v] * len(ids)}, schema=SCHEMA)
+
+
+def _live(t: Table) -> dict[str, int]:
+    rows = t.to_arrow(meta_columns=False)
+    return dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True))
+
+
+def _written(tmp_path: Path, writes: int) -> tuple[Table, dict[str, int]]:
+    """A table of ``writes`` upserts with the services off, and what it holds."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    model: dict[str, int] = {}
+    for i in range(writes):
+        ids = [f"k{i}", "a", f"b{i % 3}"]
+        t.upsert(_rows(ids, i))
+        model.update(dict.fromkeys(ids, i))
+    return t, model
+
+
+@pytest.mark.parametrize("service", ["compaction", "logcompaction", "clean", "archive"])
+def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> None:
+    t, model = _written(tmp_path, 8)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, t.uri, service], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().split() == ["AT"]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    if service == "compaction":
+        model.update(a=50, late=50)
+        (pending,) = Timeline(t.store, True).pending()
+        carried = [p for p in Path(t.uri).rglob(f".*_{pending.id}.log.*")]
+        assert len(carried) == 2  # the late write's logs (two groups), onto the new slices
+    # What readers see is the model, whatever the service had done.
+    reader = Table.open(t.uri)
+    assert _live(reader) == model
+    time.sleep(1.1)  # the killed service's lease (if it held one) runs out
+    # The next writer goes on; the next run completes what was left pending.
+    reader.upsert(_rows(["a", "z"], 100))
+    model.update(a=100, z=100)
+    if service == "compaction":
+        assert reader.compact().instant is not None
+    elif service == "logcompaction":
+        (left,) = left_pending(Timeline(reader.store, True), "logcompaction")
+        merged = [p for p in Path(t.uri).rglob(f".*-{left.id}-2*")]
+        assert len(merged) == 2  # both groups' merged logs, not visible
+        assert run_now(LogCompaction(), reader.store, reader.spec, Scope()).instant is None
+        assert left.id in [i.id for i in Timeline(reader.store, True).completed()]
+    elif service == "clean":
+        (left,) = left_pending(Timeline(reader.store, True), "clean")
+        assert clean.execute_clean(reader.store, reader.spec, left.id).instant == left.id
+    else:
+        for i in range(3):
+            reader.upsert(_rows([f"m{i}"], i))
+            model[f"m{i}"] = i
+        assert archive.archive(reader.store, True, 4, 6, 1.0).archived > 0
+    assert Timeline(reader.store, True).pending() == []
+    assert _live(reader) == model
+    check_hudi_reads(reader)
+    assert reader.check().healthy
+
+
+#: Services on, as a user gets them, on a short timeline (archival from 6 instants).
+SERVICES_ON = TableOptions(cleaner_commits_retained=2, clean_max_commits=2, keep_min_commits=4,
+                           keep_max_commits=6, index_compaction_min_files=2,
+                           compaction_delta_commits=2, lock_lease_seconds=1.0)  # fmt: skip
+
+SCHEDULING_CHILD = r"""
+import dataclasses, sys, time
+from dynbucket.table import Table
+from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.services import clean, compaction, index_compaction, log_compaction
+from dynbucket.format.timeline import transaction
+
+def stall(*args, **kwargs):
+    print("AT", flush=True)
+    time.sleep(3600)
+
+t = Table.open(sys.argv[1])
+service, when = sys.argv[2], sys.argv[3]
+# Logs merged whatever their size against the base (these bases are small).
+spec = dataclasses.replace(
+    t.spec, options=dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
+)
+if when == "scheduling":  # the instant is requested, its plan not yet recorded
+    transaction.Transaction.record_plan = stall
+else:  # scheduled, its executor killed before it wrote anything
+    RecordLevelIndex.compact = RecordLevelIndex.merge_deltas = stall
+    compaction.execute = log_compaction.run_log = clean.execute_clean = stall
+if service == "compaction":
+    compaction.run(t.store, spec, compaction.schedule(t.store, spec, 1))
+elif service == "logcompaction":
+    log_compaction.run_log(t.store, spec, log_compaction.schedule_log(t.store, spec, 1))
+elif service == "clean":
+    clean.execute_clean(t.store, spec, clean.schedule_clean(t.store, spec))
+else:
+    scheduled = index_compaction.schedule_index_compaction(t.store, spec, 2)
+    index_compaction.execute_index_compaction(t.store, spec, scheduled)
+"""
+
+
+def _kill_in(t: Table, service: str, when: str) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", SCHEDULING_CHILD, t.uri, service, when],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().split() == ["AT"]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    time.sleep(1.1)  # the killed scheduler's lease runs out
+
+
+@pytest.mark.parametrize(
+    ("service", "when"),
+    [
+        ("compaction", "scheduling"),
+        ("logcompaction", "scheduling"),
+        ("clean", "scheduling"),
+        ("index-compaction", "scheduling"),
+        # Executors killed after scheduling, then a stream of updates only (no new keys:
+        # no index file, so no index compaction is ever due again).
+        ("index-compaction", "executing"),
+        ("clean", "executing"),
+    ],
+)
+def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
+    tmp_path: Path, service: str, when: str
+) -> None:
+    """A service killed before its plan was recorded left an instant no executor can run
+    (a clean without ``earliest-retained`` failed every later clean and stopped archival
+    for good); one killed while it executed must be finished by the next write's services
+    even when none of its kind is due again. ``check`` says so meanwhile."""
+    t, model = _written(tmp_path, 6)
+    t.wait_for_services()
+    t.close()
+    _kill_in(t, service, when)
+    (left,) = Timeline(t.store, True).pending()
+    assert left.action == service
+    found = Table.open(t.uri).check()
+    if when == "scheduling":
+        assert not found.healthy and "left pending by a writer that died" in str(found)
+        if service == "clean":  # `dynbucket rollback` settles it
+            assert rollback.rollback(t.store, t.spec) == [left.id]
+    writer = Table.open(t.uri)
+    writer.spec = dataclasses.replace(writer.spec, options=SERVICES_ON)  # services on
+    for i in range(40):  # updates of known keys only
+        ids = ["a", f"k{i % 6}"]
+        writer.upsert(_rows(ids, 100 + i))
+        model.update(dict.fromkeys(ids, 100 + i))
+    writer.wait_for_services()
+    timeline = Timeline(writer.store, True)
+    assert [i for i in timeline.pending() if i.id <= left.id] == []
+    assert len(timeline.instants()) <= SERVICES_ON.keep_max_commits + 3  # archival goes on
+    assert _live(writer) == model
+    report = writer.check()
+    assert report.healthy, str(report)
+    writer.close()

@@ -1,0 +1,138 @@
+"""Compaction spread over service processes: a large plan's groups run as parallel tasks
+(here real spawned processes), and the result is the one the driver's threads give; a
+driver script that spawns service processes is not run again in them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.base import beside
+from dynbucket.bench.crash import alive, children_of
+from dynbucket.format.services import compaction
+from dynbucket.format.table.options import TableOptions
+from dynbucket.table import Table
+from dynbucket.write import services
+from tests.hudi_readers import check_hudi_reads
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
+                      index_compaction_automatic=False)  # fmt: skip
+
+
+def test_a_large_compaction_runs_as_shares_in_the_service_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(services, "SPREAD_BYTES", 0)  # every plan counts as large
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
+    days = ["d0", "d1", "d2", "d3", "d4"]
+    for v in range(3):
+        ids = [f"k{i}" for i in range(40)]
+        t.upsert(pa.table({"id": ids, "day": [days[i % 5] for i in range(40)], "v": [v] * 40}))
+    before = t.to_arrow(meta_columns=False).sort_by("id")
+    beside.shutdown_service_processes()
+    try:
+        result = t.compact()
+        assert beside._PROCESSES is not None  # the shares ran there
+    finally:
+        beside.shutdown_service_processes()
+    assert result.instant is not None and result.files_written == 5  # a base file per group
+    assert all(not r.slice.logs for r in t.snapshot().slices())
+    assert t.to_arrow(meta_columns=False).sort_by("id").equals(before)
+    check_hudi_reads(t)
+    assert t.check().healthy
+
+
+DRIVER = """
+import sys
+import pyarrow as pa
+from dynbucket.table import Table
+
+with open(sys.argv[2], "a") as marker:  # top-level code: a script without a main guard
+    marker.write("ran\\n")
+schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+t = Table.create(sys.argv[1], schema, "id", "day")
+ids = [f"k{i}" for i in range(20_000)]
+t.upsert(pa.table({"id": ids, "day": ["d1"] * len(ids), "v": [0] * len(ids)}, schema=schema))
+for w in range(1, 7):  # small logs: due for a log compaction, in a service process
+    t.upsert(pa.table({"id": [f"k{w}"], "day": ["d1"], "v": [w]}, schema=schema))
+t.close()
+"""
+
+
+def test_a_driver_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """Service processes are spawned: they must not run the user's script again."""
+    script, marker = tmp_path / "driver.py", tmp_path / "marker"
+    script.write_text(DRIVER)
+    table = tmp_path / "t"
+    done = subprocess.run(
+        [sys.executable, str(script), str(table), str(marker)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert marker.read_text() == "ran\n"
+    t = Table.open(str(table))
+    assert t.timeline.completed("logcompaction")  # it ran, in a service process
+    assert t.to_arrow(meta_columns=False).num_rows == 20_000
+
+
+STARTER = r"""
+import os, sys, time
+from dynbucket.base import beside
+print(beside.submit_service(os.getpid).result(), flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_service_processes_end_with_the_process_that_started_them(how: signal.Signals) -> None:
+    """A writer killed by SIGKILL (an OOM kill) left its service processes, and the
+    resource tracker, alive for good: a stream restarted after each kill gathered them."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    service = int(starter.stdout.readline())
+    left = children_of(starter.pid)  # the service processes and multiprocessing's tracker
+    assert service in left and all(alive(p) for p in left)
+    os.kill(starter.pid, how)
+    starter.wait()
+    starter.stdout.close()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in left if alive(p)] == []
+
+
+def test_compact_waits_for_the_compaction_running_beside_the_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Table.compact`` while the runner's thread executes a compaction of the same
+    table: the pending plan is executed once (the user's call waits for it, then plans
+    what is left), not a second time beside the first."""
+    executed: list[str] = []
+    real = compaction.execute_groups
+
+    def slow(store, spec, instant, groups, threads=1, done=None):  # type: ignore[no-untyped-def]
+        executed.append(instant)
+        if len(executed) == 1:
+            time.sleep(1.0)  # the user's compact() comes while this runs
+        return real(store, spec, instant, groups, threads, done)
+
+    monkeypatch.setattr(compaction, "execute_groups", slow)
+    options = TableOptions(compaction_delta_commits=2, log_compaction_enable=False,
+                           clean_automatic=False, archive_automatic=False,
+                           index_compaction_automatic=False)  # fmt: skip
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        result = t.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    assert [s for s in result.services if "beside the writes" in s]  # running now
+    assert t.compact().instant is None  # it compacted everything; nothing left to plan
+    assert len(executed) == len(set(executed)) == 1
+    assert t.timeline.completed("compaction")[-1].id == executed[0]
+    t.close()
