@@ -1,47 +1,67 @@
-"""dynbucket's public API: tables, their options, the runtime, and the errors.
+"""dynbucket's public API: tables, their options, the runtime, what calls return, and the
+errors.
 
 Rooms below this one (docs/design.md, "Layers"): ``write/`` runs writes (in process, or
-Spark -> assigner actors -> Spark); ``format/`` is the table on storage (pyarrow and numpy)
-and ``dynbucket.actors`` the assigner, side by side; ``base/`` is what every room uses
-(errors, option persistence, key hashing, column names). Heavy modules (Ray, Spark) load on
-first use, so that importing this package stays cheap.
+Spark -> assigner actors -> Spark) and the table services; ``format/`` is the table on
+storage (pyarrow and numpy) and ``dynbucket.actors`` the assigner, side by side; ``base/``
+is what every room uses (errors, option persistence, key hashing, where work runs beside
+its caller). ``import dynbucket`` loads neither Spark nor Ray: they load when a
+``Runtime`` starts or a Spark DataFrame is written.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dynbucket.base.errors import (
+    AdoptionRefusedError,
+    AssignerError,
+    AssignerRestartedError,
+    BucketSpaceExhaustedError,
+    CommitFailedError,
+    ConcurrentWriteError,
+    ConfigError,
+    DynBucketError,
+    ForeignFileGroupError,
+    FormatError,
+    InstantNotFoundError,
+    InvalidInputError,
+    InvalidPartitionValueError,
+    JavaNotFoundError,
+    NotAdoptedError,
+    NotATableError,
+    NullKeyError,
+    RuntimeSetupError,
+    SchemaMismatchError,
+    TableCorruptedError,
+    TableError,
+    TableExistsError,
+    UnsupportedStorageError,
+    UnsupportedTableVersionError,
+)
+from dynbucket.format.health.check import CheckReport
+from dynbucket.format.read.snapshot import Snapshot
+from dynbucket.format.services.service import ServiceResult
+from dynbucket.options import (
+    ConsistentHashingIndex,
+    DynamicBucketIndex,
+    DynamicBucketOptions,
+    IndexOptions,
+    RegroupResult,
+    SimpleBucketIndex,
+    TableOptions,
+)
+from dynbucket.runtime import Runtime, RuntimeConfig
+from dynbucket.table import Table
+from dynbucket.write.results import WriteResult
 
-_ERRORS = "dynbucket.base.errors"
-_LAZY = {
-    "Runtime": "dynbucket.runtime",
-    "RuntimeConfig": "dynbucket.runtime",
-    "Table": "dynbucket.table",
-    "DynamicBucketIndex": "dynbucket.options",
-    "SimpleBucketIndex": "dynbucket.options",
-    "ConsistentHashingIndex": "dynbucket.options",
-    "RegroupResult": "dynbucket.options",
-    "TableOptions": "dynbucket.options",
-    "WriteResult": "dynbucket.write.results",
-    **{
-        name: _ERRORS
-        for name in (
-            "DynBucketError", "ConfigError", "InvalidInputError", "SchemaMismatchError",
-            "TableError", "NotATableError", "TableExistsError", "TableCorruptedError",
-            "InstantNotFoundError", "ConcurrentWriteError", "CommitFailedError",
-            "UnsupportedStorageError", "NotAdoptedError", "UnsupportedTableVersionError",
-            "AdoptionRefusedError", "ForeignFileGroupError",
-            "RuntimeSetupError", "AssignerError",
-        )
-    },
-}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dynbucket' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-__all__ = sorted(_LAZY)
+__all__ = [
+    "AdoptionRefusedError", "AssignerError", "AssignerRestartedError",
+    "BucketSpaceExhaustedError", "CheckReport", "CommitFailedError", "ConcurrentWriteError",
+    "ConfigError", "ConsistentHashingIndex", "DynBucketError", "DynamicBucketIndex",
+    "DynamicBucketOptions", "ForeignFileGroupError", "FormatError", "IndexOptions",
+    "InstantNotFoundError", "InvalidInputError", "InvalidPartitionValueError",
+    "JavaNotFoundError", "NotATableError", "NotAdoptedError", "NullKeyError",
+    "RegroupResult", "Runtime", "RuntimeConfig", "RuntimeSetupError", "SchemaMismatchError",
+    "ServiceResult", "Snapshot", "SimpleBucketIndex", "Table", "TableCorruptedError",
+    "TableError", "TableExistsError", "TableOptions", "UnsupportedStorageError",
+    "UnsupportedTableVersionError", "WriteResult",
+]  # fmt: skip

@@ -39,16 +39,16 @@ from dynbucket.format.timeline.history import history
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime, active_runtime
-from dynbucket.write.file_scan import bare_file_stream
 from dynbucket.write.local import LocalWriter
 from dynbucket.write.ray_tasks import RayTasks
 from dynbucket.write.results import WriteResult
 from dynbucket.write.services import ServiceRunner
-from dynbucket.write.spark import SparkWriter, StreamBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from dynbucket.write.spark import SparkWriter
 
 
 def _table_options(options: TableOptions | Mapping[str, object] | None) -> TableOptions:
@@ -86,6 +86,16 @@ class Table:
         self._local: LocalWriter | None = None
         self._spark: SparkWriter | None = None
         self._runner: ServiceRunner | None = None
+
+    def __repr__(self) -> str:
+        s = self.spec
+        keys = ",".join(s.record_key)
+        parts = f" partition_by={','.join(s.partition_by)}" if s.partition_by else ""
+        return (
+            f"<dynbucket.Table {s.name} at {self.uri}: {s.options.table_type} "
+            f"(Hudi table version {s.table_version}), key={keys}{parts}, "
+            f"index={type(s.bucket_options).__name__.replace('Options', 'Index')}>"
+        )
 
     def __enter__(self) -> Table:
         return self
@@ -172,8 +182,8 @@ class Table:
         Raises:
             NotATableError: no dynbucket table there (``NotAdoptedError``: a table
                 Apache Hudi wrote, not adopted yet: :meth:`adopt`).
-            UnsupportedTableVersionError: a Hudi table version other than 6 (a Hudi 1.x
-                writer upgraded it); nothing was read.
+            UnsupportedTableVersionError: a Hudi table version or timeline layout other
+                than 6/1, 8/2 and 9/2; nothing was read.
             TableCorruptedError: properties this version cannot read.
         """
         store = TableStore.at(uri, filesystem)
@@ -372,6 +382,9 @@ class Table:
             or hashlib.sha1(os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]
         )
         writer = self._spark_writer()
+        from dynbucket.write.file_scan import bare_file_stream
+        from dynbucket.write.spark import StreamBatch
+
         file_stream = bare_file_stream(streaming_df)
 
         def batch(df: DataFrame, batch_id: int) -> None:
@@ -434,6 +447,9 @@ class Table:
         return self._local
 
     def _spark_writer(self) -> SparkWriter:
+        # Spark's modules load with the first Spark write: `import dynbucket` stays light.
+        from dynbucket.write.spark import SparkWriter
+
         if self._spark is None:
             rt = self._runtime()
             link = RayLink(rt.ray_address, rt.config.namespace)

@@ -91,6 +91,11 @@ class TableCorruptedError(TableError):
     """Table metadata on storage is not what this version can read."""
 
 
+class FormatError(TableCorruptedError, ValueError):
+    """A file of the table that its parser cannot read as the format says (the message
+    names the file and what is wrong in it)."""
+
+
 class ForeignFileGroupError(TableError):
     """A partition holds a file group that dynbucket did not write and adoption did not
     record (another Hudi writer's, or a stray copy): its keys have no bucket."""

@@ -4,7 +4,7 @@ A simple-bucket or consistent-hashing table needs no assigner: a key's bucket is
 function of the key and its partition's layout as of the instant the write builds on
 (``format/buckets/layouts.py``). The layouts travel to the Spark tasks with the function
 (a few numbers per partition); no actor is called, no state is kept. Whether a key is new
-is told later by its file group's slice (``file_groups._mark_known``).
+is told later by its file group's slice (``format/file_group/writer.write_file_groups``).
 """
 
 from __future__ import annotations

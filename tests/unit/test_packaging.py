@@ -31,35 +31,48 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     assert sorted(listed - on_disk) == [], "listed packages with no folder"
 
 
-ALIASES = r"""
-import warnings
-warnings.simplefilter("error", DeprecationWarning)
+LIGHT = r"""
+import sys
 import dynbucket
-from dynbucket import Table, NotATableError
-for old in ("dynbucket.pipeline", "dynbucket.actors.errors"):
-    try:
-        __import__(old)
-    except DeprecationWarning as e:
-        print("warned", old, "->", str(e).split(":")[1].strip().split(" ")[0])
-warnings.simplefilter("ignore", DeprecationWarning)
-import dynbucket.pipeline
-from dynbucket.pipeline import Table as OldTable
-from dynbucket.pipeline.format.transaction import Transaction as OldTransaction
-from dynbucket.format.timeline.transaction import Transaction
-from dynbucket.actors.errors import NotATableError as OldError
-print(OldTable is Table, OldTransaction is Transaction, OldError is NotATableError)
+from dynbucket import Table, Runtime, WriteResult
+print(sorted(m for m in ("pyspark", "ray", "raydp") if m in sys.modules))
 """
 
 
-def test_the_old_import_paths_work_for_one_release_with_a_warning() -> None:
-    """``dynbucket.pipeline`` (the format's old module names too) and
-    ``dynbucket.actors.errors`` are the new modules themselves, and say so once."""
+def test_import_dynbucket_loads_neither_spark_nor_ray() -> None:
+    """``import dynbucket`` and ``from dynbucket import Table, Runtime`` stay light: Spark
+    and Ray load when a Runtime starts or a DataFrame is written."""
     done = subprocess.run(
-        [sys.executable, "-c", ALIASES], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", LIGHT], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[:3] == [
-        "warned dynbucket.pipeline -> import",
-        "warned dynbucket.actors.errors -> import",
-        "True True True",
-    ]
+    assert done.stdout.strip() == "[]"
+
+
+def _subclasses(cls: type) -> set[type]:
+    return {cls} | {s for sub in cls.__subclasses__() for s in _subclasses(sub)}
+
+
+def test_every_error_and_returned_type_is_exported() -> None:
+    import dynbucket
+    from dynbucket.base import errors
+
+    names = set(dynbucket.__all__)
+    assert set(dir(dynbucket)) >= names
+    for error in _subclasses(errors.DynBucketError):
+        assert error.__name__ in names, f"{error.__name__} is not exported by dynbucket"
+        assert getattr(dynbucket, error.__name__) is error
+    for returned in ("WriteResult", "ServiceResult", "CheckReport", "Snapshot", "RegroupResult"):
+        assert returned in names
+
+
+def test_the_deprecated_import_paths_are_gone() -> None:
+    """``dynbucket.pipeline`` and ``dynbucket.actors.errors`` were kept for one release
+    (0.1); 0.2 removed them (CHANGELOG.md)."""
+    import importlib
+
+    import pytest
+
+    for old in ("dynbucket.pipeline", "dynbucket.actors.errors"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)

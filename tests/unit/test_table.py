@@ -120,3 +120,19 @@ def test_options_may_be_given_by_their_keys_and_a_wrong_key_is_named(tmp_path: P
         Table.create(str(tmp_path / "u"), pa.schema([("id", pa.string())]), "id",
                      options={"clean_automatic": False})  # fmt: skip
     assert not (tmp_path / "u").exists()  # nothing written
+
+
+def test_repr_and_results_say_what_they_are(tmp_path: Path) -> None:
+    from dynbucket import ServiceResult, SimpleBucketIndex
+
+    t = Table.create(str(tmp_path / "users"), SCHEMA, "id", "day", "v")
+    assert repr(t) == (
+        f"<dynbucket.Table users at {t.uri}: MERGE_ON_READ (Hudi table version 6), "
+        "key=id partition_by=day, index=DynamicBucketIndex>"
+    )
+    s = Table.create(str(tmp_path / "s"), SCHEMA, "id", index=SimpleBucketIndex(num_buckets=2))
+    assert repr(s).endswith("key=id, index=SimpleBucketIndex>")
+    assert str(t.compact()) == "compaction: nothing to do"
+    assert str(ServiceResult("clean", "20261126000000000", 0, 3)) == (
+        "clean 20261126000000000: 3 files removed"
+    )

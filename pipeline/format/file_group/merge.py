@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import DELETE, OP, SEQ, UPSERT
-from dynbucket.base.errors import TableCorruptedError
+from dynbucket.base.errors import FormatError, TableCorruptedError
 from dynbucket.format.file_group.slices import DataFile, FileSlice
 from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi import files as names
@@ -159,7 +159,7 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
     try:
         blocks = log_file.read_blocks(store.read_buffer(f.path), skip_corrupt=foreign)
     except ValueError as e:
-        raise TableCorruptedError(
+        raise FormatError(
             f"{f.path}: damaged log file ({e}); restore it from a backup, or roll back the "
             f"instant {f.instant} that wrote it"
         ) from e

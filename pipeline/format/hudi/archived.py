@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 
+from dynbucket.base.errors import FormatError
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.avro import Reader, Writer
 
@@ -86,7 +87,7 @@ def read_entries(data: bytes) -> list[tuple[str, str, str]]:
             r = Reader(record)
             for _ in _METADATA_FIELDS:
                 if r.long() != 0:
-                    raise ValueError("archived entry with metadata: not written by dynbucket")
+                    raise FormatError("archived entry with metadata: not written by dynbucket")
             values = []
             for _ in _STRINGS:
                 values.append(r.string() if r.long() == 1 else "")

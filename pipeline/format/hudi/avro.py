@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.base.errors import SchemaMismatchError
+from dynbucket.base.errors import FormatError, SchemaMismatchError
 
 # --- schemas ------------------------------------------------------------------------------
 
@@ -141,11 +141,11 @@ def read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     many small records rests on it).
 
     Raises:
-        ValueError: the bytes end before the value does.
+        FormatError: the bytes end before the value does.
     """
     end = len(data)
     if pos >= end:
-        raise ValueError(f"Avro data ends at byte {end}, needed {pos + 1}")
+        raise FormatError(f"Avro data ends at byte {end}, needed {pos + 1}")
     b = data[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
@@ -153,7 +153,7 @@ def read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     while True:
         pos += 1
         if pos >= end:
-            raise ValueError(f"Avro data ends at byte {end}, needed {pos + 1}")
+            raise FormatError(f"Avro data ends at byte {end}, needed {pos + 1}")
         b = data[pos]
         n |= (b & 0x7F) << shift
         shift += 7
@@ -165,7 +165,7 @@ class Reader:
     """Avro binary decoder over bytes.
 
     Raises:
-        ValueError: the bytes end before a value does.
+        FormatError: the bytes end before a value does.
     """
 
     def __init__(self, data: bytes) -> None:
@@ -174,7 +174,7 @@ class Reader:
 
     def _take(self, n: int) -> memoryview:
         if self.pos + n > len(self.data):
-            raise ValueError(f"Avro data ends at byte {len(self.data)}, needed {self.pos + n}")
+            raise FormatError(f"Avro data ends at byte {len(self.data)}, needed {self.pos + n}")
         view = self.data[self.pos : self.pos + n]
         self.pos += n
         return view

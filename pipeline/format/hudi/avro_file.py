@@ -15,6 +15,7 @@ import json
 import zlib
 from typing import Any
 
+from dynbucket.base.errors import FormatError
 from dynbucket.format.hudi.avro import Writer, read_long
 from dynbucket.format.hudi.avro_read import decoder
 
@@ -30,16 +31,16 @@ def read(data: bytes) -> tuple[dict[str, Any], list[Any]]:
     """The writer's schema and the records of an object container file.
 
     Raises:
-        ValueError: not a whole container file, or a codec other than null and deflate.
+        FormatError: not a whole container file, or a codec other than null and deflate.
     """
     if not is_container(data):
-        raise ValueError("not an Avro object container file (no Obj\\x01 magic)")
+        raise FormatError("not an Avro object container file (no Obj\\x01 magic)")
     view = memoryview(data)
     meta, pos = decoder(_HEADER_SCHEMA, maps_as_dicts=True)(view, 4)
     schema = json.loads(meta["avro.schema"])
     codec = meta.get("avro.codec", b"null").decode()
     if codec not in ("null", "deflate"):
-        raise ValueError(f"Avro codec {codec!r}: only null and deflate are read")
+        raise FormatError(f"Avro codec {codec!r}: only null and deflate are read")
     sync = bytes(view[pos : pos + 16])
     pos += 16
     decode = decoder(schema, maps_as_dicts=True)
@@ -50,7 +51,7 @@ def read(data: bytes) -> tuple[dict[str, Any], list[Any]]:
         block = bytes(view[pos : pos + size])
         pos += size
         if bytes(view[pos : pos + 16]) != sync:
-            raise ValueError(f"Avro block at byte {pos - size}: sync marker missing")
+            raise FormatError(f"Avro block at byte {pos - size}: sync marker missing")
         pos += 16
         if codec == "deflate":
             block = zlib.decompress(block, -15)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dynbucket.base.errors import FormatError
 from dynbucket.format.hudi.avro import read_long
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
@@ -32,7 +33,7 @@ def arrow_schema(schema_json: str) -> pa.Schema:
     one table concatenate)."""
     doc = json.loads(schema_json)
     if not isinstance(doc, dict) or doc.get("type") != "record":
-        raise ValueError(f"not an Avro record schema: {schema_json[:80]!r}")
+        raise FormatError(f"not an Avro record schema: {schema_json[:80]!r}")
     return pa.schema([_arrow_field(f) for f in doc["fields"]])
 
 
@@ -46,7 +47,7 @@ def _unwrap(t: Any) -> tuple[Any, bool]:
     if isinstance(t, list):
         others = [b for b in t if b != "null"]
         if len(others) != 1:
-            raise ValueError(f"Avro union {t} has no Arrow form (only [null, T] unions do)")
+            raise FormatError(f"Avro union {t} has no Arrow form (only [null, T] unions do)")
         return others[0], len(others) < len(t)
     return t, False
 
@@ -78,7 +79,7 @@ def _arrow_type(t: Any) -> pa.DataType:
         return pa.binary(int(t["size"]))
     if isinstance(kind, (str, dict, list)):
         return _arrow_type(kind)
-    raise ValueError(f"Avro type {t} has no Arrow form")
+    raise FormatError(f"Avro type {t} has no Arrow form")
 
 
 _PRIMITIVE = {
@@ -94,14 +95,14 @@ def read_records(schema_json: str, records: Sequence[bytes]) -> pa.Table:
     """Avro-encoded ``records`` of the record schema ``schema_json`` as an Arrow table.
 
     Raises:
-        ValueError: a record does not decode by the schema.
+        FormatError: a record does not decode by the schema.
     """
     decode, schema = _compiled(schema_json)
     rows = []
     for raw in records:
         value, pos = decode(memoryview(raw), 0)
         if pos != len(raw):
-            raise ValueError(f"Avro record of {len(raw)} bytes decoded in {pos}")
+            raise FormatError(f"Avro record of {len(raw)} bytes decoded in {pos}")
         rows.append(value)
     return pa.Table.from_pylist(rows, schema=schema)
 
@@ -208,7 +209,7 @@ def _blocks(item: Decoder, keyed: bool) -> Decoder:
 def _bytes(data: memoryview, pos: int) -> tuple[bytes, int]:
     size, pos = read_long(data, pos)
     if pos + size > len(data):
-        raise ValueError(f"Avro data ends at byte {len(data)}, needed {pos + size}")
+        raise FormatError(f"Avro data ends at byte {len(data)}, needed {pos + size}")
     return bytes(data[pos : pos + size]), pos + size
 
 

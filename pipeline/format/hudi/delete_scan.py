@@ -15,6 +15,8 @@ import numpy.typing as npt
 import pyarrow as pa
 from numba import njit
 
+from dynbucket.base.errors import FormatError
+
 #: How an ordering value of each union branch is laid out (``log_file.ORDERING_UNION``):
 #: nothing (null), a varint (the integer, date and time types), 4 or 8 bytes (float,
 #: double), or a length and bytes (bytes, string, decimal).
@@ -127,19 +129,19 @@ def delete_keys(records: bytes | memoryview) -> pa.StringArray:
     """The record keys of a delete block's Avro records, in order ("" for a null key).
 
     Raises:
-        ValueError: the bytes end inside a record, an ordering value of an unknown union
+        FormatError: the bytes end inside a record, an ordering value of an unknown union
             branch, or a key not in UTF-8.
     """
     data = np.frombuffer(records, np.uint8)
     starts, lengths, error, where = _scan(data, LAYOUTS)
     if error == _ENDS:
-        raise ValueError(f"Avro data ends at byte {len(data)}, inside record {len(starts) + 1}")
+        raise FormatError(f"Avro data ends at byte {len(data)}, inside record {len(starts) + 1}")
     if error == _BRANCH:
-        raise ValueError(f"delete record ordering value of union branch {where}")
+        raise FormatError(f"delete record ordering value of union branch {where}")
     offsets, chars = _gather(data, starts, lengths)
     keys = pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(chars))
     try:
         keys.validate(full=True)
     except pa.ArrowInvalid as e:
-        raise ValueError(f"a delete block's record key is not UTF-8: {e}") from e
+        raise FormatError(f"a delete block's record key is not UTF-8: {e}") from e
     return keys

@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dynbucket.base.errors import FormatError
 from dynbucket.format.hudi import delete_scan
 from dynbucket.format.hudi.avro import Writer, read_long
 from dynbucket.format.hudi.avro_file import encode
@@ -157,7 +158,7 @@ def read_blocks(data: bytes | memoryview | pa.Buffer, skip_corrupt: bool = False
             appending to a log on HDFS leaves one); else it is an error.
 
     Raises:
-        ValueError: the bytes are not a complete log file (bad magic, lengths that do not
+        FormatError: the bytes are not a complete log file (bad magic, lengths that do not
             add up, a block cut short), unless ``skip_corrupt``.
     """
     blocks = []
@@ -180,23 +181,23 @@ def read_blocks(data: bytes | memoryview | pa.Buffer, skip_corrupt: bool = False
 def _block_at(view: memoryview, pos: int) -> tuple[Block, int]:
     """The block at ``pos`` and where the next one starts."""
     if bytes(view[pos : pos + 6]) != MAGIC:
-        raise ValueError(f"no log block magic at byte {pos}")
+        raise FormatError(f"no log block magic at byte {pos}")
     if pos + 14 > len(view):
-        raise ValueError(f"log block at byte {pos} is cut short")
+        raise FormatError(f"log block at byte {pos} is cut short")
     (length,) = struct.unpack_from(">q", view, pos + 6)
     start, end = pos + 14, pos + 14 + length
     if length < 24 or end > len(view):
-        raise ValueError(f"log block at byte {pos} claims {length} bytes; the file ends first")
+        raise FormatError(f"log block at byte {pos} claims {length} bytes; the file ends first")
     version, block_type = struct.unpack_from(">ii", view, start)
     if version != FORMAT_VERSION:
-        raise ValueError(f"log block at byte {pos} has format version {version}")
+        raise FormatError(f"log block at byte {pos} has format version {version}")
     header, p = _read_metadata(view, start + 8)
     (size,) = struct.unpack_from(">q", view, p)
     content = view[p + 8 : p + 8 + size]
     _, p = _read_metadata(view, p + 8 + size)
     (total,) = struct.unpack_from(">q", view, p)
     if p + 8 != end or total != end - 8 - pos:
-        raise ValueError(f"log block at byte {pos}: lengths do not add up")
+        raise FormatError(f"log block at byte {pos}: lengths do not add up")
     return Block(block_type, header, content), end
 
 
@@ -244,7 +245,7 @@ def _delete_records(block: Block) -> memoryview:
     """The Avro records of a delete block (after its version and length)."""
     version, size = struct.unpack_from(">ii", block.content, 0)
     if version != DELETE_BLOCK_VERSION:
-        raise ValueError(f"delete block version {version}; only {DELETE_BLOCK_VERSION} is read")
+        raise FormatError(f"delete block version {version}; only {DELETE_BLOCK_VERSION} is read")
     return memoryview(block.content)[8 : 8 + size]
 
 
@@ -287,15 +288,15 @@ def _deletes(block: Block) -> tuple[list[str], list[str], list[Any]]:
             elif name in ("float", "double"):
                 width, fmt = (4, "<f") if name == "float" else (8, "<d")
                 if pos + width > end:
-                    raise ValueError(f"Avro data ends at byte {end}, needed {pos + width}")
+                    raise FormatError(f"Avro data ends at byte {end}, needed {pos + width}")
                 ordering = float(struct.unpack_from(fmt, data, pos)[0])
                 pos += width
             elif name is None:
-                raise ValueError(f"delete record ordering value of union branch {branch}")
+                raise FormatError(f"delete record ordering value of union branch {branch}")
             elif name != "null":
                 ordering, pos = read_long(data, pos)
             if pos > end:
-                raise ValueError(f"Avro data ends at byte {end}, needed {pos}")
+                raise FormatError(f"Avro data ends at byte {end}, needed {pos}")
             keys.append(key)
             partitions.append(partition)
             orderings.append(ordering)

@@ -235,7 +235,8 @@ class TableSpec:
     # --- persistence ---------------------------------------------------------------------
 
     def hoodie_properties(self) -> dict[str, str]:
-        """``hoodie.properties`` as Hudi writes it for a table version 6."""
+        """``hoodie.properties`` as Hudi writes it for a table version 6: every table
+        dynbucket creates (an adopted table keeps the properties Hudi wrote)."""
         keys, parts = self.record_key, self.partition_by
         if not parts:
             keygen = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
@@ -536,7 +537,8 @@ def _adoption_advice(store: TableStore) -> str:
         hoodie = {}
     if versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE))):
         return (
-            "dynbucket adopts Hudi table version 6 only yet: read it with a Hudi reader "
+            "dynbucket adopts Hudi table versions 6 (timeline layout 1), 8 and 9 (layout 2), "
+            "not this one: read it with a Hudi reader "
             f"(hudi-rs: HudiTableBuilder.from_base_uri({store.uri!r}).build().read()), or "
             "write its rows into a new dynbucket table"
         )

@@ -309,10 +309,6 @@ class Timeline:
         """Requested or inflight instants (a live writer's, or left by a crashed one)."""
         return [i for i in self.instants() if not i.completed]
 
-    def latest_completed(self) -> str | None:
-        completed = self.completed()
-        return completed[-1].id if completed else None
-
     def raw(self, instant: Instant) -> dict[str, Any]:
         """The JSON document of a completed instant.
 

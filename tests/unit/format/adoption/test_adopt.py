@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dynbucket.cli import commands as cli
 from dynbucket.base.errors import (
     AdoptionRefusedError,
     NotAdoptedError,
     TableExistsError,
 )
+from dynbucket.cli import commands as cli
 from dynbucket.format.file_group import adopted
 from dynbucket.format.health.check import check
 from dynbucket.format.hudi import archived, log_file, lsm_history, properties

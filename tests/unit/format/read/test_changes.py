@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dynbucket.cli import commands as cli
 from dynbucket.base.errors import ConfigError, InstantNotFoundError
+from dynbucket.cli import commands as cli
 from dynbucket.format.services import clean, log_compaction
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
