@@ -163,7 +163,7 @@ class Table:
             name=name or table_name_for(store.uri),
         )
         create_table(store, spec)
-        slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
+        slots = getattr(index, "assigner_slots", None)  # a dynamic index's write setting
         return cls(store, spec, runtime, slots)._prestarted()
 
     @classmethod
@@ -224,7 +224,7 @@ class Table:
             NotATableError: no Hudi table there.
         """
         store = TableStore.at(uri, filesystem)
-        slots = index.assigner_slots if isinstance(index, DynamicBucketIndex) else None
+        slots = getattr(index, "assigner_slots", None)  # a dynamic index's write setting
         own = _table_options(options).own_properties()
         # With a cluster, the index is built by Ray tasks; else by threads here.
         adopt(

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from dynbucket.actors.link import RayLink
 from dynbucket.base import columns
@@ -23,6 +22,9 @@ from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.batches import ROWS_PER_CALL, joined
 
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
 #: A ``mapInArrow`` function: a task's Arrow batches in, batches out. Stage functions also
 #: take a dict that they add the seconds of their stages to (one per task).
 ArrowFn = Callable[..., Iterator[pa.RecordBatch]]
@@ -30,6 +32,8 @@ ArrowFn = Callable[..., Iterator[pa.RecordBatch]]
 
 def tagged_schema(schema: StructType) -> StructType:
     """A Spark schema plus the two columns the assign stage appends."""
+    from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
+
     return StructType(
         [
             *schema.fields,

@@ -1,12 +1,16 @@
-"""How a Spark write's rows get their buckets: the table's bucket scheme, chosen once.
+"""How a write's rows get their buckets: the write side of the table's bucket scheme
+(``format/buckets/scheme.py``), chosen once per writer by :func:`scheme_for`.
 
-Both run stage A where the rows are (the DataFrame's own partitions) and one shuffle by
-(partition, bucket) brings each file group's rows to one task for stage B (``tag_and_write``):
+A Spark write runs stage A where the rows are (the DataFrame's own partitions) and one
+shuffle by (partition, bucket) brings each file group's rows to one task for stage B
+(``tag_and_write``); a write in this process tags its rows with ``tag``:
 
 * :class:`AssignerScheme` (the dynamic scheme): a fleet of slot actors, kept across writes,
   tags each row in stage A; a task sends each slot's rows to that slot's actor (slot =
   ``pmod(key hash, N)``), so no shuffle is needed to route them; every slot may fill every
   bucket (``actors/allocator.py``).
+* :class:`InProcessSlots` (the dynamic scheme in this process): the slot actor's own
+  plain class, one object per slot, each row on the slot Spark routes it to;
 * :class:`LayoutScheme` (simple bucket, consistent hashing): stage A computes each row's
   bucket from the layouts of the instant the write builds on (no actor).
 """
@@ -16,28 +20,40 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Protocol
 
+import pyarrow as pa
+
+from dynbucket.actors.actor import AssignerActor
+from dynbucket.actors.assigner import BucketAssigner, NewKeys
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
-from dynbucket.base.columns import BUCKET, HASH, OP, PARTITION
+from dynbucket.base.columns import BUCKET, HASH, IS_NEW, OP, PARTITION
 from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.records.incoming import refuse_known
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import Assigners, InstantWrite, NoAssigners
-from dynbucket.write.locate_stage import locate_fn
-from dynbucket.write.write_stage import WRITTEN, carry_errors, write_fn
+from dynbucket.write.locate_stage import locate_fn, with_buckets
+from dynbucket.write.write_stage import carry_errors, write_fn, written_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
 class Scheme(Protocol):
-    """What a Spark write asks of its bucket scheme."""
+    """What a write asks of its bucket scheme."""
 
     def assigners(self, num_slots: int, last_write: str | None) -> Assigners: ...
 
-    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn: ...
+    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
+        """A Spark write's stage A: the function run where the rows are."""
+        ...
+
+    def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        """An in-process write's stage A: ``rows`` with ``_bucket`` and ``_is_new``
+        (``assigners`` was called for this write)."""
+        ...
 
     def index_slots(self, num_slots: int) -> int: ...
 
@@ -92,6 +108,9 @@ class AssignerScheme:
             refuse_known=spec.record_key if op.refuses_known else (),
         )
 
+    def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        raise NotImplementedError("the slot actors tag a Spark write's rows (stage_a)")
+
     def index_slots(self, num_slots: int) -> int:
         return num_slots
 
@@ -117,10 +136,22 @@ class LayoutScheme:
 
     def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
         spec = self.table.spec
-        layouts = BucketLayouts.load(
-            self.table.store, spec.bucket_options, spec.record_key, w.visible
+        return locate_fn(self._layouts(w), record_check(spec, op.deletes))
+
+    def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        layouts = self._layouts(w)
+        return pa.Table.from_batches(
+            [with_buckets(layouts, b) for b in rows.combine_chunks().to_batches()],
+            schema=rows.schema.append(pa.field(BUCKET, pa.int32())).append(
+                pa.field(IS_NEW, pa.bool_())
+            ),
         )
-        return locate_fn(layouts, record_check(spec, op.deletes))
+
+    def _layouts(self, w: InstantWrite) -> BucketLayouts:
+        spec = self.table.spec
+        layouts = spec.scheme.layouts(self.table.store, spec.record_key, w.visible)
+        assert layouts is not None
+        return layouts
 
     def index_slots(self, num_slots: int) -> int:
         return 1  # no index entries are written
@@ -132,6 +163,99 @@ class LayoutScheme:
         """Nothing runs between writes."""
 
 
+class InProcessSlots:
+    """The dynamic scheme in this process: ``num_slots`` slots, each the slot actor's own
+    plain class (the same Arrow-in, Arrow-out tagging code as in Ray), each row on slot
+    ``pmod(key hash, num_slots)`` as Spark routes it, so that a write gives the buckets a
+    Spark write with as many slots gives. New slots for a new count (each bootstraps from
+    the index); their caches emptied when another writer committed since (``CacheMatch``)."""
+
+    def __init__(self, table: TableRef, caches: CacheMatch) -> None:
+        self.table = table
+        self.caches = caches
+        self.slots: list[AssignerActor] = []
+
+    def assigners(self, num_slots: int, last_write: str | None) -> Assigners:
+        if len(self.slots) != num_slots:
+            source = functools.partial(RLIIndexSource, self.table)
+            opts = self.table.spec.dynamic_options
+            self.slots = [AssignerActor(i, num_slots, opts, source) for i in range(num_slots)]
+            self.caches.emptied(last_write)
+        elif not self.caches.holds(last_write):
+            self.reset()
+            self.caches.emptied(last_write)
+        return _Cores([slot.core for slot in self.slots])
+
+    def reset(self) -> None:
+        """Empties every slot's cache (what they bootstrapped may be of an old view)."""
+        for slot in self.slots:
+            slot.reset()
+
+    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
+        raise NotImplementedError("a Spark write's rows go to the slot actors (AssignerScheme)")
+
+    def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        tagged = [
+            getattr(self.slots[i], op.assigner_call)(w.checkpoint, part)
+            for i, part in _by_slot(rows, len(self.slots))
+        ]
+        out = pa.Table.from_batches(tagged)
+        if op.refuses_known:
+            refuse_known(out, self.table.spec.record_key)
+        return out
+
+    def index_slots(self, num_slots: int) -> int:
+        return num_slots
+
+    def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
+        return {"slots": num_slots, "shuffles": shuffles}
+
+    def close(self) -> None:
+        self.slots = []
+
+
+class _Cores:
+    """The checkpoint flow of several in-process slots, as one (``instant.Assigners``)."""
+
+    def __init__(self, cores: list[BucketAssigner]) -> None:
+        self.cores = cores
+
+    def begin(self, checkpoint: int, latest_successful: int) -> None:
+        for core in self.cores:
+            core.begin(checkpoint, latest_successful)
+
+    def snapshot(
+        self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None
+    ) -> list[str]:
+        return [
+            p for core in self.cores for p in core.snapshot(checkpoint, latest_successful, new_keys)
+        ]
+
+    def abort(self, checkpoint: int) -> int:
+        return sum(core.abort(checkpoint) for core in self.cores)
+
+
+def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:
+    """The rows of each slot that has any: slot ``pmod(key hash, slots)``, Spark's routing,
+    each slot's rows in their order."""
+    if slots == 1:
+        return [(0, rows)]
+    slot_of = rows.column(HASH).to_numpy() % slots  # numpy's % of a positive divisor: pmod
+    parts = [(i, rows.filter(pa.array(slot_of == i))) for i in range(slots)]
+    return [(i, part) for i, part in parts if part.num_rows] or [(0, rows)]
+
+
+def scheme_for(table: TableRef, caches: CacheMatch, link: RayLink | None) -> Scheme:
+    """The write side of the table's bucket scheme: its slot actors on the Ray cluster of
+    ``link`` (a Spark writer), or its slots in this process (``link`` None); the layouts
+    of a scheme that computes buckets."""
+    if not table.spec.scheme.indexed:
+        return LayoutScheme(table)
+    if link is None:
+        return InProcessSlots(table, caches)
+    return AssignerScheme(table, link, caches)
+
+
 def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
     """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
     shuffle by (partition, bucket), stage B; with its number of shuffles."""
@@ -141,7 +265,9 @@ def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[D
     tagged_struct = with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
     tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
     stage_b = write_fn(ctx)
-    return tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), WRITTEN), 1
+    return tagged.repartition(PARTITION, BUCKET).mapInArrow(
+        carry_errors(stage_b), written_schema()
+    ), 1
 
 
 def with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:

@@ -53,7 +53,7 @@ from dynbucket.write.engines import DriverEngine, SparkTasksEngine
 from dynbucket.write.instant import InstantWrite, StreamBatch
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy, files_gone
-from dynbucket.write.schemes import AssignerScheme, LayoutScheme, Scheme
+from dynbucket.write.schemes import AssignerScheme, Scheme, scheme_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -101,9 +101,7 @@ class SparkWriter:
     @functools.cached_property
     def scheme(self) -> Scheme:
         """How rows get buckets (``write/schemes.py``)."""
-        if self.spec.stateless:
-            return LayoutScheme(self.table)
-        return AssignerScheme(self.table, self.link, self.caches)
+        return scheme_for(self.table, self.caches, self.link)
 
     @property
     def fleet(self) -> AssignerFleet | None:
@@ -115,7 +113,7 @@ class SparkWriter:
         the actors start while the caller prepares its first write. Their caches are empty,
         so they match the table as of ``latest``; a commit by another writer before the
         first write empties them as usual."""
-        if self.fleet is None and not self.spec.stateless:
+        if self.fleet is None and self.spec.scheme.indexed:
             self.scheme.assigners(slots or self.default_slots, latest)
 
     def close(self) -> None:

@@ -3,7 +3,7 @@
 After the shuffle by (partition, bucket), a task holds every row of each of its file groups
 and hands them to the one file-group writer; its index files are named after its Spark
 partition, so a retried or speculative attempt writes the same names with the same rows
-(I4). What it wrote travels back to the driver as rows of :data:`WRITTEN`.
+(I4). What it wrote travels back to the driver as rows of :data:`WRITTEN_ARROW`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from dynbucket.base.errors import DynBucketError, to_wire
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
@@ -47,7 +46,16 @@ WRITTEN_ARROW = pa.schema(
         ("stages", pa.string()),
     ]
 )
-WRITTEN = from_arrow_schema(WRITTEN_ARROW)
+
+
+def written_schema() -> Any:
+    """:data:`WRITTEN_ARROW` as Spark's schema (Spark's modules load with the first Spark
+    write, not with the package)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(WRITTEN_ARROW)
+
+
 _COUNTS = "counts"
 
 
@@ -73,7 +81,7 @@ def write_fn(ctx: WriteContext) -> ArrowFn:
 
 
 def to_rows(written: GroupWrites) -> pa.RecordBatch:
-    """A task's writes as rows of :data:`WRITTEN`."""
+    """A task's writes as rows of :data:`WRITTEN_ARROW`."""
     rows: list[dict[str, Any]] = [
         {**dataclasses.asdict(f), "not_found": 0, "stages": None} for f in written.files
     ]
@@ -104,7 +112,7 @@ def to_rows(written: GroupWrites) -> pa.RecordBatch:
 
 
 def from_rows(rows: Sequence[Any]) -> GroupWrites:
-    """Every task's writes (collected rows of :data:`WRITTEN`) as one :class:`GroupWrites`."""
+    """Every task's writes (collected rows of :data:`WRITTEN_ARROW`) as one :class:`GroupWrites`."""
     out = GroupWrites()
     for r in rows:
         fields = r.asDict() if hasattr(r, "asDict") else dict(r)

@@ -17,7 +17,7 @@ def checked_live_rows(t: Table) -> list[dict[str, Any]]:
     retried on the way)."""
     live = t.to_arrow().to_pylist()
     snapshot = t.snapshot()
-    options = None if t.spec.stateless else t.spec.dynamic_options
+    options = t.spec.dynamic_options if t.spec.scheme.indexed else None
     cap = options.max_keys_per_bucket if options and options.max_buckets is None else None
     for partition in snapshot.partitions():
         buckets = [r.slice.bucket for r in snapshot.slices([partition])]

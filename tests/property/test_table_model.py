@@ -298,7 +298,7 @@ def _check(
     for r in snap.to_pylist():
         first = model.first_bucket.setdefault((r["region"], r["id"]), r[BUCKET])
         assert r[BUCKET] == first  # I1
-    if table.spec.stateless:  # where the scheme says, and nowhere else
+    if not table.spec.scheme.indexed:  # where the scheme says, and nowhere else
         assert snap.column(BUCKET).to_pylist() == _layout_buckets(table, snap)
     if model.hudi_checks and hudi_can_merge(table):
         check_hudi_reads(table, incremental_after=before, time_travel=last)
@@ -384,7 +384,7 @@ def test_random_sequences_match_the_model(
     model.hudi_checks = seed % HUDI_EVERY == 0
     dead: list[str] = []
     keys = rng.choice([4, 10, 25])
-    grow = 1 if table.spec.stateless else 0
+    grow = 0 if table.spec.scheme.indexed else 1
     for at in range(STEPS):
         before = table.latest_instant()
         step = rng.choices(

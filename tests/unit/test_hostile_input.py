@@ -14,6 +14,7 @@ import pytest
 from dynbucket.base.errors import (
     DynBucketError,
     ForeignFileGroupError,
+    FormatError,
     InstantNotFoundError,
     InvalidInputError,
     NotATableError,
@@ -177,7 +178,7 @@ DAMAGE = [
         "a log file cut short",
         lambda t: _truncate(_log(t)),
         "read",
-        TableCorruptedError,
+        FormatError,  # a TableCorruptedError
         r"damaged log file .*restore it from a backup, or roll back the instant",
     ),
     (

@@ -60,6 +60,8 @@ def test_every_error_and_returned_type_is_exported() -> None:
     names = set(dynbucket.__all__)
     assert set(dir(dynbucket)) >= names
     for error in _subclasses(errors.DynBucketError):
+        if not error.__module__.startswith("dynbucket."):
+            continue  # a test's own subclass
         assert error.__name__ in names, f"{error.__name__} is not exported by dynbucket"
         assert getattr(dynbucket, error.__name__) is error
     for returned in ("WriteResult", "ServiceResult", "CheckReport", "Snapshot", "RegroupResult"):

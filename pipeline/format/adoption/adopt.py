@@ -49,7 +49,8 @@ from dynbucket.base.beside import Beside
 from dynbucket.base.errors import ConcurrentWriteError, NotATableError, TableExistsError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.adoption.build_index import build_index, in_threads, refused
-from dynbucket.format.buckets.options import ConsistentHashingIndex, IndexOptions, SimpleBucketIndex
+from dynbucket.format.buckets.options import IndexOptions, SimpleBucketIndex
+from dynbucket.format.buckets.scheme import scheme_of
 from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
@@ -169,7 +170,7 @@ def _adopt(
     completed = timeline.completed()
     if bucket_options is None:
         bucket_options = _index_of(hoodie)
-    if isinstance(bucket_options, ConsistentHashingIndex):
+    if not scheme_of(bucket_options).adoptable:
         raise refused(
             store,
             "consistent hashing places keys by its own ring, which no Hudi table was written with",
@@ -179,7 +180,7 @@ def _adopt(
     replaces = _replace_commits(store)
     floor = max([i.id for i in completed] + list(replaces), default="")
     _partition_folders_explained(store, spec)
-    record = _files(store, floor, replaces, spec.stateless)  # 3.
+    record = _files(store, floor, replaces, not spec.scheme.indexed)  # 3.
     _newest_files_there(store, hoodie, set(record.replaced))
     written = [store.path(ADOPTED_FILE), store.path(ARCHIVE_DIR), store.path(RLI_DIR)]
     try:

@@ -54,7 +54,7 @@ def slice_entries(
     key's spelling (and, for a bucket index, its place) checked: step 5's task."""
     checked = [RECORD_KEY, PARTITION_PATH] if spec.meta_fields else []
     columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
-    layouts = BucketLayouts(spec.bucket_options, spec.record_key) if spec.stateless else None
+    layouts = None if spec.scheme.indexed else BucketLayouts(spec.bucket_options, spec.record_key)
     out = []
     for ref in refs:
         rows = read_slice(store, spec, ref.slice, columns, checked)
@@ -82,7 +82,7 @@ def build_index(
             beside.map(slice_entries, [(store, spec, instant, s) for s in shares])
         )
         _check_unique(store, spec, partition, found)
-        if not spec.stateless:  # a bucket index computes buckets: it keeps no index
+        if spec.scheme.indexed:  # a bucket index computes buckets: it keeps no index
             rli.write(partition, instant, found, kind="base", slots=slots)
 
 

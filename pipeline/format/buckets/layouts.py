@@ -73,10 +73,6 @@ class BucketLayouts:
                     ) from e
         return cls(index, key_fields, changed)
 
-    @property
-    def stateless(self) -> bool:
-        return isinstance(self.index, SimpleBucketIndex | ConsistentHashingIndex)
-
     def num_buckets(self, partition: str) -> int:
         """A simple-bucket partition's bucket count."""
         assert isinstance(self.index, SimpleBucketIndex)

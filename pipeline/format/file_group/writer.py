@@ -149,6 +149,7 @@ def write_file_groups(
     # What a group's writing reads (not the partition path and bucket: one value a group).
     needed = rows.select([c for c in rows.column_names if c not in (PARTITION, BUCKET)])
     files = WriteBatch(store)
+    indexed = spec.scheme.indexed
 
     def one_group(partition: str, bucket: int, at: pa.Array) -> tuple[str, pa.Table | None]:
         with out.timed("take"):
@@ -156,7 +157,7 @@ def write_file_groups(
         with out.timed("dedupe"):
             group = dedupe(spec, group, deletes=deletes)
         fslice = current[partition].get(bucket)
-        if spec.stateless:
+        if not indexed:  # no assigner knew which keys are new: the slice tells
             with out.timed("known"):
                 group = _mark_known(store, spec, fslice, group, deletes, refuse_known, out)
             if group.num_rows == 0:
@@ -167,7 +168,7 @@ def write_file_groups(
             file_id = names.file_id_for(spec.table_id, instant, partition, bucket)
         written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
         out.add(written)
-        if spec.stateless or not (written.inserts or written.deletes):
+        if not indexed or not (written.inserts or written.deletes):
             return partition, None
         if written.deletes:  # a delete write: tombstones, the room they free counted (I3)
             gone = group.filter(pc.equal(group.column(OP), DELETE))

@@ -125,7 +125,7 @@ def check(store: TableStore) -> CheckReport:
         lambda: _files(store, spec, timeline, completed, report),
     )  # 3.
     rows = _snapshot(store, spec, report)  # 4.
-    if rows is not None and spec.stateless:
+    if rows is not None and not spec.scheme.indexed:
         _guarded(report, "the bucket layout", lambda: _layout(store, spec, rows, report))  # 5.
     elif rows is not None:
         _guarded(

@@ -329,11 +329,11 @@ class Snapshot:
     def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:
         spec = self.spec
         index = RecordLevelIndex(self.store, spec)
-        layouts = self.layouts()
+        layouts = spec.scheme.layouts(self.store, spec.record_key, self.visible)
         out = []
         for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
             mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
-            if layouts.stateless:
+            if layouts is not None:  # computed from the key, else found in the index
                 buckets = layouts.locate(partition, mine)
             else:
                 hashes = mine.column(HASH).to_numpy()
@@ -363,8 +363,8 @@ class Snapshot:
         entries (dynamic buckets) or the slice's live keys (stateless schemes, which also
         say each partition's ``num_buckets`` or each bucket's ring range, and leave out
         buckets their layout retired)."""
-        if self.spec.stateless:
-            return self._stateless_stats()
+        if not self.spec.scheme.indexed:
+            return self._layout_stats()
         index = RecordLevelIndex(self.store, self.spec)
         rows = []
         for partition in self.partitions():
@@ -387,7 +387,7 @@ class Snapshot:
                 )
         return _stats_table(rows)
 
-    def _stateless_stats(self) -> pa.Table:
+    def _layout_stats(self) -> pa.Table:
         layouts = self.layouts()
         keys = list(self.spec.record_key)
 

@@ -34,11 +34,10 @@ from dynbucket.base.errors import (
 )
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets.options import (
-    DYNAMIC,
     ENGINES,
     IndexOptions,
-    engine_of,
 )
+from dynbucket.format.buckets.scheme import BucketScheme, scheme_of
 from dynbucket.format.hudi import avro, properties, versions
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
 from dynbucket.format.records.partitioning import check_partition_type
@@ -155,7 +154,7 @@ class TableSpec:
     @property
     def index_engine(self) -> str:
         """``dynamic-bucket``, ``simple-bucket`` or ``consistent-hashing``."""
-        return engine_of(self.bucket_options)
+        return self.scheme.name
 
     @property
     def dynamic_options(self) -> DynamicBucketOptions:
@@ -169,10 +168,10 @@ class TableSpec:
         return self.bucket_options
 
     @property
-    def stateless(self) -> bool:
-        """Whether a key's bucket is a function of the key and the layout (no assigner,
-        no record-level index)."""
-        return self.index_engine != DYNAMIC
+    def scheme(self) -> BucketScheme:
+        """The table's bucket scheme (``format/buckets/scheme.py``): what a write and a
+        read ask instead of which index the table has."""
+        return scheme_of(self.bucket_options)
 
     @property
     def meta_fields(self) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ def test_the_in_process_writer_resets_its_slot_after_another_commit(tmp_path: Pa
     mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
                         index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1"], 1))  # bucket 0 holds 1 of 2
-    [slot] = mine._writer()._slots
+    [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
     other.upsert(_rows(["k2", "k3"], 2))  # k2 fills bucket 0, k3 opens bucket 1
     assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1}
@@ -48,7 +48,7 @@ def test_the_in_process_writer_resets_its_slot_after_another_commit(tmp_path: Pa
     r = mine.upsert(_rows(["k3", "k4"], 3))
     assert (r.keys_updated, r.keys_inserted) == (1, 1)
     assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
-    assert mine._writer()._slots == [slot]  # emptied, not replaced
+    assert mine._writer().scheme.slots == [slot]  # emptied, not replaced
 
 
 def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
                         index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1", "k2"], 1))
     mine.upsert(_rows(["k1", "k3"], 2))  # k3 opens bucket 1; k1 updated in a log
-    [slot] = mine._writer()._slots
+    [slot] = mine._writer().scheme.slots
     resets = []
     reset = slot.reset
     slot.reset = lambda: resets.append(1) or reset()  # type: ignore[method-assign]
