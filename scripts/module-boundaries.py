@@ -147,6 +147,7 @@ def main() -> None:
             index=DynamicBucketIndex(max_keys_per_bucket=100),
             options=options,
         )
+
         def batch(n: int) -> pa.Table:  # half the keys of the last write, half new
             return data.set_column(
                 0, "id", pa.array([f"k{i + 1000 * n}" for i in range(len(rows))])

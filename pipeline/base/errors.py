@@ -185,8 +185,8 @@ def _importable(cls: type) -> bool:
     cannot be)."""
     module = sys.modules.get(cls.__module__)
     obj: object = module
-    for part in cls.__qualname__.split("."):
-        obj = getattr(obj, part, None)
+    for name in cls.__qualname__.split("."):
+        obj = getattr(obj, name, None)
     return obj is cls
 
 

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.file_group.slices import data_files
-from dynbucket.format.index.files import index_files
+from dynbucket.format.index.file_names import index_files
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline.timeline import Timeline

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dynbucket.format.file_group.slices import data_files
-from dynbucket.format.index.files import index_files
+from dynbucket.format.index.file_names import index_files
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 

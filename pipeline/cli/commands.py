@@ -359,12 +359,12 @@ def _bench_compaction(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_engines(args: argparse.Namespace) -> int:
-    from dynbucket.bench import engines
+def _bench_schemes(args: argparse.Namespace) -> int:
+    from dynbucket.bench import schemes
     from dynbucket.runtime import Runtime
 
     with Runtime(driver_write_max_bytes=0) if args.spark_tasks else Runtime() as rt:
-        engines.run(rt, args.base_rows, args.capacity, args.schemes, args.workdir, args.png)
+        schemes.run(rt, args.base_rows, args.capacity, args.schemes, args.workdir, args.png)
     return 0
 
 
@@ -567,7 +567,10 @@ def parser() -> argparse.ArgumentParser:
     lat.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
     lat.set_defaults(func=_bench_latency)
     eng = bench_sub.add_parser(
-        "engines", help="every bucket scheme on one growing, skewed workload", parents=[loud]
+        "schemes",
+        aliases=["engines"],  # its name before 0.2
+        help="every bucket scheme on one growing, skewed workload",
+        parents=[loud],
     )
     eng.add_argument(
         "--base-rows",
@@ -588,7 +591,7 @@ def parser() -> argparse.ArgumentParser:
     )
     eng.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     eng.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
-    eng.set_defaults(func=_bench_engines)
+    eng.set_defaults(func=_bench_schemes)
     comp = bench_sub.add_parser(
         "compaction",
         help="compaction of a large table: groups as parallel tasks, and in driver threads",

@@ -80,18 +80,18 @@ def read(
     parts = []
     for name in files:
         try:
-            part = _read_one(name, fmt, typed, header, source)
+            from_file = _read_one(name, fmt, typed, header, source)
             if fmt == "csv" and header and typed is not None:
                 if first_header is None:
-                    first_header = part.column_names
-                elif part.column_names != first_header:  # as Spark refuses them
+                    first_header = from_file.column_names
+                elif from_file.column_names != first_header:  # as Spark refuses them
                     raise InvalidInputError(
                         f"the CSV files' headers differ ({files[0]}: {first_header}; {name}: "
-                        f"{part.column_names}); ingest files of one header at a time"
+                        f"{from_file.column_names}); ingest files of one header at a time"
                     )
             if fmt == "parquet" and given is not None:  # Spark reads the columns named
-                part = _columns_of(part, given)
-            parts.append(part)
+                from_file = _columns_of(from_file, given)
+            parts.append(from_file)
             if progress is not None:
                 progress(len(parts), len(files))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:

@@ -174,8 +174,8 @@ def new_keys(data: list[WrittenFile]) -> dict[str, dict[int, int]]:
     out: dict[str, dict[int, int]] = {}
     for f in data:
         if (f.inserts or f.deletes) and f.bucket >= 0:
-            part = out.setdefault(f.partition, {})
-            part[f.bucket] = part.get(f.bucket, 0) + f.inserts - f.deletes
+            buckets = out.setdefault(f.partition, {})
+            buckets[f.bucket] = buckets.get(f.bucket, 0) + f.inserts - f.deletes
     return out
 
 

@@ -196,8 +196,8 @@ class InProcessSlots:
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
         tagged = [
-            getattr(self.slots[i], op.assigner_call)(w.checkpoint, part)
-            for i, part in _by_slot(rows, len(self.slots))
+            getattr(self.slots[i], op.assigner_call)(w.checkpoint, rows_of_slot)
+            for i, rows_of_slot in _by_slot(rows, len(self.slots))
         ]
         out = pa.Table.from_batches(tagged)
         if op.refuses_known:
@@ -241,8 +241,8 @@ def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:
     if slots == 1:
         return [(0, rows)]
     slot_of = rows.column(HASH).to_numpy() % slots  # numpy's % of a positive divisor: pmod
-    parts = [(i, rows.filter(pa.array(slot_of == i))) for i in range(slots)]
-    return [(i, part) for i, part in parts if part.num_rows] or [(0, rows)]
+    shares = [(i, rows.filter(pa.array(slot_of == i))) for i in range(slots)]
+    return [(i, share) for i, share in shares if share.num_rows] or [(0, rows)]
 
 
 def scheme_for(table: TableRef, caches: CacheMatch, link: RayLink | None) -> Scheme:

@@ -114,8 +114,8 @@ def _execute_spread(
         shares[lightest].append(group)
         loads[lightest] += size
     calls = [(table, instant, share) for share in shares]
-    parts = tasks.map(execute_share, calls, lambda i: count(len(shares[i])))  # 3.
-    written = [f for part in parts for f in part]
+    done = tasks.map(execute_share, calls, lambda i: count(len(shares[i])))  # 3.
+    written = [f for share in done for f in share]
     return compaction.finish(store, spec, instant, written)  # 4.
 
 

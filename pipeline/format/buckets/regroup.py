@@ -94,7 +94,7 @@ def rescale(
     index = spec.bucket_options
     if not isinstance(index, SimpleBucketIndex):
         raise ConfigError(
-            f"rescale is for simple-bucket tables; this table's index is {spec.index_engine}"
+            f"rescale is for simple-bucket tables; this table's index is {spec.scheme.name}"
             + (
                 " (use rebalance())"
                 if isinstance(index, ConsistentHashingIndex)
@@ -186,7 +186,7 @@ def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) ->
     if not isinstance(index, ConsistentHashingIndex):
         raise ConfigError(
             f"rebalance is for consistent-hashing tables; this table's index is "
-            f"{spec.index_engine}"
+            f"{spec.scheme.name}"
             + (
                 " (use rescale())"
                 if isinstance(index, SimpleBucketIndex)

@@ -38,7 +38,7 @@ from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.meta_fields import record_keys
-from dynbucket.format.index.files import index_instant
+from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
@@ -399,7 +399,7 @@ def _layout(store: TableStore, spec: TableSpec, rows: pa.Table, report: CheckRep
             keys = record_keys(mine.filter(pa.array(wrong)), spec.record_key).to_pylist()
             report.add(
                 f"partition {partition!r}: {int(wrong.sum())} live key(s) are not in "
-                f"the bucket the {spec.index_engine} layout puts them in (e.g. "
+                f"the bucket the {spec.scheme.name} layout puts them in (e.g. "
                 f"{keys[:3]}): writes and lookups will not find them (I1)",
                 "restore the partition and .hoodie/.dynbucket/buckets/ from a backup "
                 "of the same time",

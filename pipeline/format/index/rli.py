@@ -36,7 +36,7 @@ from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.file_group.slices import DataFile, latest_slice
 from dynbucket.format.index.entries import conform, live, with_op
-from dynbucket.format.index.files import index_files, index_name, merged_delta_tag
+from dynbucket.format.index.file_names import index_files, index_name, merged_delta_tag
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec

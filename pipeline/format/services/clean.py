@@ -12,7 +12,7 @@ from typing import Any
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
-from dynbucket.format.index.files import index_files, index_instant
+from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.services.service import (

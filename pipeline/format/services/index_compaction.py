@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynbucket.format.file_group.slices import unmerged
-from dynbucket.format.index.files import index_files
+from dynbucket.format.index.file_names import index_files
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.services.compaction import merge_run
 from dynbucket.format.services.service import (

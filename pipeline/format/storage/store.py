@@ -39,8 +39,8 @@ def temporary_name(name: str) -> str:
     """A hidden name for writing the file ``name`` (:data:`TEMPORARY` matches it), which no
     Hudi reader takes for a data file: not ``.parquet`` at the end, no ``.log.<n>``."""
     hidden = name.lstrip(".")
-    for part, marked in _LOG_MARKS:
-        hidden = hidden.replace(part, marked)
+    for mark, marked in _LOG_MARKS:
+        hidden = hidden.replace(mark, marked)
     return f".{hidden}.tmp-{uuid.uuid4().hex[:12]}"
 
 
@@ -48,8 +48,8 @@ def final_name(temporary: str) -> str:
     """The name a temporary file (:func:`temporary_name`) was to be published as, but for
     a leading ``.`` (a log's, which a temporary name does not keep apart)."""
     name = re.sub(r"\.tmp-[0-9a-f]+$", "", temporary).lstrip(".")
-    for part, marked in _LOG_MARKS:
-        name = name.replace(marked, part)
+    for mark, marked in _LOG_MARKS:
+        name = name.replace(marked, mark)
     return name
 
 

@@ -152,11 +152,6 @@ class TableSpec:
         return () if self.timestamp_partitioning is not None else self.partition_by
 
     @property
-    def index_engine(self) -> str:
-        """``dynamic-bucket``, ``simple-bucket`` or ``consistent-hashing``."""
-        return self.scheme.name
-
-    @property
     def dynamic_options(self) -> DynamicBucketOptions:
         """The dynamic scheme's options: its assigners' configuration.
 
@@ -164,7 +159,7 @@ class TableSpec:
             ConfigError: the table's index is a stateless scheme (it has no assigners).
         """
         if not isinstance(self.bucket_options, DynamicBucketOptions):
-            raise ConfigError(f"table's index is {self.index_engine}: it has no assigners")
+            raise ConfigError(f"table's index is {self.scheme.name}: it has no assigners")
         return self.bucket_options
 
     @property
@@ -280,7 +275,7 @@ class TableSpec:
             "schema-fields": [f"{f.name}: {f.type}" for f in self.schema],
             "ordering-field": self.ordering_field,
             "precombine-named": self.precombine_named,
-            "index": {"engine": self.index_engine, **self.bucket_options.to_properties()},
+            "index": {"engine": self.scheme.name, **self.bucket_options.to_properties()},
             "options": self.options.own_properties(),
         }
         return json.dumps(doc, indent=2).encode()

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from dynbucket.format.file_group.slices import data_files
-from dynbucket.format.index.files import index_files
+from dynbucket.format.index.file_names import index_files
 from dynbucket.format.services.due import Upkeep, due
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec

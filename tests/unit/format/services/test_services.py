@@ -12,8 +12,8 @@ import pytest
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
-from dynbucket.format.index import files as index_names
-from dynbucket.format.index.files import index_files
+from dynbucket.format.index import file_names as index_names
+from dynbucket.format.index.file_names import index_files
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.services import clean, index_compaction
 from dynbucket.format.table.options import TableOptions

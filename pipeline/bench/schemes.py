@@ -1,4 +1,4 @@
-"""``dynbucket bench engines``: every bucket scheme on one growing, skewed workload.
+"""``dynbucket bench schemes``: every bucket scheme on one growing, skewed workload.
 
 The workload (deterministic, generated as Parquet files before anything is timed): 20
 upserts into 8 partitions whose shares of the keys run from 100 to 1 (the largest holds 100
@@ -483,7 +483,7 @@ def save_png(layouts: dict[str, pa.Table], capacity: int, target: Path) -> None:
             at = [i for i, r in enumerate(rows) if r["partition"] == p]
             ax.text(statistics.fmean(at), capacity * 1.02, p.split("=")[1], ha="center", fontsize=7)
     axes[-1, 0].set_xlabel("buckets, grouped and coloured by partition (dashed: capacity)")
-    fig.suptitle("bench engines: keys per bucket per partition, per scheme")
+    fig.suptitle("bench schemes: keys per bucket per partition, per scheme")
     fig.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(target, dpi=110)

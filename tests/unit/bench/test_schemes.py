@@ -1,11 +1,11 @@
-"""``bench engines``: the workload has the shape the benchmark promises, and its figures
+"""``bench schemes``: the workload has the shape the benchmark promises, and its figures
 are computed as documented (no Spark here: the generator and the metrics)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dynbucket.bench.engines import (
+from dynbucket.bench.schemes import (
     UPSERTS,
     WEIGHTS,
     batches,
