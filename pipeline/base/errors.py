@@ -1,9 +1,9 @@
 """The one error hierarchy of dynbucket.
 
 Every error a user can get from dynbucket derives from :class:`DynBucketError`. Messages name
-the field or option, the bad value, and the fix. The hierarchy lives in the bottom layer (the
-assigner) so that every layer above can raise it without importing upwards; the public API
-re-exports it as ``dynbucket.DynBucketError`` and friends.
+the field or option, the bad value, and the fix. The hierarchy lives in the bottom layer
+(``base/``, which every room imports) so that every layer can raise it without importing
+upwards; the public API re-exports every class of it (``from dynbucket import ...``).
 
 An error raised inside a Spark task reaches the driver only as text (Spark wraps it in its
 own exception). :func:`to_wire` puts the error's class name, arguments and plain fields into

@@ -75,6 +75,8 @@ class TableSpec:
     name: str = "dynbucket_table"
     """The Hudi table name (``hoodie.table.name``): letters, digits and ``_``."""
     hive_style_partitioning: bool = True
+    """Partition folders ``field=value`` (else ``value``: only a table Hudi wrote so, and
+    dynbucket adopted, is written without; ``hoodie.datasource.write.hive_style_partitioning``)."""
     table_version: int = 6
     """The Hudi table version (``hoodie.table.version``): 6 for every table dynbucket
     creates; an adopted table keeps its own (6, 8 or 9)."""
@@ -85,8 +87,6 @@ class TableSpec:
     """Whether ``hoodie.properties`` names a precombine field (every table dynbucket creates
     does: the ordering field, else ``_hoodie_commit_time``); a table Hudi wrote without one
     orders a key's records by commit alone."""
-    """Partition folders ``field=value`` (else ``value``: only a table Hudi wrote so, and
-    dynbucket adopted, is written without; ``hoodie.datasource.write.hive_style_partitioning``)."""
 
     def __post_init__(self) -> None:
         if not self.name or _NAME.search(self.name):
