@@ -26,7 +26,6 @@ from typing import Any, Protocol
 
 from dynbucket.actors.assigner import NO_CHECKPOINT, NewKeys
 from dynbucket.format.file_group.writer import GroupWrites
-from dynbucket.format.services import due as upkeep
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
@@ -152,8 +151,9 @@ class InstantWrite:
         self._assigners.snapshot(self.checkpoint, self.checkpoint, new_keys(data))
         self.laps.lap("snapshot")
         stages = {k: round(v, 4) for k, v in sorted(written.seconds.items())}
-        due = upkeep.due(self.txn.spec, written.files, self.txn.timeline)
-        return dataclasses.replace(result, seconds=self.laps.laps, stages=stages, due=due)
+        return dataclasses.replace(
+            result, seconds=self.laps.laps, stages=stages, written=tuple(written.files)
+        )
 
     def __exit__(
         self,

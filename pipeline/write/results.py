@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
-from dynbucket.format.services.due import Upkeep
+from dynbucket.format.timeline.transaction import WrittenFile
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,17 @@ class WriteResult:
     services: tuple[str, ...] = ()
     """The table services that ran after the write, each ``<action> <instant>`` (a
     compaction beside the writes says ``scheduled``)."""
-    due: Upkeep = field(default_factory=Upkeep, compare=False, repr=False)
-    """The table services the write made due (``format/services/due.py``)."""
+    written: tuple[WrittenFile, ...] = field(default=(), compare=False, repr=False)
+    """The files the instant wrote: the table's services decide from them which services
+    the write made due (``format/services/due.py``)."""
 
     def as_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out.pop("due")
-        return out
+        # Field by field: ``asdict`` would copy every written file only to drop them.
+        return {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in fields(self)
+            if f.name != "written"
+        }
 
 
 class Laps:

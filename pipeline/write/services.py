@@ -178,19 +178,20 @@ class ServiceRunner:
 
     def after(self, result: WriteResult) -> WriteResult:
         """Runs what ``result``'s write made due; returns it with the services named."""
-        if not result.due and not self._running:
+        store, spec = self.table.store, self.table.spec
+        due = due_services.due(spec, result.written, Timeline(store, spec.options.merge_on_read))
+        if not due and not self._running:
             return result
         ran: list[str] = []
-        store, spec = self.table.store, self.table.spec
         try:
             finished = [self._collect(a) for a in list(self._running) if self.done(a)]
             ran += [f"{r.action} {r.instant} (finished)" for r in finished if r and r.instant]
-            for r in due_services.run_inline(store, spec, result.due):
+            for r in due_services.run_inline(store, spec, due):
                 ran.append(f"{r.action} {r.instant}")
             if due_services.beside(spec):
-                scopes = result.due.scopes()
+                scopes = due.scopes()
                 if "index-compaction" in scopes:
-                    due_index = self._index_candidates(result.due.index_partitions)
+                    due_index = self._index_candidates(due.index_partitions)
                     scopes["index-compaction"] = Scope(
                         tuple(due_index), True, seen=self._index_files
                     )
@@ -198,7 +199,7 @@ class ServiceRunner:
                     scope = scopes.get(action)
                     if scope is not None and scope.partitions == ():
                         scope = None  # no partition's index worth a look yet
-                    if scope is not None or action in result.due.left:
+                    if scope is not None or action in due.left:
                         ran += self._beside(action, scope)  # one left pending runs first
                 self._index_seen()
         except Exception:
