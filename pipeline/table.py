@@ -79,8 +79,8 @@ class Table:
         runtime: Runtime | None = None,
         assigner_slots: int | None = None,
     ) -> None:
-        self.store = store
-        self.spec = spec
+        self._store = store
+        self._spec = spec
         self.runtime = runtime
         self.assigner_slots = assigner_slots
         self._local: LocalWriter | None = None
@@ -88,7 +88,7 @@ class Table:
         self._runner: ServiceRunner | None = None
 
     def __repr__(self) -> str:
-        s = self.spec
+        s = self._spec
         keys = ",".join(s.record_key)
         parts = f" partition_by={','.join(s.partition_by)}" if s.partition_by else ""
         return (
@@ -242,25 +242,25 @@ class Table:
 
     @property
     def uri(self) -> str:
-        return self.store.uri
+        return self._store.uri
 
     @property
-    def timeline(self) -> Timeline:
-        return Timeline(self.store, self.spec.options.merge_on_read)
+    def _timeline(self) -> Timeline:
+        return Timeline(self._store, self._spec.options.merge_on_read)
 
     @property
-    def record_index(self) -> RecordLevelIndex:
-        """The table's partitioned record-level index (key -> bucket)."""
-        return RecordLevelIndex(self.store, self.spec)
+    def schema(self) -> pa.Schema:
+        """The records' Arrow schema (the table's fields, without Hudi's meta fields)."""
+        return self._spec.schema
 
     def latest_instant(self) -> str | None:
-        completed = self.timeline.completed()
+        completed = self._timeline.completed()
         return completed[-1].id if completed else None
 
     # --- reads ---------------------------------------------------------------------------
 
     def snapshot(self, as_of: str | None = None) -> Snapshot:
-        return Snapshot(self.store, self.spec, as_of)
+        return Snapshot(self._store, self._spec, as_of)
 
     def to_arrow(
         self,
@@ -295,7 +295,7 @@ class Table:
             InstantNotFoundError: ``end`` is not a completed instant, or was cleaned or
                 archived; ``start`` is older than the active timeline.
         """
-        return changes.changes(self.store, self.spec, start, end, columns, meta_columns)
+        return changes.changes(self._store, self._spec, start, end, columns, meta_columns)
 
     def to_spark(
         self,
@@ -311,8 +311,10 @@ class Table:
         self, partition: str, columns: Sequence[str] | None = None
     ) -> pa.Table:
         """The partition's record-level index entries (committed), reading only ``columns``."""
-        visible = self.timeline.visible()
-        return self.record_index.record_index_locations(partition, visible, columns)
+        visible = self._timeline.visible()
+        return RecordLevelIndex(self._store, self._spec).record_index_locations(
+            partition, visible, columns
+        )
 
     def lookup(
         self, keys: pa.Table, as_of: str | None = None, meta_columns: bool = True
@@ -331,7 +333,7 @@ class Table:
         return self.snapshot(as_of).stats()
 
     def history(self) -> list[dict[str, Any]]:
-        return history(self.store)
+        return history(self._store)
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -429,7 +431,7 @@ class Table:
         write), and those its user asks for (one at a time per action)."""
         if self._runner is None:
             self._runner = ServiceRunner(
-                TableRef.of(self.store, self.spec),
+                TableRef.of(self._store, self._spec),
                 # On the cluster when this table has one (given, or found by a Spark
                 # write); a table written in process keeps its services in process.
                 on_ray=lambda: self.runtime is not None or self._spark is not None,
@@ -443,7 +445,7 @@ class Table:
 
     def _writer(self) -> LocalWriter:
         if self._local is None:
-            self._local = LocalWriter(self.store, self.spec)
+            self._local = LocalWriter(self._store, self._spec)
         return self._local
 
     def _spark_writer(self) -> SparkWriter:
@@ -454,8 +456,8 @@ class Table:
             rt = self._runtime()
             link = RayLink(rt.ray_address, rt.config.namespace)
             self._spark = SparkWriter(
-                self.store,
-                self.spec,
+                self._store,
+                self._spec,
                 link,
                 rt.default_parallelism,
                 rt.config.driver_write_max_bytes,
@@ -503,7 +505,7 @@ class Table:
             ConfigError: not a simple-bucket table, or a multiple refused (the message
                 says why and what to give).
         """
-        return regroup.rescale(self.store, self.spec, multiple, partitions, allow_shuffle)
+        return regroup.rescale(self._store, self._spec, multiple, partitions, allow_shuffle)
 
     def rebalance(self) -> regroup.RegroupResult:
         """Splits each bucket of a consistent-hashing table over ``max_keys_per_bucket``
@@ -513,7 +515,7 @@ class Table:
         Raises:
             ConfigError: not a consistent-hashing table.
         """
-        return regroup.rebalance(self.store, self.spec)
+        return regroup.rebalance(self._store, self._spec)
 
     def compact_index(self, min_files: int | None = None) -> ServiceResult:
         """Merges the index files of each partition that has ``min_files`` of them."""
@@ -527,11 +529,11 @@ class Table:
         """Reads the whole table and reports what is wrong and what to do (changes
         nothing): instants, files, the snapshot, the index against the live rows, files
         no instant owns. ``report.healthy`` when nothing is."""
-        return check(self.store)
+        return check(self._store)
 
     def rollback(self) -> list[str]:
         """Rolls back every pending instant a crashed writer left; returns their ids."""
-        return rollback(self.store, self.spec)
+        return rollback(self._store, self._spec)
 
 
 def _snapshot_to_spark(

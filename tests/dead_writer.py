@@ -19,13 +19,13 @@ def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
     """Begins an instant, writes ``rows`` into bucket 0 of their partitions (data and index
     files, as a real writer would), then dies: its heartbeat stops and its lease runs out at
     once. Returns the instant, which stays pending until the next writer rolls it back."""
-    txn = Transaction.begin(table.store, table.spec, "commit", "upsert", lease_seconds=0.05)
-    prepared = prepare(table.spec, pa.Table.from_pylist(rows, table.spec.schema))
+    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", lease_seconds=0.05)
+    prepared = prepare(table._spec, pa.Table.from_pylist(rows, table._spec.schema))
     n = prepared.num_rows
     prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
     prepared = prepared.append_column(IS_NEW, pa.repeat(pa.scalar(True), n))
     visible = {i.id for i in txn.timeline.completed()}
-    ctx = WriteContext(TableRef.of(table.store, table.spec), txn.id, frozenset(visible),
+    ctx = WriteContext(TableRef.of(table._store, table._spec), txn.id, frozenset(visible),
                        Operation.UPSERT)  # fmt: skip
     write_file_groups(ctx, prepared)
     txn.lock._stop.set()  # the heartbeat dies with the writer

@@ -70,7 +70,7 @@ def check_hudi_reads(
     """hudi-rs reads the table as dynbucket does: the snapshot (with commit times), every
     retained completed commit as of itself (``time_travel``), read-optimized queries against
     dynbucket's base files, and (after ``incremental_after``) the changed records."""
-    spec = t.spec
+    spec = t._spec
     keys, fields = _keys(t), spec.schema.names
     meta = bool(spec.meta_fields)
     ours = t.to_arrow()
@@ -102,7 +102,7 @@ def check_incremental(t: Table, after: str, ours: pa.Table) -> None:
     """hudi-rs's incremental read after ``after`` returns every live record that changed
     since, as it is now; any other record it returns was written since (hudi-rs also returns
     a record written since that lost to an older one by its ordering value)."""
-    keys, fields = _keys(t), t.spec.schema.names
+    keys, fields = _keys(t), t._spec.schema.names
     theirs = rows_by_key(hudi_read(t.uri, start=after), keys, fields, COMMIT_TIME)
     changed = {
         k: v for k, v in rows_by_key(ours, keys, fields, "_instant").items() if v[-1] > after
@@ -120,13 +120,13 @@ def _plain(value: Any) -> Any:
 
 def _keys(t: Table) -> list[str]:
     """What identifies a record: its partition and its key."""
-    return list(dict.fromkeys([*t.spec.partition_by, *t.spec.record_key]))
+    return list(dict.fromkeys([*t._spec.partition_by, *t._spec.record_key]))
 
 
 def hudi_can_merge(t: Table) -> bool:
     """Whether hudi-rs merges the table's records (it merges log records by
     ``_hoodie_record_key``: a merge-on-read table without meta fields reads unmerged)."""
-    return bool(t.spec.meta_fields) or not t.spec.options.merge_on_read
+    return bool(t._spec.meta_fields) or not t._spec.options.merge_on_read
 
 
 def daft_read(uris: Iterable[str]) -> dict[str, list[dict[str, Any]]]:

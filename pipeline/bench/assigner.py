@@ -149,7 +149,7 @@ def _indexed_table(keys: int, folder: str) -> Table:
 def bootstrap_case(table: Table, keys: int, runs: int) -> Measurement:
     """Bootstrap of one slot's cache from a real table's index partition (one base file)."""
     m = Measurement("bootstrap from the RLI", keys)
-    source = RLIIndexSource(TableRef.of(table.store, table.spec))
+    source = RLIIndexSource(TableRef.of(table._store, table._spec))
     for _ in range(runs):
         s, load = timed(functools.partial(source.load, "", 0, 1))
         m.seconds.append(s)
@@ -172,7 +172,7 @@ def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]
         m = Measurement(f"update-only stream, {label}", hashes.size)
         for _ in range(runs):
             core = BucketAssigner(
-                0, 1, options, RLIIndexSource(TableRef.of(table.store, table.spec))
+                0, 1, options, RLIIndexSource(TableRef.of(table._store, table._spec))
             )
             start = time.perf_counter()
             for checkpoint, batch in enumerate(hashes, start=1):

@@ -231,7 +231,7 @@ def _hudi_rows(path: str) -> dict[str, tuple[str, int]]:
 
 def _counts(t: Table) -> dict[str, int]:
     """What must stay bounded: timeline entries, files per group, index files."""
-    store = t.store
+    store = t._store
     entries = len(store.list_files(store.path(HOODIE_DIR)))
     entries += len(store.list_files(store.path(TIMELINE_DIR)))
     per_group: dict[str, int] = {}
@@ -324,7 +324,7 @@ def run_round(
         if trial.rows == ours:
             expected = trial
             break
-    timeline = Timeline(t.store, True)
+    timeline = Timeline(t._store, True)
     pending = {i.id for i in timeline.pending()}
     report_of_check = t.check()
     stuck = sorted(pending & carried)

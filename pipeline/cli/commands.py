@@ -116,8 +116,8 @@ def _when(instant: str | None) -> str:
 
 def _print_services(table: Any) -> None:
     """Which table services run, and when each last ran (``show``)."""
-    o = table.spec.options
-    timeline = table.timeline
+    o = table._spec.options
+    timeline = table._timeline
     instants = timeline.instants()
 
     def last(action: str) -> str:
@@ -152,7 +152,7 @@ def _show(args: argparse.Namespace) -> int:
     table = Table.open(args.table)
     if args.changes is not None:
         return _print_changes(table, args.changes, args.end, args.last)
-    spec = table.spec
+    spec = table._spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
     print(f"hudi       {spec.name} ({spec.options.table_type}, table version "
           f"{spec.table_version})")  # fmt: skip
@@ -165,7 +165,7 @@ def _show(args: argparse.Namespace) -> int:
     )
     options = spec.bucket_options.to_properties()
     print("index      " + ", ".join(f"{k}={v}" for k, v in options.items()))
-    record = adopted.load(table.store)
+    record = adopted.load(table._store)
     if record.buckets:
         print(f"adopted    from Apache Hudi as of {record.floor} ({len(record.buckets)} groups)")
     stats = table.stats().to_pylist()
@@ -189,11 +189,11 @@ def _show(args: argparse.Namespace) -> int:
 def _print_changes(table: Any, start: str, end: str | None, last: int) -> int:
     """``show --changes``: the records the instants after ``start`` wrote (their latest
     versions: ``Table.changes``), the ``last`` newest of them shown."""
-    order = ["_instant", *table.spec.record_key]
+    order = ["_instant", *table._spec.record_key]
     rows = table.changes(start, end).sort_by([(c, "ascending") for c in order]).to_pylist()
     upto = end or table.latest_instant()
     print(f"changes after {start} up to {upto}: {len(rows):,} record(s) (deletes not shown)")
-    fields = table.spec.schema.names
+    fields = table._spec.schema.names
     for r in rows[-last:]:
         print(f"  {r['_instant']}  " + "  ".join(f"{f}={r[f]}" for f in fields))
     return 0
@@ -235,7 +235,7 @@ def _adopt(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     table = Table.adopt(args.table)
-    record = adopted.load(table.store)
+    record = adopted.load(table._store)
     keys = sum(r["keys"] for r in table.stats().to_pylist())
     print(
         f"adopted {table.uri}: {len(record.buckets)} file group(s) as buckets, "

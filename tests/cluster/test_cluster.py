@@ -48,7 +48,7 @@ def _actor_nodes(table: Table) -> tuple[set[str], set[str]]:
     from ray._private import state
 
     alive = [a for a in state.actors().values() if a["State"] == "ALIVE"]
-    prefix = f"dynbucket/{table.spec.table_id[:8]}/"
+    prefix = f"dynbucket/{table._spec.table_id[:8]}/"
     slots = {a["Address"]["NodeID"] for a in alive if a.get("Name", "").startswith(prefix)}
     executors = {a["Address"]["NodeID"] for a in alive
                  if "Executor" in a.get("ActorClassName", "")}  # fmt: skip
@@ -94,7 +94,7 @@ def test_a_worker_node_removed_mid_upsert_loses_nothing(
 
         def remove_when_inflight() -> None:
             deadline = time.monotonic() + 120
-            while not t.timeline.pending() and time.monotonic() < deadline:
+            while not t._timeline.pending() and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(0.5)
             cluster.remove_node(victim)
@@ -119,7 +119,7 @@ def test_a_worker_node_removed_mid_upsert_loses_nothing(
         else:  # or nothing changed
             assert after == before
         t.wait_for_services()  # services beside the writes finish first
-        assert t.timeline.pending() == []
+        assert t._timeline.pending() == []
         moved = {k for k in before if after[k][1] != before[k][1]}
         assert moved == set()  # I1
         # The next write succeeds, every key in its bucket (index and data agree: I4, I6).

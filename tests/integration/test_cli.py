@@ -238,5 +238,5 @@ def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path
         env,
     )
     assert typed.returncode == 0, typed.stderr[-3000:]
-    assert Table.open(str(tmp_path / "t2")).spec.schema.field("ts").type == pa.string()
+    assert Table.open(str(tmp_path / "t2"))._spec.schema.field("ts").type == pa.string()
     assert wait_until_gone(marker) == []

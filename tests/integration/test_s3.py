@@ -58,7 +58,7 @@ def test_spark_tasks_write_a_table_on_s3_that_hudi_reads(
     # Opened again by URI alone: endpoint and credentials come from the AWS settings.
     again = Table.open(uri)
     assert again.to_arrow().num_rows == 21
-    assert isinstance(again.store.fs, pafs.S3FileSystem)
+    assert isinstance(again._store.fs, pafs.S3FileSystem)
 
 
 #: Trials of the race; each has three writers start at once.
@@ -84,7 +84,7 @@ def _race_once(table: Table, trial: int, me: int, barrier: Any) -> tuple[int, in
     from dynbucket.format.timeline.lock import WriterLock
 
     barrier.wait()
-    lock = WriterLock(table.store, lease_seconds=30)
+    lock = WriterLock(table._store, lease_seconds=30)
     try:
         lock.acquire()
         held = True
@@ -133,10 +133,10 @@ def test_three_processes_racing_for_an_s3_table_one_holds_it_and_nothing_is_lost
     t = Table.open(uri)
     written = sorted(f"t{trial}-w{me}" for trial, me, _, wrote in outcomes if wrote)
     assert sorted(t.to_arrow(columns=["id"]).column("id").to_pylist()) == written
-    completed = [i.id for i in t.timeline.completed("commit")]
+    completed = [i.id for i in t._timeline.completed("commit")]
     assert len(completed) == len(set(completed)) == len(written)  # no instant taken twice
     t.wait_for_services()  # services beside the writes finish first
-    assert t.timeline.pending() == []
+    assert t._timeline.pending() == []
 
 
 def test_no_folder_objects_after_writes_deletes_and_services(s3_server: S3Server) -> None:

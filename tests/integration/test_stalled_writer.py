@@ -96,7 +96,7 @@ def test_a_writer_stalled_past_its_lease_never_commits_over_a_newer_one(
         while psutil.Process(child.pid).status() != psutil.STATUS_STOPPED:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        (stalled,) = [i.id for i in t.timeline.pending()]
+        (stalled,) = [i.id for i in t._timeline.pending()]
         time.sleep(LEASE_SECONDS + 0.3)  # its lease lapses: its heartbeat stopped with it
         newer = Table.open(t.uri).upsert(pa.table({"id": ["c"], "day": ["d1"], "v": [3]}))
         os.kill(child.pid, signal.SIGCONT)
@@ -110,15 +110,15 @@ def test_a_writer_stalled_past_its_lease_never_commits_over_a_newer_one(
         assert out.startswith("REFUSED ConcurrentWriteError"), (out, err[-2000:])
         assert f"instant {stalled} of {t.uri} was rolled back by writer" in out
         assert live == {"a": 1, "b": 2, "c": 3}
-        assert outcome.read(t.store, stalled).state == outcome.ROLLED_BACK
-        assert stalled not in [i.id for i in t.timeline.completed()]
+        assert outcome.read(t._store, stalled).state == outcome.ROLLED_BACK
+        assert stalled not in [i.id for i in t._timeline.completed()]
     else:
         assert out.split()[:2] == ["OK", stalled], (out, err[-2000:])
         assert live == {"a": 100, "b": 2, "c": 3, "s1": 1, "s2": 2}
-        assert newer.instant > stalled and stalled in [i.id for i in t.timeline.completed()]
-        assert outcome.read(t.store, stalled) is None
+        assert newer.instant > stalled and stalled in [i.id for i in t._timeline.completed()]
+        assert outcome.read(t._store, stalled) is None
     t.wait_for_services()  # services beside the writes finish first
-    assert t.timeline.pending() == []
+    assert t._timeline.pending() == []
     report = t.check()
     assert report.healthy, [str(f) for f in report.findings]
     check_hudi_reads(t)

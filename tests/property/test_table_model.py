@@ -219,7 +219,7 @@ def _grow(table: Table, rng: random.Random, model: Model) -> None:
     """A rescale of one partition (growing or shrinking it) or a rebalance; every live key
     must then sit where the new layout puts it (checked in ``_check``), so the model
     forgets the old buckets."""
-    if isinstance(table.spec.bucket_options, SimpleBucketIndex):
+    if isinstance(table._spec.bucket_options, SimpleBucketIndex):
         partitions = table.snapshot().partitions()
         if not partitions:
             return
@@ -241,7 +241,7 @@ def _layout_buckets(table: Table, snap: pa.Table) -> list[int]:
     out = []
     for r in snap.to_pylist():
         row = pa.table({"id": [r["id"]]})
-        if isinstance(table.spec.bucket_options, SimpleBucketIndex):
+        if isinstance(table._spec.bucket_options, SimpleBucketIndex):
             out.append(
                 int(bucket_ids(list_hashes(row, ["id"]), layouts.num_buckets(r["_partition"]))[0])
             )
@@ -298,7 +298,7 @@ def _check(
     for r in snap.to_pylist():
         first = model.first_bucket.setdefault((r["region"], r["id"]), r[BUCKET])
         assert r[BUCKET] == first  # I1
-    if not table.spec.scheme.indexed:  # where the scheme says, and nowhere else
+    if not table._spec.scheme.indexed:  # where the scheme says, and nowhere else
         assert snap.column(BUCKET).to_pylist() == _layout_buckets(table, snap)
     if model.hudi_checks and hudi_can_merge(table):
         check_hudi_reads(table, incremental_after=before, time_travel=last)
@@ -317,7 +317,7 @@ def _check_shares(
 ) -> None:
     """I3: what each slot added to each bucket, against the rule (``tests/shares.py``); and
     no bucket over capacity."""
-    cap = table.spec.dynamic_options.max_keys_per_bucket
+    cap = table._spec.dynamic_options.max_keys_per_bucket
     assert cap is not None
     new = {(r["region"], r["id"]) for r in batch} - set(model.first_bucket)
     rows = [r for r in table.to_arrow().to_pylist() if (r["region"], r["id"]) in new]
@@ -379,12 +379,12 @@ def test_random_sequences_match_the_model(
             archive_automatic=False,
         ),
     )
-    model = Model(table.spec.options.table_type == "COPY_ON_WRITE", scheme == "dynamic")
+    model = Model(table._spec.options.table_type == "COPY_ON_WRITE", scheme == "dynamic")
     slot_rng = random.Random(seed + 1)
     model.hudi_checks = seed % HUDI_EVERY == 0
     dead: list[str] = []
     keys = rng.choice([4, 10, 25])
-    grow = 0 if table.spec.scheme.indexed else 1
+    grow = 0 if table._spec.scheme.indexed else 1
     for at in range(STEPS):
         before = table.latest_instant()
         step = rng.choices(
@@ -428,11 +428,11 @@ def test_random_sequences_match_the_model(
             monkeypatch.undo()
         elif step == "die":
             dead.append(die_mid_instant(table, _batch(rng, keys)))
-            assert Timeline(table.store).pending()  # readers must not see it
+            assert Timeline(table._store).pending()  # readers must not see it
         _check(table, model, before, rng)
     # An explicit rollback takes whatever a dead writer left, and no file of it remains.
     table.rollback()
-    assert not Timeline(table.store).pending()
+    assert not Timeline(table._store).pending()
     assert not [
         p
         for p in (tmp_path / "t").rglob("*")

@@ -87,7 +87,7 @@ def test_create(tmp_path: Path, case: CreateCase) -> None:
     }
     if case.error is None:
         t = Table.create(str(tmp_path / "t"), case.schema, **kwargs)
-        assert Table.open(t.uri).spec == t.spec
+        assert Table.open(t.uri)._spec == t._spec
         return
     with pytest.raises(case.error) as raised:
         Table.create(str(tmp_path / "t"), case.schema, **kwargs)

@@ -30,7 +30,7 @@ def _files(t: Table) -> list[str]:
     """Files of the table but the writer lease (each write takes the next one)."""
     return sorted(
         str(p)
-        for p in Path(t.store.root).rglob("*")
+        for p in Path(t._store.root).rglob("*")
         if p.is_file() and not p.name.startswith("writer.lease")
     )
 
@@ -54,7 +54,7 @@ def test_create_refuses_an_existing_table_or_a_non_empty_folder(tmp_path: Path) 
 def test_open_checks_the_persisted_properties(tmp_path: Path) -> None:
     t = _table(tmp_path)
     again = Table.open(t.uri)
-    assert again.spec == t.spec
+    assert again._spec == t._spec
     assert again.to_arrow(meta_columns=False).to_pylist() == [{"id": "a", "day": "d1", "v": 1}]
 
 
@@ -101,7 +101,7 @@ def test_hoodie_properties_say_what_hudi_readers_need(tmp_path: Path) -> None:
         "hoodie.table.precombine.field": "_hoodie_commit_time",  # no ordering field
         "hoodie.table.checksum": "3087979720",  # crc32("default.orders_2026")
     }
-    assert Table.open(t.uri).spec == t.spec
+    assert Table.open(t.uri)._spec == t._spec
 
 
 def test_options_may_be_given_by_their_keys_and_a_wrong_key_is_named(tmp_path: Path) -> None:
@@ -111,8 +111,8 @@ def test_options_may_be_given_by_their_keys_and_a_wrong_key_is_named(tmp_path: P
         "id",
         options={"hoodie.clean.automatic": False, "hoodie.compact.inline.max.delta.commits": 3},
     )
-    assert not t.spec.options.clean_automatic and t.spec.options.compaction_delta_commits == 3
-    assert not Table.open(t.uri).spec.options.clean_automatic  # persisted
+    assert not t._spec.options.clean_automatic and t._spec.options.compaction_delta_commits == 3
+    assert not Table.open(t.uri)._spec.options.clean_automatic  # persisted
     with pytest.raises(
         ConfigError,
         match="unknown option clean_automatic='false'; known options: .*hoodie.clean.automatic",

@@ -84,8 +84,8 @@ def test_killed_slot_actor_comes_back_and_keeps_every_bucket(
     )
 
     link = RayLink(runtime.ray_address, runtime.config.namespace)
-    source = functools.partial(RLIIndexSource, TableRef.of(table.store, table.spec))
-    fleet = AssignerFleet(link, "restart-test", 2, table.spec.bucket_options, source)
+    source = functools.partial(RLIIndexSource, TableRef.of(table._store, table._spec))
+    fleet = AssignerFleet(link, "restart-test", 2, table._spec.bucket_options, source)
     try:
         latest = int(table.latest_instant() or -1)
         fleet.begin(latest + 1, latest)

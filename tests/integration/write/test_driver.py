@@ -53,7 +53,7 @@ def _table(path: Path, runtime: Runtime, driver_limit: int) -> Table:
 
 
 def _shuffles(t: Table) -> int:
-    return int(t.timeline.metadata(t.timeline.completed()[-1])["shuffles"])
+    return int(t._timeline.metadata(t._timeline.completed()[-1])["shuffles"])
 
 
 def test_a_small_dataframe_gets_the_buckets_and_rows_spark_tasks_give_it(
@@ -114,7 +114,7 @@ def test_bad_records_through_the_driver_raise_and_write_nothing(
     t.upsert(df([("ok", "d0", 1, 1)]))
     before = sorted(
         p
-        for p in Path(t.store.root).rglob("*")
+        for p in Path(t._store.root).rglob("*")
         if p.is_file() and not p.name.startswith("writer.lease")
     )
     with pytest.raises(NullKeyError, match="record key field 'id' is null"):
@@ -123,11 +123,11 @@ def test_bad_records_through_the_driver_raise_and_write_nothing(
         t.insert(df([("ok", "d0", 2, 2), ("new", "d0", 3, 3)]))
     after = sorted(
         p
-        for p in Path(t.store.root).rglob("*")
+        for p in Path(t._store.root).rglob("*")
         if p.is_file() and not p.name.startswith("writer.lease")
     )
     t.wait_for_services()  # services beside the writes finish first
-    assert after == before and t.timeline.pending() == []
+    assert after == before and t._timeline.pending() == []
     # The failed instants' keys left the actors' caches (I8): written again, they are new.
     again = t.upsert(df([(f"n{i}", "d0", i, 1) for i in range(20)] + [("new", "d0", 3, 3)]))
     assert (again.keys_inserted, _shuffles(t)) == (21, 0)

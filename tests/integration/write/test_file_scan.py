@@ -72,7 +72,7 @@ def _spec(tmp_path: Path, runtime: Runtime) -> TableSpec:
         runtime=runtime,
     )
     t.close()
-    return t.spec
+    return t._spec
 
 
 def _spark_collects(df: Any, spec: TableSpec, deletes: bool = False) -> pa.Table:

@@ -48,7 +48,7 @@ def _table(tmp_path: Path, runtime: Runtime, cap: int = 3) -> Table:
 def _files(t: Table) -> list[str]:
     return sorted(
         str(p)
-        for p in Path(t.store.root).rglob("*")
+        for p in Path(t._store.root).rglob("*")
         if p.is_file() and not p.name.startswith("writer.lease")
     )
 
@@ -108,7 +108,7 @@ def test_bad_records_raise_dynbucket_errors_and_write_nothing(
     with pytest.raises(error, match=message):
         t.upsert(_df(spark, [(f"n{i}", "d0", i, 1) for i in range(50)] + rows))
     t.wait_for_services()  # services beside the writes finish first
-    assert _files(t) == files and t.timeline.pending() == []
+    assert _files(t) == files and t._timeline.pending() == []
     # The keys the failed instant assigned left the actors' caches (I8): written again, they
     # are new, and get index entries.
     again = t.upsert(_df(spark, [(f"n{i}", "d0", i, 1) for i in range(50)]))
@@ -215,8 +215,8 @@ def test_one_shuffle_whatever_the_slot_count_and_slots_share_buckets(
     shuffles = []
     for n, keys in ((1, range(0, 6)), (2, range(0, 40)), (2, range(30, 60)), (3, range(50, 90))):
         t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, n) for i in keys]), assigner_slots=n)
-        last = t.timeline.completed()[-1]
-        shuffles.append(t.timeline.metadata(last)["shuffles"])
+        last = t._timeline.completed()[-1]
+        shuffles.append(t._timeline.metadata(last)["shuffles"])
     assert shuffles == [1, 1, 1, 1]  # stage A where the rows are; one shuffle by file group
     before = _check_index(t)
     # The slots share buckets: each day holds 45 keys, so ceil(45 / 4) = 12 buckets, with at
@@ -326,7 +326,7 @@ def test_an_adopted_hudi_table_takes_spark_upserts(
                     runtime=runtime)  # fmt: skip
     before = {r["uuid"]: (r["_partition"], r["_bucket"], r["_file_id"]) for r in t.to_arrow()
               .to_pylist()}  # fmt: skip
-    rows = t.to_arrow(columns=t.spec.schema.names).select(t.spec.schema.names).to_pylist()
+    rows = t.to_arrow(columns=t._spec.schema.names).select(t._spec.schema.names).to_pylist()
     updated = [{**r, "ts": r["ts"] + 1, "fare": -1.0} for r in rows[:3]]
     new = [{**rows[0], "uuid": f"new-{i}", "ts": 1} for i in range(4)]
     df = spark.createDataFrame(updated + new, "ts long, uuid string, rider string, "

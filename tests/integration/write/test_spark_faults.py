@@ -73,20 +73,20 @@ def _files_on_storage(t: Table) -> set[str]:
     """Data files (base and log files) and index files."""
     return {
         i.path
-        for i in t.store.walk(t.store.root)
+        for i in t._store.walk(t._store.root)
         if parse(i.base_name) is not None or ".dynbucket/rli/" in i.path
     }
 
 
 def _files_committed(t: Table) -> set[str]:
-    return {f["path"] for i in t.timeline.completed() for f in t.timeline.metadata(i)["files"]}
+    return {f["path"] for i in t._timeline.completed() for f in t._timeline.metadata(i)["files"]}
 
 
 def _state(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
     """(day, id) -> (value, bucket), after checking I4, I6 and that storage holds exactly
     the files of completed instants (no file of a dead attempt or instant)."""
     t.wait_for_services()  # services beside the writes finish first
-    assert t.timeline.pending() == []
+    assert t._timeline.pending() == []
     assert _files_on_storage(t) == _files_committed(t)
     live = {(r["day"], r["id"]): (r["v"], r["_bucket"]) for r in checked_live_rows(t)}
     return live
@@ -170,7 +170,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
         (f"d{i % 3}", f"k{i}") for i in range(1500, 6000)
     }
     t.wait_for_services()  # services beside the writes finish first
-    assert len(t.history()) == 2 and t.timeline.pending() == []
+    assert len(t.history()) == 2 and t._timeline.pending() == []
 
 
 def test_a_delete_whose_actor_dies_is_retried_and_gives_its_room_back(
@@ -266,7 +266,7 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
     t.upsert(spark.createDataFrame(_rows(range(0, 300), 1), DDL), assigner_slots=1)
     old = t.to_arrow()
     instant = str(int(t.latest_instant() or "0") + 1)
-    visible = frozenset(i.id for i in t.timeline.completed())
+    visible = frozenset(i.id for i in t._timeline.completed())
     # What stage A hands stage B: updates of every old key (deltas in existing groups) and
     # 100 new keys in a new bucket 90 (a new group with an index file).
     ids = old.column("id").to_pylist() + [f"new{i}" for i in range(100)]
@@ -284,7 +284,9 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
         }
     )
     batches = tagged.to_batches(max_chunksize=100)
-    ctx = WriteContext(TableRef.of(t.store, t.spec), instant, frozenset(visible), Operation.UPSERT)
+    ctx = WriteContext(
+        TableRef.of(t._store, t._spec), instant, frozenset(visible), Operation.UPSERT
+    )
     fn = write_fn(ctx)
     outputs: list[pa.Table] = []
     errors: list[BaseException] = []
@@ -309,8 +311,8 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
     new_files = _files_on_storage(t) - _files_committed(t)
     assert new_files == written  # no temporary or second-attempt file left beside them
     for path in written:
-        assert t.store.fs.get_file_info(path).size > 0
-    assert not any(".tmp-" in i.base_name for i in t.store.walk(t.store.root))
+        assert t._store.fs.get_file_info(path).size > 0
+    assert not any(".tmp-" in i.base_name for i in t._store.walk(t._store.root))
 
 
 def test_a_failure_after_assignment_and_before_commit_aborts_everywhere(

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pytest
 
 from dynbucket.base.errors import InvalidInputError
+from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.options import (
     ConsistentHashingIndex,
     DynamicBucketIndex,
@@ -183,7 +184,7 @@ def _dynamic_workload(
                 )
                 model.update({key: (v, ts) for key, _, v, ts in fresh})
             _check(t, model, first_bucket, before, cap, slots)
-            shuffles = t.timeline.metadata(t.timeline.completed()[-1])["shuffles"]
+            shuffles = t._timeline.metadata(t._timeline.completed()[-1])["shuffles"]
             assert (shuffles == 0) == (frame is not _passthrough)  # the path the seed chose
             if hudi_every_batch:
                 check_hudi_reads(t, incremental_after=last)
@@ -320,7 +321,9 @@ def test_stateless_workload_matches_the_model(
                 )
             )
         assert {r["id"]: (r["v"], r["ts"]) for r in t.to_arrow().to_pylist()} == model
-        assert not t.record_index.partitions()  # no index, no actors: nothing but the files
+        assert not RecordLevelIndex(
+            t._store, t._spec
+        ).partitions()  # no index, no actors: nothing but the files
         t.compact()
         t.clean(retain=2)
         check_hudi_reads(t)

@@ -92,7 +92,7 @@ def test_the_command_line_must_agree_with_an_existing_table(tmp_path: Path) -> N
     assert table_definition(uri, Definition(key=("id",))) is None  # to be created
     spec = Table.create(
         uri, schema, "id", "day", "ts", options=TableOptions(table_type="COPY_ON_WRITE")
-    ).spec
+    )._spec
     assert table_definition(uri, Definition()) == spec
     assert table_definition(uri, Definition(("id",), ("day",), "ts", "COPY_ON_WRITE")) == spec
     for given, message in [

@@ -75,4 +75,4 @@ def test_a_file_gone_mid_write_makes_it_run_again_once(
         with pytest.raises(CommitFailedError, match="went missing on every attempt"):
             t.upsert(batch)
         assert t.to_arrow(meta_columns=False).to_pylist() == [{"id": "a", "day": "d", "v": 1}]
-    assert t.timeline.pending() == []
+    assert t._timeline.pending() == []

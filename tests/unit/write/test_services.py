@@ -78,7 +78,7 @@ def test_a_driver_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert marker.read_text() == "ran\n"
     t = Table.open(str(table))
-    assert t.timeline.completed("logcompaction")  # it ran, in a service process
+    assert t._timeline.completed("logcompaction")  # it ran, in a service process
     assert t.to_arrow(meta_columns=False).num_rows == 20_000
 
 
@@ -134,5 +134,5 @@ def test_compact_waits_for_the_compaction_running_beside_the_writes(
     assert [s for s in result.services if "beside the writes" in s]  # running now
     assert t.compact().instant is None  # it compacted everything; nothing left to plan
     assert len(executed) == len(set(executed)) == 1
-    assert t.timeline.completed("compaction")[-1].id == executed[0]
+    assert t._timeline.completed("compaction")[-1].id == executed[0]
     t.close()

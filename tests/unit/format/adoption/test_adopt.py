@@ -68,7 +68,7 @@ def _fresh(schema: pa.Schema, n: int) -> pa.Table:
 def _writes(t: Table) -> list[tuple[str, pa.Table]]:
     """Updates of two rows (their ordering values raised), two new keys, one new key in a
     new partition, then a delete of one adopted row."""
-    spec, names = t.spec, t.spec.schema.names
+    spec, names = t._spec, t._spec.schema.names
     rows = t.to_arrow(columns=names).select(names)
     if rows.num_rows == 0:
         return [("upsert", _fresh(spec.schema, 4)), ("delete", _fresh(spec.schema, 1))]
@@ -122,7 +122,7 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
         assert not (root / ".hoodie" / "metadata").exists()
         hoodie = properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())
         assert hoodie["hoodie.table.metadata.partitions"] == ""
-    spec, names = t.spec, t.spec.schema.names
+    spec, names = t._spec, t._spec.schema.names
     keys = list(dict.fromkeys([*spec.partition_by, *spec.record_key]))
     assert rows_by_key(t.to_arrow(), keys, names) == rows_by_key(hudi_before, keys, names)
     check_hudi_reads(t)  # the snapshot, as of every instant, read-optimized
@@ -163,7 +163,7 @@ def test_adoption_is_undone_by_deleting_its_folder_and_can_run_again(tmp_path: P
     with pytest.raises(NotAdoptedError):
         Table.open(uri)
     t = Table.adopt(uri)
-    assert adopted.load(t.store) == first
+    assert adopted.load(t._store) == first
     assert t.to_arrow().num_rows == 8
     t.close()
 
@@ -193,7 +193,7 @@ def test_a_hudi_bucket_index_table_adopts_as_a_simple_bucket_index(tmp_path: Pat
     path.write_bytes(properties.dumps({**props, "hoodie.index.type": "BUCKET",
                                        "hoodie.bucket.index.num.buckets": "3"}))  # fmt: skip
     t = Table.adopt(str(root))
-    assert t.spec.bucket_options == SimpleBucketIndex(3)
+    assert t._spec.bucket_options == SimpleBucketIndex(3)
     assert not (root / ".hoodie" / ".dynbucket" / "rli").exists()  # a hash needs no index
     t.upsert(pa.table({"id": ["k1", "new"], "day": ["d1", "d0"], "v": [-1, 99]}, schema=schema))
     live = {r["id"]: r for r in t.to_arrow().to_pylist()}
@@ -239,7 +239,7 @@ def test_a_version_9_table_stays_version_9_and_says_so(
     uri = str(root)
     assert cli.main(["adopt", uri]) == 0
     t = Table.open(uri)
-    t.upsert(t.to_arrow(columns=t.spec.schema.names).select(t.spec.schema.names).slice(0, 1))
+    t.upsert(t.to_arrow(columns=t._spec.schema.names).select(t._spec.schema.names).slice(0, 1))
     timeline = root / ".hoodie" / "timeline"
     newest = max(p.name for p in timeline.iterdir() if "_" in p.name)
     # Layout 2: the completion time in the name, the metadata in Avro.
@@ -270,7 +270,7 @@ def test_rolled_back_and_corrupt_blocks_of_a_hudi_log_are_skipped(tmp_path: Path
         out.write(log_file.command_block(failed, "20250331030651000"))
         out.write(log_file.MAGIC + b"\x00\x00\x00")  # an append cut short
     t = Table.adopt(str(root))
-    keys, names = ["city", "uuid"], t.spec.schema.names
+    keys, names = ["city", "uuid"], t._spec.schema.names
     expected = rows_by_key(hudi_before, keys, names)
     assert rows_by_key(t.to_arrow(), keys, names) == expected
     assert t.compact().files_written == 1
@@ -291,7 +291,7 @@ def test_an_update_with_a_lower_ordering_value_wins_as_the_tables_merge_mode_say
     ordered by commit time, whatever its precombine field; a table of event-time ordering
     keeps the record of the larger value."""
     t = Table.adopt(str(unzipped(name, tmp_path)))
-    names = t.spec.schema.names
+    names = t._spec.schema.names
     row = t.to_arrow(columns=names).select(names).slice(0, 1)
     lower = pc.subtract(row.column("longField"), pa.scalar(100, pa.int64()))
     update = row.set_column(names.index("longField"), "longField", lower)
@@ -321,15 +321,15 @@ def test_archival_of_an_adopted_table_takes_hudis_own_instants_along(
     keep = {"hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 6,
             "cleaner.commits-retained": 3, "hoodie.clean.max.commits": 2}  # fmt: skip
     t = Table.adopt(str(root), options=keep)
-    names = t.spec.schema.names
+    names = t._spec.schema.names
     rows = t.to_arrow(columns=names).select(names)
     for i in range(8):
         raised = pc.add(rows.column(column), pa.scalar(i + 1, pa.int64()))
         t.upsert(rows.set_column(names.index(column), column, raised).slice(i % 3, 2))
         t.wait_for_services()
         check_hudi_reads(t, time_travel=False)
-    if t.spec.table_version == 9:
-        history = lsm_history.read(t.store)
+    if t._spec.table_version == 9:
+        history = lsm_history.read(t._store)
         assert history[0].metadata[:4] == b"Obj\x01"
         assert all(e.completion > e.instant for e in history)
         assert {e.action for e in history} >= {"deltacommit", "replacecommit"}

@@ -90,7 +90,7 @@ def test_a_multiple_that_is_not_whole_is_refused_unless_shuffling(tmp_path: Path
         r"partition \(it has \['region=eu'\]\)",
     ):
         t.rescale(2, partitions=["region=eu", "nope"])
-    assert t.latest_instant() == latest and not t.timeline.pending()
+    assert t.latest_instant() == latest and not t._timeline.pending()
     # A name given twice is one partition, multiplied once.
     assert t.rescale(2, partitions=["region=eu", "region=eu"]).partitions == {"region=eu": (4, 8)}
     done = t.rescale(0.75, allow_shuffle=True)  # 8 -> 6: every group rewritten
@@ -149,7 +149,7 @@ def test_rebalance_splits_and_merges_by_the_ring(tmp_path: Path) -> None:
 def test_stateless_tables_keep_their_index_definition(tmp_path: Path) -> None:
     index = SimpleBucketIndex(num_buckets=5, partition_buckets={"region=e.*": 7, "x": 2})
     Table.create(str(tmp_path / "t"), SCHEMA, "id", "region", index=index)
-    opened = Table.open(str(tmp_path / "t")).spec.bucket_options
+    opened = Table.open(str(tmp_path / "t"))._spec.bucket_options
     assert opened == index and opened.buckets_of("region=eu") == 7
     assert opened.buckets_of("region=us") == 5
     with pytest.raises(ConfigError, match="partition-buckets"):

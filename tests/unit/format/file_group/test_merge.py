@@ -20,8 +20,8 @@ from dynbucket.format.file_group.merge import (
     read_slice_of_keys,
 )
 from dynbucket.format.services import log_compaction
-from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
@@ -144,14 +144,14 @@ def test_the_rows_of_some_keys_are_the_slice_merged_then_filtered(tmp_path: Path
         else:
             t.upsert(rows(ids, rng.integers(0, 100, len(ids)).tolist()))
         if w == 4:
-            merged = log_compaction.schedule_log(t.store, t.spec, 2)
+            merged = log_compaction.schedule_log(t._store, t._spec, 2)
             assert merged is not None
-            log_compaction.run_log(t.store, t.spec, merged)
+            log_compaction.run_log(t._store, t._spec, merged)
     (ref,) = t.snapshot().slices()
     assert ref.slice.logs and any(f.merges_from for f in ref.slice.logs)
-    whole = read_slice(t.store, t.spec, ref.slice)
+    whole = read_slice(t._store, t._spec, ref.slice)
     for _ in range(5):
         wanted = pa.table({"id": rng.choice(keys[:320] + ["nope"], 30).tolist()})
-        some = read_slice_of_keys(t.store, t.spec, ref.slice, wanted)
+        some = read_slice_of_keys(t._store, t._spec, ref.slice, wanted)
         expected = whole.filter(pc.is_in(whole.column("id"), value_set=wanted.column("id")))
         assert some.sort_by("id").equals(expected.sort_by("id"))

@@ -33,8 +33,8 @@ def _table(tmp_path: Path, table_type: str) -> Table:
 
 
 def _only_slice(t: Table) -> FileSlice:
-    visible = {i.id for i in t.timeline.completed()}
-    (fslice,) = file_slices(data_files(t.store, ""), visible)
+    visible = {i.id for i in t._timeline.completed()}
+    (fslice,) = file_slices(data_files(t._store, ""), visible)
     return fslice
 
 
@@ -47,7 +47,7 @@ def test_counts_the_updates_that_lose_by_ordering_value(tmp_path: Path, table_ty
     t = _table(tmp_path, table_type)
     updates = _updates(["k0", "k1", "k5", "k500", "k501", "k502"], [19, 20, 21, 9, 10, 11])
     # k0: 19 < 20 loses; k1: a tie wins; k5: 21 wins; k500: 9 < 10 loses; k501 ties; k502 wins
-    assert stale.stale_updates(t.store, t.spec, _only_slice(t), updates, "99999999999999999") == 2
+    assert stale.stale_updates(t._store, t._spec, _only_slice(t), updates, "99999999999999999") == 2
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
@@ -62,7 +62,7 @@ def test_no_record_is_read_when_every_update_is_at_or_above_the_largest_value(
     monkeypatch.setattr(stale, "read_base", refuse)
     monkeypatch.setattr(stale, "read_deltas", refuse)
     updates = _updates(["k0", "k700"], [20, 25])  # 20 is the slice's largest value
-    assert stale.stale_updates(t.store, t.spec, _only_slice(t), updates, "99999999999999999") == 0
+    assert stale.stale_updates(t._store, t._spec, _only_slice(t), updates, "99999999999999999") == 0
 
 
 def test_only_the_records_of_suspect_keys_are_merged(
@@ -79,7 +79,7 @@ def test_only_the_records_of_suspect_keys_are_merged(
     monkeypatch.setattr(stale, "merge", counting_merge)
     # k3 and k600 are suspects (below 20); k9 at 30 is not and is not merged.
     updates = _updates(["k3", "k600", "k9"], [15, 12, 30])
-    assert stale.stale_updates(t.store, t.spec, _only_slice(t), updates, "99999999999999999") == 1
+    assert stale.stale_updates(t._store, t._spec, _only_slice(t), updates, "99999999999999999") == 1
     # k3: its base row, its log row and the update; k600: its base row and the update.
     assert merged == [5]
 
@@ -88,7 +88,7 @@ def test_without_an_ordering_field_the_latest_commit_wins(tmp_path: Path) -> Non
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id")
     t.upsert(pa.table({"id": ["a", "b"], "ts": [5, 5]}))
     updates = _updates(["a", "b"], [1, 2])
-    assert stale.stale_updates(t.store, t.spec, _only_slice(t), updates, "99999999999999999") == 0
+    assert stale.stale_updates(t._store, t._spec, _only_slice(t), updates, "99999999999999999") == 0
 
 
 def test_a_slices_largest_value_is_read_once_per_file(
@@ -107,13 +107,13 @@ def test_a_slices_largest_value_is_read_once_per_file(
 
     monkeypatch.setattr(TableStore, "read_buffer", reading)
     updates = _updates(["k0", "k1"], [19, 25])  # k0 loses to the log's 20
-    assert stale.stale_updates(t.store, t.spec, fslice, updates, "99999999999999999") == 1
+    assert stale.stale_updates(t._store, t._spec, fslice, updates, "99999999999999999") == 1
     assert [p for p in read if ".log." in p] == [fslice.logs[0].path]  # merged: k0's record
     read.clear()
     stale._LARGEST.clear()  # as a new process: the log's value is read from its footer
     above = _updates(["k2"], [30])
-    assert stale.stale_updates(t.store, t.spec, fslice, above, "99999999999999999") == 0
+    assert stale.stale_updates(t._store, t._spec, fslice, above, "99999999999999999") == 0
     assert read == [fslice.logs[0].path]
     read.clear()
-    assert stale.stale_updates(t.store, t.spec, fslice, above, "99999999999999999") == 0
+    assert stale.stale_updates(t._store, t._spec, fslice, above, "99999999999999999") == 0
     assert read == []  # the second time, from what the process remembers

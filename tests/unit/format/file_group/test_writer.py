@@ -32,13 +32,13 @@ def _table(tmp_path: Path, ordering_type: pa.DataType, **options: object) -> Tab
 
 def _data_files(t: Table) -> list[files.ParsedName]:
     return sorted(
-        (p for f in Path(t.store.root).rglob("*") if (p := files.parse(f.name)) is not None),
+        (p for f in Path(t._store.root).rglob("*") if (p := files.parse(f.name)) is not None),
         key=lambda p: (p.instant, p.kind),
     )
 
 
 def _write_three(t: Table) -> None:
-    ts = t.spec.schema.field("ts").type
+    ts = t._spec.schema.field("ts").type
     t.upsert(
         pa.table(
             {
@@ -59,7 +59,7 @@ def test_merge_on_read_updates_and_deletes_go_to_log_blocks(tmp_path: Path) -> N
     _write_three(t)
     kinds = [(p.kind, p.version) for p in _data_files(t)]
     assert kinds == [("base", 0), ("log", 1), ("log", 2)]
-    logs = [f for f in Path(t.store.root).rglob(".*.log.*")]
+    logs = [f for f in Path(t._store.root).rglob(".*.log.*")]
     blocks = {b.type for f in logs for b in log_file.read_blocks(f.read_bytes())}
     assert blocks == {log_file.PARQUET_DATA, log_file.DELETE}
     assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["a", "c", "e"]
@@ -82,7 +82,7 @@ def test_copy_on_write_writes_base_files_only(tmp_path: Path) -> None:
     t = _table(tmp_path, pa.int64(), table_type="COPY_ON_WRITE")
     _write_three(t)
     assert [p.kind for p in _data_files(t)] == ["base", "base", "base"]
-    newest = sorted(Path(t.store.root).rglob("*.parquet"))[-1]
+    newest = sorted(Path(t._store.root).rglob("*.parquet"))[-1]
     rows = pq.read_table(newest, partitioning=None).to_pylist()
     # Rows the last write did not touch keep their commit time (and seqno).
     first = _data_files(t)[0].instant
@@ -97,7 +97,7 @@ def test_copy_on_write_writes_base_files_only(tmp_path: Path) -> None:
 def test_without_meta_fields_files_hold_the_table_fields_only(tmp_path: Path) -> None:
     t = _table(tmp_path, pa.int64(), table_type="COPY_ON_WRITE", populate_meta_fields=False)
     _write_three(t)
-    for f in Path(t.store.root).rglob("*.parquet"):
+    for f in Path(t._store.root).rglob("*.parquet"):
         assert not set(pq.read_schema(f).names) & set(META_FIELDS)
     assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["a", "c", "e"]
     check_hudi_reads(t)

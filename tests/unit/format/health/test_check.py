@@ -94,8 +94,8 @@ def _cut(path: Path) -> None:
 
 def _ghost_entry(t: Table) -> None:
     """An index entry, in a committed index file, for a key the table never had."""
-    index = RecordLevelIndex(t.store, t.spec)
-    entries = index.record_index_locations("day=d2", {i.id for i in t.timeline.completed()})
+    index = RecordLevelIndex(t._store, t._spec)
+    entries = index.record_index_locations("day=d2", {i.id for i in t._timeline.completed()})
     ghost = entries.slice(0, 1).to_pylist()[0]
     ghost.update(id="ghost", _hash=12345)
     index.write("day=d2", ghost["_instant"], pa.Table.from_pylist([ghost]), task="ghost")
@@ -104,9 +104,9 @@ def _ghost_entry(t: Table) -> None:
 def _entry_twice(t: Table, op: int) -> None:
     """A second insert entry (``op`` upsert) for a live key of d2, or a second tombstone
     (``op`` delete) for one of d1's deleted keys, in a newer index file."""
-    index = RecordLevelIndex(t.store, t.spec)
+    index = RecordLevelIndex(t._store, t._spec)
     part = "day=d2" if op == UPSERT else "day=d1"
-    raw = index.record_index_locations(part, {i.id for i in t.timeline.completed()}, raw=True)
+    raw = index.record_index_locations(part, {i.id for i in t._timeline.completed()}, raw=True)
     raw = raw.filter(pc.equal(raw.column(OP), op))
     again = raw.slice(0, 1).to_pylist()[0]
     newest = max(raw.column(INSTANT).to_pylist())
@@ -124,7 +124,7 @@ def _second_group(t: Table) -> None:
 
 
 def _dead_writer(t: Table) -> None:
-    txn = Transaction.begin(t.store, t.spec, "commit", "upsert", lease_seconds=0.01)
+    txn = Transaction.begin(t._store, t._spec, "commit", "upsert", lease_seconds=0.01)
     txn.lock.release()  # the process died: its instant stays pending, its lease lapses
 
 
@@ -178,7 +178,7 @@ def test_damage_is_found_and_named(
     t = _table(tmp_path)
     damage(t)
     before = _files(tmp_path)
-    report = check(t.store)
+    report = check(t._store)
     assert not report.healthy
     found = [str(f) for f in report.findings]
     assert any(re.search(message, f) for f in found), found
@@ -191,7 +191,7 @@ def test_a_live_key_without_its_index_entry_is_found(tmp_path: Path) -> None:
     for f in Path(t.uri).rglob(".hoodie/.dynbucket/rli/day=d2/*.parquet"):
         kept = pq.read_table(f).slice(1)
         pq.write_table(kept, f)
-    found = [str(f) for f in check(t.store).findings]
+    found = [str(f) for f in check(t._store).findings]
     assert any("1 live key(s) have no index entry" in f for f in found), found
 
 
@@ -208,7 +208,7 @@ def test_a_rescale_that_wrote_fewer_rows_than_it_read_is_found(tmp_path: Path) -
     stat["numWrites"] -= 1  # as if one row of the group never reached its file
     path.write_text(json.dumps(doc))
     _METADATA.clear()
-    found = [str(f) for f in check(t.store).findings]
+    found = [str(f) for f in check(t._store).findings]
     assert any(
         re.search(rf"instant {done.instant} \(rescale\) read 40 live rows and wrote 39", f)
         for f in found

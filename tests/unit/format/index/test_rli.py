@@ -36,7 +36,7 @@ def _index(tmp_path: Path) -> RecordLevelIndex:
         "ts",
         DynamicBucketOptions(max_keys_per_bucket=100),
     )
-    return RecordLevelIndex(t.store, t.spec)
+    return RecordLevelIndex(t._store, t._spec)
 
 
 def _entries(rng: np.random.Generator, n: int, instant: str) -> pa.Table:

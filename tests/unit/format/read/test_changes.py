@@ -65,9 +65,9 @@ def test_changes_are_the_model_and_hudi_rs_on_every_range(tmp_path: Path, table_
     write(["k3"], 0, delete=True)
     write(["k2", "k4"], 3)
     if table_type == "MERGE_ON_READ":
-        merged = log_compaction.schedule_log(t.store, t.spec, 2)  # restates records as they are
+        merged = log_compaction.schedule_log(t._store, t._spec, 2)  # restates records as they are
         assert merged is not None
-        log_compaction.run_log(t.store, t.spec, merged)
+        log_compaction.run_log(t._store, t._spec, merged)
         write(["k5"], 4)
         done = t.compact()  # a base file of records with their own commit times
         assert done.instant is not None
@@ -92,13 +92,13 @@ def test_changes_are_the_model_and_hudi_rs_on_every_range(tmp_path: Path, table_
     plain = t.changes(instants[0], meta_columns=False, columns=["id", "v"])
     assert plain.column_names == ["id", "v"]
     # A clean keeps the last 3 commits: an end before them is gone, a start is not.
-    cleaned = clean.clean(t.store, t.spec)
+    cleaned = clean.clean(t._store, t._spec)
     assert cleaned.instant is not None
     with pytest.raises(InstantNotFoundError, match="was cleaned"):
         t.changes(instants[0], instants[1])
     check(instants[0], None)
     # Archived: which groups the archived instants changed is not known.
-    floor = archive.archive(t.store, t.spec.options.merge_on_read, 2, 3, 60).floor
+    floor = archive.archive(t._store, t._spec.options.merge_on_read, 2, 3, 60).floor
     assert floor
     with pytest.raises(InstantNotFoundError, match=f"up to {floor} .* were archived"):
         t.changes(instants[0])

@@ -231,7 +231,7 @@ def test_a_latest_snapshot_reads_its_rows_when_a_service_it_did_not_see_complete
         batch = ids[: 50 * v] + new
         t.upsert(_rows(id=batch, day=["d"] * len(batch), v=[v] * len(batch)))
         model.update(dict.fromkeys(batch, v))
-    store, spec = t.store, t.spec
+    store, spec = t._store, t._spec
     if service == "compaction":
         planned = compaction.schedule(store, spec, 1)
     elif service == "logcompaction":

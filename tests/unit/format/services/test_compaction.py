@@ -36,7 +36,7 @@ def _live(t: Table) -> dict[str, int]:
 
 def _logs(t: Table) -> list[tuple[str, str, int]]:
     """(writer instant, base instant, version) of every log file, in write order."""
-    logs = [f for f in data_files(t.store, "day=d1") if f.kind == "log"]
+    logs = [f for f in data_files(t._store, "day=d1") if f.kind == "log"]
     return sorted((f.instant, f.base_instant, f.version) for f in logs)
 
 
@@ -45,9 +45,9 @@ def test_writes_during_a_compaction_are_carried_onto_its_slice(tmp_path: Path) -
     base = t.upsert(_rows(["a", "b", "c"], 1)).instant
     t.upsert(_rows(["a"], 2))  # log 1 on the base
     t.upsert(_rows(["b"], 3))  # log 2
-    scheduled = compaction.schedule(t.store, t.spec, min_logs=2)
+    scheduled = compaction.schedule(t._store, t._spec, min_logs=2)
     assert scheduled is not None
-    written = compaction.execute(t.store, t.spec, scheduled)  # base file of `scheduled`
+    written = compaction.execute(t._store, t._spec, scheduled)  # base file of `scheduled`
     # 1. Pending: a write puts its log on the slice it knows; both readers read it.
     late = t.upsert(_rows(["a", "d"], 4)).instant
     assert _logs(t)[-1] == (late, base, 3)
@@ -57,9 +57,9 @@ def test_writes_during_a_compaction_are_carried_onto_its_slice(tmp_path: Path) -
     # 2. A writer's begin leaves the compaction pending (it is nobody's dead instant).
     late2 = t.upsert(_rows(["c"], 5)).instant
     expected["c"] = 5
-    assert [i.id for i in Timeline(t.store, True).pending()] == [scheduled]
+    assert [i.id for i in Timeline(t._store, True).pending()] == [scheduled]
     # 3. Finished: the two late logs carried onto its slice, in order, same writers.
-    done = compaction.finish(t.store, t.spec, scheduled, written)
+    done = compaction.finish(t._store, t._spec, scheduled, written)
     assert (done.instant, done.files_written) == (scheduled, 1)
     assert _logs(t)[-4:] == sorted(
         [(late, base, 3), (late, scheduled, 1), (late2, base, 4), (late2, scheduled, 2)]
@@ -74,7 +74,7 @@ def test_writes_during_a_compaction_are_carried_onto_its_slice(tmp_path: Path) -
     check_hudi_reads(t)
     assert t.check().healthy
     # A second finisher of the same plan finds it done and changes nothing.
-    assert compaction.finish(t.store, t.spec, scheduled, written).instant is None
+    assert compaction.finish(t._store, t._spec, scheduled, written).instant is None
     assert _live(t) == expected
 
 
@@ -82,18 +82,18 @@ def test_a_compaction_left_pending_is_executed_by_the_next_run(tmp_path: Path) -
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
     t.upsert(_rows(["a", "b"], 1))
     t.upsert(_rows(["a"], 2))
-    scheduled = compaction.schedule(t.store, t.spec, min_logs=1)
+    scheduled = compaction.schedule(t._store, t._spec, min_logs=1)
     assert scheduled is not None
     # An executor wrote the base files and died before finishing.
-    assert [f.kind for f in compaction.execute(t.store, t.spec, scheduled)] == ["base"]
+    assert [f.kind for f in compaction.execute(t._store, t._spec, scheduled)] == ["base"]
     assert _live(t) == {"a": 2, "b": 1}  # its base file is not visible: not completed
     t.upsert(_rows(["b"], 3))
     told: list[tuple[int, int]] = []
     result = t.compact(progress=lambda done, total: told.append((done, total)))
     # It ran the pending one first (one group), then compacted what was left (one group).
     assert told == [(0, 1), (1, 1), (0, 1), (1, 1)]
-    assert Timeline(t.store, True).pending() == []
-    assert scheduled in [i.id for i in Timeline(t.store, True).completed("compaction")]
+    assert Timeline(t._store, True).pending() == []
+    assert scheduled in [i.id for i in Timeline(t._store, True).completed("compaction")]
     assert result.instant is not None and result.instant > scheduled
     assert _live(t) == {"a": 2, "b": 3}
     check_hudi_reads(t)
@@ -122,12 +122,12 @@ def test_an_automatic_compaction_takes_the_slices_with_most_logs_up_to_its_io(
     assert {p: len(s.logs) for p, s in slices.items()} == {"day=d1": 1, "day=d2": 3, "day=d3": 2}
 
     def planned(max_bytes: int | None) -> list[str]:
-        instant = compaction.schedule(t.store, t.spec, 1, max_bytes=max_bytes)
+        instant = compaction.schedule(t._store, t._spec, 1, max_bytes=max_bytes)
         assert instant is not None
-        timeline = Timeline(t.store, True)
+        timeline = Timeline(t._store, True)
         found = next(i for i in timeline.pending() if i.id == instant)
         groups = [g[0] for g in compaction_groups(timeline, found)]
-        compaction.run(t.store, t.spec, instant)
+        compaction.run(t._store, t._spec, instant)
         return groups
 
     assert planned(1) == ["day=d2"]  # the most logs; over the budget alone, still taken

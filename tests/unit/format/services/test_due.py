@@ -14,8 +14,8 @@ import pyarrow as pa
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
 from dynbucket.format.services.due import Upkeep, due
-from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline.timeline import Instant, State
 from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.table import Table
@@ -97,11 +97,11 @@ def test_a_table_of_many_small_writes_looks_after_itself(tmp_path: Path) -> None
     # and cleaned to 10 retained commits; 20-30 instants active; an index compacted at 8.
     groups: Counter[str] = Counter()
     for partition in ("day=d0", "day=d1", "day=d2"):
-        for f in data_files(t.store, partition):
+        for f in data_files(t._store, partition):
             groups[f.file_id] += 1
-        assert len(index_files(t.store, partition)) <= 8 + 10
+        assert len(index_files(t._store, partition)) <= 8 + 10
     assert max(groups.values()) <= 2 * (10 + 5)
-    assert len(t.timeline.instants()) <= 30 + 3
+    assert len(t._timeline.instants()) <= 30 + 3
     rows = t.to_arrow(meta_columns=False)
     assert (
         dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True)) == model

@@ -65,16 +65,16 @@ def test_logs_merged_beside_a_write_read_the_same_everywhere(tmp_path: Path) -> 
     # 1. Scheduled: the plan names the four logs (the delete's log is the smallest: no tier
     # of two, so the newest four) and the merged log, the slice's next (version 5), of its
     # instant, saying the first merged instant.
-    scheduled = log_compaction.schedule_log(t.store, t.spec, min_logs=4)
+    scheduled = log_compaction.schedule_log(t._store, t._spec, min_logs=4)
     assert scheduled is not None
-    timeline = Timeline(t.store, True)
+    timeline = Timeline(t._store, True)
     (pending,) = timeline.pending()
     assert (pending.id, pending.action) == (scheduled, "logcompaction")
     ((partition, file_id, base, merged_logs, merged),) = timeline.plan(pending)["groups"]
     assert merged_logs == before
     assert merged == names.log_name(file_id, base, 5, scheduled, logs[0])
-    assert (t.store.root + "/.hoodie/" + f"{scheduled}.logcompaction.inflight") in [
-        i.path for i in t.store.list_files(t.store.path(".hoodie"))
+    assert (t._store.root + "/.hoodie/" + f"{scheduled}.logcompaction.inflight") in [
+        i.path for i in t._store.list_files(t._store.path(".hoodie"))
     ]
     # 2. A write while it is pending: its log is the slice's version 5 too (the merged log
     # is not visible), ordered after the merged one by its writer's instant.
@@ -83,10 +83,10 @@ def test_logs_merged_beside_a_write_read_the_same_everywhere(tmp_path: Path) -> 
     late_log = names.log_name(file_id, base, 5, late)
     assert _slice_logs(t) == [*before, late_log]
     # 3. Executed and completed, without the lease, as a delta commit.
-    done = log_compaction.run_log(t.store, t.spec, scheduled)
+    done = log_compaction.run_log(t._store, t._spec, scheduled)
     assert (done.instant, done.files_written, done.rows) == (scheduled, 1, 5)  # 3 up, 2 del
-    assert t.store.exists(t.store.path(".hoodie", f"{scheduled}.deltacommit"))
-    assert [i.action for i in Timeline(t.store, True).completed()][-2:] == [
+    assert t._store.exists(t._store.path(".hoodie", f"{scheduled}.deltacommit"))
+    assert [i.action for i in Timeline(t._store, True).completed()][-2:] == [
         "logcompaction",
         "commit",
     ]
@@ -103,16 +103,16 @@ def test_logs_merged_beside_a_write_read_the_same_everywhere(tmp_path: Path) -> 
     for w in range(11, 14):
         t.upsert(_rows(["k6"], w))
     model["k6"] = 13
-    cleaned = clean.clean(t.store, t.spec)
+    cleaned = clean.clean(t._store, t._spec)
     assert cleaned.files_removed >= 4
-    left = {f.name for f in data_files(t.store, partition)}
+    left = {f.name for f in data_files(t._store, partition)}
     assert not left & set(before)
     assert merged in left and late_log in left
     assert _live(t) == model
     check_hudi_reads(t)
     assert t.check().healthy
     # A second run of the completed plan changes nothing.
-    assert log_compaction.run_log(t.store, t.spec, scheduled).instant is None
+    assert log_compaction.run_log(t._store, t._spec, scheduled).instant is None
 
 
 def test_a_merge_run_takes_tiers_of_growing_sizes() -> None:
@@ -143,14 +143,14 @@ def test_a_slice_is_merged_until_its_logs_reach_the_ratio_of_its_base(tmp_path: 
     for w in range(1, 4):
         t.upsert(_rows([f"k{w}"], w))
     (ref,) = t.snapshot().slices()
-    assert not compaction.full_due(t.spec, ref.slice)  # small logs: merged
-    assert compaction.schedule(t.store, t.spec, 2, by_size=True) is None
-    assert log_compaction.schedule_log(t.store, t.spec, 2) is not None
+    assert not compaction.full_due(t._spec, ref.slice)  # small logs: merged
+    assert compaction.schedule(t._store, t._spec, 2, by_size=True) is None
+    assert log_compaction.schedule_log(t._store, t._spec, 2) is not None
     t.upsert(_rows([f"k{i}" for i in range(0, 20_000, 2)], 7))  # half the base again
     (ref,) = t.snapshot().slices()
-    assert compaction.full_due(t.spec, ref.slice)  # logs over 0.2 of the base: compacted
-    assert log_compaction.schedule_log(t.store, t.spec, 2) is None  # the pending one plans it
-    off = dataclasses.replace(t.spec, options=TableOptions(log_compaction_enable=False))
+    assert compaction.full_due(t._spec, ref.slice)  # logs over 0.2 of the base: compacted
+    assert log_compaction.schedule_log(t._store, t._spec, 2) is None  # the pending one plans it
+    off = dataclasses.replace(t._spec, options=TableOptions(log_compaction_enable=False))
     assert compaction.full_due(off, ref.slice)
 
 
@@ -177,9 +177,9 @@ def test_merged_logs_read_as_the_logs_one_by_one(tmp_path: Path) -> None:
             for t in (merged_table, twin):
                 t.upsert(_rows(ids, values))
         if rng.random() < 0.4:
-            scheduled = log_compaction.schedule_log(merged_table.store, merged_table.spec, 2)
+            scheduled = log_compaction.schedule_log(merged_table._store, merged_table._spec, 2)
             if scheduled is not None:
-                log_compaction.run_log(merged_table.store, merged_table.spec, scheduled)
+                log_compaction.run_log(merged_table._store, merged_table._spec, scheduled)
                 ran += 1
         assert _live(merged_table) == _live(twin)
     assert ran >= 3
@@ -189,7 +189,7 @@ def test_merged_logs_read_as_the_logs_one_by_one(tmp_path: Path) -> None:
     for w in range(3):
         for t in (merged_table, twin):
             t.upsert(_rows([f"c{w}"], 60))
-    assert clean.clean(merged_table.store, merged_table.spec).files_removed > 0
+    assert clean.clean(merged_table._store, merged_table._spec).files_removed > 0
     assert _live(merged_table) == _live(twin)
     check_hudi_reads(merged_table)
     assert merged_table.check().healthy
@@ -202,19 +202,19 @@ def test_a_merged_slice_is_due_again_only_after_as_many_new_logs(tmp_path: Path)
     t.upsert(_rows([f"k{i}" for i in range(20_000)], 0))
     for w in range(1, 5):
         t.upsert(_rows([f"k{w}"], w))
-    first = log_compaction.schedule_log(t.store, t.spec, 4)
+    first = log_compaction.schedule_log(t._store, t._spec, 4)
     assert first is not None
-    log_compaction.run_log(t.store, t.spec, first)
+    log_compaction.run_log(t._store, t._spec, first)
     for w in range(5, 8):
         t.upsert(_rows([f"k{w}"], w))
     assert len(_slice_logs(t)) == 4  # the merged log and three new ones: not due at 4
-    assert log_compaction.schedule_log(t.store, t.spec, 4) is None
-    assert compaction.schedule(t.store, t.spec, 4, by_size=True) is None
+    assert log_compaction.schedule_log(t._store, t._spec, 4) is None
+    assert compaction.schedule(t._store, t._spec, 4, by_size=True) is None
     last = t.upsert(_rows(["k8"], 8)).instant
-    second = log_compaction.schedule_log(t.store, t.spec, 4)
+    second = log_compaction.schedule_log(t._store, t._spec, 4)
     assert second is not None
-    ((_, _, _, logs, merged),) = Timeline(t.store, True).plan(
-        next(i for i in Timeline(t.store, True).pending() if i.id == second)
+    ((_, _, _, logs, merged),) = Timeline(t._store, True).plan(
+        next(i for i in Timeline(t._store, True).pending() if i.id == second)
     )["groups"]
     # The four new logs, and the merged one too: at most twice their size together.
     assert len(logs) == 5 and names.parse(merged).merges_from == names.parse(logs[0]).instant

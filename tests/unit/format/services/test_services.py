@@ -31,16 +31,16 @@ def test_a_clean_leaves_a_temporary_file_younger_than_a_lease(tmp_path: Path) ->
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
     t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}, schema=SCHEMA))
     t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [2]}, schema=SCHEMA))
-    log = next(f for f in data_files(t.store, "day=d1") if f.kind == "log")
+    log = next(f for f in data_files(t._store, "day=d1") if f.kind == "log")
     carried = names.log_name(log.file_id, "20991231000000000", 1, log.instant)
-    copy = Path(t.store.path("day=d1", f".{carried}.tmp-0123abcd"))
+    copy = Path(t._store.path("day=d1", f".{carried}.tmp-0123abcd"))
     copy.write_bytes(b"on its way")
-    assert clean.clean(t.store, t.spec, retain=1).instant is not None
+    assert clean.clean(t._store, t._spec, retain=1).instant is not None
     assert copy.exists()  # young: it may be a live copy
     old = time.time() - 31
     os.utime(copy, (old, old))
     t.upsert(pa.table({"id": ["b"], "day": ["d1"], "v": [3]}, schema=SCHEMA))
-    assert clean.clean(t.store, t.spec, retain=1).instant is not None
+    assert clean.clean(t._store, t._spec, retain=1).instant is not None
     assert not copy.exists()  # left by a writer that died: gone
 
 
@@ -60,36 +60,38 @@ def test_an_index_compaction_merges_the_newest_deltas_of_a_large_partition(
 
     write([f"b{i}" for i in range(2500)])
     write([f"b{i}" for i in range(2500, 5000)])
-    assert index_compaction.compact_index(t.store, t.spec, 1).instant is not None  # the index base
+    assert (
+        index_compaction.compact_index(t._store, t._spec, 1).instant is not None
+    )  # the index base
     for w in range(6):
         write([f"n{w}-0", f"n{w}-1"])  # a small delta each
-    index = RecordLevelIndex(t.store, t.spec)
-    base, deltas = index.files("day=d1", t.timeline.visible())
+    index = RecordLevelIndex(t._store, t._spec)
+    base, deltas = index.files("day=d1", t._timeline.visible())
     assert base is not None and len(deltas) == 6
-    scheduled = index_compaction.schedule_index_compaction(t.store, t.spec, 4, by_size=True)
+    scheduled = index_compaction.schedule_index_compaction(t._store, t._spec, 4, by_size=True)
     assert scheduled is not None
-    plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == scheduled))
+    plan = t._timeline.plan(next(i for i in t._timeline.pending() if i.id == scheduled))
     assert plan["partitions"] == [] and plan["merges"] == {"day=d1": [f.name for f in deltas]}
-    index_compaction.execute_index_compaction(t.store, t.spec, scheduled)
-    base2, deltas2 = index.files("day=d1", t.timeline.visible())
+    index_compaction.execute_index_compaction(t._store, t._spec, scheduled)
+    base2, deltas2 = index.files("day=d1", t._timeline.visible())
     assert base2 == base and [f.name for f in deltas2] == [
         index_names.merged_delta_name(scheduled, deltas[0].instant)
     ]
-    keys = index.record_index_locations("day=d1", t.timeline.visible(), ["id"]).column("id")
+    keys = index.record_index_locations("day=d1", t._timeline.visible(), ["id"]).column("id")
     assert len(keys) == len(set(keys.to_pylist())) == 5012
     for w in range(3):
         write([f"m{w}"])
-    assert clean.clean(t.store, t.spec).instant is not None
-    left = {f.name for f in index_files(t.store, "day=d1")}
+    assert clean.clean(t._store, t._spec).instant is not None
+    left = {f.name for f in index_files(t._store, "day=d1")}
     assert not left & {f.name for f in deltas}  # the merged deltas are gone
-    keys = index.record_index_locations("day=d1", t.timeline.visible(), ["id"]).column("id")
+    keys = index.record_index_locations("day=d1", t._timeline.visible(), ["id"]).column("id")
     assert len(keys) == len(set(keys.to_pylist())) == 5015
     assert t.lookup(pa.table({"id": ["n0-1", "m2"], "day": ["d1", "d1"]})).num_rows == 2
     assert t.check().healthy
     write([f"big{i}" for i in range(2000)])  # deltas over a fifth of the base
-    scheduled = index_compaction.schedule_index_compaction(t.store, t.spec, 2, by_size=True)
+    scheduled = index_compaction.schedule_index_compaction(t._store, t._spec, 2, by_size=True)
     assert scheduled is not None
-    plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == scheduled))
+    plan = t._timeline.plan(next(i for i in t._timeline.pending() if i.id == scheduled))
     assert plan["partitions"] == ["day=d1"] and plan["merges"] == {}
 
 
@@ -100,9 +102,9 @@ def _index_chain(t: Table, writes: int) -> None:
         ids = [f"k{w}-{i}" for i in range(3)]
         t.upsert(pa.table({"id": ids, "day": ["d"] * 3, "v": [w] * 3}, schema=SCHEMA))
         if w:
-            planned = index_compaction.schedule_index_compaction(t.store, t.spec, 2, by_size=True)
+            planned = index_compaction.schedule_index_compaction(t._store, t._spec, 2, by_size=True)
             assert planned is not None
-            index_compaction.execute_index_compaction(t.store, t.spec, planned)
+            index_compaction.execute_index_compaction(t._store, t._spec, planned)
 
 
 def test_a_clean_removes_a_restated_file_before_the_one_restating_it(
@@ -115,14 +117,14 @@ def test_a_clean_removes_a_restated_file_before_the_one_restating_it(
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
     _index_chain(t, 6)
     removed: list[str] = []
-    real = t.store.delete
+    real = t._store.delete
 
     def delete(path: str) -> None:
         removed.append(os.path.basename(path))
         real(path)
 
-    monkeypatch.setattr(type(t.store), "delete", lambda self, path: delete(path))
-    assert clean.clean(t.store, t.spec, retain=1).files_removed >= 3
+    monkeypatch.setattr(type(t._store), "delete", lambda self, path: delete(path))
+    assert clean.clean(t._store, t._spec, retain=1).files_removed >= 3
     index = [n for n in removed if index_names.index_instant(n)]
     assert len(index) >= 3
     assert index == sorted(index, key=lambda n: index_names.index_instant(n) or "")
@@ -134,14 +136,14 @@ def test_an_index_compaction_whose_files_a_clean_removed_completes(tmp_path: Pat
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
     big = [f"b{i}" for i in range(2000)]  # a base the deltas are small against: merges
     t.upsert(pa.table({"id": big, "day": ["d"] * 2000, "v": [0] * 2000}, schema=SCHEMA))
-    assert index_compaction.compact_index(t.store, t.spec, 1).instant is not None
+    assert index_compaction.compact_index(t._store, t._spec, 1).instant is not None
     _index_chain(t, 3)
     t.upsert(pa.table({"id": ["x"], "day": ["d"], "v": [9]}, schema=SCHEMA))
-    planned = index_compaction.schedule_index_compaction(t.store, t.spec, 2, by_size=True)
+    planned = index_compaction.schedule_index_compaction(t._store, t._spec, 2, by_size=True)
     assert planned is not None
-    plan = t.timeline.plan(next(i for i in t.timeline.pending() if i.id == planned))
+    plan = t._timeline.plan(next(i for i in t._timeline.pending() if i.id == planned))
     (gone, *_) = plan["merges"]["day=d"]
-    os.remove(t.store.path(".hoodie/.dynbucket/rli/day=d", gone))  # as a clean would
-    done = index_compaction.execute_index_compaction(t.store, t.spec, planned)
+    os.remove(t._store.path(".hoodie/.dynbucket/rli/day=d", gone))  # as a clean would
+    done = index_compaction.execute_index_compaction(t._store, t._spec, planned)
     assert done.instant == planned and done.files_written == 0
-    assert t.timeline.pending() == []
+    assert t._timeline.pending() == []

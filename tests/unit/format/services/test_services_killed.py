@@ -48,31 +48,31 @@ def stall(*args, **kwargs):
 service = sys.argv[2]
 t = Table.open(sys.argv[1])
 if service == "compaction":
-    scheduled = compaction.schedule(t.store, t.spec, 1)
-    written = compaction.execute(t.store, t.spec, scheduled)
+    scheduled = compaction.schedule(t._store, t._spec, 1)
+    written = compaction.execute(t._store, t._spec, scheduled)
     ids = ["a", "late"]  # a write while it runs: its log is carried when it finishes
     t.upsert(pa.table({"id": ids, "day": [f"d{sum(map(ord, i)) % 2}" for i in ids],
                        "v": [50, 50]}))
     transaction.Transaction.commit = stall  # base files and carried logs are written
-    compaction.finish(t.store, t.spec, scheduled, written)
+    compaction.finish(t._store, t._spec, scheduled, written)
 elif service == "logcompaction":
     # Logs merged whatever their size against the base (these bases are small).
-    options = dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
-    spec = dataclasses.replace(t.spec, options=options)
-    scheduled = log_compaction.schedule_log(t.store, spec, 2)
+    options = dataclasses.replace(t._spec.options, compaction_log_size_ratio=1e6)
+    spec = dataclasses.replace(t._spec, options=options)
+    scheduled = log_compaction.schedule_log(t._store, spec, 2)
     transaction.Transaction.commit = stall  # the merged logs are written
-    log_compaction.run_log(t.store, spec, scheduled)
+    log_compaction.run_log(t._store, spec, scheduled)
 elif service == "clean":
     real = clean._clean_files
     def some(*args, **kwargs):
         real(*args, **kwargs)
         stall()
     clean._clean_files = some  # the first partition's files are gone
-    clean.clean(t.store, t.spec)
+    clean.clean(t._store, t._spec)
 else:
     Timeline.forget_archived = stall  # the record is written, no instant removed yet
-    o = t.spec.options
-    archive.archive(t.store, True, o.keep_min_commits, o.keep_max_commits, 1.0)
+    o = t._spec.options
+    archive.archive(t._store, True, o.keep_min_commits, o.keep_max_commits, 1.0)
 """
 
 
@@ -111,7 +111,7 @@ def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> 
     child.stdout.close()
     if service == "compaction":
         model.update(a=50, late=50)
-        (pending,) = Timeline(t.store, True).pending()
+        (pending,) = Timeline(t._store, True).pending()
         carried = [p for p in Path(t.uri).rglob(f".*_{pending.id}.log.*")]
         assert len(carried) == 2  # the late write's logs (two groups), onto the new slices
     # What readers see is the model, whatever the service had done.
@@ -124,20 +124,20 @@ def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> 
     if service == "compaction":
         assert reader.compact().instant is not None
     elif service == "logcompaction":
-        (left,) = left_pending(Timeline(reader.store, True), "logcompaction")
+        (left,) = left_pending(Timeline(reader._store, True), "logcompaction")
         merged = [p for p in Path(t.uri).rglob(f".*-{left.id}-2*")]
         assert len(merged) == 2  # both groups' merged logs, not visible
-        assert run_now(LogCompaction(), reader.store, reader.spec, Scope()).instant is None
-        assert left.id in [i.id for i in Timeline(reader.store, True).completed()]
+        assert run_now(LogCompaction(), reader._store, reader._spec, Scope()).instant is None
+        assert left.id in [i.id for i in Timeline(reader._store, True).completed()]
     elif service == "clean":
-        (left,) = left_pending(Timeline(reader.store, True), "clean")
-        assert clean.execute_clean(reader.store, reader.spec, left.id).instant == left.id
+        (left,) = left_pending(Timeline(reader._store, True), "clean")
+        assert clean.execute_clean(reader._store, reader._spec, left.id).instant == left.id
     else:
         for i in range(3):
             reader.upsert(_rows([f"m{i}"], i))
             model[f"m{i}"] = i
-        assert archive.archive(reader.store, True, 4, 6, 1.0).archived > 0
-    assert Timeline(reader.store, True).pending() == []
+        assert archive.archive(reader._store, True, 4, 6, 1.0).archived > 0
+    assert Timeline(reader._store, True).pending() == []
     assert _live(reader) == model
     check_hudi_reads(reader)
     assert reader.check().healthy
@@ -163,7 +163,7 @@ t = Table.open(sys.argv[1])
 service, when = sys.argv[2], sys.argv[3]
 # Logs merged whatever their size against the base (these bases are small).
 spec = dataclasses.replace(
-    t.spec, options=dataclasses.replace(t.spec.options, compaction_log_size_ratio=1e6)
+    t._spec, options=dataclasses.replace(t._spec.options, compaction_log_size_ratio=1e6)
 )
 if when == "scheduling":  # the instant is requested, its plan not yet recorded
     transaction.Transaction.record_plan = stall
@@ -171,14 +171,14 @@ else:  # scheduled, its executor killed before it wrote anything
     RecordLevelIndex.compact = RecordLevelIndex.merge_deltas = stall
     compaction.execute = log_compaction.run_log = clean.execute_clean = stall
 if service == "compaction":
-    compaction.run(t.store, spec, compaction.schedule(t.store, spec, 1))
+    compaction.run(t._store, spec, compaction.schedule(t._store, spec, 1))
 elif service == "logcompaction":
-    log_compaction.run_log(t.store, spec, log_compaction.schedule_log(t.store, spec, 1))
+    log_compaction.run_log(t._store, spec, log_compaction.schedule_log(t._store, spec, 1))
 elif service == "clean":
-    clean.execute_clean(t.store, spec, clean.schedule_clean(t.store, spec))
+    clean.execute_clean(t._store, spec, clean.schedule_clean(t._store, spec))
 else:
-    scheduled = index_compaction.schedule_index_compaction(t.store, spec, 2)
-    index_compaction.execute_index_compaction(t.store, spec, scheduled)
+    scheduled = index_compaction.schedule_index_compaction(t._store, spec, 2)
+    index_compaction.execute_index_compaction(t._store, spec, scheduled)
 """
 
 
@@ -220,21 +220,21 @@ def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
     t.wait_for_services()
     t.close()
     _kill_in(t, service, when)
-    (left,) = Timeline(t.store, True).pending()
+    (left,) = Timeline(t._store, True).pending()
     assert left.action == service
     found = Table.open(t.uri).check()
     if when == "scheduling":
         assert not found.healthy and "left pending by a writer that died" in str(found)
         if service == "clean":  # `dynbucket rollback` settles it
-            assert rollback.rollback(t.store, t.spec) == [left.id]
+            assert rollback.rollback(t._store, t._spec) == [left.id]
     writer = Table.open(t.uri)
-    writer.spec = dataclasses.replace(writer.spec, options=SERVICES_ON)  # services on
+    writer._spec = dataclasses.replace(writer._spec, options=SERVICES_ON)  # services on
     for i in range(40):  # updates of known keys only
         ids = ["a", f"k{i % 6}"]
         writer.upsert(_rows(ids, 100 + i))
         model.update(dict.fromkeys(ids, 100 + i))
     writer.wait_for_services()
-    timeline = Timeline(writer.store, True)
+    timeline = Timeline(writer._store, True)
     assert [i for i in timeline.pending() if i.id <= left.id] == []
     assert len(timeline.instants()) <= SERVICES_ON.keep_max_commits + 3  # archival goes on
     assert _live(writer) == model

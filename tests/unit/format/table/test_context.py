@@ -33,10 +33,10 @@ def test_names_and_operations_are_taken_and_others_refused() -> None:
 
 def test_a_table_ref_ships_without_its_open_store(tmp_path: Path) -> None:
     t = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.string())]), "id")
-    ref = TableRef.of(t.store, t.spec)
-    assert ref.store is t.store  # the driver's own store, not opened again
+    ref = TableRef.of(t._store, t._spec)
+    assert ref.store is t._store  # the driver's own store, not opened again
     ctx = WriteContext(ref, "20260101000000000", frozenset(), Operation.INSERT)
     shipped = pickle.loads(pickle.dumps(ctx))
     assert shipped == ctx and "_opened" not in pickle.dumps(ctx).decode("latin-1")
-    assert shipped.store is not t.store and shipped.store.uri == t.store.uri
+    assert shipped.store is not t._store and shipped.store.uri == t._store.uri
     assert not shipped.files_refuse_known  # the dynamic scheme's assigners refuse them

@@ -40,8 +40,8 @@ def _live(t: Table) -> dict[str, int]:
 
 
 def _archive(t: Table) -> archive.ArchiveResult:
-    o = t.spec.options
-    return archive.archive(t.store, True, o.keep_min_commits, o.keep_max_commits, 0.5)
+    o = t._spec.options
+    return archive.archive(t._store, True, o.keep_min_commits, o.keep_max_commits, 0.5)
 
 
 def test_archived_instants_stay_readable_as_the_table(tmp_path: Path) -> None:
@@ -50,16 +50,16 @@ def test_archived_instants_stay_readable_as_the_table(tmp_path: Path) -> None:
     ids = []
     for i in range(8):
         ids.append(t.upsert(_rows([f"k{i}", "a"], i, f"d{i % 2}")).instant)
-    assert dead not in [i.id for i in t.timeline.instants()]  # rolled back by the next write
+    assert dead not in [i.id for i in t._timeline.instants()]  # rolled back by the next write
     assert os.path.exists(Path(t.uri) / ".hoodie/.dynbucket/outcomes" / dead)  # its fence
     # The rolled-back instant's files come back, as a writer stalled past its lease writes.
     t.upsert(_rows(["x"], 9))
     expected = _live(t)
     done = _archive(t)
     assert done.archived == 9 - 4 + 0 and done.floor == ids[4]
-    active = [i.id for i in Timeline(t.store, True).instants()]
+    active = [i.id for i in Timeline(t._store, True).instants()]
     assert len(active) == 4 and min(active) > done.floor
-    record = Timeline(t.store).archived()
+    record = Timeline(t._store).archived()
     assert record.floor == done.floor and record.instants == 5
     assert dead in record.rolled_back
     # Both readers read the archived instants' files: the first writes live in them only.
@@ -93,12 +93,12 @@ def test_archived_instants_stay_readable_as_the_table(tmp_path: Path) -> None:
 def test_a_streams_last_batch_survives_archival(tmp_path: Path) -> None:
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
     t.upsert(_rows(["a"], 1))
-    assert not committed(Timeline(t.store, True), StreamBatch("s", 0))
+    assert not committed(Timeline(t._store, True), StreamBatch("s", 0))
     _stream_write(t, StreamBatch("s", 0))
     for i in range(7):  # other writes, until the stream's commit is archived
         t.upsert(_rows([f"k{i}"], i))
     _archive(t)
-    timeline = Timeline(t.store, True)
+    timeline = Timeline(t._store, True)
     assert all(timeline.metadata(i).get("stream") is None for i in timeline.completed("commit"))
     assert committed(timeline, StreamBatch("s", 0))  # replayed after a crash: skipped
     assert not committed(timeline, StreamBatch("s", 1))
@@ -106,7 +106,7 @@ def test_a_streams_last_batch_survives_archival(tmp_path: Path) -> None:
 
 def _stream_write(t: Table, batch: StreamBatch) -> None:
     """A micro-batch's instant as ``Table.stream`` commits one (recording the batch)."""
-    begin = functools.partial(Transaction.begin, t.store, t.spec, "commit", "upsert")
+    begin = functools.partial(Transaction.begin, t._store, t._spec, "commit", "upsert")
     with InstantWrite(begin, "upsert", batch) as w:
         w.open(NoAssigners())
         w.commit(GroupWrites())
@@ -117,7 +117,7 @@ def test_a_crash_between_the_record_and_the_removal_changes_nothing(tmp_path: Pa
     for i in range(8):
         t.upsert(_rows([f"k{i}"], i))
     expected = _live(t)
-    timeline = Timeline(t.store, True)
+    timeline = Timeline(t._store, True)
     oldest = timeline.instants()[0]
     forget = Timeline.forget_archived
     calls = []
@@ -135,12 +135,12 @@ def test_a_crash_between_the_record_and_the_removal_changes_nothing(tmp_path: Pa
     finally:
         Timeline.forget_archived = forget  # type: ignore[method-assign]
     # The record says archived; some instants are still active too: both say completed.
-    assert Timeline(t.store).archived().floor > oldest.id
+    assert Timeline(t._store).archived().floor > oldest.id
     assert _live(t) == expected
     # An archived instant's stray state file is never rolled back by a settling writer.
-    floor = Timeline(t.store).archived().floor
-    left = next(i for i in Timeline(t.store, True).instants() if i.id <= floor)
-    assert settle(t.store, Timeline(t.store, True), left, "w") == "nothing"
+    floor = Timeline(t._store).archived().floor
+    left = next(i for i in Timeline(t._store, True).instants() if i.id <= floor)
+    assert settle(t._store, Timeline(t._store, True), left, "w") == "nothing"
     t.upsert(_rows(["z"], 0))  # the lease of the crashed archival ran out
     assert _live(t) == {**expected, "z": 0}
     check_hudi_reads(t)
@@ -150,7 +150,7 @@ def test_a_crash_between_the_record_and_the_removal_changes_nothing(tmp_path: Pa
         t.upsert(_rows([f"n{i}"], i))
     _archive(t)
     assert all(
-        i.id > Timeline(t.store).archived().floor for i in Timeline(t.store, True).instants()
+        i.id > Timeline(t._store).archived().floor for i in Timeline(t._store, True).instants()
     )
     assert t.check().healthy
 
@@ -167,14 +167,14 @@ def test_a_temporary_file_a_killed_outcome_create_left_stops_nothing(tmp_path: P
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
     for v in range(12):
         t.upsert(_rows(["a", f"k{v}"], v))
-    folder = Path(t.store.path(OUTCOME_DIR))
+    folder = Path(t._store.path(OUTCOME_DIR))
     folder.mkdir(parents=True, exist_ok=True)
-    left = folder / f".{t.timeline.completed()[3].id}.tmp-0123456789ab"
+    left = folder / f".{t._timeline.completed()[3].id}.tmp-0123456789ab"
     left.write_bytes(b"")
-    done = archive.archive(t.store, True, 4, 6, 1.0)
+    done = archive.archive(t._store, True, 4, 6, 1.0)
     assert done.archived > 0
     old = os.path.getmtime(left) - 120
     os.utime(left, (old, old))
-    assert clean.clean(t.store, t.spec, retain=2).instant is not None
+    assert clean.clean(t._store, t._spec, retain=2).instant is not None
     assert not left.exists()
     check_hudi_reads(t)

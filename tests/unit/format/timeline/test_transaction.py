@@ -58,7 +58,7 @@ def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
     assert child.stdout is not None
     assert child.stdout.readline().split() == ["WRITTEN"]
     reader = Table.open(t.uri)
-    (dead,) = [i.id for i in reader.timeline.pending()]
+    (dead,) = [i.id for i in reader._timeline.pending()]
     written = [p for p in Path(t.uri).rglob("*") if dead in p.name]
     assert any(".log." in p.name or p.parent.name == "day=d2" for p in written)
     assert any(".dynbucket/rli" in str(p) for p in written)  # index files too
@@ -72,25 +72,25 @@ def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
     # `dynbucket rollback` settles it: rolled back before the commit point, published after.
     assert reader.rollback() == ([dead] if point == "before" else [])
     (record,) = [h for h in reader.history() if h.get("operation") == "rollback"]
-    recorded = reader.timeline.metadata(
-        next(i for i in reader.timeline.completed() if i.id == record["instant"])
+    recorded = reader._timeline.metadata(
+        next(i for i in reader._timeline.completed() if i.id == record["instant"])
     )
     assert (recorded["rolled-back"], recorded["published"]) == (
         ([dead], []) if point == "before" else ([], [dead])
     )
     result = reader.upsert(pa.table({"id": ["c"], "day": ["d1"], "v": [3]}))
     assert result.instant > dead
-    assert reader.timeline.pending() == []
+    assert reader._timeline.pending() == []
     live = {r["id"]: r["v"] for r in reader.to_arrow(meta_columns=False).to_pylist()}
     if point == "before":
         left = [p for p in Path(t.uri).rglob("*") if dead in p.name]
         assert [p.parent.name for p in left] == ["outcomes"]  # the fence for its writer
-        assert outcome.read(reader.store, dead).state == outcome.ROLLED_BACK
+        assert outcome.read(reader._store, dead).state == outcome.ROLLED_BACK
         assert live == {"a": 1, "b": 2, "c": 3}
         # The dead instant's keys are unknown again (their index entries went with it).
         assert reader.insert(pa.table({"id": ["n1"], "day": ["d2"], "v": [0]})).keys_inserted == 1
     else:  # committed at its commit point: published by the next writer, nothing lost
-        assert dead in [i.id for i in reader.timeline.completed()]
+        assert dead in [i.id for i in reader._timeline.completed()]
         assert live == {"a": 99, "b": 2, "c": 3, **{f"n{i}": i for i in range(50)}}
         assert reader.check().healthy
         assert not list(Path(t.uri).rglob(".hoodie/.dynbucket/outcomes/*"))
@@ -134,21 +134,21 @@ def test_a_plan_written_onto_a_service_instant_rolled_back_meanwhile_is_settled(
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
     for v in range(4):
         t.upsert(pa.table({"id": ["a"], "day": ["d"], "v": [v]}, schema=SCHEMA))
-    txn = Transaction.begin(t.store, t.spec, "clean", "clean")  # the scheduler
+    txn = Transaction.begin(t._store, t._spec, "clean", "clean")  # the scheduler
     txn.lock._stop.set()  # paused: its heartbeat stops, its lease runs out
     time.sleep(0.3)
     t.upsert(pa.table({"id": ["b"], "day": ["d"], "v": [9]}, schema=SCHEMA))  # settles it
-    assert outcome.read(t.store, txn.id).state == outcome.ROLLED_BACK
+    assert outcome.read(t._store, txn.id).state == outcome.ROLLED_BACK
     # It wakes up past its lease check and writes its plan.
     plan = {**txn.plan, "earliest-retained": txn.based_on, "pending": [], SCHEDULED: True}
     txn.timeline.start(txn.instant, plan)
-    timeline = Timeline(t.store, True)
+    timeline = Timeline(t._store, True)
     assert [i.id for i in timeline.pending()] == [txn.id]
     assert left_pending(timeline) == []  # no executor takes it
-    assert clean.clean(t.store, t.spec).instant != txn.id
+    assert clean.clean(t._store, t._spec).instant != txn.id
     t.upsert(pa.table({"id": ["c"], "day": ["d"], "v": [9]}, schema=SCHEMA))
     t.wait_for_services()
-    assert Timeline(t.store, True).pending() == []
+    assert Timeline(t._store, True).pending() == []
     assert t.check().healthy
 
 
@@ -169,18 +169,18 @@ def test_files_a_stalled_process_wrote_after_its_instant_was_rolled_back_are_cle
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
     for v in range(4):
         t.upsert(pa.table({"id": ["a", f"k{v}"], "day": ["d", "d"], "v": [v, v]}, schema=SCHEMA))
-    txn = Transaction.begin(t.store, t.spec, "index-compaction", "compact-index")
+    txn = Transaction.begin(t._store, t._spec, "index-compaction", "compact-index")
     txn.lock._stop.set()  # stalled: its lease runs out
     time.sleep(0.3)
     t.upsert(pa.table({"id": ["b"], "day": ["d"], "v": [9]}, schema=SCHEMA))  # rolls it back
-    index = Path(t.store.path(".hoodie/.dynbucket/rli/day=d"))
+    index = Path(t._store.path(".hoodie/.dynbucket/rli/day=d"))
     some = sorted(index.glob("*.parquet"))[0]
     late = index / f"{txn.id}.base.parquet"
     shutil.copy(some, late)  # what it writes when it wakes up
     report = t.check()
     assert report.healthy and any("written after its rollback" in n for n in report.notes)
     with pytest.raises(ConcurrentWriteError, match="was rolled back"):
-        Transaction.resume(t.store, t.spec, txn.instant, "late")
-    assert clean.clean(t.store, t.spec, retain=2).files_removed >= 1
+        Transaction.resume(t._store, t._spec, txn.instant, "late")
+    assert clean.clean(t._store, t._spec, retain=2).files_removed >= 1
     assert not late.exists()
     assert t.check().healthy and t.to_arrow().num_rows == 6
