@@ -22,47 +22,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
-from dynbucket.actors.assigner import NO_CHECKPOINT, NewKeys
+from dynbucket.actors.assigner import NO_CHECKPOINT
+from dynbucket.actors.checkpoints import Assigners
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
-
-
-class Assigners(Protocol):
-    """The checkpoint flow of the assigner(s) of a write."""
-
-    def begin(self, checkpoint: int, latest_successful: int) -> None: ...
-
-    def snapshot(
-        self,
-        checkpoint: int,
-        latest_successful: int,
-        new_keys: NewKeys | None = None,
-    ) -> Any: ...
-
-    def abort(self, checkpoint: int) -> int: ...
-
-
-class NoAssigners:
-    """The assigners of a stateless bucket scheme: none (no checkpoint to open, no cache to
-    snapshot or abort)."""
-
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
-        pass
-
-    def snapshot(
-        self,
-        checkpoint: int,
-        latest_successful: int,
-        new_keys: NewKeys | None = None,
-    ) -> None:
-        pass
-
-    def abort(self, checkpoint: int) -> int:
-        return 0
 
 
 @dataclasses.dataclass(frozen=True)

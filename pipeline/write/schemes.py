@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from dynbucket.actors.actor import AssignerActor
 from dynbucket.actors.assigner import BucketAssigner, NewKeys
+from dynbucket.actors.checkpoints import Assigners, NoAssigners
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.columns import BUCKET, HASH, IS_NEW, OP, PARTITION
@@ -33,7 +34,7 @@ from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import RLIIndexSource
-from dynbucket.write.instant import Assigners, InstantWrite, NoAssigners
+from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
 from dynbucket.write.write_stage import carry_errors, write_fn, written_schema
 
@@ -215,7 +216,7 @@ class InProcessSlots:
 
 
 class _Cores:
-    """The checkpoint flow of several in-process slots, as one (``instant.Assigners``)."""
+    """The checkpoint flow of several in-process slots, as one (``checkpoints.Assigners``)."""
 
     def __init__(self, cores: list[BucketAssigner]) -> None:
         self.cores = cores

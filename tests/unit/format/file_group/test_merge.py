@@ -20,8 +20,8 @@ from dynbucket.format.file_group.merge import (
     read_slice_of_keys,
 )
 from dynbucket.format.services import log_compaction
-from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.table.options import TableOptions
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])

@@ -14,8 +14,8 @@ import pyarrow as pa
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
 from dynbucket.format.services.due import Upkeep, due
-from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.table.options import TableOptions
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, State
 from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.table import Table

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dynbucket.actors.checkpoints import NoAssigners
 from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.hudi import archived as hudi_archived
@@ -20,7 +21,7 @@ from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, settle
 from dynbucket.table import Table
-from dynbucket.write.instant import InstantWrite, NoAssigners, StreamBatch, committed
+from dynbucket.write.instant import InstantWrite, StreamBatch, committed
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads
 
