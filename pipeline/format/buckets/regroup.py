@@ -23,13 +23,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
 
+from dynbucket.base.beside import in_threads
 from dynbucket.base.columns import HASH, MAX_BUCKET_ID
 from dynbucket.base.errors import CommitFailedError, ConfigError
 from dynbucket.base.keyhash import key_hashes
@@ -272,8 +272,7 @@ def _run(
     def run(job: _Job) -> tuple[list[WrittenFile], int]:
         return _rewrite(store, spec, txn.id, job, new_layouts, existing)
 
-    with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
-        done = list(pool.map(run, jobs))
+    done = in_threads(run, [(j,) for j in jobs], threads or os.cpu_count() or 1)
     written = [f for files, _ in done for f in files]
     rows_in = sum(n for _, n in done)
     rows_out = sum(f.rows for f in written)

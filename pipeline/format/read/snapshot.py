@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from dynbucket.base.beside import in_threads
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH, INSTANT, PARTITION
 from dynbucket.base.errors import DynBucketError, InstantNotFoundError, TableCorruptedError
 from dynbucket.format.buckets.layouts import BucketLayouts
@@ -406,9 +407,8 @@ class Snapshot:
                 **layouts.facts(partition, fslice.bucket),
             }
 
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            rows = [r for r in pool.map(one, self.slices()) if r is not None]
-        return _stats_table(rows)
+        found = in_threads(one, [(s,) for s in self.slices()], os.cpu_count() or 1)
+        return _stats_table([r for r in found if r is not None])
 
     def output_schema(self, columns: Sequence[str] | None, meta_columns: bool) -> pa.Schema:
         return self.output_schema_of(self.spec, columns, meta_columns)
