@@ -107,16 +107,13 @@ def main() -> None:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
 
+    def create(**kwargs):  # type: ignore[no-untyped-def]
+        index = DynamicBucketIndex(max_keys_per_bucket=100)
+        return Table.create(os.path.join(OUT, "t"), schema, "id", "day", index=index, **kwargs)
+
     if scenario == "spark":
         with Runtime() as rt:
-            t = Table.create(
-                os.path.join(OUT, "t"),
-                schema,
-                "id",
-                "day",
-                index=DynamicBucketIndex(max_keys_per_bucket=100),
-                runtime=rt,
-            )
+            t = create(runtime=rt)
             df = rt.spark.createDataFrame(rows, "id string, day string, v long")
             t.upsert(df)
             for f in glob.glob(os.path.join(OUT, "worker-*.json")):
@@ -139,14 +136,7 @@ def main() -> None:
                 "hoodie.keep.min.commits": 2,
                 "hoodie.keep.max.commits": 3,
             }
-        t = Table.create(
-            os.path.join(OUT, "t"),
-            schema,
-            "id",
-            "day",
-            index=DynamicBucketIndex(max_keys_per_bucket=100),
-            options=options,
-        )
+        t = create(options=options)
 
         def batch(n: int) -> pa.Table:  # half the keys of the last write, half new
             return data.set_column(

@@ -4,7 +4,6 @@ inside its metadata table."""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from dynbucket.format.services.service import (
     Scope,
     Service,
     ServiceResult,
+    merge_is_moot,
     pending_instant,
     run_now,
 )
@@ -26,8 +26,6 @@ from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -137,14 +135,7 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
             txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
     for partition, names_ in planned.merges.items():
         by_name = {f.name: f for f in index_files(store, partition)}
-        missing = [n for n in names_ if n not in by_name]
-        if missing:
-            # A clean removed them: what restates them is retained, so this merge is moot
-            # (merging is never needed to read), and is skipped, not failed for good.
-            log.warning(
-                "index compaction %s: index files %s of %s are gone (cleaned); not merged",
-                instant, missing, partition or "(root)",
-            )  # fmt: skip
+        if merge_is_moot("index compaction", instant, partition, names_, by_name):
             continue
         merged = index.merge_deltas(partition, instant, [by_name[n] for n in names_])
         txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))

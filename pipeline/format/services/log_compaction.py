@@ -24,7 +24,13 @@ from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi.files import log_name
 from dynbucket.format.services.compaction import due_slices, merge_run
-from dynbucket.format.services.service import Scope, Service, ServiceResult, pending_instant
+from dynbucket.format.services.service import (
+    Scope,
+    Service,
+    ServiceResult,
+    merge_is_moot,
+    pending_instant,
+)
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
@@ -73,14 +79,7 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     listed = {p: data_files(store, p) for p in dict.fromkeys(g[0] for g in groups)}
     for partition, file_id, base_instant, logs, merged in groups:
         by_name = {f.name: f for f in listed[partition] if f.file_id == file_id}
-        missing = [n for n in logs if n not in by_name]
-        if missing:
-            # A clean removed them: what restates them is retained, so this merge is moot
-            # (merging is never needed to read), and is skipped, not failed for good.
-            log.warning(
-                "log compaction %s: logs %s of %s are gone (cleaned); not merged",
-                instant, missing, partition or "(root)",
-            )  # fmt: skip
+        if merge_is_moot("log compaction", instant, partition, logs, by_name):
             continue
         base = next((f.name for f in by_name.values() if f.kind == "base"
                      and f.instant == base_instant), "")  # fmt: skip

@@ -18,7 +18,9 @@ module with a :class:`Service` subclass, a line in ``registry.py`` and its optio
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,6 +28,8 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import left_pending
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,21 @@ def run_now(service: Service, store: TableStore, spec: TableSpec, scope: Scope) 
     if instant is None:
         return ServiceResult(service.action, None)
     return service.run(store, spec, instant)  # 3.
+
+
+def merge_is_moot(
+    what: str, instant: str, partition: str, planned: list[str], there: Collection[str]
+) -> bool:
+    """Whether a planned merge of files (``planned``, by name) is moot: some are gone,
+    removed by a clean (``there``: the names still there). What restates them is retained,
+    so the merge is skipped, not failed for good (merging is never needed to read)."""
+    missing = [n for n in planned if n not in there]
+    if missing:
+        log.warning(
+            "%s %s: %s of %s are gone (cleaned); not merged",
+            what, instant, missing, partition or "(root)",
+        )  # fmt: skip
+    return bool(missing)
 
 
 def pending_instant(
