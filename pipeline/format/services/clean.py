@@ -7,7 +7,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from dynbucket.format.file_group.slices import data_files
@@ -16,6 +16,7 @@ from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.services.service import (
+    AUTOMATIC,
     Scope,
     Service,
     ServiceResult,
@@ -33,8 +34,8 @@ from dynbucket.format.table.paths import (
 )
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
-from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Timeline, Visible
-from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
@@ -219,6 +220,17 @@ class Clean(Service):
 
     def automatic(self, spec: TableSpec) -> bool:
         return spec.options.clean_automatic
+
+    def due(
+        self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
+    ) -> Scope | None:
+        """Due once ``hoodie.clean.max.commits`` data commits followed the last clean."""
+        since = 0
+        for i in reversed(instants):
+            if i.action == "clean" and i.completed:
+                break
+            since += i.action in ("commit", "compaction") and i.completed
+        return AUTOMATIC if since >= spec.options.clean_max_commits else None
 
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
         return schedule_clean(store, spec, scope.retain)

@@ -48,7 +48,7 @@ from dynbucket.format.file_group.stale import copied_largest
 from dynbucket.format.file_group.writer import moved_to, write_base
 from dynbucket.format.hudi.files import base_name, log_name
 from dynbucket.format.read.snapshot import Snapshot
-from dynbucket.format.services.service import Scope, Service, ServiceResult
+from dynbucket.format.services.service import AUTOMATIC, Scope, Service, ServiceResult
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
@@ -295,6 +295,19 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
     return out
 
 
+def full_flags(spec: TableSpec, files: Sequence[WrittenFile]) -> list[bool]:
+    """Of each slice a write's logs reached ``hoodie.compact.inline.max.delta.commits``
+    logs on (counted from its newest merged log, as the writer noted them): whether it is
+    due for a compaction into a new base (:func:`full_due_of`), else for a log
+    compaction."""
+    n = spec.options.compaction_delta_commits
+    return [
+        full_due_of(spec, f.base_bytes, f.log_bytes)
+        for f in files
+        if f.kind == "log" and (f.slice_logs or f.log_version or 0) >= n
+    ]
+
+
 class Compaction(Service):
     """Hudi's compaction: slices with logs into new base files (merge-on-read tables)."""
 
@@ -303,6 +316,11 @@ class Compaction(Service):
     def automatic(self, spec: TableSpec) -> bool:
         o = spec.options
         return o.merge_on_read and (o.compaction_inline or o.compaction_async)
+
+    def due(
+        self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
+    ) -> Scope | None:
+        return AUTOMATIC if any(full_flags(spec, files)) else None
 
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
         if not scope.automatic:

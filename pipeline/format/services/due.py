@@ -2,10 +2,10 @@
 
 A table that takes a micro-batch every few seconds grows a log file per touched group, an
 index file per touched partition and three timeline files per write. Left alone, every
-write and read gets slower with each of them (docs/soak.md). As Hudi's writers do, each
-write says which services it made due, decided from what it wrote and one listing of the
-timeline, and they run right after it (``Table`` runs them; a due compaction may run
-beside the writes):
+write and read gets slower with each of them (docs/soak.md). As Hudi's writers do, the
+services a write made due run right after it (``write/services.py``; a due compaction may
+run beside the writes), each service deciding from what the write wrote and one listing of
+the timeline (``Service.due``):
 
 * **compaction** of file slices with ``hoodie.compact.inline.max.delta.commits`` log
   files (merge-on-read tables): into a new base file once the logs reach
@@ -19,10 +19,9 @@ beside the writes):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from dynbucket.format.services import compaction
 from dynbucket.format.services.registry import SERVICES
 from dynbucket.format.services.service import Scope, ServiceResult, run_now
 from dynbucket.format.storage.store import TableStore
@@ -36,72 +35,42 @@ from dynbucket.format.timeline.transaction import WrittenFile, left_pending
 class Upkeep:
     """The services a write made due."""
 
-    compaction: bool = False
-    clean: bool = False
-    index_partitions: tuple[str, ...] = ()
+    services: Mapping[str, Scope] = field(default_factory=dict)
+    """The due services that run as instants of their own, by action in the registry's
+    order, each with the scope it plans for (each service decides: ``Service.due``)."""
     archive: bool = False
-    log_compaction: bool = False
     left: tuple[str, ...] = ()
     """Actions of services pending for longer than a lease (their executor died, most
     likely): each is executed again, due or not (one left behind would otherwise hold
     archival back for as long as no new one of its action is due)."""
 
     def scopes(self) -> dict[str, Scope]:
-        """The due services that run as instants of their own, by action in the
-        registry's order, each with the scope it plans for (archival is not one)."""
-        auto = Scope(automatic=True)
-        due = {
-            "compaction": auto if self.compaction else None,
-            "logcompaction": auto if self.log_compaction else None,
-            "clean": auto if self.clean else None,
-            "index-compaction": Scope(self.index_partitions, True)
-            if self.index_partitions
-            else None,
-        }
-        return {a: scope for a in SERVICES if (scope := due.get(a)) is not None}
+        return dict(self.services)
+
+    @property
+    def index_partitions(self) -> tuple[str, ...]:
+        """The partitions a due index compaction looks at."""
+        scope = self.services.get("index-compaction")
+        return scope.partitions or () if scope is not None else ()
 
     def __bool__(self) -> bool:
-        return (
-            self.compaction
-            or self.log_compaction
-            or self.clean
-            or bool(self.index_partitions)
-            or self.archive
-            or bool(self.left)
-        )
+        return bool(self.services) or self.archive or bool(self.left)
 
 
 def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Upkeep:
-    """The services due after a write that wrote ``files`` (``timeline``: the table's)."""
+    """The services due after a write that wrote ``files`` (``timeline``: the table's):
+    each automatic service of the registry says whether it is, archival last."""
     o = spec.options
-    slices = [
-        f
-        for f in files
-        if f.kind == "log" and (f.slice_logs or f.log_version or 0) >= o.compaction_delta_commits
-    ]
-    if not (o.merge_on_read and (o.compaction_inline or o.compaction_async)):
-        slices = []
-    full = [compaction.full_due_of(spec, f.base_bytes, f.log_bytes) for f in slices]
     instants = timeline.instants()
-    clean = False
-    if o.clean_automatic:
-        since = 0
-        for i in reversed(instants):
-            if i.action == "clean" and i.completed:
-                break
-            since += i.action in ("commit", "compaction") and i.completed
-        clean = since >= o.clean_max_commits
-    index: tuple[str, ...] = ()
-    if o.index_compaction_automatic:
-        index = tuple(sorted({f.partition for f in files if f.kind == "index"}))
-    return Upkeep(
-        any(full),
-        clean,
-        index,
-        o.archive_automatic and _archivable(instants, o.keep_min_commits, o.keep_max_commits),
-        not all(full),
-        _left(spec, instants),
+    services = {
+        action: scope
+        for action, service in SERVICES.items()
+        if service.automatic(spec) and (scope := service.due(spec, files, instants)) is not None
+    }
+    archivable = o.archive_automatic and _archivable(
+        instants, o.keep_min_commits, o.keep_max_commits
     )
+    return Upkeep(services, archivable, _left(spec, instants))
 
 
 def _left(spec: TableSpec, instants: Sequence[Instant]) -> tuple[str, ...]:

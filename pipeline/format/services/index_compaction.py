@@ -153,6 +153,14 @@ class IndexCompaction(Service):
     def automatic(self, spec: TableSpec) -> bool:
         return spec.options.index_compaction_automatic
 
+    def due(
+        self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
+    ) -> Scope | None:
+        """The partitions the write added index files to (each is looked at; it is
+        compacted once it has ``index.compaction.min-files``)."""
+        partitions = tuple(sorted({f.partition for f in files if f.kind == "index"}))
+        return Scope(partitions, automatic=True) if partitions else None
+
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
         return schedule_index_compaction(
             store, spec, scope.min_files, scope.partitions, scope.automatic, scope.seen

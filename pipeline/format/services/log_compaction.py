@@ -23,8 +23,9 @@ from typing import Any
 from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi.files import log_name
-from dynbucket.format.services.compaction import due_slices, merge_run
+from dynbucket.format.services.compaction import due_slices, full_flags, merge_run
 from dynbucket.format.services.service import (
+    AUTOMATIC,
     Scope,
     Service,
     ServiceResult,
@@ -33,7 +34,8 @@ from dynbucket.format.services.service import (
 )
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.format.timeline.timeline import Instant
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,11 @@ class LogCompaction(Service):
     def automatic(self, spec: TableSpec) -> bool:
         o = spec.options
         return o.merge_on_read and (o.compaction_inline or o.compaction_async)
+
+    def due(
+        self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
+    ) -> Scope | None:
+        return None if all(full_flags(spec, files)) else AUTOMATIC
 
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
         o = spec.options

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
-from dynbucket.format.timeline.transaction import left_pending
+from dynbucket.format.timeline.transaction import WrittenFile, left_pending
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,10 @@ class Scope:
     """Filled by an index compaction's planning: each partition's count of index files."""
 
 
+#: The scope of a service due after a write, with the table's thresholds.
+AUTOMATIC = Scope(automatic=True)
+
+
 class Service(ABC):
     """A table service of one timeline action (the module docstring's three steps)."""
 
@@ -82,6 +86,14 @@ class Service(ABC):
     def automatic(self, spec: TableSpec) -> bool:
         """Whether the writes of a table of ``spec`` run this service when due (its
         option)."""
+
+    @abstractmethod
+    def due(
+        self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
+    ) -> Scope | None:
+        """Whether a write that wrote ``files`` made this service due (``instants``: the
+        table's timeline after it; asked only when ``automatic``): the scope it plans for,
+        or None."""
 
     @abstractmethod
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:

@@ -14,6 +14,7 @@ import pyarrow as pa
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
 from dynbucket.format.services.due import Upkeep, due
+from dynbucket.format.services.service import AUTOMATIC
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, State
@@ -46,22 +47,31 @@ def _log(version: int, partition: str = "day=d1") -> WrittenFile:
     return WrittenFile(partition, f"/t/{partition}/x", "log", 1, 1, log_version=version)
 
 
+def _due(*actions: str) -> Upkeep:
+    """What a write makes due when it is ``actions``, with the table's thresholds."""
+    return Upkeep(dict.fromkeys(actions, AUTOMATIC))
+
+
 def test_what_a_write_makes_due() -> None:
     spec = _spec()
     quiet = _Timeline(["commit"] * 3)
     assert not due(spec, [_log(4)], quiet)  # type: ignore[arg-type]
-    assert due(spec, [_log(4), _log(5)], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]
+    assert due(spec, [_log(4), _log(5)], quiet) == _due("compaction")  # type: ignore[arg-type]
     # Logs under compaction.log-size-ratio of their base: a log compaction instead.
     small = WrittenFile("day=d1", "/t/x", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=199)
-    assert due(spec, [small], quiet) == Upkeep(log_compaction=True)  # type: ignore[arg-type]
+    assert due(spec, [small], quiet) == _due("logcompaction")  # type: ignore[arg-type]
     large = WrittenFile("day=d1", "/t/y", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=200)
-    assert due(spec, [small, large], quiet) == Upkeep(compaction=True, log_compaction=True)  # type: ignore[arg-type]
-    assert due(_spec(log_compaction_enable=False), [small], quiet) == Upkeep(compaction=True)  # type: ignore[arg-type]
+    assert due(spec, [small, large], quiet) == _due("compaction", "logcompaction")  # type: ignore[arg-type]
+    assert due(_spec(log_compaction_enable=False), [small], quiet) == _due("compaction")  # type: ignore[arg-type]
     index = WrittenFile("day=d2", "/t/i", "index", 1, 1)
     assert due(spec, [index], quiet).index_partitions == ("day=d2",)  # type: ignore[arg-type]
     # Cleaning: five data commits (writes or compactions) since the last clean.
-    assert due(spec, [], _Timeline(["clean"] + ["commit"] * 4 + ["compaction"])).clean  # type: ignore[arg-type]
-    assert not due(spec, [], _Timeline(["commit"] * 5 + ["clean"] + ["commit"] * 4)).clean  # type: ignore[arg-type]
+    assert due(spec, [], _Timeline(["clean"] + ["commit"] * 4 + ["compaction"])).services.get(
+        "clean"
+    )  # type: ignore[arg-type]
+    assert not due(spec, [], _Timeline(["commit"] * 5 + ["clean"] + ["commit"] * 4)).services.get(
+        "clean"
+    )  # type: ignore[arg-type]
     # Archival: more instants than hoodie.keep.max.commits.
     assert due(spec, [], _Timeline(["commit"] * 31)).archive  # type: ignore[arg-type]
     # ... unless the oldest is pending (a compaction holds archival back: nothing would go).
@@ -74,7 +84,7 @@ def test_what_a_write_makes_due() -> None:
                 index_compaction_automatic=False)  # fmt: skip
     assert not due(off, [_log(9), index], _Timeline(["commit"] * 40))  # type: ignore[arg-type]
     # A copy-on-write table has nothing to compact.
-    assert not due(_spec(table_type="COPY_ON_WRITE"), [_log(9)], quiet).compaction  # type: ignore[arg-type]
+    assert not due(_spec(table_type="COPY_ON_WRITE"), [_log(9)], quiet).services  # type: ignore[arg-type]
 
 
 def test_a_table_of_many_small_writes_looks_after_itself(tmp_path: Path) -> None:
