@@ -308,14 +308,20 @@ def full_flags(spec: TableSpec, files: Sequence[WrittenFile]) -> list[bool]:
     ]
 
 
+def slices_compacted_automatically(spec: TableSpec) -> bool:
+    """Whether the writes of a merge-on-read table compact its slices (inline or beside
+    them): compaction and log compaction alike."""
+    o = spec.options
+    return o.merge_on_read and (o.compaction_inline or o.compaction_async)
+
+
 class Compaction(Service):
     """Hudi's compaction: slices with logs into new base files (merge-on-read tables)."""
 
     action = "compaction"
 
     def automatic(self, spec: TableSpec) -> bool:
-        o = spec.options
-        return o.merge_on_read and (o.compaction_inline or o.compaction_async)
+        return slices_compacted_automatically(spec)
 
     def due(
         self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]

@@ -23,7 +23,12 @@ from typing import Any
 from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi.files import log_name
-from dynbucket.format.services.compaction import due_slices, full_flags, merge_run
+from dynbucket.format.services.compaction import (
+    due_slices,
+    full_flags,
+    merge_run,
+    slices_compacted_automatically,
+)
 from dynbucket.format.services.service import (
     AUTOMATIC,
     Scope,
@@ -101,8 +106,7 @@ class LogCompaction(Service):
     action = "logcompaction"
 
     def automatic(self, spec: TableSpec) -> bool:
-        o = spec.options
-        return o.merge_on_read and (o.compaction_inline or o.compaction_async)
+        return slices_compacted_automatically(spec)
 
     def due(
         self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
