@@ -7,7 +7,8 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dynbucket.format.file_group.slices import data_files
@@ -72,6 +73,25 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
     return run_now(Clean(), store, spec, Scope(retain=retain))
 
 
+@dataclass(frozen=True)
+class CleanPlan:
+    """A clean's plan: the horizon (the oldest retained instant: each group keeps its
+    newest base at or before it and what follows), and the instants pending when it was
+    planned (their files are not counted: a reader may still read what they replace)."""
+
+    earliest_retained: str
+    pending: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, plan: Mapping[str, Any]) -> CleanPlan:
+        """The plan as the timeline recorded it (``Timeline.plan``)."""
+        return cls(plan["earliest-retained"], tuple(plan.get("pending", [])))
+
+    def entries(self) -> dict[str, Any]:
+        """The plan's entries as the timeline records them."""
+        return {"earliest-retained": self.earliest_retained, "pending": list(self.pending)}
+
+
 def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> str | None:
     """Plans a clean under the lease, and leaves it pending for :func:`execute_clean`: the
     plan says the horizon E before any file goes (a read that finds a file gone while the
@@ -86,8 +106,8 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
         completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
         if len(completed) <= keep:
             return None
-        pending = [i.id for i in txn.timeline.pending() if i.id != txn.id]
-        return {"earliest-retained": completed[-keep], "pending": pending}
+        pending = tuple(i.id for i in txn.timeline.pending() if i.id != txn.id)
+        return CleanPlan(completed[-keep], pending).entries()
 
     return schedule_instant(store, spec, "clean", "clean", plan)
 
@@ -99,10 +119,11 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
         raise ValueError(f"no pending clean {instant} in {store.uri}")
     timeline = Timeline(store, spec.options.merge_on_read)
     txn = Transaction.resume(store, spec, found, f"cleaner-{uuid.uuid4().hex[:8]}")
-    earliest = txn.plan["earliest-retained"]
+    planned = CleanPlan.of(txn.plan)
+    earliest = planned.earliest_retained
     seen = timeline.visible()
     # What was visible when it was planned: not what completed since, from then pending.
-    visible = Visible(set(seen) - set(txn.plan.get("pending", [])), seen.floor, seen.rolled_back)
+    visible = Visible(set(seen) - set(planned.pending), seen.floor, seen.rolled_back)
     removed = 0
     folders = []
     on_timeline = {i.id for i in timeline.instants()}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import data_files
@@ -46,6 +46,19 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 log = logging.getLogger(__name__)
 
 
+class MergedLog(NamedTuple):
+    """A log compaction's plan of one file group (recorded as a list, in this order)."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    """The base instant of the slice whose logs it merges."""
+    logs: list[str]
+    """The names of the logs it merges (``merge_run``), oldest first."""
+    merged: str
+    """The merged log's name: the slice's next log, of the log compaction's instant."""
+
+
 def schedule_log(
     store: TableStore,
     spec: TableSpec,
@@ -68,8 +81,10 @@ def schedule_log(
             base_instant, version = r.slice.next_log(txn.id, spec.table_version)
             merged = log_name(r.slice.file_id, base_instant, version, txn.id, run[0].instant)
             logs = [f.name for f in run]
-            groups.append((r.partition, r.slice.file_id, r.slice.base_instant, logs, merged))
-        return {"groups": groups} if groups else None
+            groups.append(
+                MergedLog(r.partition, r.slice.file_id, r.slice.base_instant, logs, merged)
+            )
+        return {"groups": [list(g) for g in groups]} if groups else None
 
     return schedule_instant(store, spec, "logcompaction", "logcompact", plan)
 
@@ -82,8 +97,8 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     if found is None:
         return ServiceResult("logcompaction", None)
     txn = Transaction.resume(store, spec, found, f"log-compactor-{uuid.uuid4().hex[:8]}")
-    groups = txn.plan.get("groups", [])
-    listed = {p: data_files(store, p) for p in dict.fromkeys(g[0] for g in groups)}
+    groups = [MergedLog(*g) for g in txn.plan.get("groups", [])]
+    listed = {p: data_files(store, p) for p in dict.fromkeys(g.partition for g in groups)}
     for partition, file_id, base_instant, logs, merged in groups:
         by_name = {f.name: f for f in listed[partition] if f.file_id == file_id}
         if merge_is_moot("log compaction", instant, partition, logs, by_name):
@@ -95,7 +110,7 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
                 store, spec, partition, file_id, merged, [by_name[n] for n in logs], base
             )
         )
-    txn.commit({"merged-slices": len(groups), "merged-logs": sum(len(g[3]) for g in groups)})
+    txn.commit({"merged-slices": len(groups), "merged-logs": sum(len(g.logs) for g in groups)})
     rows = sum(f.rows for f in txn.files)
     return ServiceResult("logcompaction", txn.id, len(txn.files), 0, rows)
 
