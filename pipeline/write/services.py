@@ -37,7 +37,7 @@ from dynbucket.format.services import compaction
 from dynbucket.format.services import due as due_services
 from dynbucket.format.services.compaction import Group
 from dynbucket.format.services.registry import SERVICES
-from dynbucket.format.services.service import Scope, ServiceResult, run_now
+from dynbucket.format.services.service import Scope, ServiceResult, pending_instant, run_now
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import WrittenFile, compaction_groups, left_pending
@@ -255,11 +255,12 @@ class ServiceRunner:
         """Whether a service reads enough (``HEAVY_BYTES``) to run in a service process
         rather than a thread here (a process costs a start, about a second, once; a
         thread shares this process's interpreter lock with the writes)."""
-        timeline = Timeline(self.table.store, self.table.spec.options.merge_on_read)
-        found = next((i for i in timeline.pending() if i.id == instant), None)
+        store, spec = self.table.store, self.table.spec
+        found = pending_instant(store, spec, instant, action)
         if found is None:
             return False
-        return SERVICES[action].reads_bytes(self.table.store, timeline, found) >= HEAVY_BYTES
+        timeline = Timeline(store, spec.options.merge_on_read)
+        return SERVICES[action].reads_bytes(store, timeline, found) >= HEAVY_BYTES
 
     def done(self, action: str) -> bool:
         """Whether the service of ``action`` running beside the writes has finished."""
