@@ -7,9 +7,19 @@ in-process slots of a write, and the none of a layout scheme all keep it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
 from dynbucket.actors.assigner import NewKeys
+from dynbucket.base.columns import HASH, PARTITION
+from dynbucket.base.keyhash import slot_of
+
+#: Per partition, the hashes of keys an instant takes out of the table.
+Gone = Mapping[str, npt.NDArray[np.int64]]
 
 
 class Assigners(Protocol):
@@ -25,6 +35,33 @@ class Assigners(Protocol):
     ) -> Any: ...
 
     def abort(self, checkpoint: int) -> int: ...
+
+    def leave(self, checkpoint: int, gone: Gone) -> None:
+        """Notes keys ``checkpoint`` takes out of the table (records marked as deletes:
+        keys deleted, or taken as new and never written): they leave the caches, and
+        their room is free, when it commits; an abort keeps them (each slot's ``locate``)."""
+        ...
+
+
+def by_slot(gone: Gone, num_slots: int) -> dict[int, pa.RecordBatch]:
+    """``gone`` as each slot's batch of ``_partition`` and ``_hash`` (slot ``pmod(hash,
+    N)``), for the slots that have any."""
+    parts, hashes = [], []
+    for partition, h in gone.items():
+        parts.append(np.full(len(h), partition, dtype=object))
+        hashes.append(np.asarray(h, np.int64))
+    if not hashes:
+        return {}
+    all_parts, all_hashes = np.concatenate(parts), np.concatenate(hashes)
+    slots = slot_of(all_hashes, num_slots)
+    out = {}
+    for s in np.unique(slots):
+        mine = slots == s
+        out[int(s)] = pa.RecordBatch.from_arrays(
+            [pa.array(all_parts[mine], pa.string()), pa.array(all_hashes[mine])],
+            names=[PARTITION, HASH],
+        )
+    return out
 
 
 class NoAssigners:
@@ -44,3 +81,6 @@ class NoAssigners:
 
     def abort(self, checkpoint: int) -> int:
         return 0
+
+    def leave(self, checkpoint: int, gone: Gone) -> None:
+        pass

@@ -15,6 +15,7 @@ from typing import Any
 
 from dynbucket.actors.actor import assigner_actor_class
 from dynbucket.actors.assigner import IndexSource, NewKeys
+from dynbucket.actors.checkpoints import Gone, by_slot
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import RuntimeSetupError
 from dynbucket.base.options import DynamicBucketOptions
@@ -96,6 +97,13 @@ class AssignerFleet:
         them with its state; the fleet then closes, and the next write starts a new one."""
         dropped = self._all_or_close("abort", checkpoint)
         return sum(dropped) if dropped is not None else 0
+
+    def leave(self, checkpoint: int, gone: Gone) -> None:
+        """Every slot notes its keys of ``gone`` (``checkpoints.Assigners.leave``)."""
+        import ray
+
+        batches = by_slot(gone, self.num_slots)
+        ray.get([self.handles[s].locate.remote(checkpoint, b) for s, b in batches.items()])
 
     def reset(self) -> bool:
         """Empties every slot's caches (another writer committed), keeping the processes: a

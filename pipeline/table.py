@@ -338,7 +338,11 @@ class Table:
     # --- writes ----------------------------------------------------------------------------
 
     def upsert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
-        """Inserts new keys and updates known ones, as one instant.
+        """Inserts new keys and updates known ones, as one instant; records marked as
+        deletes (``_hoodie_is_deleted`` true, or the table's ``delete_field`` holding its
+        ``delete_marker``) delete their keys in the same instant. Per key the record of the
+        largest ordering value wins, a delete alike, and a delete older than the row the
+        table holds changes nothing.
 
         A pyarrow Table is written in this process (by ``assigner_slots`` slots, each row
         going to the slot Spark would route it to; default one); a Spark DataFrame by Spark
@@ -375,7 +379,8 @@ class Table:
             checkpoint_location: Spark's checkpoint folder for the query.
             trigger: ``DataStreamWriter.trigger`` arguments, e.g. ``{"availableNow": True}``
                 or ``{"processingTime": "10 seconds"}``.
-            operation: ``upsert``, ``insert`` or ``delete``.
+            operation: ``upsert`` (whose records may be marked as deletes: a change
+                stream, see :meth:`upsert`), ``insert`` or ``delete``.
             query_name: names the stream in commits (default: from the checkpoint folder).
             on_batch: called on the driver with (batch id, result) after each micro-batch.
         """

@@ -27,8 +27,11 @@ FILE_ID = "_file_id"
 """The row's file group (in index files and reads)."""
 SEQ = "_seq"
 """Position of a record in its batch or commit order, while merging."""
+IS_DELETE = "_is_delete"
+"""Whether an incoming record deletes its key (bool): what its delete marker says
+(``_hoodie_is_deleted``, or the table's delete field), from fitting to stage A."""
 
-RESERVED = frozenset({HASH, INSTANT, OP, PARTITION, BUCKET, FILE_ID, IS_NEW, SEQ})
+RESERVED = frozenset({HASH, INSTANT, OP, PARTITION, BUCKET, FILE_ID, IS_NEW, SEQ, IS_DELETE})
 
 #: ``_op`` values in delta files.
 UPSERT, DELETE = 0, 1

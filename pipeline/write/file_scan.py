@@ -84,7 +84,7 @@ def read_scanned(
         table = _read(files, want)
         if table is None:
             return None
-        table = conform(table, spec.schema, required_fields(spec, deletes))
+        table = conform(table, spec, required_fields(spec, deletes))
         hashes = key_hashes(table, spec.record_key)
     except Exception as e:  # noqa: BLE001 - e.g. a key type keyhash does not hash (Spark's
         # xxhash64 does), or any surprise: Spark reads it as before

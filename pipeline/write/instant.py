@@ -112,6 +112,8 @@ class InstantWrite:
         extra: dict[str, Any] = {"stats": stats, **(metadata or {})}
         if self.stream is not None:
             extra["stream"] = {"id": self.stream.stream, "batch": self.stream.batch_id}
+        if written.gone:  # noted before the commit point, as a delete write's keys are
+            self._assigners.leave(self.checkpoint, written.gone_keys())
         self.txn.commit(extra)
         self._done = True
         self.laps.lap("commit")

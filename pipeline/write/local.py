@@ -59,7 +59,7 @@ class LocalWriter:
             raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
         op = Operation.of(operation)
         laps = Laps()
-        rows = prepare(self.spec, data, deletes=op.deletes)
+        rows = prepare(self.spec, data, deletes=op.deletes, insert=op.refuses_known)
         laps.lap("prepare")
 
         def again(error: BaseException) -> None:

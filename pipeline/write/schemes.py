@@ -24,10 +24,18 @@ import pyarrow as pa
 
 from dynbucket.actors.actor import AssignerActor
 from dynbucket.actors.assigner import BucketAssigner, NewKeys
-from dynbucket.actors.checkpoints import Assigners, NoAssigners
+from dynbucket.actors.checkpoints import Assigners, Gone, NoAssigners, by_slot
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
-from dynbucket.base.columns import BUCKET, HASH, IS_NEW, OP, PARTITION
+from dynbucket.base.columns import (
+    BUCKET,
+    HASH,
+    IS_DELETE,
+    IS_NEW,
+    OP,
+    PARTITION,
+    partition_codes,
+)
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.records.incoming import refuse_known
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
@@ -104,7 +112,7 @@ class AssignerScheme:
             self.link,
             self.fleet.names,
             int(w.id),
-            prepare=record_check(spec, op.deletes),
+            prepare=record_check(spec, op.deletes, op.refuses_known),
             method=op.assigner_call,
             refuse_known=spec.record_key if op.refuses_known else (),
         )
@@ -137,7 +145,7 @@ class LayoutScheme:
 
     def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
         spec = self.table.spec
-        return locate_fn(self._layouts(w), record_check(spec, op.deletes))
+        return locate_fn(self._layouts(w), record_check(spec, op.deletes, op.refuses_known))
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
         layouts = self._layouts(w)
@@ -235,6 +243,11 @@ class _Cores:
     def abort(self, checkpoint: int) -> int:
         return sum(core.abort(checkpoint) for core in self.cores)
 
+    def leave(self, checkpoint: int, gone: Gone) -> None:
+        for slot, batch in by_slot(gone, len(self.cores)).items():
+            names, codes = partition_codes(batch.column(PARTITION))
+            self.cores[slot].locate(checkpoint, names, codes, batch.column(HASH).to_numpy())
+
 
 def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:
     """The rows of each slot that has any: slot ``pmod(key hash, slots)``, Spark's routing,
@@ -261,9 +274,12 @@ def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[D
     """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
     shuffle by (partition, bucket), stage B; with its number of shuffles."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
-    tagged_struct = with_fields(hashed.schema, [(PARTITION, "string"), (OP, "tinyint")])
+    # Stage A turns the records' delete flag into ``_op``.
+    kept = StructType([f for f in hashed.schema.fields if f.name != IS_DELETE])
+    tagged_struct = with_fields(kept, [(PARTITION, "string"), (OP, "tinyint")])
     tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
     stage_b = write_fn(ctx)
     return tagged.repartition(PARTITION, BUCKET).mapInArrow(

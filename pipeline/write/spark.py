@@ -37,12 +37,19 @@ from typing import TYPE_CHECKING
 
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
+from dynbucket.base.columns import IS_DELETE
 from dynbucket.base.errors import (
     AssignerRestartedError,
     DynBucketError,
     from_wire,
 )
-from dynbucket.format.records.incoming import fit_types, required_fields, unique_fields
+from dynbucket.format.hudi.meta_fields import IS_DELETED
+from dynbucket.format.records.incoming import (
+    fit_types,
+    marker_fields,
+    required_fields,
+    unique_fields,
+)
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.spec import TableSpec
@@ -214,7 +221,7 @@ def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
 
     unique_fields(df.columns)
     have = {f.name: to_arrow_type(f.dataType) for f in df.schema.fields}
-    cast = set(fit_types(have, spec.schema, required_fields(spec, deletes)))
+    cast = set(fit_types(have, spec.schema, required_fields(spec, deletes), marker_fields(spec)))
     columns = []
     for f in spec.schema:
         if f.name not in have:
@@ -223,6 +230,16 @@ def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
             columns.append(F.col(f.name).cast(from_arrow_type(f.type)).alias(f.name))
         else:
             columns.append(F.col(f.name))
+    # The records' delete markers as one flag (incoming.delete_flags's rule, in Spark).
+    flags = []
+    if IS_DELETED in have:
+        flags.append(F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
+    field, marker = spec.options.delete_field, spec.options.delete_marker
+    if field is not None and field in have:
+        flags.append(F.coalesce(F.col(field).cast("string") == F.lit(marker), F.lit(False)))
+    if flags:
+        flag = flags[0] if len(flags) == 1 else flags[0] | flags[1]
+        columns.append(flag.alias(IS_DELETE))
     return df.select(*columns)
 
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from dynbucket.base.errors import DynBucketError, to_wire
@@ -21,8 +22,9 @@ from dynbucket.format.table.context import WriteContext
 from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.write.assign_stage import ArrowFn
 
-#: One row per file a task wrote (a ``WrittenFile``), and one row (kind ``counts``) of what
-#: happened to keys.
+#: One row per file a task wrote (a ``WrittenFile``), one row (kind ``counts``) of what
+#: happened to keys, and one (kind ``gone``) per partition of the hashes of keys records
+#: marked as deletes took out (``GroupWrites.gone``: int64 bytes).
 WRITTEN_ARROW = pa.schema(
     [
         ("partition", pa.string(), False),
@@ -44,6 +46,7 @@ WRITTEN_ARROW = pa.schema(
         ("log_bytes", pa.int64(), False),
         ("not_found", pa.int64(), False),
         ("stages", pa.string()),
+        ("hashes", pa.binary()),
     ]
 )
 
@@ -56,7 +59,7 @@ def written_schema() -> Any:
     return from_arrow_schema(WRITTEN_ARROW)
 
 
-_COUNTS = "counts"
+_COUNTS, _GONE = "counts", "gone"
 
 
 def write_fn(ctx: WriteContext) -> ArrowFn:
@@ -83,32 +86,55 @@ def write_fn(ctx: WriteContext) -> ArrowFn:
 def to_rows(written: GroupWrites) -> pa.RecordBatch:
     """A task's writes as rows of :data:`WRITTEN_ARROW`."""
     rows: list[dict[str, Any]] = [
-        {**dataclasses.asdict(f), "not_found": 0, "stages": None} for f in written.files
+        {**dataclasses.asdict(f), "not_found": 0, "stages": None, "hashes": None}
+        for f in written.files
     ]
+    for partition, hashes in written.gone_keys().items():
+        rows.append(
+            {
+                **_EMPTY,
+                "partition": partition,
+                "kind": _GONE,
+                "hashes": hashes.astype("<i8").tobytes(),
+            }
+        )
     rows.append(
         {
-            "partition": "",
-            "path": "",
+            **_EMPTY,
             "kind": _COUNTS,
-            "rows": 0,
-            "size": 0,
-            "file_id": "",
-            "bucket": -1,
             "inserts": written.keys_inserted,
             "updates": written.keys_updated,
             "stale": written.keys_stale,
             "deletes": written.keys_deleted,
-            "prev_commit": None,
-            "base_file": "",
-            "log_version": None,
-            "slice_logs": None,
-            "base_bytes": 0,
-            "log_bytes": 0,
             "not_found": written.keys_not_found,
             "stages": json.dumps(written.seconds),
         }
     )
     return pa.RecordBatch.from_pylist(rows, schema=WRITTEN_ARROW)
+
+
+#: A row of :data:`WRITTEN_ARROW` that is no file.
+_EMPTY: dict[str, Any] = {
+    "partition": "",
+    "path": "",
+    "rows": 0,
+    "size": 0,
+    "file_id": "",
+    "bucket": -1,
+    "inserts": 0,
+    "updates": 0,
+    "stale": 0,
+    "deletes": 0,
+    "prev_commit": None,
+    "base_file": "",
+    "log_version": None,
+    "slice_logs": None,
+    "base_bytes": 0,
+    "log_bytes": 0,
+    "not_found": 0,
+    "stages": None,
+    "hashes": None,
+}
 
 
 def from_rows(rows: Sequence[Any]) -> GroupWrites:
@@ -118,7 +144,10 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
         fields = r.asDict() if hasattr(r, "asDict") else dict(r)
         not_found = fields.pop("not_found")
         stages = fields.pop("stages")
-        if fields["kind"] == _COUNTS:
+        hashes = fields.pop("hashes")
+        if fields["kind"] == _GONE:
+            out.add_gone(fields["partition"], np.frombuffer(hashes, "<i8").astype(np.int64))
+        elif fields["kind"] == _COUNTS:
             out.keys_inserted += fields["inserts"]
             out.keys_updated += fields["updates"]
             out.keys_stale += fields["stale"]

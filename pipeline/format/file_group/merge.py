@@ -414,14 +414,20 @@ def _key_codes(rows: pa.Table, key_fields: Sequence[str]) -> npt.NDArray[np.int6
 
 
 def dedupe_batch(rows: pa.Table, spec: TableSpec, key_fields: Sequence[str]) -> pa.Table:
-    """One record per key within a batch: the largest ordering value, ties to the last row."""
+    """One record per key within a batch: the largest ordering value, ties to the last row,
+    a delete (``_op``) as any record (Hudi's pre-combine: a delete marked in the records
+    carries its ordering value, so an older delete loses to a newer upsert and the other
+    way round)."""
     if rows.num_rows <= 1:
         return rows
-    added = [] if OP in rows.column_names else [OP]
-    if added:
-        rows = rows.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), rows.num_rows))
-    rows = rows.append_column(SEQ, pa.array(np.arange(rows.num_rows, dtype=np.int32)))
-    return rows.take(pa.array(_winners(spec, rows, key_fields))).drop_columns([*added, SEQ])
+    n = rows.num_rows
+    winners = _select(
+        _key_codes(rows, key_fields),
+        np.arange(n, dtype=np.int64),
+        np.full(n, UPSERT, np.int8),
+        _ordering_rank(spec, rows, np.arange(n)),
+    )
+    return rows if len(winners) == n else rows.take(pa.array(winners))
 
 
 def _read_parquet(

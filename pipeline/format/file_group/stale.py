@@ -1,7 +1,8 @@
-"""Stale updates: upserts of known keys that lose to the record the table holds.
+"""Stale records: upserts and deletes of known keys that lose to the record the table holds.
 
 A stale update is written all the same (readers merge it away, as Hudi's do), but a write
-reports it apart from the updates that took effect (``keys_stale``). Knowing which are stale
+reports it apart from the updates that took effect (``keys_stale``); a stale delete is not
+written (a delete record carries no ordering value a reader could compare). Knowing which are stale
 needs the slice's records only for the updates whose ordering value is below the largest the
 slice's files hold, which their Parquet statistics say without reading a row; and then only
 the records of those updates' keys take part in the merge.
@@ -9,6 +10,8 @@ the records of those updates' keys take part in the merge.
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -27,29 +30,42 @@ def stale_updates(
 ) -> int:
     """How many of ``updates`` (upserts of keys the group has) lose to the record the group
     holds, as a reader merges them (by the ordering value; see ``merge``). They are written
-    all the same (readers merge them away), but do not count as updated.
+    all the same (readers merge them away), but do not count as updated."""
+    return int(np.count_nonzero(stale_mask(store, spec, fslice, updates, instant)))
+
+
+def stale_mask(
+    store: TableStore, spec: TableSpec, fslice: FileSlice, records: pa.Table, instant: str
+) -> npt.NDArray[np.bool_]:
+    """Which of ``records`` (of keys the group has, one per key) lose to the record the
+    group holds, as a reader merges an upsert with it: by the ordering value, a tie to the
+    newer. An update that loses is merged away by readers; a delete that loses (its
+    ordering value below the stored record's: Hudi's event-time ordering) is not written.
 
     1. Without an ordering field the latest commit wins: none is stale.
-    2. An update whose ordering value is not below the largest the slice's files hold (their
+    2. A record whose ordering value is not below the largest the slice's files hold (their
        Parquet statistics) wins whatever its key holds: only the others are suspects, and
        without suspects nothing is read.
     3. The slice's keys, ordering values and commit times are read, only the records of the
        suspects' keys kept (one hash probe per file), and merged with the suspects as a
-       reader would merge them; the suspects that did not win are counted.
+       reader would merge them; the suspects that did not win are stale.
     """
+    stale = np.zeros(records.num_rows, np.bool_)
     ordering = spec.ordering_field
-    if ordering is None or updates.num_rows == 0:  # 1.
-        return 0
+    if ordering is None or records.num_rows == 0:  # 1.
+        return stale
+    suspects = np.arange(records.num_rows)
     newest = _largest_ordering(store, spec, fslice)  # 2.
     if newest is not None:
-        kind = updates.schema.field(ordering).type
+        kind = records.schema.field(ordering).type
         # Floats: a tie may be -0.0 against 0.0 (statistics do not tell), which Hudi orders.
         below = (pc.less_equal if pa.types.is_floating(kind) else pc.less)(
-            updates.column(ordering), pa.scalar(newest).cast(kind)
+            records.column(ordering), pa.scalar(newest).cast(kind)
         )
-        updates = updates.filter(below)
-        if updates.num_rows == 0:
-            return 0
+        suspects = np.flatnonzero(below.to_numpy(zero_copy_only=False))
+        if len(suspects) == 0:
+            return stale
+    updates = records.take(pa.array(suspects))
     keys = record_keys(updates, spec.record_key)  # 3.
     base, logs = _records_of(store, spec, fslice, keys)
     delta = updates.select(list(dict.fromkeys([*spec.record_key, ordering])))
@@ -59,8 +75,9 @@ def stale_updates(
     if logs:
         delta = delta.select(logs[0].column_names).cast(logs[0].schema)
     live = merge(spec, base, [*logs, delta])
-    won = int(pc.sum(pc.equal(live.column(COMMIT_TIME), instant)).as_py() or 0)
-    return updates.num_rows - won
+    won = live.filter(pc.equal(live.column(COMMIT_TIME), instant)).column(KEY)
+    stale[suspects] = pc.invert(pc.is_in(keys, value_set=won)).to_numpy(zero_copy_only=False)
+    return stale
 
 
 def live_among(store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array) -> pa.Array:

@@ -30,15 +30,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partition_codes
+from dynbucket.base.columns import BUCKET, DELETE, HASH, IS_NEW, OP, PARTITION, partition_codes
 from dynbucket.base.threads import shared_pool
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
 from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices, unmerged
-from dynbucket.format.file_group.stale import live_among, remember_largest, stale_updates
+from dynbucket.format.file_group.stale import (
+    live_among,
+    remember_largest,
+    stale_mask,
+    stale_updates,
+)
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file, properties
 from dynbucket.format.hudi.meta_fields import (
@@ -74,6 +80,10 @@ class GroupWrites:
     keys_deleted: int = 0
     keys_not_found: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    gone: dict[str, list[npt.NDArray[np.int64]]] = field(default_factory=dict)
+    """Per partition, the key hashes of a write's records marked as deletes that leave the
+    table (deleted) or never entered it (a key the assigner took as new): they leave the
+    assigners' caches when the instant commits (a delete write's keys do so already)."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -96,6 +106,19 @@ class GroupWrites:
         with self._lock:
             self.keys_not_found += keys
 
+    def add_stale(self, keys: int) -> None:
+        with self._lock:
+            self.keys_stale += keys
+
+    def add_gone(self, partition: str, hashes: npt.NDArray[np.int64]) -> None:
+        if len(hashes):
+            with self._lock:
+                self.gone.setdefault(partition, []).append(hashes)
+
+    def gone_keys(self) -> dict[str, npt.NDArray[np.int64]]:
+        """:attr:`gone`, one array of hashes per partition."""
+        return {p: np.concatenate(parts) for p, parts in self.gone.items()}
+
     def add(self, written: WrittenFile) -> None:
         with self._lock:
             self.files.append(written)
@@ -116,12 +139,18 @@ def write_file_groups(
     it does not hold are counted as not found, an insert of a key it holds is refused
     (``ctx.files_refuse_known``), and no index entries are written.
 
+    Records marked as deletes among upserts (``_op``, from ``_hoodie_is_deleted``) are
+    settled per group (``_settle_deletes``): a delete of a key the group does not hold, or
+    one that loses to the record the group holds (its ordering value below), is not
+    written.
+
     1. Rows without a bucket (deletes of keys the table never had) are counted, not written.
     2. The rows are split into file groups (partition, bucket); each partition's current
        slices are listed once.
     3. Per group, as one job (``threads`` jobs at a time; pyarrow releases the GIL): its
-       rows, one record per key, one file (module doc), the index entries of its new keys
-       (a delete write: the tombstones of the keys it deleted).
+       rows, one record per key (the largest ordering value, deletes alike), one file
+       (module doc), the index entries of its new keys and the tombstones of the keys it
+       deleted.
     4. Per partition, as one job: one index file with those entries (``task`` tells apart
        the files several writer tasks of one instant write into one partition).
     5. A partition that got a data file for the first time gets its
@@ -159,9 +188,12 @@ def write_file_groups(
         fslice = current[partition].get(bucket)
         if not indexed:  # no assigner knew which keys are new: the slice tells
             with out.timed("known"):
-                group = _mark_known(store, spec, fslice, group, deletes, refuse_known, out)
-            if group.num_rows == 0:
-                return partition, None
+                group = _mark_known(store, spec, fslice, group, refuse_known, out)
+        if not deletes:
+            with out.timed("stale"):
+                group = _settle_deletes(store, spec, fslice, group, instant, out, partition)
+        if group.num_rows == 0:
+            return partition, None
         if fslice is not None:
             file_id = fslice.file_id
         else:
@@ -170,12 +202,16 @@ def write_file_groups(
         out.add(written)
         if not indexed or not (written.inserts or written.deletes):
             return partition, None
-        if written.deletes:  # a delete write: tombstones, the room they free counted (I3)
-            gone = group.filter(pc.equal(group.column(OP), DELETE))
-            return partition, entries_for(gone, spec, bucket, file_id, instant, DELETE)
-        return partition, entries_for(
-            group.filter(group.column(IS_NEW)), spec, bucket, file_id, instant
-        )
+        # Tombstones of the keys deleted (the room they free counted, I3), entries of the new.
+        parts = []
+        is_delete = pc.equal(group.column(OP), DELETE)
+        if written.deletes:
+            gone = group.filter(is_delete)
+            parts.append(entries_for(gone, spec, bucket, file_id, instant, DELETE))
+        if written.inserts:
+            new = group.filter(pc.and_(group.column(IS_NEW), pc.invert(is_delete)))
+            parts.append(entries_for(new, spec, bucket, file_id, instant))
+        return partition, pa.concat_tables(parts)
 
     # 4.
     index = RecordLevelIndex(store, spec)
@@ -228,7 +264,6 @@ def _mark_known(
     spec: TableSpec,
     fslice: FileSlice | None,
     group: pa.Table,
-    deletes: bool,
     refuse_known: bool,
     out: GroupWrites,
 ) -> pa.Table:
@@ -241,12 +276,48 @@ def _mark_known(
     if refuse_known:
         refuse_known_keys(group, spec.record_key, known)
     group = group.set_column(group.schema.get_field_index(IS_NEW), IS_NEW, pc.invert(known))
-    if deletes:
-        missing = group.num_rows - int(pc.sum(known).as_py() or 0)
-        if missing:
-            out.add_not_found(missing)
-            group = group.filter(known)
+    unknown_deletes = pc.and_(pc.equal(group.column(OP), DELETE), pc.invert(known))
+    missing = int(pc.sum(unknown_deletes).as_py() or 0)
+    if missing:
+        out.add_not_found(missing)
+        group = group.filter(pc.invert(unknown_deletes))
     return group
+
+
+def _settle_deletes(
+    store: TableStore,
+    spec: TableSpec,
+    fslice: FileSlice | None,
+    group: pa.Table,
+    instant: str,
+    out: GroupWrites,
+    partition: str,
+) -> pa.Table:
+    """A group's records marked as deletes among upserts, settled against what it holds:
+
+    1. A delete of a key the assigner took as new (the table does not hold it; the record
+       won over the batch's upserts of it) deletes nothing: counted as not found.
+    2. A delete of a key the group holds whose ordering value is below the stored record's
+       loses, as an update would (Hudi's event-time ordering): counted as stale.
+    3. The others are written. Both the deleted keys and those of step 1 leave the
+       assigners' caches at the commit (``gone``): step 1's took a bucket in this
+       checkpoint.
+    """
+    is_delete = pc.equal(group.column(OP), DELETE).to_numpy(zero_copy_only=False)
+    if not is_delete.any():
+        return group
+    new = group.column(IS_NEW).to_numpy(zero_copy_only=False)
+    phantom = is_delete & new  # 1.
+    drop = phantom.copy()
+    known = np.flatnonzero(is_delete & ~new)  # 2.
+    if fslice is not None and len(known):
+        stale = stale_mask(store, spec, fslice, group.take(pa.array(known)), instant)
+        drop[known[stale]] = True
+        out.add_stale(int(stale.sum()))
+    out.add_not_found(int(phantom.sum()))
+    hashes = group.column(HASH).to_numpy()
+    out.add_gone(partition, hashes[is_delete & (phantom | ~drop)])  # 3.
+    return group.filter(pa.array(~drop)) if drop.any() else group
 
 
 def _write_group(

@@ -23,6 +23,8 @@ RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"
 FILE_NAME = "_hoodie_file_name"
 META_FIELDS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+#: Hudi's delete marker: a record whose ``_hoodie_is_deleted`` is true deletes its key.
+IS_DELETED = "_hoodie_is_deleted"
 
 
 def record_keys(rows: pa.Table, key_fields: Sequence[str]) -> pa.Array:

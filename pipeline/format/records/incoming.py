@@ -14,11 +14,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dynbucket.base.columns import DELETE, HASH, IS_NEW, OP, PARTITION, UPSERT
+from dynbucket.base.columns import DELETE, HASH, IS_DELETE, IS_NEW, OP, PARTITION, UPSERT
 from dynbucket.base.errors import InvalidInputError, NullKeyError, SchemaMismatchError
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.file_group.merge import dedupe_batch
-from dynbucket.format.hudi.meta_fields import key_text
+from dynbucket.format.hudi.meta_fields import IS_DELETED, key_text
 from dynbucket.format.records.partitioning import partition_paths
 from dynbucket.format.table.spec import TableSpec
 
@@ -60,7 +60,10 @@ def _text_kind(t: pa.DataType) -> str | None:
 
 
 def fit_types(
-    have: Mapping[str, pa.DataType], schema: pa.Schema, required: Sequence[str] | None = None
+    have: Mapping[str, pa.DataType],
+    schema: pa.Schema,
+    required: Sequence[str] | None = None,
+    markers: Sequence[str] = (),
 ) -> list[str]:
     """Checks records' field types against the table's; returns the fields to cast.
 
@@ -68,12 +71,21 @@ def fit_types(
         have: the records' fields and their Arrow types (a Spark DataFrame's as Arrow).
         schema: the table's schema.
         required: fields that must be present (default: all; the others become nulls).
+        markers: fields the records may carry beyond the schema: delete markers
+            (:func:`marker_fields`), read and not stored.
 
     Raises:
         SchemaMismatchError: naming extra fields, missing fields, or a field whose type does
             not widen to the table's, with the fix.
     """
-    extra = sorted(set(have) - set(schema.names))
+    marker = have.get(IS_DELETED)
+    if IS_DELETED in markers and marker is not None and not widens(marker, pa.bool_()):
+        raise SchemaMismatchError(
+            f"field {IS_DELETED!r} has type {marker}; it is Hudi's delete marker (true: the "
+            "record deletes its key), a boolean: cast it to bool (or rename the field if it "
+            "is not a delete marker). Nothing was written."
+        )
+    extra = sorted(set(have) - set(schema.names) - set(markers))
     if extra:
         raise SchemaMismatchError(
             f"field(s) {extra} are not in the table schema ({schema.names}); drop them"
@@ -111,17 +123,44 @@ def unique_fields(names: Sequence[str]) -> None:
         )
 
 
-def conform(data: pa.Table, schema: pa.Schema, required: Sequence[str] | None = None) -> pa.Table:
+def marker_fields(spec: TableSpec) -> list[str]:
+    """Fields of incoming records that mark a record as a delete of its key: Hudi's
+    ``_hoodie_is_deleted`` (true), and the table's ``hoodie.payload.delete.field`` (holding
+    ``hoodie.payload.delete.marker``)."""
+    field = spec.options.delete_field
+    return [IS_DELETED] if field is None else [IS_DELETED, field]
+
+
+def delete_flags(spec: TableSpec, data: pa.Table) -> pa.Array | None:
+    """Per record, whether its markers (:func:`marker_fields`) make it a delete; None when
+    ``data`` carries no marker field. A null marker is not a delete."""
+    flags: pa.Array | None = None
+    if IS_DELETED in data.column_names:
+        flags = pc.fill_null(data.column(IS_DELETED).cast(pa.bool_()), False)
+    field, marker = spec.options.delete_field, spec.options.delete_marker
+    if field is not None and field in data.column_names:
+        text = pc.cast(data.column(field), pa.string())
+        hit = pc.fill_null(pc.equal(text, pa.scalar(marker, pa.string())), False)
+        flags = hit if flags is None else pc.or_(flags, hit)
+    if isinstance(flags, pa.ChunkedArray):
+        flags = flags.combine_chunks()
+    return flags
+
+
+def conform(data: pa.Table, spec: TableSpec, required: Sequence[str] | None = None) -> pa.Table:
     """``data`` with the table's fields in schema order and types (:func:`fit_types`'s rule;
-    fields left out become nulls)."""
+    fields left out become nulls), and ``_is_delete`` when it carries a delete marker."""
+    schema = spec.schema
     unique_fields(data.column_names)
     have = {f.name: f.type for f in data.schema}
-    fit_types(have, schema, required)
+    fit_types(have, schema, required, marker_fields(spec))
     columns = [
         data.column(f.name).cast(f.type) if f.name in have else pa.nulls(data.num_rows, f.type)
         for f in schema
     ]
-    return pa.Table.from_arrays(columns, schema=schema)
+    out = pa.Table.from_arrays(columns, schema=schema)
+    flags = delete_flags(spec, data)
+    return out if flags is None else out.append_column(IS_DELETE, flags)
 
 
 def required_fields(spec: TableSpec, deletes: bool) -> list[str] | None:
@@ -129,7 +168,9 @@ def required_fields(spec: TableSpec, deletes: bool) -> list[str] | None:
     return list(dict.fromkeys([*spec.record_key, *spec.partition_by])) if deletes else None
 
 
-def prepare(spec: TableSpec, data: pa.Table, *, deletes: bool = False) -> pa.Table:
+def prepare(
+    spec: TableSpec, data: pa.Table, *, deletes: bool = False, insert: bool = False
+) -> pa.Table:
     """Fits records to the schema, checks them and adds ``_partition``, ``_hash`` and ``_op``.
 
     Upserts need every field of the schema; deletes need the key and partition fields.
@@ -138,13 +179,42 @@ def prepare(spec: TableSpec, data: pa.Table, *, deletes: bool = False) -> pa.Tab
         SchemaMismatchError, NullKeyError, InvalidInputError, InvalidPartitionValueError:
             nothing is written.
     """
-    data = conform(data, spec.schema, required_fields(spec, deletes))
-    return annotate(spec, data, deletes=deletes)
+    data = conform(data, spec, required_fields(spec, deletes))
+    return annotate(spec, data, deletes=deletes, insert=insert)
 
 
-def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool = True) -> pa.Table:
+def annotate(
+    spec: TableSpec,
+    data: pa.Table,
+    *,
+    deletes: bool,
+    with_hash: bool = True,
+    insert: bool = False,
+) -> pa.Table:
     """Checks keys, ordering values and fields that may not be null, and adds
-    ``_partition``, ``_hash`` (unless the rows carry it, as from Spark) and ``_op``."""
+    ``_partition``, ``_hash`` (unless the rows carry it, as from Spark) and ``_op``: a
+    delete where ``_is_delete`` (the records' delete marker, dropped here) says so.
+
+    A record marked as a delete needs its key, partition and ordering values only (its
+    ordering value decides whether it wins, as an update's does).
+
+    Raises:
+        InvalidInputError: also an insert (``insert``) holding records marked as deletes.
+    """
+    marked = data.column(IS_DELETE).combine_chunks() if IS_DELETE in data.column_names else None
+    if marked is not None:
+        data = data.drop_columns([IS_DELETE])
+        if deletes or not pc.any(marked).as_py():
+            marked = None
+    if marked is not None and insert:
+        count = int(pc.sum(marked).as_py())
+        raise InvalidInputError(
+            f"insert: {count} record(s) are marked as deletes ({IS_DELETED!r} true, or the "
+            f"table's {spec.options.key('delete_field')}) (first at row "
+            f"{pc.index(marked, True).as_py()}); an insert only adds keys: write the records "
+            "with upsert, which applies their upserts and deletes in one instant. Nothing "
+            "was written."
+        )
     for name in spec.record_key:
         _no_nulls(data, name, NullKeyError, "record key field", "every record needs a key")
     if len(spec.record_key) > 1:
@@ -168,6 +238,7 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
                     "field",
                     "give every record a value",
                     ", which the table's schema says may not be null,",
+                    among=None if marked is None else pc.invert(marked),
                 )
     data = data.append_column(
         PARTITION,
@@ -177,13 +248,17 @@ def annotate(spec: TableSpec, data: pa.Table, *, deletes: bool, with_hash: bool 
     )
     if with_hash:
         data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))
+    if marked is not None:
+        ops = pc.if_else(marked, pa.scalar(DELETE, pa.int8()), pa.scalar(UPSERT, pa.int8()))
+        return data.append_column(OP, ops)
     op = DELETE if deletes else UPSERT
     return data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
 
 
 def dedupe(spec: TableSpec, rows: pa.Table, *, deletes: bool) -> pa.Table:
-    """One record per (partition, key): for upserts the largest ordering value, ties to the
-    last row; for deletes the first. Rows whose key hashes all differ (the common case)
+    """One record per (partition, key): for upserts, and upserts and deletes marked in
+    records, the largest ordering value, ties to the last row; for a delete write's keys
+    the first. Rows whose key hashes all differ (the common case)
     come back as they are, without comparing keys. Rows without ``_partition`` are of one
     partition (a file group's)."""
     if HASH in rows.column_names and _distinct(rows.column(HASH)):
@@ -271,12 +346,25 @@ def _unambiguous_keys(data: pa.Table, key_fields: Sequence[str]) -> None:
 
 
 def _no_nulls(
-    data: pa.Table, name: str, error: type[Exception], role: str, fix: str, why: str = ""
+    data: pa.Table,
+    name: str,
+    error: type[Exception],
+    role: str,
+    fix: str,
+    why: str = "",
+    among: pa.Array | None = None,
 ) -> None:
+    """Raises when ``name`` is null in a row (of those ``among`` marks, if given)."""
     column = data.column(name)
-    if column.null_count:
-        first = pc.index(pc.is_null(column), True).as_py()
+    if not column.null_count:
+        return
+    nulls = pc.is_null(column)
+    if among is not None:
+        nulls = pc.and_(nulls, among)
+    count = int(pc.sum(nulls).as_py() or 0)
+    if count:
+        first = pc.index(nulls, True).as_py()
         raise error(
-            f"{role} {name!r}{why} is null in {column.null_count} row(s) (first at row "
+            f"{role} {name!r}{why} is null in {count} row(s) (first at row "
             f"{first}); {fix}. Nothing was written."
         )

@@ -81,6 +81,13 @@ class TableOptions(PersistedOptions):
     index_compaction_automatic: bool = option("index.compaction.automatic", True)
     """Whether writes compact a partition's index once it has ``index.compaction.min-files``
     files."""
+    delete_field: str | None = option("hoodie.payload.delete.field", None)
+    """A field of the incoming records that marks a record as a delete of its key when it
+    holds ``delete_marker`` (a change stream's own operation column: Debezium's ``op``,
+    whose ``d`` is a delete). Stored as a column only if the table's schema has it.
+    ``_hoodie_is_deleted`` (boolean) marks deletes whatever this says."""
+    delete_marker: str | None = option("hoodie.payload.delete.marker", None)
+    """The value of ``delete_field`` that marks a delete (compared as text)."""
 
     def __post_init__(self) -> None:
         if self.table_type not in TABLE_TYPES:
@@ -116,6 +123,12 @@ class TableOptions(PersistedOptions):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"{self.key(name)}={value!r}: must be a number > 0")
 
+        if (self.delete_field is None) != (self.delete_marker is None):
+            raise ConfigError(
+                f"{self.key('delete_field')}={self.delete_field!r} and "
+                f"{self.key('delete_marker')}={self.delete_marker!r}: give both (the field "
+                "and the value of it that marks a delete) or neither"
+            )
         if self.keep_max_commits <= self.keep_min_commits:
             raise ConfigError(
                 f"{self.key('keep_max_commits')}={self.keep_max_commits} must be larger than "

@@ -42,6 +42,8 @@ SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
 )
 DDL = "id string, day string, v long, ts long"
+#: A change stream's records: Debezium's ``op`` (``c`` create, ``u`` update, ``d`` delete).
+CHANGE_DDL = DDL + ", op string"
 
 
 def _rows(keys: range, v: int) -> list[tuple[str, str, int, int]]:
@@ -364,7 +366,7 @@ CHILD = textwrap.dedent(
 
     Transaction.commit = commit_or_hang
     with Runtime() as rt:
-        source = rt.spark.readStream.schema("{DDL}").option("maxFilesPerTrigger", 1)
+        source = rt.spark.readStream.schema("{CHANGE_DDL}").option("maxFilesPerTrigger", 1)
         table = Table.open(table_uri, runtime=rt)
         table.stream(source.parquet(incoming), checkpoint, trigger={{"availableNow": True}},
                      query_name="orders").awaitTermination()
@@ -385,24 +387,43 @@ def _kill_everything(child: subprocess.Popen[bytes], marker: str) -> None:
             continue
 
 
+def _change_batch(b: int) -> pa.Table:
+    """Micro-batch ``b`` of a change stream: creates of 100 keys, updates of 50 keys of the
+    batch before, and deletes of 10 of its keys (batch 2 also deletes batch 1's k150 with
+    an older ordering value: stale, it stays; and k0, deleted already: not found)."""
+    rows = [(i, "u" if i < b * 100 + 50 and b else "c", b) for i in range(b * 100, b * 100 + 150)]
+    if b:
+        rows += [(i, "d", b) for i in range((b - 1) * 100, (b - 1) * 100 + 10)]
+    if b == 2:
+        rows += [(150, "d", 0), (0, "d", 2)]
+    return pa.table(
+        {
+            "id": [f"k{i}" for i, _, _ in rows],
+            "day": [f"d{i % 3}" for i, _, _ in rows],
+            "v": [None if op == "d" else ts for _, op, ts in rows],
+            "ts": [ts for _, _, ts in rows],
+            "op": [op for _, op, _ in rows],
+        },
+        schema=SCHEMA.append(pa.field("op", pa.string())),
+    )
+
+
 def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
+    """A change stream (Debezium's ``op``: creates, updates and deletes in each
+    micro-batch) whose driver dies mid-commit: after a restart each batch commits once."""
     incoming = tmp_path / "in"
     incoming.mkdir()
     for b in range(3):
-        keys = range(b * 100, b * 100 + 150)  # each batch updates 50 keys of the one before
-        rows = pa.table(
-            {
-                "id": [f"k{i}" for i in keys],
-                "day": [f"d{i % 3}" for i in keys],
-                "v": [b] * 150,
-                "ts": [b] * 150,
-            },
-            schema=SCHEMA,
-        )
-        pq.write_table(rows, incoming / f"b{b}.parquet")
-    t = _table(str(tmp_path / "t"), runtime, lock_lease_seconds=3.0)
+        pq.write_table(_change_batch(b), incoming / f"b{b}.parquet")
+    t = _table(
+        str(tmp_path / "t"),
+        runtime,
+        lock_lease_seconds=3.0,
+        delete_field="op",
+        delete_marker="d",
+    )
     checkpoint, stuck = tmp_path / "ckpt", tmp_path / "stuck"
     script = tmp_path / "driver.py"
     script.write_text(CHILD)
@@ -433,23 +454,30 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     # Spark runs micro-batch 1 again, and it commits once.
     time.sleep(3.5)
     done: list[int] = []
-    source = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(incoming))
+    source = spark.readStream.schema(CHANGE_DDL).option("maxFilesPerTrigger", 1)
+    results: list[Any] = []
     t.stream(
-        source,
+        source.parquet(str(incoming)),
         str(checkpoint),
         trigger={"availableNow": True},
         query_name="orders",
-        on_batch=lambda i, r: done.append(i),
+        on_batch=lambda i, r: (done.append(i), results.append(r)),
     ).awaitTermination()
     assert done == [1, 2]
+    assert [(r.keys_deleted, r.keys_stale, r.keys_not_found) for r in results] == [
+        (10, 0, 0),
+        (10, 1, 1),
+    ]
     history = t.history()
     assert [h["state"] for h in history] == ["completed"] * 3
     assert dead_instant not in {h["instant"] for h in history}
     after = _state(t)
-    _same_buckets(batch0, after)
+    _same_buckets({k: v for k, v in batch0.items() if k in after}, after)
+    deleted = {*range(10), *range(100, 110)}
     assert {k: v for k, (v, _) in after.items()} == {
-        (f"d{i % 3}", f"k{i}"): min(i // 100, 2) for i in range(350)
+        (f"d{i % 3}", f"k{i}"): min(i // 100, 2) for i in range(350) if i not in deleted
     }
+    assert "op" not in t.schema.names  # the marker field is read, not stored
 
 
 def _state_without_pending_check(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
