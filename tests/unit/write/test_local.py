@@ -76,3 +76,46 @@ def test_a_file_gone_mid_write_makes_it_run_again_once(
             t.upsert(batch)
         assert t.to_arrow(meta_columns=False).to_pylist() == [{"id": "a", "day": "d", "v": 1}]
     assert t._timeline.pending() == []
+
+
+CHANGES = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_change_batch_settles_each_key_and_frees_exactly_the_deleted_room(
+    tmp_path: Path, table_type: str
+) -> None:
+    t = Table.create(
+        str(tmp_path / "t"),
+        CHANGES,
+        "id",
+        ordering_field="ts",
+        index=DynamicBucketIndex(max_keys_per_bucket=2),
+        options={"hoodie.table.type": table_type},
+    )
+    t.upsert(pa.table({"id": ["a", "b", "c", "d"], "v": [1] * 4, "ts": [5] * 4}, CHANGES))
+    assert _buckets(t) == {"a": 0, "b": 0, "c": 1, "d": 1}
+    # a: a newer delete; b: an older one (stale); c: deleted, then written again newer;
+    # d: written, then deleted newer; e: a delete of a key the table never had; f: new.
+    change = pa.table(
+        {
+            "id": ["a", "b", "c", "c", "d", "d", "e", "f"],
+            "v": [None, None, None, 2, 2, None, None, 2],
+            "ts": [6, 4, 6, 7, 6, 7, 1, 1],
+            "_hoodie_is_deleted": [True, True, True, False, False, True, True, False],
+        }
+    )
+    r = t.upsert(change)
+    counts = (r.keys_inserted, r.keys_updated, r.keys_deleted, r.keys_stale, r.keys_not_found)
+    assert counts == (1, 1, 2, 1, 1)
+    # e took bucket 2 in the instant (as a new key) and left it at the commit: f is alone.
+    assert _buckets(t) == {"b": 0, "c": 1, "f": 2}
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"b": 1, "c": 2, "f": 2}
+    # The room a and d left is free: each bucket takes one more key, in id order.
+    t.upsert(pa.table({"id": ["g", "h", "i"], "v": [3] * 3, "ts": [1] * 3}, CHANGES))
+    assert _buckets(t) == {"b": 0, "g": 0, "c": 1, "h": 1, "f": 2, "i": 2}
+    # The keys deleted, and the one never written, left the slot's cache: new keys again.
+    back = t.upsert(pa.table({"id": ["a", "e"], "v": [4] * 2, "ts": [9] * 2}, CHANGES))
+    assert (back.keys_inserted, back.keys_updated) == (2, 0)
+    assert _buckets(t)["a"] == _buckets(t)["e"] == 3
+    assert t.check().healthy
