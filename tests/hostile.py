@@ -136,6 +136,20 @@ INPUT_CASES = [
                                                    "day": (pa.string(), ["d0", "d0"])},
               InvalidInputError, r"insert: 1 key\(s\) already exist.*use upsert",
               operation="insert"),
+    # Deletes marked in the records (a change batch).
+    InputCase("a change batch: an upsert and a delete of a key never had",
+              {"_hoodie_is_deleted": (pa.bool_(), [False, True]),
+               "qty": (pa.int64(), [5, None])}, None, rows=1),
+    InputCase("a delete marker that is not a boolean",
+              {"_hoodie_is_deleted": (pa.string(), ["false", "true"])}, SchemaMismatchError,
+              "field '_hoodie_is_deleted' has type string.*cast it to bool"),
+    InputCase("a marked delete without an ordering value",
+              {"_hoodie_is_deleted": (pa.bool_(), [False, True]),
+               "ts": (pa.int64(), [1, None])}, InvalidInputError,
+              "ordering field 'ts' is null in 1 row"),
+    InputCase("an insert of records marked as deletes",
+              {"_hoodie_is_deleted": (pa.bool_(), [False, True])}, InvalidInputError,
+              r"insert: 1 record\(s\) are marked as deletes.*upsert", operation="insert"),
 ]  # fmt: skip
 
 
