@@ -59,7 +59,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 )
                 table = Table.create(
                     args.table,
-                    data.schema,
+                    ingest.new_table_schema(data.schema),
                     list(args.key),
                     args.partition_by or (),
                     args.ordering,
@@ -83,7 +83,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 ingest.check_new_ordering(df, args.ordering, fmt, args.schema)
                 table = Table.create(
                     args.table,
-                    to_arrow_schema(df.schema),
+                    ingest.new_table_schema(to_arrow_schema(df.schema)),
                     list(args.key),
                     args.partition_by or (),
                     args.ordering,

@@ -32,6 +32,7 @@ from dynbucket.base.errors import (
     NotATableError,
     SchemaMismatchError,
 )
+from dynbucket.format.hudi.meta_fields import IS_DELETED
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec, load_table
 
@@ -253,6 +254,13 @@ def csv_columns(header: Sequence[str], typed: Sequence[str], source: str) -> lis
             "them from the files, or map columns by position with --no-header and --schema"
         )
     return list(header)
+
+
+def new_table_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of a table created from input files: theirs, without Hudi's delete
+    marker (``_hoodie_is_deleted`` marks records as deletes; it is not stored)."""
+    at = schema.get_field_index(IS_DELETED)
+    return schema if at < 0 else schema.remove(at)
 
 
 def input_files(files: Sequence[str]) -> list[str]:

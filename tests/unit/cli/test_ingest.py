@@ -173,3 +173,22 @@ def test_no_header_takes_columns_by_position_and_needs_a_schema(tmp_path: Path) 
         check_header_option("csv", None, header=False)
     with pytest.raises(ConfigError, match="--no-header is for CSV files"):
         check_header_option("json", "id string", header=False)
+
+
+def test_a_change_file_creates_a_table_without_the_marker_and_applies_its_deletes(
+    tmp_path: Path,
+) -> None:
+    from dynbucket.cli import main
+
+    first = pa.table({"id": ["a", "b"], "ts": [1, 1], "_hoodie_is_deleted": [False, False]})
+    second = pa.table({"id": ["a", "c"], "ts": [2, 2], "_hoodie_is_deleted": [True, False]})
+    pq.write_table(first, tmp_path / "1.parquet")
+    pq.write_table(second, tmp_path / "2.parquet")
+    uri = str(tmp_path / "t")
+    assert (
+        main(["ingest", uri, str(tmp_path / "1.parquet"), "--key", "id", "--ordering", "ts"]) == 0
+    )
+    assert main(["ingest", uri, str(tmp_path / "2.parquet")]) == 0
+    t = Table.open(uri)
+    assert t.schema.names == ["id", "ts"]  # the marker is not a column
+    assert sorted(t.to_arrow().column("id").to_pylist()) == ["b", "c"]
