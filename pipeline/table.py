@@ -337,19 +337,30 @@ class Table:
 
     # --- writes ----------------------------------------------------------------------------
 
-    def upsert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
+    def upsert(
+        self,
+        data: pa.Table | DataFrame,
+        assigner_slots: int | None = None,
+        partial: bool = False,
+    ) -> WriteResult:
         """Inserts new keys and updates known ones, as one instant; records marked as
         deletes (``_hoodie_is_deleted`` true, or the table's ``delete_field`` holding its
         ``delete_marker``) delete their keys in the same instant. Per key the record of the
         largest ordering value wins, a delete alike, and a delete older than the row the
         table holds changes nothing.
 
+        ``partial=True``: the records may carry only some fields (the key, partition and
+        ordering fields, and those that changed); a known key keeps the values the table
+        holds of the others, a new key gets nulls there. Every file holds whole rows (the
+        writer reads the touched keys' rows from the file groups the index names), so
+        every reader reads the result.
+
         A pyarrow Table is written in this process (by ``assigner_slots`` slots, each row
         going to the slot Spark would route it to; default one); a Spark DataFrame by Spark
         tasks and the assigner actors (``assigner_slots`` of them; default: the table's, else
         Spark's default parallelism).
         """
-        return self._write(data, "upsert", assigner_slots)
+        return self._write(data, "upsert", assigner_slots, partial)
 
     def insert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
         """Inserts rows whose keys the table has never had; any known key is an error."""
@@ -367,6 +378,7 @@ class Table:
         operation: str = "upsert",
         query_name: str | None = None,
         on_batch: Callable[[int, WriteResult], None] | None = None,
+        partial: bool = False,
     ) -> StreamingQuery:
         """Writes a streaming DataFrame, each micro-batch one instant, exactly once.
 
@@ -383,7 +395,10 @@ class Table:
                 stream, see :meth:`upsert`), ``insert`` or ``delete``.
             query_name: names the stream in commits (default: from the checkpoint folder).
             on_batch: called on the driver with (batch id, result) after each micro-batch.
+            partial: the records carry only some fields; known keys keep the others
+                (:meth:`upsert`).
         """
+        _only_upserts_are_partial(operation, partial)
         stream_id = (
             query_name
             or hashlib.sha1(os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]
@@ -396,7 +411,12 @@ class Table:
 
         def batch(df: DataFrame, batch_id: int) -> None:
             result = writer.write(
-                df, operation, self.assigner_slots, StreamBatch(stream_id, batch_id), file_stream
+                df,
+                operation,
+                self.assigner_slots,
+                StreamBatch(stream_id, batch_id),
+                file_stream,
+                partial,
             )
             result = self._services().after(result)
             if on_batch is not None:
@@ -420,11 +440,15 @@ class Table:
         """The table as a Spark DataFrame (file slices merged in Spark tasks)."""
         return self.to_spark(self._runtime().spark, as_of, columns, meta_columns)
 
-    def _write(self, data: Any, operation: str, slots: int | None) -> WriteResult:
+    def _write(
+        self, data: Any, operation: str, slots: int | None, partial: bool = False
+    ) -> WriteResult:
+        _only_upserts_are_partial(operation, partial)
         if isinstance(data, pa.Table):
-            result = self._writer().write(data, operation, 1 if slots is None else slots)
+            result = self._writer().write(data, operation, 1 if slots is None else slots, partial)
         elif hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
-            result = self._spark_writer().write(data, operation, slots or self.assigner_slots)
+            slots = slots or self.assigner_slots
+            result = self._spark_writer().write(data, operation, slots, partial=partial)
         else:
             raise InvalidInputError(
                 f"{operation} takes a pyarrow Table or a Spark DataFrame, not {type(data).__name__}"
@@ -539,6 +563,16 @@ class Table:
     def rollback(self) -> list[str]:
         """Rolls back every pending instant a crashed writer left; returns their ids."""
         return rollback(self._store, self._spec)
+
+
+def _only_upserts_are_partial(operation: str, partial: bool) -> None:
+    if not isinstance(partial, bool):
+        raise ConfigError(f"partial={partial!r}: must be True or False")
+    if partial and operation != "upsert":
+        raise ConfigError(
+            f"partial=True with operation={operation!r}: only an upsert keeps the values a "
+            "key's records leave out; use operation='upsert'"
+        )
 
 
 def _snapshot_to_spark(

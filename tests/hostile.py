@@ -51,6 +51,7 @@ class InputCase:
     message: str = ""
     """A regular expression the message matches (it names the field and value)."""
     operation: str = "upsert"
+    """A table's write method, or ``partial upsert`` (``upsert(..., partial=True)``)."""
     rows: int = 2
     """Live rows after an accepted write."""
 
@@ -64,6 +65,13 @@ class InputCase:
                 for type_, values in [spec]
             }
         )
+
+
+def write(table: Any, operation: str, data: Any) -> Any:
+    """The case's write of ``data`` into ``table``."""
+    if operation == "partial upsert":
+        return table.upsert(data, partial=True)
+    return getattr(table, operation)(data)
 
 
 LONG = "x" * 300
@@ -150,6 +158,22 @@ INPUT_CASES = [
     InputCase("an insert of records marked as deletes",
               {"_hoodie_is_deleted": (pa.bool_(), [False, True])}, InvalidInputError,
               r"insert: 1 record\(s\) are marked as deletes.*upsert", operation="insert"),
+    # Partial upserts: the key, partition and ordering fields, and some others.
+    InputCase("a partial upsert of a known key", {"id": (pa.string(), ["old", "new"]),
+                                                  "day": (pa.string(), ["d0", "d0"]),
+                                                  "note": None}, None,
+              operation="partial upsert", rows=1),
+    InputCase("a partial upsert without its ordering field", {"ts": None, "note": None},
+              SchemaMismatchError, r"\['ts'\] of the table schema are missing: give them",
+              operation="partial upsert"),
+    InputCase("a partial upsert of new keys without a field that may not be null",
+              {"qty": None}, InvalidInputError,
+              "field 'qty', which the table's schema says may not be null, is not in the "
+              r"records of a partial upsert, and new keys are among them \(e.g. \[\{'id'",
+              operation="partial upsert"),
+    InputCase("an upsert without a field", {"note": None}, SchemaMismatchError,
+              r"\['note'\] of the table schema are missing.*partial=True.*"
+              "hoodie.write.set.null.for.missing.columns"),
 ]  # fmt: skip
 
 

@@ -44,7 +44,7 @@ import math
 import statistics
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -392,8 +392,10 @@ def _churn(
     }  # fmt: skip
     for r in runs:
         before = Counter(r.table.stats().column("partition").to_pylist())
-        for step, (write, path) in {"delete": (r.table.delete, gone),
-                                    "upsert": (r.table.upsert, back)}.items():  # fmt: skip
+        steps: dict[str, tuple[Callable[[Any], Any], Path]] = {
+            "delete": (r.table.delete, gone), "upsert": (r.table.upsert, back)
+        }  # fmt: skip
+        for step, (write, path) in steps.items():
             df = rt.spark.read.parquet(str(path))
             r.churn_s[step] = timed(functools.partial(write, df))[0]
         r.keys_per_partition = {f"part=p{i}": int(n) for i, n in enumerate(live_per_part)}

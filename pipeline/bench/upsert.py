@@ -60,6 +60,7 @@ from dynbucket.write.results import WriteResult
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
 LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
           "spark": "spark (same layout)", "inprocess": "dynbucket in process (pyarrow)",
+          "inprocess-partial": "dynbucket in process, partial (no note)",
           "floor": "floor (pyarrow, same layout)",
           "delta": "delta-rs MERGE", "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
 PARTITIONS = 8
@@ -159,10 +160,12 @@ class Ours:
 
 class InProcess:
     """dynbucket's in-process writer: ``Table.upsert`` of a pyarrow Table read from the file
-    (no Spark, no actors: one assigner core in this process, file groups in threads)."""
+    (no Spark, no actors: one assigner core in this process, file groups in threads).
+    ``partial``: the same upserts without the ``note`` field, ``partial=True`` (a known key
+    keeps its note: the writer reads it from the key's file group)."""
 
-    def __init__(self, table_dir: Path, bucket_rows: int) -> None:
-        self.dir, self.bucket_rows = table_dir, bucket_rows
+    def __init__(self, table_dir: Path, bucket_rows: int, partial: bool = False) -> None:
+        self.dir, self.bucket_rows, self.partial = table_dir, bucket_rows, partial
         self.table: Table | None = None
 
     def load(self, files: Sequence[Path]) -> None:
@@ -177,8 +180,12 @@ class InProcess:
     def upsert(self, f: Path) -> float:
         assert self.table is not None
         table = self.table
-        s, result = timed(lambda: table.upsert(pq.read_table(f)))
-        _print_write(f"in process {f.name}", s, result, "stages")
+        if self.partial:
+            data = pq.read_table(f).drop_columns(["note"])
+            s, result = timed(lambda: table.upsert(data, partial=True))
+        else:
+            s, result = timed(lambda: table.upsert(pq.read_table(f)))
+        _print_write(f"in process{' partial' * self.partial} {f.name}", s, result, "stages")
         return s
 
     def buckets_per_partition(self) -> int:
@@ -414,6 +421,8 @@ def _system(
 ) -> Ours | InProcess | Floor | PlainSpark | Peer:
     if system == "inprocess":
         return InProcess(tables / "inprocess", bucket_rows)
+    if system == "inprocess-partial":
+        return InProcess(tables / "inprocess-partial", bucket_rows, partial=True)
     if system == "floor":
         return Floor(tables / "floor", running.get("inprocess"))
     ours = running.get("dynbucket")
@@ -441,6 +450,10 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
         if ("inprocess", size) in medians and ("floor", size) in medians:  # time / floor's
             out[f"inprocess_vs_floor_{tag}"] = round(
                 medians[("inprocess", size)] / medians[("floor", size)], 3
+            )
+        if ("inprocess", size) in medians and ("inprocess-partial", size) in medians:
+            out[f"partial_vs_whole_{tag}"] = round(  # partial upsert's time / whole rows'
+                medians[("inprocess-partial", size)] / medians[("inprocess", size)], 3
             )
         ours_s = medians.get(("dynbucket", size))
         if ours_s is None:

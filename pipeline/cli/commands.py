@@ -7,7 +7,11 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from dynbucket.table import Table
+    from dynbucket.write.results import WriteResult
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -31,6 +35,13 @@ def _ingest(args: argparse.Namespace) -> int:
     from dynbucket.table import Table
 
     # Everything that can be checked before Ray and Spark start is checked first.
+    if args.partial and args.operation != "upsert":
+        from dynbucket.base.errors import ConfigError
+
+        raise ConfigError(
+            f"--partial with --operation {args.operation}: only an upsert keeps the values "
+            "its records leave out; drop --partial or use --operation upsert"
+        )
     fmt = ingest.input_format(args.files, args.format)
     ingest.check_header_option(fmt, args.schema, args.header)
     given = ingest.Definition(
@@ -69,7 +80,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 table = Table.open(args.table)
             with table:
                 # As many slots as the Spark path's writes: the same buckets as it gives.
-                print(getattr(table, args.operation)(data, spark_parallelism()))
+                print(_write(table, args, data, spark_parallelism()))
             return 0
     else:
         where += f", at or over --local-max-mb {args.local_max_mb}"
@@ -94,7 +105,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 table = Table.open(args.table, runtime=rt)
             progress = Progress("ingest", "Spark tasks", args.terminal)
             with table, progress, spark_tasks(rt.spark, progress):
-                result = getattr(table, args.operation)(df)
+                result = _write(table, args, df, None)
         except DynBucketError:
             raise
         except Exception as e:
@@ -104,6 +115,13 @@ def _ingest(args: argparse.Namespace) -> int:
             raise unreadable from e
         print(result)
     return 0
+
+
+def _write(table: Table, args: argparse.Namespace, data: Any, slots: int | None) -> WriteResult:
+    """``ingest``'s write of ``data``: its operation (a partial upsert with ``--partial``)."""
+    if args.partial:
+        return table.upsert(data, slots, partial=True)
+    return getattr(table, args.operation)(data, slots)
 
 
 def _when(instant: str | None) -> str:
@@ -428,6 +446,12 @@ def parser() -> argparse.ArgumentParser:
         "(default: a header line, columns by its names)",
     )
     ingest.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
+    ingest.add_argument(
+        "--partial",
+        action="store_true",
+        help="the files carry only some fields (key, partition, ordering and those that "
+        "changed): known keys keep the table's values of the others (upsert only)",
+    )
     ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")
     ingest.add_argument("--partition-by", nargs="*")
     ingest.add_argument("--ordering", help="ordering field (larger wins)")
@@ -522,7 +546,9 @@ def parser() -> argparse.ArgumentParser:
         "--systems",
         type=lambda t: t.split(","),
         default=["dynbucket", "dynbucket-nometa", "spark", "inprocess", "floor", "delta", "paimon"],
-        help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, floor, delta, paimon",
+        help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, floor, delta, "
+        "paimon; also inprocess-partial (the in-process upserts without one field, "
+        "partial=True)",
     )
     up.add_argument(
         "--bucket-rows",

@@ -128,14 +128,14 @@ def assign_fn(
 
 
 def record_check(
-    spec: TableSpec, deletes: bool, insert: bool = False
+    spec: TableSpec, deletes: bool, insert: bool = False, kept: Sequence[str] = ()
 ) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
     """Stage A's check of each batch: keys, ordering values, partition paths, ``_op`` (the
     same checks as an in-process write; a bad record fails the task with its error)."""
 
     def check(batch: pa.RecordBatch) -> pa.RecordBatch:
         table = pa.Table.from_batches([batch])
-        table = annotate(spec, table, deletes=deletes, with_hash=False, insert=insert)
+        table = annotate(spec, table, deletes=deletes, with_hash=False, insert=insert, kept=kept)
         batches = table.combine_chunks().to_batches()
         return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
 

@@ -12,6 +12,7 @@ actors start meanwhile) and return what was written with the number of shuffles.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -33,12 +34,20 @@ if TYPE_CHECKING:
 class DriverEngine:
     """Small DataFrames in the driver (the module doc)."""
 
-    def __init__(self, given: DataFrame, df: DataFrame, spec: TableSpec, file_stream: bool) -> None:
+    def __init__(
+        self,
+        given: DataFrame,
+        df: DataFrame,
+        spec: TableSpec,
+        file_stream: bool,
+        required: Sequence[str] | None,
+    ) -> None:
         self.given, self.df, self.spec, self.file_stream = given, df, spec, file_stream
+        self.required = required
         self._batches: list[pa.RecordBatch] = []
 
     def prepare(self, op: Operation, laps: Laps) -> None:
-        batches = read_scanned(self.given, self.spec, op.deletes, self.file_stream)
+        batches = read_scanned(self.given, self.spec, self.required, self.file_stream)
         if batches is not None:
             laps.lap("read")
         else:

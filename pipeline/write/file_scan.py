@@ -26,6 +26,7 @@ None and Spark collects as before:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -34,7 +35,7 @@ import pyarrow.parquet as pq
 
 from dynbucket.base.columns import HASH
 from dynbucket.base.keyhash import key_hashes
-from dynbucket.format.records.incoming import conform, required_fields
+from dynbucket.format.records.incoming import conform
 from dynbucket.format.table.spec import TableSpec
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def bare_file_stream(streaming_df: DataFrame) -> bool:
 
 
 def read_scanned(
-    df: DataFrame, spec: TableSpec, deletes: bool, bare_stream: bool = False
+    df: DataFrame, spec: TableSpec, required: Sequence[str] | None, bare_stream: bool = False
 ) -> list[pa.RecordBatch] | None:
     """The rows of ``df`` read from its Parquet files, fitted to the table's schema and with
     ``_hash``, as :func:`~dynbucket.write.driver.collect_hashed` would return them
@@ -84,7 +85,7 @@ def read_scanned(
         table = _read(files, want)
         if table is None:
             return None
-        table = conform(table, spec, required_fields(spec, deletes))
+        table = conform(table, spec, required)
         hashes = key_hashes(table, spec.record_key)
     except Exception as e:  # noqa: BLE001 - e.g. a key type keyhash does not hash (Spark's
         # xxhash64 does), or any surprise: Spark reads it as before

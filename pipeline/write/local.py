@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dynbucket.base.errors import ConfigError
 from dynbucket.format.file_group.writer import write_file_groups
-from dynbucket.format.records.incoming import prepare
+from dynbucket.format.records.incoming import kept_fields, prepare
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.spec import TableSpec
@@ -44,9 +44,12 @@ class LocalWriter:
         self.caches = CacheMatch()
         self.scheme = scheme_for(self.table, self.caches, None)
 
-    def write(self, data: pa.Table, operation: str | Operation, slots: int = 1) -> WriteResult:
+    def write(
+        self, data: pa.Table, operation: str | Operation, slots: int = 1, partial: bool = False
+    ) -> WriteResult:
         """One instant: ``upsert`` / ``insert`` rows, or ``delete`` keys, through ``slots``
-        assigner slots.
+        assigner slots (``partial``: an upsert whose records lack fields, whose values a
+        known key keeps).
 
         Bad input raises before anything is written; a failure later rolls the instant back.
         A file the write read that a service beside it removed (a clean of another process,
@@ -59,7 +62,8 @@ class LocalWriter:
             raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
         op = Operation.of(operation)
         laps = Laps()
-        rows = prepare(self.spec, data, deletes=op.deletes, insert=op.refuses_known)
+        kept = kept_fields(self.spec, data.column_names, partial)
+        rows = prepare(self.spec, data, deletes=op.deletes, insert=op.refuses_known, kept=kept)
         laps.lap("prepare")
 
         def again(error: BaseException) -> None:
@@ -69,17 +73,19 @@ class LocalWriter:
             self.caches.emptied(None)
 
         try:
-            return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps), again)
+            return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps, kept), again)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 
-    def _write(self, rows: pa.Table, op: Operation, slots: int, laps: Laps) -> WriteResult:
+    def _write(
+        self, rows: pa.Table, op: Operation, slots: int, laps: Laps, kept: tuple[str, ...]
+    ) -> WriteResult:
         begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)
         with InstantWrite(begin, op.value, laps=laps) as w:
             w.open(self.scheme.assigners(slots, w.last_write))
             rows = self.scheme.tag(w, rows, op)
             laps.lap("assign")
-            ctx = WriteContext(self.table, w.id, w.visible, op)
+            ctx = WriteContext(self.table, w.id, w.visible, op, kept=kept)
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")

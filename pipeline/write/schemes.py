@@ -18,6 +18,7 @@ shuffle by (partition, bucket) brings each file group's rows to one task for sta
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -55,8 +56,9 @@ class Scheme(Protocol):
 
     def assigners(self, num_slots: int, last_write: str | None) -> Assigners: ...
 
-    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
-        """A Spark write's stage A: the function run where the rows are."""
+    def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
+        """A Spark write's stage A: the function run where the rows are (``kept``: the
+        fields a partial upsert's records lack)."""
         ...
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
@@ -104,7 +106,7 @@ class AssignerScheme:
             self.caches.emptied(last_write)
         return self.fleet
 
-    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
+    def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
         """Each row checked, its partition path computed, tagged by its slot."""
         assert self.fleet is not None
         spec = self.table.spec
@@ -112,7 +114,7 @@ class AssignerScheme:
             self.link,
             self.fleet.names,
             int(w.id),
-            prepare=record_check(spec, op.deletes, op.refuses_known),
+            prepare=record_check(spec, op.deletes, op.refuses_known, kept),
             method=op.assigner_call,
             refuse_known=spec.record_key if op.refuses_known else (),
         )
@@ -143,9 +145,10 @@ class LayoutScheme:
     def assigners(self, num_slots: int, last_write: str | None) -> NoAssigners:
         return NoAssigners()
 
-    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
+    def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
         spec = self.table.spec
-        return locate_fn(self._layouts(w), record_check(spec, op.deletes, op.refuses_known))
+        check = record_check(spec, op.deletes, op.refuses_known, kept)
+        return locate_fn(self._layouts(w), check)
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
         layouts = self._layouts(w)
@@ -200,7 +203,7 @@ class InProcessSlots:
         for slot in self.slots:
             slot.reset()
 
-    def stage_a(self, w: InstantWrite, op: Operation) -> ArrowFn:
+    def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
         raise NotImplementedError("a Spark write's rows go to the slot actors (AssignerScheme)")
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:

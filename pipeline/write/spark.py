@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dynbucket.actors.fleet import AssignerFleet
@@ -46,6 +47,7 @@ from dynbucket.base.errors import (
 from dynbucket.format.hudi.meta_fields import IS_DELETED
 from dynbucket.format.records.incoming import (
     fit_types,
+    kept_fields,
     marker_fields,
     required_fields,
     unique_fields,
@@ -134,14 +136,16 @@ class SparkWriter:
         slots: int | None = None,
         stream: StreamBatch | None = None,
         file_stream: bool = False,
+        partial: bool = False,
     ) -> WriteResult:
         """One instant, run again (``WRITE_RETRIES``) when an assigner actor restarted in the
         middle of it (then with a new fleet). ``file_stream``: ``df`` is a micro-batch of a
-        bare Parquet file stream (:func:`~dynbucket.write.file_scan.bare_file_stream`)."""
+        bare Parquet file stream (:func:`~dynbucket.write.file_scan.bare_file_stream`);
+        ``partial``: an upsert whose records lack fields, whose values a known key keeps."""
         op = Operation.of(operation)
 
         def attempt() -> WriteResult:
-            return self._write(df, op, slots, stream, file_stream)
+            return self._write(df, op, slots, stream, file_stream, partial)
 
         def before_retry(error: BaseException) -> None:
             if isinstance(error, FileNotFoundError):
@@ -164,16 +168,19 @@ class SparkWriter:
         slots: int | None,
         stream: StreamBatch | None,
         file_stream: bool,
+        partial: bool = False,
     ) -> WriteResult:
         """1. The DataFrame conformed to the table; the engine chosen by its size.
         2. The instant begins; the assigners open it (a fleet started or emptied while the
            driver engine reads the rows).
         3. Stage A from the scheme, the stages run by the engine, the commit."""
         laps = Laps()
-        df = conform_spark(given, self.spec, op.deletes)  # 1.
+        kept = kept_fields(self.spec, given.columns, partial)
+        required = required_fields(self.spec, op.deletes, partial)
+        df = conform_spark(given, self.spec, required)  # 1.
         num_slots = slots or self.default_slots
         engine: DriverEngine | SparkTasksEngine = (
-            DriverEngine(given, df, self.spec, file_stream)
+            DriverEngine(given, df, self.spec, file_stream, required)
             if self._small(df)
             else SparkTasksEngine(df)
         )
@@ -187,8 +194,9 @@ class SparkWriter:
                 engine.prepare(op, laps)
                 w.open(assigners)
                 laps.lap("prepare")
-                stage_a = scheme.stage_a(w, op)  # 3.
-                ctx = WriteContext(self.table, w.id, w.visible, op, scheme.index_slots(num_slots))
+                stage_a = scheme.stage_a(w, op, kept)  # 3.
+                slots_of_index = scheme.index_slots(num_slots)
+                ctx = WriteContext(self.table, w.id, w.visible, op, slots_of_index, kept)
                 written, shuffles = engine.run(stage_a, ctx, laps)
                 result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:
@@ -209,9 +217,10 @@ class SparkWriter:
         return size is not None and size <= self.driver_max_bytes
 
 
-def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
+def conform_spark(df: DataFrame, spec: TableSpec, required: Sequence[str] | None) -> DataFrame:
     """The DataFrame with the table's fields, in order, by the rule of
-    :func:`~dynbucket.format.records.incoming.fit_types` (widening casts only).
+    :func:`~dynbucket.format.records.incoming.fit_types` (widening casts only; ``required``
+    as it takes them), and ``_is_delete`` when it carries a delete marker.
 
     Raises:
         SchemaMismatchError: extra or missing fields, or a type that does not widen.
@@ -221,7 +230,7 @@ def conform_spark(df: DataFrame, spec: TableSpec, deletes: bool) -> DataFrame:
 
     unique_fields(df.columns)
     have = {f.name: to_arrow_type(f.dataType) for f in df.schema.fields}
-    cast = set(fit_types(have, spec.schema, required_fields(spec, deletes), marker_fields(spec)))
+    cast = set(fit_types(have, spec.schema, required, marker_fields(spec)))
     columns = []
     for f in spec.schema:
         if f.name not in have:

@@ -5,6 +5,7 @@ fields) mixes upserts (with duplicate keys in a batch and out-of-order ordering
 values), deletes (of known and unknown keys), change batches (upserts and deletes marked
 ``_hoodie_is_deleted`` in one write: deletes with larger and smaller ordering values than
 the stored row, a key deleted and written again in one batch, deletes of unknown keys),
+partial upserts (records without ``v``: a live key keeps its value, a new one gets null),
 compactions, index compactions, commits that
 fail at the last moment, and writers that die mid-instant. After each step the snapshot must
 equal the model (dict per partition), no two file groups may share a bucket id in a
@@ -430,8 +431,8 @@ def test_random_sequences_match_the_model(
     for at in range(STEPS):
         before = table.latest_instant()
         step = rng.choices(
-            ["upsert", "delete", "change", "compact", "index", "fail", "die", "grow"],
-            [5, 2, 3, 1, 1, 1, 1, grow],
+            ["upsert", "delete", "change", "partial", "compact", "index", "fail", "die", "grow"],
+            [5, 2, 3, 2, 1, 1, 1, 1, grow],
         )[0]
         if grow and at == STEPS // 2:
             step = "grow"
@@ -458,6 +459,14 @@ def test_random_sequences_match_the_model(
                 cap = table._spec.dynamic_options.max_keys_per_bucket
                 counts = _index_counts(table).values()
                 assert max((n for part in counts for n in part.values()), default=0) <= cap
+        elif step == "partial":
+            batch = _batch(rng, keys)
+            for r in batch:  # what the writer fills in: the live row's value, else null
+                live = model.live((r["region"], r["id"]))
+                r["v"] = live[0] if live is not None else None
+            records = pa.Table.from_pylist(batch, SCHEMA).drop_columns(["v"])
+            done = table.upsert(records, partial=True)
+            model.upsert(batch, _into_base(table, done.instant), _buckets(table))
         elif step == "delete":
             gone = [
                 {"id": f"k{rng.randrange(keys + 3)}", "region": rng.choice(["eu", "us"])}

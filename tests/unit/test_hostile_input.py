@@ -39,6 +39,7 @@ from tests.hostile import (
     CreateCase,
     InputCase,
 )
+from tests.hostile import write as write_case
 from tests.hudi_readers import hudi_read
 
 
@@ -61,16 +62,15 @@ def test_input(tmp_path: Path, case: InputCase) -> None:
         )
     )
     before, dirs = files(tmp_path), folders(tmp_path)
-    write = getattr(t, case.operation)
     if case.error is None:
-        write(case.data())
+        write_case(t, case.operation, case.data())
         live = t.to_arrow(meta_columns=False).filter(
             pa.compute.not_equal(pa.compute.field("id"), "old")
         )
         assert live.num_rows == case.rows
         return
     with pytest.raises(case.error) as raised:
-        write(case.data())
+        write_case(t, case.operation, case.data())
     assert type(raised.value) is case.error
     assert re.search(case.message, str(raised.value)), str(raised.value)
     assert files(tmp_path) == before and folders(tmp_path) == dirs  # nothing written

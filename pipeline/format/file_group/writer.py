@@ -36,8 +36,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, DELETE, HASH, IS_NEW, OP, PARTITION, partition_codes
+from dynbucket.base.errors import InvalidInputError
 from dynbucket.base.threads import shared_pool
-from dynbucket.format.file_group.merge import KEY, merge, read_slice
+from dynbucket.format.file_group.merge import KEY, merge, read_slice, read_slice_of_keys
 from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices, unmerged
 from dynbucket.format.file_group.stale import (
     live_among,
@@ -194,6 +195,9 @@ def write_file_groups(
                 group = _settle_deletes(store, spec, fslice, group, instant, out, partition)
         if group.num_rows == 0:
             return partition, None
+        if ctx.kept:
+            with out.timed("fill"):
+                group = _fill_kept(store, spec, fslice, group, ctx.kept)
         if fslice is not None:
             file_id = fslice.file_id
         else:
@@ -281,6 +285,46 @@ def _mark_known(
     if missing:
         out.add_not_found(missing)
         group = group.filter(pc.invert(unknown_deletes))
+    return group
+
+
+def _fill_kept(
+    store: TableStore,
+    spec: TableSpec,
+    fslice: FileSlice | None,
+    group: pa.Table,
+    kept: tuple[str, ...],
+) -> pa.Table:
+    """A partial upsert's group with the fields its records lack (``kept``) taken from the
+    rows the group holds of their keys, so that every file holds whole rows (what every
+    Hudi reader reads): one read of those keys' rows (the base's row groups that can hold
+    them, their log records). New keys get nulls there.
+
+    Raises:
+        InvalidInputError: a kept field the schema says may not be null, and new keys.
+    """
+    upsert = pc.not_equal(group.column(OP), DELETE)
+    new = pc.and_(upsert, group.column(IS_NEW))
+    for name in kept:
+        if not spec.schema.field(name).nullable and pc.any(new).as_py():
+            sample = group.filter(new).select(list(spec.record_key)).slice(0, 3).to_pylist()
+            raise InvalidInputError(
+                f"field {name!r}, which the table's schema says may not be null, is not in "
+                f"the records of a partial upsert, and new keys are among them (e.g. "
+                f"{sample}): a new key has no value to keep; give the field (or write those "
+                "keys' whole rows). Nothing was written."
+            )
+    known = pc.and_(upsert, pc.invert(group.column(IS_NEW)))
+    if fslice is None or not pc.any(known).as_py():
+        return group
+    keys = group.filter(known).select(list(spec.record_key))
+    stored = read_slice_of_keys(store, spec, fslice, keys, [*spec.record_key, *kept], meta=())
+    at = pc.index_in(
+        record_keys(group, spec.record_key), value_set=record_keys(stored, spec.record_key)
+    )
+    for name in kept:
+        column = stored.column(name).take(at).cast(spec.schema.field(name).type)
+        group = group.set_column(group.schema.get_field_index(name), name, column)
     return group
 
 

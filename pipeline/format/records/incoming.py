@@ -93,7 +93,16 @@ def fit_types(
     needed = schema.names if required is None else list(dict.fromkeys(required))
     missing = [n for n in needed if n not in have]
     if missing:
-        raise SchemaMismatchError(f"field(s) {missing} of the table schema are missing")
+        fix = "give them"
+        if required is None:  # an upsert of whole rows
+            fix = (
+                "give them; or upsert(..., partial=True) to keep the values the table holds "
+                "of them (new keys get nulls); or set hoodie.write.set.null.for.missing.columns"
+                " to write nulls"
+            )
+        raise SchemaMismatchError(
+            f"field(s) {missing} of the table schema are missing: {fix}. Nothing was written."
+        )
     cast = []
     for f in schema:
         if f.name not in have or have[f.name] == f.type:
@@ -163,24 +172,47 @@ def conform(data: pa.Table, spec: TableSpec, required: Sequence[str] | None = No
     return out if flags is None else out.append_column(IS_DELETE, flags)
 
 
-def required_fields(spec: TableSpec, deletes: bool) -> list[str] | None:
-    """Fields a write must carry: all for upserts, the key and partition fields for deletes."""
-    return list(dict.fromkeys([*spec.record_key, *spec.partition_by])) if deletes else None
+def required_fields(spec: TableSpec, deletes: bool, partial: bool = False) -> list[str] | None:
+    """Fields a write must carry: all for upserts; the key and partition fields for deletes;
+    those and the ordering field for a partial upsert (or an upsert whose missing fields
+    become nulls: ``hoodie.write.set.null.for.missing.columns``)."""
+    identity = [*spec.record_key, *spec.partition_by]
+    if deletes:
+        return list(dict.fromkeys(identity))
+    if partial or spec.options.null_for_missing_columns:
+        ordering = [spec.ordering_field] if spec.ordering_field else []
+        return list(dict.fromkeys([*identity, *ordering]))
+    return None
+
+
+def kept_fields(spec: TableSpec, present: Sequence[str], partial: bool) -> tuple[str, ...]:
+    """The table's fields a partial upsert's records lack (``present``: their fields): a
+    known key keeps the values the table holds of them."""
+    if not partial:
+        return ()
+    return tuple(n for n in spec.schema.names if n not in set(present))
 
 
 def prepare(
-    spec: TableSpec, data: pa.Table, *, deletes: bool = False, insert: bool = False
+    spec: TableSpec,
+    data: pa.Table,
+    *,
+    deletes: bool = False,
+    insert: bool = False,
+    kept: Sequence[str] = (),
 ) -> pa.Table:
     """Fits records to the schema, checks them and adds ``_partition``, ``_hash`` and ``_op``.
 
-    Upserts need every field of the schema; deletes need the key and partition fields.
+    Upserts need every field of the schema but those a partial upsert keeps (``kept``, see
+    :func:`kept_fields`: null here, filled by the file-group writer); deletes need the key
+    and partition fields.
 
     Raises:
         SchemaMismatchError, NullKeyError, InvalidInputError, InvalidPartitionValueError:
             nothing is written.
     """
-    data = conform(data, spec, required_fields(spec, deletes))
-    return annotate(spec, data, deletes=deletes, insert=insert)
+    data = conform(data, spec, required_fields(spec, deletes, bool(kept)))
+    return annotate(spec, data, deletes=deletes, insert=insert, kept=kept)
 
 
 def annotate(
@@ -190,6 +222,7 @@ def annotate(
     deletes: bool,
     with_hash: bool = True,
     insert: bool = False,
+    kept: Sequence[str] = (),
 ) -> pa.Table:
     """Checks keys, ordering values and fields that may not be null, and adds
     ``_partition``, ``_hash`` (unless the rows carry it, as from Spark) and ``_op``: a
@@ -229,8 +262,8 @@ def annotate(
                 "give every record an ordering value (larger wins on merge)",
             )
             _no_nans(data, spec.ordering_field)
-        for f in spec.schema:
-            if not f.nullable and f.name not in spec.record_key:
+        for f in spec.schema:  # a kept field is filled from the table later
+            if not f.nullable and f.name not in spec.record_key and f.name not in kept:
                 _no_nulls(
                     data,
                     f.name,

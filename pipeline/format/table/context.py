@@ -101,6 +101,8 @@ class WriteContext:
     operation: Operation
     index_slots: int = 1
     """The write's assigner slot count, which groups its index files."""
+    kept: tuple[str, ...] = ()
+    """A partial upsert's fields its records lack: a known key keeps the table's values."""
 
     @property
     def spec(self) -> TableSpec:

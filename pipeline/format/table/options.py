@@ -81,6 +81,11 @@ class TableOptions(PersistedOptions):
     index_compaction_automatic: bool = option("index.compaction.automatic", True)
     """Whether writes compact a partition's index once it has ``index.compaction.min-files``
     files."""
+    null_for_missing_columns: bool = option("hoodie.write.set.null.for.missing.columns", False)
+    """Whether an upsert's records may lack fields of the table (not its key, partition or
+    ordering fields): the missing fields are written as nulls. Off: such records are
+    refused, naming the fields (``upsert(..., partial=True)`` keeps the table's values of
+    them instead)."""
     delete_field: str | None = option("hoodie.payload.delete.field", None)
     """A field of the incoming records that marks a record as a delete of its key when it
     holds ``delete_marker`` (a change stream's own operation column: Debezium's ``op``,
@@ -102,6 +107,7 @@ class TableOptions(PersistedOptions):
             "clean_automatic",
             "archive_automatic",
             "index_compaction_automatic",
+            "null_for_missing_columns",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(

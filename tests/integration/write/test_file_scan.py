@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dynbucket.format.records.incoming import required_fields
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime, RuntimeConfig
@@ -76,7 +77,7 @@ def _spec(tmp_path: Path, runtime: Runtime) -> TableSpec:
 
 
 def _spark_collects(df: Any, spec: TableSpec, deletes: bool = False) -> pa.Table:
-    conformed = conform_spark(df, spec, deletes)
+    conformed = conform_spark(df, spec, required_fields(spec, deletes))
     return pa.Table.from_batches(collect_hashed(conformed, spec.record_key))
 
 
@@ -96,17 +97,20 @@ def test_files_read_in_the_driver_equal_what_spark_collects(
     pq.write_table(_rows(0, 30, note=True), folder / "a.parquet")
     pq.write_table(_rows(30, 300, note=True), folder / "b.parquet", row_group_size=64)
     df = spark.read.parquet(str(folder))
-    _same(read_scanned(df, spec, deletes=False), _spark_collects(df, spec))
+    _same(read_scanned(df, spec, None), _spark_collects(df, spec))
     # Deletes may leave fields out: they become nulls on both sides.
     pq.write_table(_rows(0, 40), tmp_path / "c.parquet")
     one = spark.read.parquet(str(tmp_path / "c.parquet"))
-    _same(read_scanned(one, spec, deletes=True), _spark_collects(one, spec, deletes=True))
+    _same(
+        read_scanned(one, spec, required_fields(spec, True)),
+        _spark_collects(one, spec, deletes=True),
+    )
     # A path Spark encodes in its URIs reads the same file.
     spaced = tmp_path / "a b%"
     spaced.mkdir()
     pq.write_table(_rows(5, 10, note=True), spaced / "c d.parquet")
     odd = spark.read.parquet(str(spaced))
-    _same(read_scanned(odd, spec, deletes=False), _spark_collects(odd, spec))
+    _same(read_scanned(odd, spec, None), _spark_collects(odd, spec))
 
 
 @pytest.mark.parametrize(
@@ -169,7 +173,7 @@ def test_anything_but_a_bare_scan_of_matching_files_is_left_to_spark(
     for key, value in confs.items():
         spark.conf.set(key, value)
     try:
-        assert read_scanned(df, spec, deletes=False) is None
+        assert read_scanned(df, spec, None) is None
         if case == "split file":  # the scan Spark plans really has pieces of one file
             assert df.rdd.getNumPartitions() > 2
     finally:

@@ -24,7 +24,7 @@ from dynbucket.base.errors import (
 )
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
-from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase
+from tests.hostile import INPUT_CASES, KEY, ORDERING, PARTITION, SCHEMA, InputCase, write
 from tests.unit.test_hostile_input import COLLIDING, COMPOSITE, KEY_MESSAGE, files, folders
 
 OLD = pa.table({"id": ["old"], "day": ["d0"], "ts": [0], "qty": [1], "note": ["n"]}, schema=SCHEMA)
@@ -46,7 +46,7 @@ def _frame(spark: Any, data: pa.Table, folder: Path) -> Any:
 def _outcome(t: Table, operation: str, data: Any, root: Path) -> tuple[Any, str, list[Any]]:
     before, dirs = files(root), folders(root)
     try:
-        getattr(t, operation)(data)
+        write(t, operation, data)
     except DynBucketError as e:
         assert files(root) == before and folders(root) == dirs, "a refused write left files"
         assert len(t.history()) == 1, "a refused write left an instant"

@@ -196,8 +196,16 @@ def _dynamic_workload(
             slots = counts[step >= BATCHES // 2]
             before = _bucket_keys(t)
             last = t.latest_instant()
-            kind = rng.choices(["upsert", "delete", "insert", "change"], [5, 2, 1, 2])[0]
-            if kind == "change":  # upserts and deletes marked in the records, one instant
+            kinds = ["upsert", "delete", "insert", "change", "partial"]
+            kind = rng.choices(kinds, [5, 2, 1, 2, 1])[0]
+            if kind == "partial":  # records without ``v``: a known key keeps its value
+                rows = [(k, d, model[k][0] if k in model else None, ts)
+                        for k, d, _, ts in _batch(rng, keys, step)]  # fmt: skip
+                records = spark.createDataFrame([(k, d, ts) for k, d, _, ts in rows],
+                                                "id string, day string, ts long")  # fmt: skip
+                t.upsert(frame(records), assigner_slots=slots, partial=True)
+                _upserted(model, rows)  # type: ignore[arg-type]
+            elif kind == "change":  # upserts and deletes marked in the records, one instant
                 changes = _change_batch(rng, keys, step)
                 t.upsert(frame(spark.createDataFrame(changes, CHANGE_DDL)), assigner_slots=slots)
                 _changed(model, first_bucket, changes)

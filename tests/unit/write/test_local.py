@@ -119,3 +119,38 @@ def test_a_change_batch_settles_each_key_and_frees_exactly_the_deleted_room(
     assert (back.keys_inserted, back.keys_updated) == (2, 0)
     assert _buckets(t)["a"] == _buckets(t)["e"] == 3
     assert t.check().healthy
+
+
+WIDE = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("a", pa.string()), ("b", pa.int64())])
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_a_partial_upsert_keeps_the_fields_its_records_lack(
+    tmp_path: Path, table_type: str
+) -> None:
+    t = Table.create(
+        str(tmp_path / "t"),
+        WIDE,
+        "id",
+        ordering_field="ts",
+        options={"hoodie.table.type": table_type},
+    )
+    t.upsert(pa.table({"id": ["x", "y"], "ts": [1, 1], "a": ["x1", "y1"], "b": [1, 2]}, WIDE))
+    t.upsert(pa.table({"id": ["x", "y"], "ts": [2, 2], "a": ["x2", "y2"], "b": [3, 4]}, WIDE))
+
+    def rows() -> dict[str, tuple[object, ...]]:
+        return {r["id"]: (r["ts"], r["a"], r["b"]) for r in t.to_arrow().to_pylist()}
+
+    # x keeps its a (written by the newest instant: a log on merge-on-read); z is new.
+    r = t.upsert(pa.table({"id": ["x", "z"], "ts": [3, 3], "b": [5, 6]}), partial=True)
+    assert (r.keys_updated, r.keys_inserted) == (1, 1)
+    assert rows() == {"x": (3, "x2", 5), "y": (2, "y2", 4), "z": (3, None, 6)}
+    # An older partial record loses, as an older whole row would.
+    stale = t.upsert(pa.table({"id": ["y"], "ts": [1], "a": ["late"]}), partial=True)
+    assert stale.keys_stale == 1 and rows()["y"] == (2, "y2", 4)
+    # Deletes marked in a partial upsert's records delete.
+    change = pa.table({"id": ["x", "y"], "ts": [4, 4], "b": [7, 8]})
+    change = change.append_column("_hoodie_is_deleted", pa.array([True, False]))
+    t.upsert(change, partial=True)
+    assert rows() == {"y": (4, "y2", 8), "z": (3, None, 6)}
+    assert t.check().healthy
