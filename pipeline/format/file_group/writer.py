@@ -35,17 +35,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.base.columns import BUCKET, DELETE, HASH, IS_NEW, OP, PARTITION, partition_codes
-from dynbucket.base.errors import InvalidInputError
+from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partition_codes
 from dynbucket.base.threads import shared_pool
-from dynbucket.format.file_group.merge import KEY, merge, read_slice, read_slice_of_keys
+from dynbucket.format.file_group import settle
+from dynbucket.format.file_group.merge import KEY, merge, read_slice
 from dynbucket.format.file_group.slices import FileSlice, data_files, file_slices, unmerged
-from dynbucket.format.file_group.stale import (
-    live_among,
-    remember_largest,
-    stale_mask,
-    stale_updates,
-)
+from dynbucket.format.file_group.stale import remember_largest, stale_updates
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import log_file, properties
 from dynbucket.format.hudi.meta_fields import (
@@ -61,7 +56,6 @@ from dynbucket.format.hudi.meta_fields import (
 from dynbucket.format.index.entries import entries_for
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.records.incoming import dedupe
-from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.storage.store import FileWriter, TableStore, WriteBatch
 from dynbucket.format.table.context import WriteContext
 from dynbucket.format.table.spec import TableSpec
@@ -141,9 +135,10 @@ def write_file_groups(
     (``ctx.files_refuse_known``), and no index entries are written.
 
     Records marked as deletes among upserts (``_op``, from ``_hoodie_is_deleted``) are
-    settled per group (``_settle_deletes``): a delete of a key the group does not hold, or
-    one that loses to the record the group holds (its ordering value below), is not
-    written.
+    settled per group (``settle.settle_deletes``): a delete of a key the group does not
+    hold, or one that loses to the record the group holds (its ordering value below), is
+    not written. A partial upsert's group gets the fields its records lack from the rows
+    the group holds (``settle.fill_kept``).
 
     1. Rows without a bucket (deletes of keys the table never had) are counted, not written.
     2. The rows are split into file groups (partition, bucket); each partition's current
@@ -189,15 +184,20 @@ def write_file_groups(
         fslice = current[partition].get(bucket)
         if not indexed:  # no assigner knew which keys are new: the slice tells
             with out.timed("known"):
-                group = _mark_known(store, spec, fslice, group, refuse_known, out)
+                group, missing = settle.mark_known(store, spec, fslice, group, refuse_known)
+            out.add_not_found(missing)
         if not deletes:
             with out.timed("stale"):
-                group = _settle_deletes(store, spec, fslice, group, instant, out, partition)
+                settled = settle.settle_deletes(store, spec, fslice, group, instant)
+            group = settled.rows
+            out.add_not_found(settled.not_found)
+            out.add_stale(settled.stale)
+            out.add_gone(partition, settled.gone)
         if group.num_rows == 0:
             return partition, None
         if ctx.kept:
             with out.timed("fill"):
-                group = _fill_kept(store, spec, fslice, group, ctx.kept)
+                group = settle.fill_kept(store, spec, fslice, group, ctx.kept)
         if fslice is not None:
             file_id = fslice.file_id
         else:
@@ -261,107 +261,6 @@ def write_file_groups(
         raise
     out.files.sort(key=lambda f: f.path)
     return out
-
-
-def _mark_known(
-    store: TableStore,
-    spec: TableSpec,
-    fslice: FileSlice | None,
-    group: pa.Table,
-    refuse_known: bool,
-    out: GroupWrites,
-) -> pa.Table:
-    """A group's rows with ``_is_new`` from the keys its slice holds (stateless schemes);
-    deletes of keys it does not hold are left out and counted as not found."""
-    if fslice is None:
-        known = pa.array(np.zeros(group.num_rows, np.bool_))
-    else:
-        known = live_among(store, spec, fslice, record_keys(group, spec.record_key))
-    if refuse_known:
-        refuse_known_keys(group, spec.record_key, known)
-    group = group.set_column(group.schema.get_field_index(IS_NEW), IS_NEW, pc.invert(known))
-    unknown_deletes = pc.and_(pc.equal(group.column(OP), DELETE), pc.invert(known))
-    missing = int(pc.sum(unknown_deletes).as_py() or 0)
-    if missing:
-        out.add_not_found(missing)
-        group = group.filter(pc.invert(unknown_deletes))
-    return group
-
-
-def _fill_kept(
-    store: TableStore,
-    spec: TableSpec,
-    fslice: FileSlice | None,
-    group: pa.Table,
-    kept: tuple[str, ...],
-) -> pa.Table:
-    """A partial upsert's group with the fields its records lack (``kept``) taken from the
-    rows the group holds of their keys, so that every file holds whole rows (what every
-    Hudi reader reads): one read of those keys' rows (the base's row groups that can hold
-    them, their log records). New keys get nulls there.
-
-    Raises:
-        InvalidInputError: a kept field the schema says may not be null, and new keys.
-    """
-    upsert = pc.not_equal(group.column(OP), DELETE)
-    new = pc.and_(upsert, group.column(IS_NEW))
-    for name in kept:
-        if not spec.schema.field(name).nullable and pc.any(new).as_py():
-            sample = group.filter(new).select(list(spec.record_key)).slice(0, 3).to_pylist()
-            raise InvalidInputError(
-                f"field {name!r}, which the table's schema says may not be null, is not in "
-                f"the records of a partial upsert, and new keys are among them (e.g. "
-                f"{sample}): a new key has no value to keep; give the field (or write those "
-                "keys' whole rows). Nothing was written."
-            )
-    known = pc.and_(upsert, pc.invert(group.column(IS_NEW)))
-    if fslice is None or not pc.any(known).as_py():
-        return group
-    keys = group.filter(known).select(list(spec.record_key))
-    stored = read_slice_of_keys(store, spec, fslice, keys, [*spec.record_key, *kept], meta=())
-    at = pc.index_in(
-        record_keys(group, spec.record_key), value_set=record_keys(stored, spec.record_key)
-    )
-    for name in kept:
-        column = stored.column(name).take(at).cast(spec.schema.field(name).type)
-        group = group.set_column(group.schema.get_field_index(name), name, column)
-    return group
-
-
-def _settle_deletes(
-    store: TableStore,
-    spec: TableSpec,
-    fslice: FileSlice | None,
-    group: pa.Table,
-    instant: str,
-    out: GroupWrites,
-    partition: str,
-) -> pa.Table:
-    """A group's records marked as deletes among upserts, settled against what it holds:
-
-    1. A delete of a key the assigner took as new (the table does not hold it; the record
-       won over the batch's upserts of it) deletes nothing: counted as not found.
-    2. A delete of a key the group holds whose ordering value is below the stored record's
-       loses, as an update would (Hudi's event-time ordering): counted as stale.
-    3. The others are written. Both the deleted keys and those of step 1 leave the
-       assigners' caches at the commit (``gone``): step 1's took a bucket in this
-       checkpoint.
-    """
-    is_delete = pc.equal(group.column(OP), DELETE).to_numpy(zero_copy_only=False)
-    if not is_delete.any():
-        return group
-    new = group.column(IS_NEW).to_numpy(zero_copy_only=False)
-    phantom = is_delete & new  # 1.
-    drop = phantom.copy()
-    known = np.flatnonzero(is_delete & ~new)  # 2.
-    if fslice is not None and len(known):
-        stale = stale_mask(store, spec, fslice, group.take(pa.array(known)), instant)
-        drop[known[stale]] = True
-        out.add_stale(int(stale.sum()))
-    out.add_not_found(int(phantom.sum()))
-    hashes = group.column(HASH).to_numpy()
-    out.add_gone(partition, hashes[is_delete & (phantom | ~drop)])  # 3.
-    return group.filter(pa.array(~drop)) if drop.any() else group
 
 
 def _write_group(

@@ -79,7 +79,9 @@ class _Scripted(SparkWriter):
         self.attempts = 0
         self.closed = 0
 
-    def _write(self, df: Any, operation: str, slots: Any, stream: Any, file_stream: bool) -> Any:
+    def _write(
+        self, df: Any, operation: str, slots: Any, stream: Any, file_stream: bool, partial: bool
+    ) -> Any:
         self.attempts += 1
         if self.restarts:
             self.restarts -= 1
