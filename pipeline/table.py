@@ -28,6 +28,7 @@ from dynbucket.format.read.snapshot import Snapshot, read_ref
 from dynbucket.format.services.rollback import rollback
 from dynbucket.format.services.service import Scope, ServiceResult
 from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.table.spec import (
     TableSpec,
@@ -250,8 +251,20 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema:
-        """The records' Arrow schema (the table's fields, without Hudi's meta fields)."""
-        return self._spec.schema
+        """The records' Arrow schema now (the table's fields, without Hudi's meta fields):
+        as created, or as the latest write that evolved it left it."""
+        return self._current().schema
+
+    def schema_history(self) -> list[tuple[str | None, pa.Schema]]:
+        """The table's schemas, oldest first: (None, the schema it was created with), then
+        (instant, schema) per write that evolved it (of the instants still readable or
+        archived)."""
+        changes = schemas.history(self._store, self._timeline.visible())
+        return [(None, self._spec.schema), *changes]
+
+    def _current(self) -> TableSpec:
+        """The table's definition with its schema now."""
+        return schemas.current(self._store, self._spec)
 
     def latest_instant(self) -> str | None:
         completed = self._timeline.completed()
@@ -534,7 +547,7 @@ class Table:
             ConfigError: not a simple-bucket table, or a multiple refused (the message
                 says why and what to give).
         """
-        return regroup.rescale(self._store, self._spec, multiple, partitions, allow_shuffle)
+        return regroup.rescale(self._store, self._current(), multiple, partitions, allow_shuffle)
 
     def rebalance(self) -> regroup.RegroupResult:
         """Splits each bucket of a consistent-hashing table over ``max_keys_per_bucket``
@@ -544,7 +557,7 @@ class Table:
         Raises:
             ConfigError: not a consistent-hashing table.
         """
-        return regroup.rebalance(self._store, self._spec)
+        return regroup.rebalance(self._store, self._current())
 
     def compact_index(self, min_files: int | None = None) -> ServiceResult:
         """Merges the index files of each partition that has ``min_files`` of them."""

@@ -179,8 +179,12 @@ def _show(args: argparse.Namespace) -> int:
     )
     print(
         f"ordering   {spec.ordering_field or '-'}\nschema     "
-        + ", ".join(f"{f.name}: {f.type}" for f in spec.schema)
+        + ", ".join(f"{f.name}: {f.type}" for f in table.schema)
     )
+    changes = table.schema_history()
+    if len(changes) > 1:  # what each write that evolved it changed
+        for (_, old), (instant, new) in zip(changes, changes[1:], strict=False):
+            print(f"  evolved  {instant}: {', '.join(_schema_change(old, new))}")
     options = spec.bucket_options.to_properties()
     print("index      " + ", ".join(f"{k}={v}" for k, v in options.items()))
     record = adopted.load(table._store)
@@ -204,6 +208,17 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema_change(old: Any, new: Any) -> list[str]:
+    """What changed from schema ``old`` to ``new``: fields added, types promoted."""
+    out = []
+    for f in new:
+        if f.name not in old.names:
+            out.append(f"+{f.name}: {f.type}")
+        elif old.field(f.name).type != f.type:
+            out.append(f"{f.name}: {old.field(f.name).type} -> {f.type}")
+    return out
+
+
 def _print_changes(table: Any, start: str, end: str | None, last: int) -> int:
     """``show --changes``: the records the instants after ``start`` wrote (their latest
     versions: ``Table.changes``), the ``last`` newest of them shown."""
@@ -211,7 +226,7 @@ def _print_changes(table: Any, start: str, end: str | None, last: int) -> int:
     rows = table.changes(start, end).sort_by([(c, "ascending") for c in order]).to_pylist()
     upto = end or table.latest_instant()
     print(f"changes after {start} up to {upto}: {len(rows):,} record(s) (deletes not shown)")
-    fields = table._spec.schema.names
+    fields = table.schema.names
     for r in rows[-last:]:
         print(f"  {r['_instant']}  " + "  ".join(f"{f}={r[f]}" for f in fields))
     return 0

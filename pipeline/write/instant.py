@@ -6,7 +6,9 @@
         result = w.commit(written)                # 5
 
 1. Begin the transaction: the writer lease, rollback of instants a dead writer left, the
-   latest completed instant (the commit's precondition), a new instant.
+   latest completed instant (the commit's precondition), a new instant; the table's schema
+   is still the one the records were fitted to, and a change the records make is recorded
+   (``schemas.WriteSchema``).
 2. A stream's micro-batch that is already on the timeline is not written again
    (``w.skipped``).
 3. The assigners (one in-process core, or a fleet of slot actors) open the instant as their
@@ -27,6 +29,7 @@ from typing import Any
 from dynbucket.actors.assigner import NO_CHECKPOINT
 from dynbucket.actors.checkpoints import Assigners
 from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
@@ -49,8 +52,10 @@ class InstantWrite:
         operation: str,
         stream: StreamBatch | None = None,
         laps: Laps | None = None,
+        schema: WriteSchema | None = None,
     ) -> None:
         self._begin = begin
+        self.schema = schema
         self.operation = operation
         self.stream = stream
         self.laps = laps or Laps()
@@ -72,6 +77,13 @@ class InstantWrite:
         if self.stream is not None and committed(self.txn.timeline, self.stream):
             self.skipped = self._done = True
             self.txn.abort()
+            return self
+        if self.schema is not None:  # the schema its records were fitted to, and its change
+            try:
+                self.schema.begun(self.txn.store, self.id, self.visible)
+            except BaseException:
+                self.txn.abort()
+                raise
         return self
 
     def skipped_result(self) -> WriteResult:

@@ -21,6 +21,7 @@ from dynbucket.format.file_group.writer import write_file_groups
 from dynbucket.format.records.incoming import kept_fields, prepare
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
+from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
@@ -62,8 +63,10 @@ class LocalWriter:
             raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
         op = Operation.of(operation)
         laps = Laps()
-        kept = kept_fields(self.spec, data.column_names, partial)
-        rows = prepare(self.spec, data, deletes=op.deletes, insert=op.refuses_known, kept=kept)
+        schema = WriteSchema.of(self.store, self.spec, None if op.deletes else data.schema)
+        spec = schema.spec
+        kept = kept_fields(spec, data.column_names, partial)
+        rows = prepare(spec, data, deletes=op.deletes, insert=op.refuses_known, kept=kept)
         laps.lap("prepare")
 
         def again(error: BaseException) -> None:
@@ -73,19 +76,26 @@ class LocalWriter:
             self.caches.emptied(None)
 
         try:
-            return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps, kept), again)
+            return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps, kept, schema), again)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 
     def _write(
-        self, rows: pa.Table, op: Operation, slots: int, laps: Laps, kept: tuple[str, ...]
+        self,
+        rows: pa.Table,
+        op: Operation,
+        slots: int,
+        laps: Laps,
+        kept: tuple[str, ...],
+        schema: WriteSchema,
     ) -> WriteResult:
-        begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)
-        with InstantWrite(begin, op.value, laps=laps) as w:
+        spec = schema.spec
+        begin = functools.partial(Transaction.begin, self.store, spec, "commit", op.value)
+        with InstantWrite(begin, op.value, laps=laps, schema=schema) as w:
             w.open(self.scheme.assigners(slots, w.last_write))
             rows = self.scheme.tag(w, rows, op)
             laps.lap("assign")
-            ctx = WriteContext(self.table, w.id, w.visible, op, kept=kept)
+            ctx = WriteContext(TableRef.of(self.store, spec), w.id, w.visible, op, kept=kept)
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")

@@ -38,6 +38,7 @@ from dynbucket.format.services import due as due_services
 from dynbucket.format.services.compaction import Group
 from dynbucket.format.services.registry import SERVICES
 from dynbucket.format.services.service import Scope, ServiceResult, pending_instant, run_now
+from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import WrittenFile, compaction_groups, left_pending
@@ -131,11 +132,18 @@ class ServiceRunner:
 
     def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
         self.table = table
+        """The table as defined: its options (its schema may have evolved: ``_now``)."""
         self.on_ray = on_ray
         self._running: dict[str, tuple[str, Running]] = {}
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
+
+    def _now(self) -> TableRef:
+        """The table with the schema it has now: a service rewriting rows must write every
+        field the files hold (a schema only grows, so the newest is the one to write)."""
+        spec = schemas.current(self.table.store, self.table.spec)
+        return self.table if spec is self.table.spec else TableRef.of(self.table.store, spec)
 
     def _tasks(self) -> Beside:
         """Where a large service or a compaction's shares run: the cluster, else the
@@ -148,7 +156,8 @@ class ServiceRunner:
         """Runs a service now, in this thread (one of its action running beside the writes
         finished first: a second execution of its plan would repeat its work)."""
         self._finish_running(action)
-        return run_now(SERVICES[action], self.table.store, self.table.spec, scope)
+        table = self._now()
+        return run_now(SERVICES[action], table.store, table.spec, scope)
 
     def compact(
         self,
@@ -162,13 +171,14 @@ class ServiceRunner:
         earlier process left pending, the same way. ``progress`` is told (groups done,
         groups planned) as groups are written."""
         self._finish_running("compaction")
-        store, spec, tasks = self.table.store, self.table.spec, self._tasks()
+        table, tasks = self._now(), self._tasks()
+        store, spec = table.store, table.spec
         for left in left_pending(Timeline(store, spec.options.merge_on_read), "compaction"):
-            _execute_spread(self.table, left.id, tasks, progress)
+            _execute_spread(table, left.id, tasks, progress)
         instant = compaction.schedule(store, spec, 1, partitions)
         if instant is None:
             return ServiceResult("compaction", None)
-        return _execute_spread(self.table, instant, tasks, progress)
+        return _execute_spread(table, instant, tasks, progress)
 
     def _finish_running(self, action: str) -> None:
         if action in self._running:
@@ -186,7 +196,8 @@ class ServiceRunner:
         try:
             finished = [self._collect(a) for a in list(self._running) if self.done(a)]
             ran += [f"{r.action} {r.instant} (finished)" for r in finished if r and r.instant]
-            for r in due_services.run_inline(store, spec, due):
+            table = self._now() if due else self.table
+            for r in due_services.run_inline(table.store, table.spec, due):
                 ran.append(f"{r.action} {r.instant}")
             if due_services.beside(spec):
                 scopes = due.scopes()
@@ -200,7 +211,7 @@ class ServiceRunner:
                     if scope is not None and scope.partitions == ():
                         scope = None  # no partition's index worth a look yet
                     if scope is not None or action in due.left:
-                        ran += self._beside(action, scope)  # one left pending runs first
+                        ran += self._beside(table, action, scope)  # one left pending first
                 self._index_seen()
         except Exception:
             log.exception("a service after instant %s failed; it is due again", result.instant)
@@ -227,13 +238,13 @@ class ServiceRunner:
             self._index_wait[p] = threshold - files
         self._index_files.clear()
 
-    def _beside(self, action: str, scope: Scope | None) -> list[str]:
+    def _beside(self, table: TableRef, action: str, scope: Scope | None) -> list[str]:
         """Schedules a service of ``action`` and starts its execution beside the writes
         (none while one of the same action runs): one an earlier process left pending (its
         executor died) is run again first; else, when ``scope`` (it is due), a new one."""
         if action in self._running:
             return []
-        store, spec = self.table.store, self.table.spec
+        store, spec = table.store, table.spec
         service = SERVICES[action]
         timeline = Timeline(store, spec.options.merge_on_read)
         left = service.left(timeline)
@@ -243,11 +254,11 @@ class ServiceRunner:
         if instant is None:
             return []
         if self.on_ray():
-            running = RayTasks().submit(execute, self.table, action, instant)
+            running = RayTasks().submit(execute, table, action, instant)
         elif self._heavy(action, instant):
-            running = ServiceProcesses().submit(execute, self.table, action, instant)
+            running = ServiceProcesses().submit(execute, table, action, instant)
         else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
-            running = self._threads.submit(execute, self.table, action, instant, 1)
+            running = self._threads.submit(execute, table, action, instant, 1)
         self._running[action] = (instant, running)
         return [f"{action} {instant} (beside the writes)"]
 
@@ -273,7 +284,8 @@ class ServiceRunner:
         instant, running = self._running.pop(action)
         try:
             out = running.result()
-            return SERVICES[action].finish(self.table.store, self.table.spec, instant, out)
+            table = self._now()
+            return SERVICES[action].finish(table.store, table.spec, instant, out)
         except Exception:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None

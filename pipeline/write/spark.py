@@ -36,6 +36,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base.columns import IS_DELETE
@@ -54,6 +56,7 @@ from dynbucket.format.records.incoming import (
 )
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
+from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
@@ -175,19 +178,22 @@ class SparkWriter:
            driver engine reads the rows).
         3. Stage A from the scheme, the stages run by the engine, the commit."""
         laps = Laps()
-        kept = kept_fields(self.spec, given.columns, partial)
-        required = required_fields(self.spec, op.deletes, partial)
-        df = conform_spark(given, self.spec, required)  # 1.
+        incoming = None if op.deletes else spark_arrow_schema(given)
+        schema = WriteSchema.of(self.store, self.spec, incoming)
+        spec = schema.spec
+        kept = kept_fields(spec, given.columns, partial)
+        required = required_fields(spec, op.deletes, partial)
+        df = conform_spark(given, spec, required)  # 1.
         num_slots = slots or self.default_slots
         engine: DriverEngine | SparkTasksEngine = (
-            DriverEngine(given, df, self.spec, file_stream, required)
+            DriverEngine(given, df, spec, file_stream, required)
             if self._small(df)
             else SparkTasksEngine(df)
         )
         scheme = self.scheme
-        begin = functools.partial(Transaction.begin, self.store, self.spec, "commit", op.value)
+        begin = functools.partial(Transaction.begin, self.store, spec, "commit", op.value)
         try:
-            with InstantWrite(begin, op.value, stream, laps) as w:  # 2.
+            with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.
                 if w.skipped:
                     return w.skipped_result()
                 assigners = scheme.assigners(num_slots, w.last_write)
@@ -196,7 +202,8 @@ class SparkWriter:
                 laps.lap("prepare")
                 stage_a = scheme.stage_a(w, op, kept)  # 3.
                 slots_of_index = scheme.index_slots(num_slots)
-                ctx = WriteContext(self.table, w.id, w.visible, op, slots_of_index, kept)
+                table = TableRef.of(self.store, spec)
+                ctx = WriteContext(table, w.id, w.visible, op, slots_of_index, kept)
                 written, shuffles = engine.run(stage_a, ctx, laps)
                 result = w.commit(written, scheme.metadata(num_slots, shuffles))
         except Exception as e:
@@ -250,6 +257,15 @@ def conform_spark(df: DataFrame, spec: TableSpec, required: Sequence[str] | None
         flag = flags[0] if len(flags) == 1 else flags[0] | flags[1]
         columns.append(flag.alias(IS_DELETE))
     return df.select(*columns)
+
+
+def spark_arrow_schema(df: DataFrame) -> pa.Schema:
+    """A DataFrame's schema as Arrow's: its fields, their types and nullability."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return pa.schema(
+        [pa.field(f.name, to_arrow_type(f.dataType), f.nullable) for f in df.schema.fields]
+    )
 
 
 def _from_spark(e: BaseException) -> BaseException:

@@ -6,6 +6,8 @@ values), deletes (of known and unknown keys), change batches (upserts and delete
 ``_hoodie_is_deleted`` in one write: deletes with larger and smaller ordering values than
 the stored row, a key deleted and written again in one batch, deletes of unknown keys),
 partial upserts (records without ``v``: a live key keeps its value, a new one gets null),
+a schema change (a write whose records bring a new field ``w``: older rows read it as
+null, time travel before it reads the old schema),
 compactions, index compactions, commits that
 fail at the last moment, and writers that die mid-instant. After each step the snapshot must
 equal the model (dict per partition), no two file groups may share a bucket id in a
@@ -60,7 +62,9 @@ HUDI_EVERY = 1
 
 
 Key = tuple[str, str]  # (partition value, record key)
-Record = tuple[int, int]  # (v, ts)
+Record = tuple[int, int, str | None]  # (v, ts, w)
+#: The schema after the sequence's schema change: a new nullable field.
+EVOLVED = pa.schema([*SCHEMA, pa.field("w", pa.string())])
 
 
 class Model:
@@ -87,8 +91,16 @@ class Model:
         self.known: set[Key] = set()
         self.first_bucket: dict[Key, int] = {}
         self.hudi_checks = False
-        self.history: dict[str, set[tuple[str, str, int, int]]] = {}
+        self.history: dict[str, set[tuple[str, str, int, int, str | None]]] = {}
         """instant -> what the table held then (for time travel)."""
+        self.evolved = False
+        """Whether the table's schema has ``w`` (records written since carry it)."""
+
+    def records(self, batch: list[dict[str, Any]]) -> pa.Table:
+        """A batch as the writer is handed it: with ``w`` once the schema has it."""
+        if not self.evolved:
+            return pa.Table.from_pylist(batch, SCHEMA)
+        return pa.Table.from_pylist([{**r, "w": _w(r)} for r in batch], EVOLVED)
 
     def live(self, key: Key) -> Record | None:
         at = (key, self.where.get(key, 0))
@@ -109,8 +121,8 @@ class Model:
         for r in batch:  # in input order: a later row with an equal ts wins, as in a batch
             key, old = (r["region"], r["id"]), records.get((r["region"], r["id"]))
             if old is None or r["ts"] >= old[1]:
-                records[key] = (r["v"], r["ts"])
-        if self.dynamic and not self.copy_on_write:
+                records[key] = (r["v"], r["ts"], r.get("w", _w(r) if self.evolved else None))
+        if not self.copy_on_write:
             # A key coming back into a group that still holds a larger record of it (its
             # base, under its delete): the writer rewrites that group's base instead of
             # writing a log, so that the new row shows wherever the key lands.
@@ -189,14 +201,14 @@ class Model:
             else:
                 self.base[at] = live
 
-    def expected(self) -> set[tuple[str, str, int, int]]:
+    def expected(self) -> set[tuple[str, str, int, int, str | None]]:
         return {
             (k, p, *live)
             for p, k in {key for key, _ in self.base.keys() | self.log.keys()}
             if (live := self.live((p, k))) is not None
         }
 
-    def base_files(self) -> set[tuple[str, str, int, int]]:
+    def base_files(self) -> set[tuple[str, str, int, int, str | None]]:
         """What a read-optimized query reads: the base records alone."""
         return {(k, p, *record) for ((p, k), _), record in self.base.items()}
 
@@ -241,16 +253,11 @@ def _change_batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
     return batch
 
 
-def _change_table(batch: list[dict[str, Any]]) -> pa.Table:
-    rows = [{**r, "_hoodie_is_deleted": r["deleted"]} for r in batch]
-    return pa.Table.from_pylist(rows, CHANGE_SCHEMA)
-
-
-def _rewritten(table: Table, instant: str) -> set[Key]:
-    """Keys whose rows live in a base file ``instant`` wrote."""
-    groups = {r.slice.file_id for r in table.snapshot().slices()
-              if r.slice.base is not None and r.slice.base.instant == instant}  # fmt: skip
-    return {(r["region"], r["id"]) for r in table.to_arrow().to_pylist() if r[FILE_ID] in groups}
+def _change_table(batch: list[dict[str, Any]], model: Model) -> pa.Table:
+    records = model.records(batch)
+    return records.append_column(
+        "_hoodie_is_deleted", pa.array([r["deleted"] for r in batch], pa.bool_())
+    )
 
 
 #: Rescale multiples drawn: growths and shrinks, whole and not.
@@ -261,7 +268,10 @@ MULTIPLES = [Fraction(2), Fraction(3), Fraction(1, 2), Fraction(1, 3), Fraction(
 def _grow(table: Table, rng: random.Random, model: Model) -> None:
     """A rescale of one partition (growing or shrinking it) or a rebalance; every live key
     must then sit where the new layout puts it (checked in ``_check``), so the model
-    forgets the old buckets."""
+    forgets the old buckets. Every key whose group was rewritten (deleted keys too: their
+    base records go with the rewrite) is compacted in the model."""
+    before = table.snapshot()
+    groups = {(r.partition, r.slice.bucket): r.slice.file_id for r in before.slices()}
     if isinstance(table._spec.bucket_options, SimpleBucketIndex):
         partitions = table.snapshot().partitions()
         if not partitions:
@@ -274,28 +284,42 @@ def _grow(table: Table, rng: random.Random, model: Model) -> None:
     else:
         done = table.rebalance()
     if done.instant is not None:
-        model.compact(_rewritten(table, done.instant))
+        after = table.snapshot().slices()
+        rewritten = {
+            r.slice.file_id
+            for r in after
+            if r.slice.base is not None and r.slice.base.instant == done.instant
+        }
+        keys = {k for k, _ in model.base.keys() | model.log.keys()}
+        old = _layout_buckets(table, [(p, k) for p, k in keys], before)
+        moved = {key for key, b in zip(keys, old, strict=True)
+                 if groups.get((f"region={key[0]}", b)) in rewritten}  # fmt: skip
+        model.compact(moved)
         model.first_bucket.clear()
 
 
-def _layout_buckets(table: Table, snap: pa.Table) -> list[int]:
-    """Each row's bucket as the layout in force computes it (stateless schemes)."""
-    layouts = table.snapshot().layouts()
+def _layout_buckets(table: Table, keys: list[tuple[str, str]], snapshot: Any = None) -> list[int]:
+    """Each (region, id) key's bucket as the layout in force (as of ``snapshot``, default
+    the latest) computes it (stateless schemes)."""
+    layouts = (snapshot or table.snapshot()).layouts()
     out = []
-    for r in snap.to_pylist():
-        row = pa.table({"id": [r["id"]]})
+    for region, key in keys:
+        row, partition = pa.table({"id": [key]}), f"region={region}"
         if isinstance(table._spec.bucket_options, SimpleBucketIndex):
-            out.append(
-                int(bucket_ids(list_hashes(row, ["id"]), layouts.num_buckets(r["_partition"]))[0])
-            )
+            out.append(int(bucket_ids(list_hashes(row, ["id"]), layouts.num_buckets(partition))[0]))
         else:
             row = row.append_column(HASH, pa.array(hash_columns([row.column("id")])))
-            out.append(int(layouts.ring(r["_partition"]).locate(row.column(HASH).to_numpy())[0]))
+            out.append(int(layouts.ring(partition).locate(row.column(HASH).to_numpy())[0]))
     return out
 
 
-def _rows(table: pa.Table) -> set[tuple[str, str, int, int]]:
-    return {(r["id"], r["region"], r["v"], r["ts"]) for r in table.to_pylist()}
+def _w(record: dict[str, Any]) -> str | None:
+    """The ``w`` of a record written after the schema change: a function of its value."""
+    return None if record.get("v") is None else f"w{record['v']}"
+
+
+def _rows(table: pa.Table) -> set[tuple[str, str, int, int, str | None]]:
+    return {(r["id"], r["region"], r["v"], r["ts"], r.get("w")) for r in table.to_pylist()}
 
 
 def _read_shapes(table: Table, model: Model, rng: random.Random) -> None:
@@ -303,11 +327,11 @@ def _read_shapes(table: Table, model: Model, rng: random.Random) -> None:
     read-optimized, time travel to an earlier step, a lookup of some keys."""
     expected = model.expected()
     plain = table.to_arrow(meta_columns=False)
-    assert plain.column_names == SCHEMA.names and _rows(plain) == expected
+    assert plain.column_names == table.schema.names and _rows(plain) == expected
     projected = table.to_arrow(columns=["id", "ts"])
     assert projected.column_names[:2] == ["id", "ts"] and "v" not in projected.column_names
     assert sorted((r["id"], r["ts"]) for r in projected.to_pylist()) == sorted(
-        (k, ts) for k, _, _, ts in expected
+        (k, ts) for k, _, _, ts, _ in expected
     )
     optimized = table.to_arrow(read_optimized=True, meta_columns=False)
     assert _rows(optimized) == model.base_files()
@@ -342,7 +366,8 @@ def _check(
         first = model.first_bucket.setdefault((r["region"], r["id"]), r[BUCKET])
         assert r[BUCKET] == first  # I1
     if not table._spec.scheme.indexed:  # where the scheme says, and nowhere else
-        assert snap.column(BUCKET).to_pylist() == _layout_buckets(table, snap)
+        keys = [(r["region"], r["id"]) for r in snap.to_pylist()]
+        assert snap.column(BUCKET).to_pylist() == _layout_buckets(table, keys)
     if model.hudi_checks and hudi_can_merge(table):
         check_hudi_reads(table, incremental_after=before, time_travel=last)
 
@@ -431,8 +456,19 @@ def test_random_sequences_match_the_model(
     for at in range(STEPS):
         before = table.latest_instant()
         step = rng.choices(
-            ["upsert", "delete", "change", "partial", "compact", "index", "fail", "die", "grow"],
-            [5, 2, 3, 2, 1, 1, 1, 1, grow],
+            [
+                "upsert",
+                "delete",
+                "change",
+                "partial",
+                "compact",
+                "index",
+                "fail",
+                "die",
+                "grow",
+                "evolve",
+            ],
+            [5, 2, 3, 2, 1, 1, 1, 1, grow, 0 if model.evolved else 1],
         )[0]
         if grow and at == STEPS // 2:
             step = "grow"
@@ -444,7 +480,7 @@ def test_random_sequences_match_the_model(
             # stay those of the seed), checked against the rule slots share buckets by (I3).
             slots = slot_rng.choice([1, 2, 3]) if scheme == "dynamic" else 1
             counts = _index_counts(table) if scheme == "dynamic" else None
-            done = table.upsert(pa.Table.from_pylist(batch, SCHEMA), assigner_slots=slots)
+            done = table.upsert(model.records(batch), assigner_slots=slots)
             model.upsert(batch, _into_base(table, done.instant), _buckets(table))
             if counts is not None:
                 _check_shares(table, model, batch, counts, slots)
@@ -453,17 +489,23 @@ def test_random_sequences_match_the_model(
             # as new keys do, unseen by the share rule's check: only capacity is checked.
             batch = _change_batch(rng, keys)
             slots = slot_rng.choice([1, 2, 3]) if scheme == "dynamic" else 1
-            done = table.upsert(_change_table(batch), assigner_slots=slots)
+            done = table.upsert(_change_table(batch, model), assigner_slots=slots)
             model.change(batch, _into_base(table, done.instant), _buckets(table))
             if scheme == "dynamic":
                 cap = table._spec.dynamic_options.max_keys_per_bucket
                 counts = _index_counts(table).values()
                 assert max((n for part in counts for n in part.values()), default=0) <= cap
+        elif step == "evolve":  # records with a new field: the table's schema takes it
+            model.evolved = True
+            batch = _batch(rng, keys)
+            done = table.upsert(model.records(batch))
+            assert done.instant and table.schema == EVOLVED
+            model.upsert(batch, _into_base(table, done.instant), _buckets(table))
         elif step == "partial":
             batch = _batch(rng, keys)
-            for r in batch:  # what the writer fills in: the live row's value, else null
+            for r in batch:  # what the writer fills in: the live row's values, else nulls
                 live = model.live((r["region"], r["id"]))
-                r["v"] = live[0] if live is not None else None
+                r["v"], r["w"] = (live[0], live[2]) if live is not None else (None, None)
             records = pa.Table.from_pylist(batch, SCHEMA).drop_columns(["v"])
             done = table.upsert(records, partial=True)
             model.upsert(batch, _into_base(table, done.instant), _buckets(table))
@@ -486,7 +528,7 @@ def test_random_sequences_match_the_model(
 
             monkeypatch.setattr(outcome, "decide_commit", broken)
             with pytest.raises(CommitFailedError):
-                table.upsert(pa.Table.from_pylist(_batch(rng, keys), SCHEMA))
+                table.upsert(model.records(_batch(rng, keys)))
             monkeypatch.undo()
         elif step == "die":
             dead.append(die_mid_instant(table, _batch(rng, keys)))

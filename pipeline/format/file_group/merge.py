@@ -197,7 +197,9 @@ def _data_block(block: log_file.Block, columns: Sequence[str]) -> pa.Table:
     """``columns`` of a data block's records: a Parquet block's (what dynbucket writes), or
     an Avro block's (what Hudi's Spark writer writes to logs), decoded by its schema."""
     if block.type == log_file.PARQUET_DATA:
-        return pq.ParquetFile(pa.BufferReader(block.content)).read(columns, use_threads=False)
+        parquet = pq.ParquetFile(pa.BufferReader(block.content))
+        present = set(parquet.schema_arrow.names)
+        return parquet.read([c for c in columns if c in present], use_threads=False)
     rows = avro_read.read_records(block.header[log_file.SCHEMA], log_file.avro_records(block))
     return rows.select([c for c in columns if c in rows.column_names])
 
@@ -235,12 +237,22 @@ def _delete_rows(spec: TableSpec, block: log_file.Block | None, columns: Sequenc
 def fill_meta(
     spec: TableSpec, table: pa.Table, columns: Sequence[str], instant: str, file_name: str
 ) -> pa.Table:
-    """Adds the meta fields asked for that ``table`` lacks (files without meta fields)."""
+    """``columns`` of rows read from one data file: the meta fields asked for that it lacks
+    added (files without meta fields); a table field the file predates as nulls, and one
+    whose type the schema promoted since in the file schema's type (``schemas.py``: files
+    are never rewritten for a schema change)."""
     n = table.num_rows
+    types = spec.field_types()
     for name in columns:
+        want = types.get(name)
         if name in table.column_names:
+            if want is not None and table.schema.field(name).type != want:
+                at = table.schema.get_field_index(name)
+                table = table.set_column(at, name, table.column(at).cast(want))
             continue
-        if name == COMMIT_TIME:
+        if want is not None:
+            table = table.append_column(pa.field(name, want), pa.nulls(n, want))
+        elif name == COMMIT_TIME:
             table = table.append_column(name, pa.repeat(pa.scalar(instant), n))
         elif name == RECORD_KEY:
             table = table.append_column(name, record_keys(table, spec.record_key))
@@ -437,16 +449,25 @@ def _read_parquet(
     row_groups: Callable[[pq.FileMetaData], list[int]] | None = None,
 ) -> pa.Table:
     """``columns`` of a data file (of the row groups ``row_groups`` picks from its footer;
-    default all)."""
+    default all), those it has (a file written before a field was added lacks it)."""
     try:
-        if row_groups is not None:
+        if row_groups is not None or store.is_local:
+            # Local files are memory-mapped: decoding reads the page cache without a copy.
             source = path if store.is_local else store.fs.open_input_file(path)
             parquet = pq.ParquetFile(source, memory_map=store.is_local)
-            return parquet.read_row_groups(row_groups(parquet.metadata), columns=columns)
-        # Local files are memory-mapped: decoding reads the page cache without a copy.
-        if store.is_local:
-            return pq.ParquetFile(path, memory_map=True).read(columns=columns)
-        return pq.read_table(path, columns=columns, filesystem=store.fs, partitioning=None)
+            present = set(parquet.schema_arrow.names)
+            columns = [c for c in columns if c in present]
+            if row_groups is not None:
+                return parquet.read_row_groups(row_groups(parquet.metadata), columns=columns)
+            return parquet.read(columns=columns)
+        try:
+            return pq.read_table(path, columns=columns, filesystem=store.fs, partitioning=None)
+        except pa.ArrowInvalid as e:  # a field the file predates: read the others
+            if "No match for FieldRef" not in str(e):
+                raise
+            parquet = pq.ParquetFile(store.fs.open_input_file(path))
+            present = set(parquet.schema_arrow.names)
+            return parquet.read(columns=[c for c in columns if c in present])
     except FileNotFoundError as e:
         raise TableCorruptedError(
             f"{path}: a data file of a completed instant is missing; restore it from a backup"

@@ -43,6 +43,7 @@ from dynbucket.format.records.incoming import prepare
 from dynbucket.format.records.partitioning import partition_columns
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
+from dynbucket.format.table.schemas import schema_as_of
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Timeline, visible_of
 
@@ -69,6 +70,8 @@ class Snapshot:
 
     def __init__(self, store: TableStore, spec: TableSpec, as_of: str | None = None) -> None:
         self.store = store
+        self.defined = spec
+        """The table's definition; ``spec`` is it with the schema as of the view."""
         self.spec = spec
         self.adopted = adopted.load(store)
         self.instant: str | None = None
@@ -110,6 +113,7 @@ class Snapshot:
                 f"{self.earliest_retained} on (cleaner.commits-retained)"
             )
         self.visible = visible_of(completed, self.instant or "", archived)
+        self.spec = schema_as_of(store, self.defined, self.visible)
         if first:
             self.seen = completed[-1].id if completed else None
             """The newest completed instant (of any action) when the snapshot was taken."""
@@ -447,8 +451,12 @@ def _scan(
     if not by_path:
         return
     try:
-        dataset = pads.dataset(list(by_path), format="parquet", filesystem=store.fs)
-        batches = dataset.scanner(columns=in_files(spec, columns)).scan_batches()
+        # The files' schema is the table's as of the view: a file written before a field
+        # was added reads it as nulls, one before a promotion in its old type, cast.
+        wanted = in_files(spec, columns)
+        schema = pa.schema([f for f in spec.file_schema() if f.name in wanted])
+        dataset = pads.dataset(list(by_path), schema, format="parquet", filesystem=store.fs)
+        batches = dataset.scanner(columns=wanted).scan_batches()
         for tagged in batches:
             batch = tagged.record_batch
             if batch.num_rows:

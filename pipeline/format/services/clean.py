@@ -31,6 +31,7 @@ from dynbucket.format.table.paths import (
     META_DIR,
     OUTCOME_DIR,
     RLI_DIR,
+    SCHEMA_DIR,
     TIMELINE_DIR,
 )
 from dynbucket.format.table.spec import TableSpec
@@ -215,7 +216,8 @@ def _clean_temporary(
     young = time.time() - lease_seconds
     removed = 0
     meta = [
-        store.path(d) for d in (HOODIE_DIR, LAYOUT_2_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR)
+        store.path(d)
+        for d in (HOODIE_DIR, LAYOUT_2_DIR, META_DIR, TIMELINE_DIR, BUCKET_LAYOUT_DIR, SCHEMA_DIR)
     ]
     outcomes = store.path(OUTCOME_DIR)
     for folder in sorted({*folders, *meta, outcomes}):

@@ -81,6 +81,10 @@ class TableOptions(PersistedOptions):
     index_compaction_automatic: bool = option("index.compaction.automatic", True)
     """Whether writes compact a partition's index once it has ``index.compaction.min-files``
     files."""
+    evolve_on_write: bool = option("schema.evolve-on-write", True)
+    """Whether a write's records may evolve the table's schema as Hudi's writers do on
+    write: a new nullable field, a promoted type (int to long, float to double, ...). Off:
+    such records are refused (Hudi has no switch: its writers always evolve)."""
     null_for_missing_columns: bool = option("hoodie.write.set.null.for.missing.columns", False)
     """Whether an upsert's records may lack fields of the table (not its key, partition or
     ordering fields): the missing fields are written as nulls. Off: such records are
@@ -108,6 +112,7 @@ class TableOptions(PersistedOptions):
             "archive_automatic",
             "index_compaction_automatic",
             "null_for_missing_columns",
+            "evolve_on_write",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(

@@ -17,6 +17,8 @@ OUTCOME_DIR = f"{META_DIR}/outcomes"
 OLD_LAYOUT_DIR = ".dynbucket"
 #: Bucket layouts of the stateless schemes: ``<instant>.json`` per instant that changed one.
 BUCKET_LAYOUT_DIR = f"{META_DIR}/buckets"
+#: Schema changes: ``<instant>.json`` per instant that evolved the schema (``schemas.py``).
+SCHEMA_DIR = f"{META_DIR}/schemas"
 #: What archival moved off the active timeline: ``<floor>.json`` per archival
 #: (``timeline/archive.py``).
 ARCHIVE_DIR = f"{META_DIR}/archive"

@@ -13,6 +13,7 @@ Option names are dotted kebab-case (``cleaner.commits-retained``,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import zlib
@@ -168,6 +169,17 @@ class TableSpec:
         read ask instead of which index the table has."""
         return scheme_of(self.bucket_options)
 
+    def field_types(self) -> dict[str, pa.DataType]:
+        """Each table field's type in data files (``file_schema``'s), by name."""
+        return self._derived("field-types", lambda: {f.name: f.type for f in self._data_fields()})
+
+    def _data_fields(self) -> list[pa.Field]:
+        return [f.with_type(storage_type(f.type)) for f in self.schema]
+
+    def with_schema(self, schema: pa.Schema) -> TableSpec:
+        """This definition with ``schema`` (an evolved schema: ``schemas.py``)."""
+        return dataclasses.replace(self, schema=schema)
+
     @property
     def meta_fields(self) -> tuple[str, ...]:
         """The ``_hoodie_*`` meta fields data files carry (none when not populated)."""
@@ -181,8 +193,7 @@ class TableSpec:
 
     def _file_schema(self) -> pa.Schema:
         meta = [pa.field(n, pa.string()) for n in self.meta_fields]
-        data = [f.with_type(storage_type(f.type)) for f in self.schema]
-        return pa.schema([*meta, *data])
+        return pa.schema([*meta, *self._data_fields()])
 
     def _derived(self, name: str, make: Callable[[], _T]) -> _T:
         """What ``make`` derives from this (immutable) definition, made once: a write asks

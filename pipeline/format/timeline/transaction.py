@@ -34,7 +34,7 @@ from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR
+from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.lock import WriterLock
@@ -507,7 +507,7 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
     hoodie = store.path(HOODIE_DIR)
     # Inside .hoodie/, only the index entries and bucket layouts are an instant's files.
-    own = (store.path(RLI_DIR) + "/", store.path(BUCKET_LAYOUT_DIR) + "/")
+    own = tuple(store.path(d) + "/" for d in (RLI_DIR, BUCKET_LAYOUT_DIR, SCHEMA_DIR))
     for info in store.walk(store.root):
         inside_meta = info.path.startswith(hoodie + "/")
         if inside_meta and not info.path.startswith(own):

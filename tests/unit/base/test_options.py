@@ -27,10 +27,12 @@ def test_keys_are_the_documented_ones() -> None:
         "hoodie.log.compaction.enable",
         "hoodie.populate.meta.fields",
         "hoodie.table.type",
+        "hoodie.write.set.null.for.missing.columns",
         "index.compaction.automatic",
         "index.compaction.delta-size-ratio",
         "index.compaction.min-files",
         "lock.lease-seconds",
+        "schema.evolve-on-write",
     ]
     # Only Hudi's table properties go to hoodie.properties; the services' options (Hudi's
     # write options) stay with dynbucket's definition.

@@ -1,0 +1,160 @@
+"""Schema evolution on write (``format/table/schemas.py``): what evolves, what is refused,
+and an evolved table read by both readers across the change, through every service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket.base.errors import ConcurrentWriteError, SchemaMismatchError
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.table.paths import SCHEMA_DIR
+from dynbucket.format.table.schemas import WriteSchema, evolved, promotes
+from dynbucket.format.table.spec import TableSpec
+from dynbucket.options import SimpleBucketIndex
+from dynbucket.table import Table
+from tests.hudi_readers import check_hudi_reads, hudi_read
+
+SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.int32())])
+SPEC = TableSpec(SCHEMA, ("id",), ordering_field="ts")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "ok"),
+    [
+        (pa.int32(), pa.int64(), True),
+        (pa.int8(), pa.int32(), True),
+        (pa.int32(), pa.float64(), True),
+        (pa.int64(), pa.float64(), True),  # Avro's long to double
+        (pa.float32(), pa.float64(), True),
+        (pa.decimal128(10, 2), pa.decimal128(12, 2), True),
+        (pa.string(), pa.binary(), True),
+        (pa.binary(), pa.string(), True),
+        (pa.int64(), pa.int32(), False),
+        (pa.float64(), pa.float32(), False),
+        (pa.float64(), pa.int64(), False),
+        (pa.decimal128(10, 2), pa.decimal128(12, 3), False),
+        (pa.int64(), pa.string(), False),
+        (pa.timestamp("us"), pa.date32(), False),
+    ],
+)
+def test_promotions_are_avros(old: pa.DataType, new: pa.DataType, ok: bool) -> None:
+    assert promotes(old, new) is ok
+
+
+def test_a_new_nullable_field_goes_last_and_a_promoted_field_takes_the_new_type() -> None:
+    incoming = pa.schema([("w", pa.string()), ("id", pa.string()), ("v", pa.int64())])
+    assert evolved(SPEC, incoming) == pa.schema(
+        [("id", pa.string()), ("ts", pa.int64()), ("v", pa.int64()), ("w", pa.string())]
+    )
+    # A narrower type of a field widens to the table's: nothing evolves.
+    assert evolved(SPEC, pa.schema([("v", pa.int16())])) == SCHEMA
+    # A delete marker is read, not stored.
+    assert evolved(SPEC, pa.schema([("_hoodie_is_deleted", pa.bool_())]), ["_hoodie_is_deleted"])
+
+
+@pytest.mark.parametrize(
+    ("incoming", "message"),
+    [
+        (pa.schema([pa.field("w", pa.string(), nullable=False)]), "new field 'w' may not be null"),
+        (pa.schema([("w", pa.null())]), "new field 'w' is of type null"),
+        (pa.schema([("v", pa.string())]), "field 'v' has type string; the table has int32"),
+        (pa.schema([("ts", pa.float64())]), "a key, partition or ordering field keeps its type"),
+        (pa.schema([("id", pa.binary())]), "a key, partition or ordering field keeps its type"),
+    ],
+)
+def test_what_hudi_refuses_is_refused_naming_the_field(incoming: pa.Schema, message: str) -> None:
+    with pytest.raises(SchemaMismatchError, match=message):
+        evolved(SPEC, incoming)
+
+
+def test_evolution_off_refuses_new_fields_and_promotions() -> None:
+    off = TableSpec(SCHEMA, ("id",), options=TableOptions(evolve_on_write=False))
+    for incoming in (pa.schema([("w", pa.string())]), pa.schema([("v", pa.int64())])):
+        with pytest.raises(SchemaMismatchError, match="schema.evolve-on-write=false"):
+            evolved(off, incoming, enabled=False)
+
+
+def _rows(t: Table, **read: object) -> dict[str, tuple[object, ...]]:
+    rows = t.to_arrow(meta_columns=False, **read).to_pylist()  # type: ignore[arg-type]
+    return {r["id"]: tuple(r[f] for f in r if f != "id") for r in rows}
+
+
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+@pytest.mark.parametrize("index", [None, SimpleBucketIndex(num_buckets=2)])
+def test_an_evolved_table_reads_alike_across_the_change_and_its_services(
+    tmp_path: Path, table_type: str, index: SimpleBucketIndex | None
+) -> None:
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        ordering_field="ts",
+        index=index,
+        options={
+            "hoodie.table.type": table_type,
+            "hoodie.datasource.compaction.async.enable": False,
+        },
+    )
+    before = t.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "v": pa.array([1, 2], pa.int32())}))
+    # A promotion (v: int32 -> int64, a value over 2^31) and a new field, in one write.
+    change = t.upsert(pa.table({"id": ["b", "c"], "ts": [2, 2], "v": [2**40, 3], "w": ["x", "y"]}))
+    written = next(i for i in t._timeline.completed() if i.id == change.instant)
+    assert '"w"' in t._timeline.raw(written)["extraMetadata"]["schema"]  # Hudi's readers
+    assert t.schema.names == ["id", "ts", "v", "w"] and t.schema.field("v").type == pa.int64()
+    now = {"a": (1, 1, None), "b": (2, 2**40, "x"), "c": (2, 3, "y")}
+    assert _rows(t) == now
+    # Time travel before the change reads the schema of then.
+    assert t.to_arrow(as_of=before.instant, meta_columns=False).schema == SCHEMA
+    assert _rows(t, as_of=before.instant) == {"a": (1, 1), "b": (1, 2)}
+    # An incremental read across it has the new fields.
+    assert {r["id"]: r["w"] for r in t.changes(before.instant).to_pylist()} == {"b": "x", "c": "y"}
+    check_hudi_reads(t, incremental_after=before.instant)
+    # Records without the new field are refused, naming the ways out; a partial upsert
+    # keeps what the table holds.
+    with pytest.raises(SchemaMismatchError, match=r"\['w'\] of the table schema are missing"):
+        t.upsert(pa.table({"id": ["a"], "ts": [3], "v": [5]}))
+    t.upsert(pa.table({"id": ["b"], "ts": [3], "v": [7]}), partial=True)
+    now["b"] = (3, 7, "x")
+    # Every service that rewrites rows writes the new field: log compaction, compaction,
+    # a rescale (simple bucket).
+    t.compact()
+    if index is not None:
+        t.rescale(2)
+    assert _rows(t) == now
+    assert t.check().healthy
+    check_hudi_reads(t)
+    assert [s.names for _, s in t.schema_history()] == [SCHEMA.names, t.schema.names]
+
+
+def test_a_rolled_back_change_is_never_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dynbucket.base.errors import CommitFailedError
+    from dynbucket.format.timeline import outcome
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "v": pa.array([1], pa.int32())}))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full while committing")
+
+    monkeypatch.setattr(outcome, "decide_commit", broken)
+    with pytest.raises(CommitFailedError):
+        t.upsert(pa.table({"id": ["b"], "ts": [1], "v": [1], "w": ["x"]}))
+    monkeypatch.undo()
+    assert t.schema == SCHEMA and not list((tmp_path / "t" / SCHEMA_DIR).glob("*.json"))
+    assert hudi_read(t.uri).num_rows == 1
+
+
+def test_a_schema_changed_by_another_writer_fails_the_write_that_fitted_before(
+    tmp_path: Path,
+) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "v": pa.array([1], pa.int32())}))
+    fitted = WriteSchema.of(t._store, t._spec, SCHEMA)  # another handle fitted its records
+    Table.open(t.uri).upsert(pa.table({"id": ["b"], "ts": [1], "v": [1], "w": ["x"]}))
+    with pytest.raises(ConcurrentWriteError, match="schema changed while this write prepared"):
+        fitted.begun(t._store, "20991231000000000", t._timeline.visible())
