@@ -347,3 +347,38 @@ def test_an_adopted_hudi_table_takes_spark_upserts(
     assert all(bucket >= 1 for bucket, in_hudi in placed if not in_hudi)
     check_hudi_reads(t)
     t.close()
+
+
+@pytest.mark.parametrize("engine", ["tasks", "driver"])
+def test_a_dataframe_with_a_new_field_and_a_promoted_type_evolves_the_table(
+    spark: Any, runtime: Runtime, tmp_path: Path, engine: str
+) -> None:
+    """Through Spark tasks, and through the driver reading the files of a Parquet scan: a
+    new field and a promotion (v: int -> bigint) in one write; reads, the commit's schema,
+    hudi-rs, and a partial upsert and a compaction after it."""
+    narrow = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int32()),
+                        ("ts", pa.int64())])  # fmt: skip
+    t = Table.create(str(tmp_path / "t"), narrow, "id", "day", "ts", runtime=runtime)
+    if engine == "driver":
+        t._spark_writer().driver_max_bytes = 8 << 20
+    with t:
+        t.upsert(spark.createDataFrame([("a", "d1", 1, 1), ("b", "d2", 2, 1)], "id string, "
+                                       "day string, v int, ts long"))  # fmt: skip
+        rows = [("b", "d2", 2**40, 2, "x"), ("c", "d1", 3, 2, "y")]
+        df = spark.createDataFrame(rows, "id string, day string, v long, ts long, w string")
+        if engine == "driver":  # a bare Parquet scan: the driver reads the files itself
+            df.write.parquet(str(tmp_path / "in"))
+            df = spark.read.parquet(str(tmp_path / "in"))
+        t.upsert(df)
+        shuffles = t._timeline.metadata(t._timeline.completed()[-1])["shuffles"]
+        assert shuffles == (0 if engine == "driver" else 1)  # the engine asked for
+        assert t.schema.names == ["id", "day", "v", "ts", "w"]
+        assert t.schema.field("v").type == pa.int64()
+        want = {"a": (1, None), "b": (2**40, "x"), "c": (3, "y")}
+        assert {r["id"]: (r["v"], r["w"]) for r in t.to_arrow().to_pylist()} == want
+        t.upsert(spark.createDataFrame([("a", "d1", 9)], "id string, day string, ts long"),
+                 partial=True)  # fmt: skip
+        t.compact()
+        got = {r["id"]: (r["v"], r["w"], r["ts"]) for r in t.to_arrow().to_pylist()}
+        assert got == {"a": (1, None, 9), "b": (2**40, "x", 2), "c": (3, "y", 2)}
+        check_hudi_reads(t)
