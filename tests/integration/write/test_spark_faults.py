@@ -390,13 +390,14 @@ def _kill_everything(child: subprocess.Popen[bytes], marker: str) -> None:
 def _change_batch(b: int) -> pa.Table:
     """Micro-batch ``b`` of a change stream: creates of 100 keys, updates of 50 keys of the
     batch before, and deletes of 10 of its keys (batch 2 also deletes batch 1's k150 with
-    an older ordering value: stale, it stays; and k0, deleted already: not found)."""
+    an older ordering value: stale, it stays; and k0, deleted already: not found). Batch 2
+    brings a new field, ``note``: the source's schema changed half-way."""
     rows = [(i, "u" if i < b * 100 + 50 and b else "c", b) for i in range(b * 100, b * 100 + 150)]
     if b:
         rows += [(i, "d", b) for i in range((b - 1) * 100, (b - 1) * 100 + 10)]
     if b == 2:
         rows += [(150, "d", 0), (0, "d", 2)]
-    return pa.table(
+    batch = pa.table(
         {
             "id": [f"k{i}" for i, _, _ in rows],
             "day": [f"d{i % 3}" for i, _, _ in rows],
@@ -406,13 +407,17 @@ def _change_batch(b: int) -> pa.Table:
         },
         schema=SCHEMA.append(pa.field("op", pa.string())),
     )
+    if b == 2:
+        batch = batch.append_column("note", pa.array([f"n{i}" for i, _, _ in rows]))
+    return batch
 
 
 def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
     """A change stream (Debezium's ``op``: creates, updates and deletes in each
-    micro-batch) whose driver dies mid-commit: after a restart each batch commits once."""
+    micro-batch) whose driver dies mid-commit: after a restart, which reads the source with
+    its new field, each batch commits once, and the new field evolves the table."""
     incoming = tmp_path / "in"
     incoming.mkdir()
     for b in range(3):
@@ -454,7 +459,8 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     # Spark runs micro-batch 1 again, and it commits once.
     time.sleep(3.5)
     done: list[int] = []
-    source = spark.readStream.schema(CHANGE_DDL).option("maxFilesPerTrigger", 1)
+    source = spark.readStream.schema(CHANGE_DDL + ", note string")
+    source = source.option("maxFilesPerTrigger", 1)
     results: list[Any] = []
     t.stream(
         source.parquet(str(incoming)),
@@ -477,7 +483,9 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     assert {k: v for k, (v, _) in after.items()} == {
         (f"d{i % 3}", f"k{i}"): min(i // 100, 2) for i in range(350) if i not in deleted
     }
-    assert "op" not in t.schema.names  # the marker field is read, not stored
+    assert t.schema.names == [*SCHEMA.names, "note"]  # the marker field is not stored
+    notes = {r["id"]: r["note"] for r in t.to_arrow().to_pylist()}
+    assert notes["k300"] == "n300" and notes["k10"] is None  # batch 2's, and older rows
 
 
 def _state_without_pending_check(t: Table) -> dict[tuple[str, str], tuple[int, int]]:
