@@ -158,3 +158,30 @@ def test_a_schema_changed_by_another_writer_fails_the_write_that_fitted_before(
     Table.open(t.uri).upsert(pa.table({"id": ["b"], "ts": [1], "v": [1], "w": ["x"]}))
     with pytest.raises(ConcurrentWriteError, match="schema changed while this write prepared"):
         fitted.begun(t._store, "20991231000000000", t._timeline.visible())
+
+
+def test_hudi_rs_reads_a_log_older_than_an_added_field_and_a_promotion_once_compacted(
+    tmp_path: Path,
+) -> None:
+    """hudi-rs (0.5) reads a log block written before a field was added, and one written
+    before a promotion, but not one written before both (it takes the block for a partial
+    update, whose types must be the table's): such a slice reads once compacted (README,
+    "which readers read what"). This test fails when hudi-rs reads it: update the README."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        ordering_field="ts",
+        options={
+            "hoodie.datasource.compaction.async.enable": False,
+            "hoodie.log.compaction.enable": False,
+        },
+    )
+    t.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "v": pa.array([1, 2], pa.int32())}))
+    t.upsert(pa.table({"id": ["a"], "ts": [2], "v": pa.array([5], pa.int32())}))  # a log
+    t.upsert(pa.table({"id": ["b"], "ts": [3], "v": [7.5], "w": ["x"]}))  # both changes
+    assert _rows(t) == {"a": (2, 5.0, None), "b": (3, 7.5, "x")}
+    with pytest.raises(Exception, match="partial-update column 'v' has type Int32"):
+        hudi_read(t.uri)
+    t.compact()
+    check_hudi_reads(t, time_travel=False)
