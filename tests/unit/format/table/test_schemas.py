@@ -185,3 +185,48 @@ def test_hudi_rs_reads_a_log_older_than_an_added_field_and_a_promotion_once_comp
         hudi_read(t.uri)
     t.compact()
     check_hudi_reads(t, time_travel=False)
+
+
+REFUSED = [
+    (
+        pa.table({"id": ["a"], "ts": [1], "v": [1], "w": pa.array([None], pa.null())}),
+        "is of type null",
+    ),
+    (
+        pa.Table.from_arrays(
+            [pa.array(["a"]), pa.array([1]), pa.array([1], pa.int32()), pa.array(["x"])],
+            schema=pa.schema([*SCHEMA, pa.field("w", pa.string(), nullable=False)]),
+        ),
+        "new field 'w' may not be null",
+    ),
+    (
+        pa.table({"id": ["a"], "ts": [1], "v": ["1"]}),
+        "field 'v' has type string; the table has int32",
+    ),
+    (pa.table({"id": ["a"], "ts": [1.5], "v": pa.array([1], pa.int32())}), "ordering field keeps"),
+    (pa.table({"id": [b"a"], "ts": [1], "v": pa.array([1], pa.int32())}), "key, partition or"),
+]
+
+
+@pytest.mark.parametrize(("records", "message"), REFUSED, ids=[m for _, m in REFUSED])
+def test_a_refused_change_writes_nothing(tmp_path: Path, records: pa.Table, message: str) -> None:
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a"], "ts": [1], "v": pa.array([1], pa.int32())}))
+    before = sorted(p for p in (tmp_path / "t").rglob("*") if "lease" not in p.name)
+    with pytest.raises(SchemaMismatchError, match=message):
+        t.upsert(records)
+    assert sorted(p for p in (tmp_path / "t").rglob("*") if "lease" not in p.name) == before
+    assert t.schema == SCHEMA and len(t.history()) == 1
+
+
+def test_with_evolution_off_records_that_would_evolve_are_refused(tmp_path: Path) -> None:
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        ordering_field="ts",
+        options={"schema.evolve-on-write": False},
+    )
+    with pytest.raises(SchemaMismatchError, match=r"schema.evolve-on-write=false\): turn it on"):
+        t.upsert(pa.table({"id": ["a"], "ts": [1], "v": [2**40]}))
+    assert t.history() == []
