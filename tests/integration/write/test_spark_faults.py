@@ -422,6 +422,9 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     incoming.mkdir()
     for b in range(3):
         pq.write_table(_change_batch(b), incoming / f"b{b}.parquet")
+        # A file stream takes files in the order of their times (one second apart here,
+        # they could tie and come in any order).
+        os.utime(incoming / f"b{b}.parquet", (1_700_000_000 + 60 * b,) * 2)
     t = _table(
         str(tmp_path / "t"),
         runtime,
