@@ -443,3 +443,25 @@ def test_a_second_adoption_beside_a_slow_one_touches_nothing(
     check_hudi_reads(t)
     assert check(TableStore.at(str(root))).healthy
     t.close()
+
+
+def test_a_table_whose_commits_carry_two_schemas_adopts_with_the_newer(tmp_path: Path) -> None:
+    """A Hudi table whose older commits wrote fewer fields and a narrower type (here one
+    dynbucket wrote in Hudi's format, its own records removed: no table Apache Hudi wrote
+    with two schemas is at hand) adopts with its newest commit's schema: older files read
+    the new field as null and the promoted type, by both readers, and writes go on."""
+    from dynbucket.format.table.paths import META_DIR
+
+    uri = str(tmp_path / "t")
+    narrow = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.int32())])
+    t = Table.create(uri, narrow, "id", ordering_field="ts")
+    t.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "v": pa.array([1, 2], pa.int32())}))
+    t.upsert(pa.table({"id": ["b", "c"], "ts": [2, 2], "v": [2**40, 3], "w": ["x", "y"]}))
+    t.close()
+    shutil.rmtree(Path(uri) / META_DIR)
+    adopted = Table.adopt(uri)
+    assert adopted.schema.field("v").type == pa.int64() and "w" in adopted.schema.names
+    rows = {r["id"]: (r["v"], r["w"]) for r in adopted.to_arrow().to_pylist()}
+    assert rows == {"a": (1, None), "b": (2**40, "x"), "c": (3, "y")}
+    adopted.upsert(pa.table({"id": ["a"], "ts": [3], "v": [4], "w": ["z"]}))
+    check_hudi_reads(adopted, time_travel=False)
