@@ -130,23 +130,28 @@ def write_schema(store: TableStore, instant: str, schema: pa.Schema) -> str:
     return path
 
 
+def _changes(store: TableStore, visible: Collection[str]) -> list[str]:
+    """The instants of the ``visible`` schema changes, oldest first."""
+    names = sorted(i.base_name for i in store.list_files(store.path(SCHEMA_DIR)))
+    instants = (n.removesuffix(".json") for n in names if n.endswith(".json"))
+    return [i for i in instants if i in visible]
+
+
 def history(store: TableStore, visible: Collection[str]) -> list[tuple[str, pa.Schema]]:
     """The schema changes of the ``visible`` instants, oldest first: (instant, schema)."""
-    names = sorted(i.base_name for i in store.list_files(store.path(SCHEMA_DIR)))
-    out = []
-    for name in names:
-        instant = name.removesuffix(".json")
-        if name.endswith(".json") and instant in visible:
-            out.append((instant, _read(store, store.path(SCHEMA_DIR, name))))
-    return out
+    return [
+        (i, _read(store, store.path(SCHEMA_DIR, f"{i}.json"))) for i in _changes(store, visible)
+    ]
 
 
 def schema_as_of(store: TableStore, spec: TableSpec, visible: Collection[str]) -> TableSpec:
-    """``spec`` with the schema of the newest visible schema change (itself when none)."""
-    changes = history(store, visible)
-    if not changes or changes[-1][1] == spec.schema:
+    """``spec`` with the schema of the newest visible schema change (itself when none):
+    one listing, and one file read (the newest change's, whatever the number of changes)."""
+    changes = _changes(store, visible)
+    if not changes:
         return spec
-    return spec.with_schema(changes[-1][1])
+    schema = _read(store, store.path(SCHEMA_DIR, f"{changes[-1]}.json"))
+    return spec if schema == spec.schema else spec.with_schema(schema)
 
 
 def _read(store: TableStore, path: str) -> pa.Schema:
