@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from dynbucket.actors import kernels
 from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
+from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.base import columns
 from dynbucket.base.errors import InvalidInputError
 from dynbucket.base.options import DynamicBucketOptions
@@ -34,7 +35,8 @@ class AssignerActor:
         source_factory: Callable[[], IndexSource],
     ) -> None:
         kernels.warm_up()
-        self._core = BucketAssigner(slot, num_slots, options, source_factory())
+        core = GlobalBucketAssigner if options.global_index else BucketAssigner
+        self._core = core(slot, num_slots, options, source_factory())
 
     @property
     def core(self) -> BucketAssigner:
@@ -48,16 +50,27 @@ class AssignerActor:
         """The batch's rows with ``_bucket`` (int32) and ``_is_new`` (bool) appended.
 
         The batch needs ``_partition`` (string or dictionary of strings) and ``_hash``
-        (int64); other columns ride along untouched.
+        (int64); other columns ride along untouched. A global index's slot also reads
+        ``_op`` when the batch has it (a delete goes where its key is), sets ``_partition``
+        to where each row goes, and appends ``_from_partition`` and ``_from_bucket``
+        (:func:`moved`).
         """
         if isinstance(batch, pa.Table):
             batch = _one_batch(batch)
         names, codes = _partition_codes(batch)
         hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
-        buckets, is_new = self._core.assign(checkpoint, names, codes, hashes)
-        return batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
+        core = self._core
+        if isinstance(core, GlobalBucketAssigner):
+            ops = None
+            if columns.OP in batch.schema.names:
+                ops = _column(batch, columns.OP).to_numpy(zero_copy_only=False)
+            buckets, is_new = core.assign(checkpoint, names, codes, hashes, ops)
+        else:
+            buckets, is_new = core.assign(checkpoint, names, codes, hashes)
+        out = batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
             columns.IS_NEW, pa.array(is_new, pa.bool_())
         )
+        return moved(core, out)
 
     def locate(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         """The batch's rows with ``_bucket`` (-1 for keys the table does not know) and
@@ -67,9 +80,19 @@ class AssignerActor:
         names, codes = _partition_codes(batch)
         hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
         buckets = self._core.locate(checkpoint, names, codes, hashes)
-        return batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
+        out = batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
             columns.IS_NEW, pa.array(np.zeros(len(buckets), np.bool_))
         )
+        return moved(self._core, out)
+
+    def leave(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> None:
+        """Notes keys (``_partition``, ``_hash``) ``checkpoint`` takes out of their
+        partitions (``BucketAssigner.leave``)."""
+        if isinstance(batch, pa.Table):
+            batch = _one_batch(batch)
+        names, codes = _partition_codes(batch)
+        hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
+        self._core.leave(checkpoint, names, codes, hashes)
 
     def snapshot(
         self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None
@@ -88,6 +111,27 @@ class AssignerActor:
     def ping(self) -> int:
         """The slot number; a cheap liveness check."""
         return self._core.slot
+
+
+def moved(core: BucketAssigner, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A global index slot's answer: ``batch`` with ``_partition`` set to where each row
+    goes (a delete: where its key is) and ``_from_partition`` / ``_from_bucket`` (null /
+    -1 unless the key moves out of there); other slots' answers as they are."""
+    if not isinstance(core, GlobalBucketAssigner):
+        return batch
+    names, where, from_part, from_bucket = core.answer()
+    path = np.array(names + [None], dtype=object)
+    given = batch.column(batch.schema.get_field_index(columns.PARTITION)).cast(pa.string())
+    found = where >= 0
+    target = pa.array(
+        np.where(found, path[where], given.to_numpy(zero_copy_only=False)), pa.string()
+    )
+    out = batch.set_column(
+        batch.schema.get_field_index(columns.PARTITION), columns.PARTITION, target
+    )
+    return out.append_column(
+        columns.FROM_PARTITION, pa.array(path[from_part], pa.string())
+    ).append_column(columns.FROM_BUCKET, pa.array(from_bucket, pa.int32()))
 
 
 def assigner_actor_class(**options: Any) -> Any:

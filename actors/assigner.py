@@ -41,6 +41,10 @@ class IndexSource(Protocol):
         """Bytes of each bucket's file group in ``partition`` (latest base + deltas)."""
         ...
 
+    def partitions(self) -> list[str]:
+        """Every partition with committed index entries (a global index loads them all)."""
+        ...
+
 
 class EmptySource:
     """The index of a table with no committed keys yet (every partition starts empty)."""
@@ -50,6 +54,9 @@ class EmptySource:
 
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
         return np.zeros(0, np.int64)
+
+    def partitions(self) -> list[str]:
+        return []
 
 
 @dataclass
@@ -189,6 +196,17 @@ class BucketAssigner:
             buckets[rows] = index.lookup(keys)[0]
             index.delete_at_commit(checkpoint, keys[buckets[rows] >= 0])
         return buckets
+
+    def leave(
+        self,
+        checkpoint: int,
+        partitions: Sequence[str],
+        partition_codes: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+    ) -> None:
+        """Notes keys ``checkpoint`` takes out of their partitions (records marked as
+        deletes: deleted, or taken as new and never written): ``locate``'s bookkeeping."""
+        self.locate(checkpoint, partitions, partition_codes, hashes)
 
     def snapshot(
         self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None

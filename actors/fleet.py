@@ -103,7 +103,7 @@ class AssignerFleet:
         import ray
 
         batches = by_slot(gone, self.num_slots)
-        ray.get([self.handles[s].locate.remote(checkpoint, b) for s, b in batches.items()])
+        ray.get([self.handles[s].leave.remote(checkpoint, b) for s, b in batches.items()])
 
     def reset(self) -> bool:
         """Empties every slot's caches (another writer committed), keeping the processes: a

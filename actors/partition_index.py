@@ -45,6 +45,10 @@ class PartitionLoad:
         """The load of a partition with no committed keys."""
         return cls(np.empty(0, np.uint64), np.empty(0, np.uint16), np.zeros(0, np.int64))
 
+    def with_counts(self, bucket_keys: I64, bucket_bytes: I64 | None) -> PartitionLoad:
+        """This load's keys with other counts (a global index keeps keys elsewhere)."""
+        return PartitionLoad(self.keys, self.buckets, bucket_keys, bucket_bytes, 0)
+
 
 class PartitionIndex:
     """The cache of one partition: committed sorted runs plus one pending table per checkpoint.
@@ -138,6 +142,20 @@ class PartitionIndex:
     def uncommitted(self) -> list[int]:
         """Checkpoints with mappings or deletes not committed yet, ascending."""
         return sorted({*self.pending, *self.deleting})
+
+    def count_new(self, buckets: npt.NDArray[np.integer], sign: int = 1) -> None:
+        """Counts keys placed in ``buckets`` and not committed yet (``sign`` -1: taken
+        back), for a global index, whose keys live outside this partition's cache."""
+        self._count(np.asarray(buckets, np.int64), sign)
+
+    def commit_counts(self, placed: I64, left: I64) -> I64:
+        """Commits keys counted by :meth:`count_new` (``placed`` per bucket) and takes
+        committed keys out (``left`` per bucket); returns the live keys gained per bucket."""
+        gained = _add(placed, -left)
+        self._grow(len(gained))
+        self.committed_keys[: len(gained)] += gained
+        self.bucket_keys[: len(left)] -= left
+        return gained
 
     # --- lifecycle -----------------------------------------------------------------------
 

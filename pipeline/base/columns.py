@@ -31,7 +31,17 @@ IS_DELETE = "_is_delete"
 """Whether an incoming record deletes its key (bool): what its delete marker says
 (``_hoodie_is_deleted``, or the table's delete field), from fitting to stage A."""
 
-RESERVED = frozenset({HASH, INSTANT, OP, PARTITION, BUCKET, FILE_ID, IS_NEW, SEQ, IS_DELETE})
+FROM_PARTITION = "_from_partition"
+"""Global index: the partition a record's key moves out of (null: no move)."""
+FROM_BUCKET = "_from_bucket"
+"""Global index: the bucket a record's key moves out of (int32): -1 no move,
+:data:`MOVE_OUT` on the delete row a move writes where the key was."""
+MOVE_OUT = -2
+
+RESERVED = frozenset(
+    {HASH, INSTANT, OP, PARTITION, BUCKET, FILE_ID, IS_NEW, SEQ, IS_DELETE}
+    | {FROM_PARTITION, FROM_BUCKET}
+)
 
 #: ``_op`` values in delta files.
 UPSERT, DELETE = 0, 1

@@ -106,6 +106,12 @@ class DynamicBucketOptions(PersistedOptions):
     """Cache bytes a slot may keep of partitions the proposal's flags would evict (read but
     given no new keys, every mapping committed), least recently used out first; None: the
     flags alone (such a partition bootstraps again at its next touch)."""
+    global_index: bool = option("dynamic-bucket.global-index", False)
+    """A record key is unique in the whole table, not within its partition (Hudi's global
+    record index, with ``hoodie.record.index.update.partition.path``): a record whose
+    partition value differs from its key's moves the key there when its ordering value
+    wins; a delete or lookup needs only the key. Each slot caches its keys of every
+    partition."""
 
     DEFAULT_MAX_KEYS = 2_000_000
 
@@ -130,6 +136,14 @@ class DynamicBucketOptions(PersistedOptions):
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ConfigError(f"{key(name)}={value!r}: must be an integer >= 1")
+        if not isinstance(self.global_index, bool):
+            raise ConfigError(f"{key('global_index')}={self.global_index!r}: must be True or False")
+        if self.global_index and self.cache_max_bytes is not None:
+            raise ConfigError(
+                f"{key('global_index')}=true and {key('cache_max_bytes')}="
+                f"{self.cache_max_bytes}: a global index keeps every key of its slot (a key "
+                "may move to any partition), so it evicts nothing; unset cache_max_bytes"
+            )
         mb = self.max_buckets
         if mb is not None and (
             isinstance(mb, bool) or not isinstance(mb, int) or not 1 <= mb <= MAX_BUCKET_ID + 1

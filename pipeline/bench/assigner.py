@@ -54,6 +54,9 @@ class _Preloaded:
     def bucket_bytes(self, partition: str) -> np.ndarray:
         return np.zeros(0, np.int64)
 
+    def partitions(self) -> list[str]:
+        return ["p"]
+
 
 def _committed(keys: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)

@@ -65,6 +65,10 @@ class RLIIndexSource:
             entries_scanned=entries_read,
         )
 
+    def partitions(self) -> list[str]:
+        """Every partition with index files (a global index's slot loads them all)."""
+        return RecordLevelIndex(self.store, self.spec).partitions()
+
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
         """Bytes of each bucket's latest slice (base + logs), by bucket id."""
         slices = file_slices(data_files(self.store, partition), self._visible())

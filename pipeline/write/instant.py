@@ -119,6 +119,7 @@ class InstantWrite:
             keys_stale=written.keys_stale,
             keys_deleted=written.keys_deleted,
             keys_not_found=written.keys_not_found,
+            keys_moved=written.keys_moved,
         )
         stats = {k: v for k, v in result.as_dict().items() if k != "services"}
         extra: dict[str, Any] = {"stats": stats, **(metadata or {})}

@@ -17,7 +17,9 @@ class WriteResult:
     written again) whose record the write replaced; ``keys_stale`` the updates that lost to
     the record the table has (a smaller ordering value: written, but readers keep the old
     record); ``keys_deleted`` counts delete markers written for known keys, and
-    ``keys_not_found`` deletes of keys the table never had.
+    ``keys_not_found`` deletes of keys the table never had (with a global index: of keys
+    not in any partition). ``keys_moved``: with a global index, the updated keys whose
+    partition value changed (each written in its new partition, deleted from its old).
     """
 
     instant: str
@@ -28,6 +30,7 @@ class WriteResult:
     keys_stale: int = 0
     keys_deleted: int = 0
     keys_not_found: int = 0
+    keys_moved: int = 0
     buckets_created: int = 0
     files_written: int = 0
     seconds: dict[str, float] = field(default_factory=dict)

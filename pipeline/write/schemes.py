@@ -45,6 +45,7 @@ from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
+from dynbucket.write.moves import one_per_key, with_move_outs
 from dynbucket.write.write_stage import carry_errors, write_fn, written_schema
 
 if TYPE_CHECKING:
@@ -207,11 +208,12 @@ class InProcessSlots:
         raise NotImplementedError("a Spark write's rows go to the slot actors (AssignerScheme)")
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        rows = one_per_key(self.table.spec, rows, op.deletes)
         tagged = [
             getattr(self.slots[i], op.assigner_call)(w.checkpoint, rows_of_slot)
             for i, rows_of_slot in _by_slot(rows, len(self.slots))
         ]
-        out = pa.Table.from_batches(tagged)
+        out = with_move_outs(pa.Table.from_batches(tagged))
         if op.refuses_known:
             refuse_known(out, self.table.spec.record_key)
         return out
@@ -249,7 +251,7 @@ class _Cores:
     def leave(self, checkpoint: int, gone: Gone) -> None:
         for slot, batch in by_slot(gone, len(self.cores)).items():
             names, codes = partition_codes(batch.column(PARTITION))
-            self.cores[slot].locate(checkpoint, names, codes, batch.column(HASH).to_numpy())
+            self.cores[slot].leave(checkpoint, names, codes, batch.column(HASH).to_numpy())
 
 
 def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:

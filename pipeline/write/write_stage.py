@@ -102,6 +102,7 @@ def to_rows(written: GroupWrites) -> pa.RecordBatch:
         {
             **_EMPTY,
             "kind": _COUNTS,
+            "rows": written.keys_moved,  # a counts row's rows: the keys a global index moved
             "inserts": written.keys_inserted,
             "updates": written.keys_updated,
             "stale": written.keys_stale,
@@ -153,6 +154,7 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
             out.keys_stale += fields["stale"]
             out.keys_deleted += fields["deletes"]
             out.keys_not_found += not_found
+            out.keys_moved += fields["rows"]
             out.add_seconds(json.loads(stages or "{}"))
         else:
             out.files.append(WrittenFile(**fields))

@@ -9,6 +9,7 @@ serves), what the deletes marked in the records do against what the group holds
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,15 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dynbucket.base.columns import DELETE, HASH, IS_NEW, OP
+from dynbucket.base.columns import (
+    DELETE,
+    FROM_BUCKET,
+    FROM_PARTITION,
+    HASH,
+    IS_NEW,
+    MOVE_OUT,
+    OP,
+)
 from dynbucket.base.errors import InvalidInputError
 from dynbucket.format.file_group.merge import read_slice_of_keys
 from dynbucket.format.file_group.slices import FileSlice
@@ -138,3 +147,57 @@ def settle_deletes(
     gone = group.column(HASH).to_numpy()[is_delete & (phantom | ~drop)]  # 3.
     rows = group.filter(pa.array(~drop)) if drop.any() else group
     return Settled(rows, int(phantom.sum()), stale, gone)
+
+
+@dataclass(frozen=True)
+class Moves:
+    """A group's records after :func:`settle_moves` (a global index's table)."""
+
+    rows: pa.Table
+    moved_in: int = 0
+    lost: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
+    """Hashes of keys whose move into this group lost: they leave it (their placement) at
+    once, and stay where they are."""
+
+
+def settle_moves(
+    store: TableStore,
+    spec: TableSpec,
+    slices: Mapping[str, Mapping[int, FileSlice]],
+    group: pa.Table,
+    instant: str,
+) -> Moves:
+    """A global index's moves into and out of a group, decided as both groups decide them:
+
+    1. A record whose key moves in from another partition's group wins when its ordering
+       value is not below the record that group holds of the key (``stale.stale_mask``,
+       the reader's merge: ties to the incoming); one that loses is not written, and the
+       key stays where it is (``lost``).
+    2. The delete a move writes in the group the key leaves (``MOVE_OUT``) is left to
+       ``settle_deletes``, which settles it as any delete: it loses by the same
+       comparison, so it is written exactly when step 1 writes the record.
+
+    ``slices``: each partition's current slices (the groups keys move from among them).
+    """
+    if FROM_BUCKET not in group.column_names:
+        return Moves(group)
+    source = group.column(FROM_BUCKET).to_numpy(zero_copy_only=False)
+    is_delete = pc.equal(group.column(OP), DELETE).to_numpy(zero_copy_only=False)
+    incoming = np.flatnonzero((source >= 0) & ~is_delete)  # 1.
+    drop = np.zeros(group.num_rows, np.bool_)
+    origins = group.column(FROM_PARTITION).to_numpy(zero_copy_only=False)
+    for origin, bucket in {(origins[i], int(source[i])) for i in incoming}:
+        rows = incoming[(origins[incoming] == origin) & (source[incoming] == bucket)]
+        fslice = slices.get(origin, {}).get(bucket)
+        if fslice is not None:
+            drop[rows[stale_mask(store, spec, fslice, group.take(pa.array(rows)), instant)]] = True
+    lost = group.column(HASH).to_numpy()[drop]
+    rows = group.filter(pa.array(~drop)) if drop.any() else group
+    return Moves(rows, moved_in=len(incoming) - int(drop.sum()), lost=lost)
+
+
+def moves_out(group: pa.Table) -> int:
+    """How many of a group's records are the deletes of keys moving out (``MOVE_OUT``)."""
+    if FROM_BUCKET not in group.column_names:
+        return 0
+    return int(pc.sum(pc.equal(group.column(FROM_BUCKET), MOVE_OUT)).as_py() or 0)

@@ -35,7 +35,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dynbucket.base.columns import BUCKET, DELETE, IS_NEW, OP, PARTITION, partition_codes
+from dynbucket.base.columns import (
+    BUCKET,
+    DELETE,
+    FROM_BUCKET,
+    FROM_PARTITION,
+    IS_NEW,
+    OP,
+    PARTITION,
+    partition_codes,
+)
 from dynbucket.base.threads import shared_pool
 from dynbucket.format.file_group import settle
 from dynbucket.format.file_group.merge import KEY, merge, read_slice
@@ -74,6 +83,7 @@ class GroupWrites:
     keys_stale: int = 0
     keys_deleted: int = 0
     keys_not_found: int = 0
+    keys_moved: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     gone: dict[str, list[npt.NDArray[np.int64]]] = field(default_factory=dict)
     """Per partition, the key hashes of a write's records marked as deletes that leave the
@@ -113,6 +123,19 @@ class GroupWrites:
     def gone_keys(self) -> dict[str, npt.NDArray[np.int64]]:
         """:attr:`gone`, one array of hashes per partition."""
         return {p: np.concatenate(parts) for p, parts in self.gone.items()}
+
+    def add_moves(self, partition: str, moves: settle.Moves, out: int, lost_out: int) -> None:
+        """A global index's moves into one group (``moves``) and out of it (``out``
+        written, ``lost_out`` that lost): a key moved is updated, not inserted and deleted
+        (its lost move counted stale once, in the group it moved to); a move that lost
+        leaves this partition's placement."""
+        with self._lock:
+            self.keys_updated += moves.moved_in
+            self.keys_inserted -= moves.moved_in
+            self.keys_deleted -= out
+            self.keys_moved += moves.moved_in
+            self.keys_stale += len(moves.lost) - lost_out
+        self.add_gone(partition, moves.lost)
 
     def add(self, written: WrittenFile) -> None:
         with self._lock:
@@ -166,7 +189,7 @@ def write_file_groups(
         groups = split_groups(rows)
     current: dict[str, dict[int, FileSlice]] = {}
     with out.timed("list"):
-        for partition in dict.fromkeys(g[0] for g in groups):
+        for partition in dict.fromkeys([*(g[0] for g in groups), *_origins(rows)]):
             slices = file_slices(data_files(store, partition), visible)
             current[partition] = {s.bucket: s for s in slices}
 
@@ -186,6 +209,12 @@ def write_file_groups(
             with out.timed("known"):
                 group, missing = settle.mark_known(store, spec, fslice, group, refuse_known)
             out.add_not_found(missing)
+        moves = None
+        if FROM_BUCKET in group.column_names:  # a global index's moves
+            with out.timed("stale"):
+                moves = settle.settle_moves(store, spec, current, group, instant)
+            group = moves.rows
+            leaving = settle.moves_out(group)
         if not deletes:
             with out.timed("stale"):
                 settled = settle.settle_deletes(store, spec, fslice, group, instant)
@@ -193,6 +222,10 @@ def write_file_groups(
             out.add_not_found(settled.not_found)
             out.add_stale(settled.stale)
             out.add_gone(partition, settled.gone)
+        if moves is not None:
+            left = settle.moves_out(group)
+            out.add_moves(partition, moves, left, leaving - left)
+            group = group.drop_columns([FROM_PARTITION, FROM_BUCKET])
         if group.num_rows == 0:
             return partition, None
         if ctx.kept:
@@ -261,6 +294,13 @@ def write_file_groups(
         raise
     out.files.sort(key=lambda f: f.path)
     return out
+
+
+def _origins(rows: pa.Table) -> list[str]:
+    """The partitions a global index's keys move out of (their groups settle the moves)."""
+    if FROM_PARTITION not in rows.column_names:
+        return []
+    return [p for p in pc.unique(rows.column(FROM_PARTITION)).to_pylist() if p is not None]
 
 
 def _write_group(

@@ -326,7 +326,8 @@ class Snapshot:
         """Live rows of the given keys (key fields, plus partition fields when partitioned).
 
         Each key is found through the record-level index, and of its file group only the
-        row groups of the base file that can hold it are read, and its logs.
+        row groups of the base file that can hold it are read, and its logs. With a global
+        index the key alone finds the row (a partition value given is ignored).
         """
         wanted = prepare(self.spec, keys, deletes=True)
         return self.consistent(lambda: self._lookup(wanted, meta_columns))
@@ -336,8 +337,13 @@ class Snapshot:
         index = RecordLevelIndex(self.store, spec)
         layouts = spec.scheme.layouts(self.store, spec.record_key, self.visible)
         out = []
-        for partition in pc.unique(wanted.column(PARTITION)).to_pylist():
-            mine = wanted.filter(pc.equal(wanted.column(PARTITION), partition))
+        scoped = layouts is not None or not spec.global_index
+        # A global index's key is in one partition whatever the value given: ask each.
+        where = pc.unique(wanted.column(PARTITION)).to_pylist() if scoped else index.partitions()
+        for partition in where:
+            mine = (
+                wanted.filter(pc.equal(wanted.column(PARTITION), partition)) if scoped else wanted
+            )
             if layouts is not None:  # computed from the key, else found in the index
                 buckets = layouts.locate(partition, mine)
             else:

@@ -178,6 +178,8 @@ def required_fields(spec: TableSpec, deletes: bool, partial: bool = False) -> li
     become nulls: ``hoodie.write.set.null.for.missing.columns``)."""
     identity = [*spec.record_key, *spec.partition_by]
     if deletes:
+        if spec.global_index:
+            return list(spec.record_key)  # the key alone finds its row
         return list(dict.fromkeys(identity))
     if partial or spec.options.null_for_missing_columns:
         ordering = [spec.ordering_field] if spec.ordering_field else []
@@ -273,12 +275,14 @@ def annotate(
                     ", which the table's schema says may not be null,",
                     among=None if marked is None else pc.invert(marked),
                 )
-    data = data.append_column(
-        PARTITION,
-        partition_paths(
+    if deletes and spec.global_index:
+        # The key alone finds its row, wherever it is: partition values are not read.
+        paths = pa.array([""] * data.num_rows, pa.string())
+    else:
+        paths = partition_paths(
             data, spec.partition_by, spec.hive_style_partitioning, spec.timestamp_partitioning
-        ),
-    )
+        )
+    data = data.append_column(PARTITION, paths)
     if with_hash:
         data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))
     if marked is not None:
@@ -288,15 +292,19 @@ def annotate(
     return data.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), data.num_rows))
 
 
-def dedupe(spec: TableSpec, rows: pa.Table, *, deletes: bool) -> pa.Table:
+def dedupe(
+    spec: TableSpec, rows: pa.Table, *, deletes: bool, by_partition: bool = True
+) -> pa.Table:
     """One record per (partition, key): for upserts, and upserts and deletes marked in
     records, the largest ordering value, ties to the last row; for a delete write's keys
     the first. Rows whose key hashes all differ (the common case)
     come back as they are, without comparing keys. Rows without ``_partition`` are of one
-    partition (a file group's)."""
+    partition (a file group's); ``by_partition`` False: one record per key whatever its
+    partition (a global index's write, before its keys are assigned)."""
     if HASH in rows.column_names and _distinct(rows.column(HASH)):
         return rows
-    keys = [PARTITION, *spec.record_key] if PARTITION in rows.column_names else spec.record_key
+    scoped = by_partition and PARTITION in rows.column_names
+    keys = [PARTITION, *spec.record_key] if scoped else spec.record_key
     if deletes:
         return rows.take(_first_of_each(rows, keys))
     return dedupe_batch(rows, spec, list(keys))

@@ -153,6 +153,13 @@ class TableSpec:
         return () if self.timestamp_partitioning is not None else self.partition_by
 
     @property
+    def global_index(self) -> bool:
+        """Whether a record key is unique in the table, not within its partition (a dynamic
+        bucket index with ``dynamic-bucket.global-index``)."""
+        options = self.bucket_options
+        return isinstance(options, DynamicBucketOptions) and options.global_index
+
+    @property
     def dynamic_options(self) -> DynamicBucketOptions:
         """The dynamic scheme's options: its assigners' configuration.
 
