@@ -21,6 +21,7 @@ from dynbucket.format.records.incoming import annotate
 from dynbucket.format.records.incoming import refuse_known as refuse_known_keys
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.batches import ROWS_PER_CALL, joined
+from dynbucket.write.moves import one_per_key, with_move_outs
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -30,15 +31,21 @@ if TYPE_CHECKING:
 ArrowFn = Callable[..., Iterator[pa.RecordBatch]]
 
 
-def tagged_schema(schema: StructType) -> StructType:
-    """A Spark schema plus the two columns the assign stage appends."""
-    from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
+def tagged_schema(schema: StructType, moves: bool = False) -> StructType:
+    """A Spark schema plus the two columns the assign stage appends (and, for a global
+    index, ``moves``: where a key moves from)."""
+    from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
 
+    extra = [
+        StructField(columns.FROM_PARTITION, StringType(), nullable=True),
+        StructField(columns.FROM_BUCKET, IntegerType(), nullable=False),
+    ]
     return StructType(
         [
             *schema.fields,
             StructField(columns.BUCKET, IntegerType(), nullable=False),
             StructField(columns.IS_NEW, BooleanType(), nullable=False),
+            *(extra if moves else []),
         ]
     )
 
@@ -51,6 +58,7 @@ def assign_fn(
     method: str = "assign",
     refuse_known: Sequence[str] = (),
     rows_per_call: int = ROWS_PER_CALL,
+    global_spec: TableSpec | None = None,
 ) -> ArrowFn:
     """A ``mapInArrow`` function tagging each row with ``_bucket`` and ``_is_new``.
 
@@ -68,8 +76,15 @@ def assign_fn(
             the task fails with ``InvalidInputError``).
         rows_per_call: Spark's Arrow batches are joined up to this many rows per actor
             call (a call costs about a millisecond of Ray overhead whatever its size).
+        global_spec: a global index's table: the task's rows (all of each key's records:
+            the write shuffled them by key hash) are checked, then kept one per key
+            (``moves.one_per_key``) before any is sent; each moving key gets its delete
+            where it was (``moves.with_move_outs``).
     """
     names = list(actor_names)
+    sent_columns = [columns.PARTITION, columns.HASH]
+    if global_spec is not None:
+        sent_columns.append(columns.OP)
 
     def tag(
         batches: Iterable[pa.RecordBatch], seconds: dict[str, float] | None = None
@@ -79,11 +94,16 @@ def assign_fn(
         handles = [link.actor(name) for name in names]
         times = seconds if seconds is not None else {}
 
-        def send(batch: pa.RecordBatch) -> tuple[list[pa.RecordBatch], list[Any]]:
+        def checked(batch: pa.RecordBatch) -> pa.RecordBatch:
             start = time.perf_counter()
             if prepare is not None:
                 batch = prepare(batch)
             times["check"] = times.get("check", 0.0) + time.perf_counter() - start
+            return batch
+
+        def send(batch: pa.RecordBatch) -> tuple[list[pa.RecordBatch], list[Any]]:
+            if global_spec is None:
+                batch = checked(batch)
             hashes = batch.column(columns.HASH).to_numpy(zero_copy_only=False)
             slots = slot_of(hashes, len(handles))
             present = np.unique(slots)
@@ -93,9 +113,7 @@ def assign_fn(
                 else [batch.take(pa.array(np.flatnonzero(slots == s))) for s in present]
             )
             refs = [
-                getattr(handles[int(s)], method).remote(
-                    checkpoint, rows.select([columns.PARTITION, columns.HASH])
-                )
+                getattr(handles[int(s)], method).remote(checkpoint, rows.select(sent_columns))
                 for s, rows in zip(present, per_slot, strict=True)
             ]
             return per_slot, refs
@@ -110,11 +128,27 @@ def assign_fn(
                 ).append_column(columns.IS_NEW, answer.column(columns.IS_NEW))
                 if refuse_known:
                     refuse_known_keys(tagged, refuse_known)
-                yield tagged
+                if global_spec is None:
+                    yield tagged
+                    continue
+                where = answer.column(columns.PARTITION)
+                tagged = tagged.set_column(
+                    tagged.schema.get_field_index(columns.PARTITION), columns.PARTITION, where
+                )
+                for name in (columns.FROM_PARTITION, columns.FROM_BUCKET):
+                    tagged = tagged.append_column(name, answer.column(name))
+                yield from with_move_outs(pa.Table.from_batches([tagged])).to_batches()
 
         # 1. Join Spark's batches into calls of about ``rows_per_call`` rows.
         # 2. Send each call before taking the answer of the one before, so the actor
         #    works while this task checks the next rows.
+        if global_spec is not None:  # every record of a task's keys is here: one per key
+            whole = [checked(b) for b in batches]
+            if not whole:
+                return
+            deletes = method == "locate"
+            table = one_per_key(global_spec, pa.Table.from_batches(whole), deletes)
+            batches = table.combine_chunks().to_batches()
         in_flight: tuple[list[pa.RecordBatch], list[Any]] | None = None
         for batch in joined(batches, rows_per_call):
             sent = send(batch)

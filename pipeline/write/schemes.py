@@ -118,6 +118,7 @@ class AssignerScheme:
             prepare=record_check(spec, op.deletes, op.refuses_known, kept),
             method=op.assigner_call,
             refuse_known=spec.record_key if op.refuses_known else (),
+            global_spec=spec if spec.global_index else None,
         )
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
@@ -282,14 +283,17 @@ def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[D
     from pyspark.sql.types import StructType
 
     hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
+    moves = ctx.spec.global_index
+    if moves:  # every record of a key in one task: stage A keeps the newest (one per key)
+        hashed = hashed.repartition(HASH)
     # Stage A turns the records' delete flag into ``_op``.
     kept = StructType([f for f in hashed.schema.fields if f.name != IS_DELETE])
     tagged_struct = with_fields(kept, [(PARTITION, "string"), (OP, "tinyint")])
-    tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct))
+    tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct, moves))
     stage_b = write_fn(ctx)
     return tagged.repartition(PARTITION, BUCKET).mapInArrow(
         carry_errors(stage_b), written_schema()
-    ), 1
+    ), 2 if moves else 1
 
 
 def with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:

@@ -192,6 +192,13 @@ def kept_fields(spec: TableSpec, present: Sequence[str], partial: bool) -> tuple
     known key keeps the values the table holds of them."""
     if not partial:
         return ()
+    if spec.global_index:
+        raise InvalidInputError(
+            "partial=True: a table with a global index (dynamic-bucket.global-index) takes "
+            "whole rows only (a key moving partitions would keep no values); write whole "
+            "rows, or set hoodie.write.set.null.for.missing.columns for nulls. Nothing was "
+            "written."
+        )
     return tuple(n for n in spec.schema.names if n not in set(present))
 
 
