@@ -100,10 +100,8 @@ class AssignerFleet:
 
     def leave(self, checkpoint: int, gone: Gone) -> None:
         """Every slot notes its keys of ``gone`` (``checkpoints.Assigners.leave``)."""
-        import ray
-
         batches = by_slot(gone, self.num_slots)
-        ray.get([self.handles[s].leave.remote(checkpoint, b) for s, b in batches.items()])
+        self._each("leave", {s: (checkpoint, b) for s, b in batches.items()})
 
     def reset(self) -> bool:
         """Empties every slot's caches (another writer committed), keeping the processes: a
@@ -140,24 +138,30 @@ class AssignerFleet:
             return None
 
     def _all(self, method: str, *args: Any) -> list[Any]:
-        """Calls ``method`` on every slot. A slot that Ray is restarting answers
-        ``ActorUnavailableError`` for a moment; the call is retried (every fleet method is
-        safe to repeat)."""
+        """Calls ``method`` on every slot (``_each``)."""
+        results = self._each(method, dict.fromkeys(range(len(self.handles)), args))
+        return [results[i] for i in range(len(self.handles))]
+
+    def _each(self, method: str, calls: dict[int, tuple[Any, ...]]) -> dict[int, Any]:
+        """Calls ``method`` on each slot of ``calls`` with its arguments. A slot that Ray is
+        restarting answers ``ActorUnavailableError`` for a moment; the call is retried
+        (every fleet method is safe to repeat; a restarted slot refuses a checkpoint it
+        lost with ``AssignerRestartedError``)."""
         import ray
 
         deadline = time.monotonic() + self.restart_timeout
         results: dict[int, Any] = {}
         while True:
-            pending = [i for i in range(len(self.handles)) if i not in results]
-            refs = [getattr(self.handles[i], method).remote(*args) for i in pending]
+            pending = [i for i in calls if i not in results]
+            refs = [getattr(self.handles[i], method).remote(*calls[i]) for i in pending]
             for i, ref in zip(pending, refs, strict=True):
                 try:
                     results[i] = ray.get(ref)
                 except ray.exceptions.ActorUnavailableError:
                     if time.monotonic() > deadline:
                         raise
-            if len(results) == len(self.handles):
-                return [results[i] for i in range(len(self.handles))]
+            if len(results) == len(calls):
+                return results
             time.sleep(0.2)
 
 

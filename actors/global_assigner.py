@@ -144,13 +144,14 @@ class GlobalBucketAssigner(BucketAssigner):
         from (-1: no move)."""
         loc, came_from = self._last
         names = self.locations.names
-        where = np.where(loc >= 0, self.locations.partition_of[np.maximum(loc, 0)], -1)
+        where = np.full(len(loc), -1, np.int32)
+        where[loc >= 0] = self.locations.partition_of[loc[loc >= 0]]
         moved = came_from >= 0
         from_part = np.full(len(loc), -1, np.int32)
         from_bucket = np.full(len(loc), -1, np.int32)
         from_part[moved] = self.locations.partition_of[came_from[moved]]
         from_bucket[moved] = self.locations.bucket_of[came_from[moved]]
-        return list(names), where.astype(np.int32), from_part, from_bucket
+        return list(names), where, from_part, from_bucket
 
     def locate(
         self,
