@@ -9,7 +9,8 @@ to do about it (nothing is changed):
    dead writer's.
 3. Every file a retained completed instant lists is there and reads whole (base files,
    every block of log files, index files).
-4. The latest snapshot reads; no bucket has two file groups (I4).
+4. The latest snapshot reads; no bucket has two file groups (I4); with a global index, no
+   key has rows in two partitions (I2).
 5. The record-level index agrees with the live rows (I6): each live key has one entry,
    naming its bucket and file group; keys without a live row hold entries only as far as
    the file group ever deleted keys (deleted keys keep their bucket). A simple-bucket or
@@ -125,6 +126,8 @@ def check(store: TableStore) -> CheckReport:
         lambda: _files(store, spec, timeline, completed, report),
     )  # 3.
     rows = _snapshot(store, spec, report)  # 4.
+    if rows is not None and spec.global_index:
+        _guarded(report, "keys unique in the table", lambda: _unique(spec, rows, report))
     if rows is not None and not spec.scheme.indexed:
         _guarded(report, "the bucket layout", lambda: _layout(store, spec, rows, report))  # 5.
     elif rows is not None:
@@ -304,6 +307,21 @@ def _snapshot(store: TableStore, spec: TableSpec, report: CheckReport) -> pa.Tab
         return None
     report.live_rows = rows.num_rows
     return rows
+
+
+def _unique(spec: TableSpec, rows: pa.Table, report: CheckReport) -> None:
+    """A global index's table holds each key in one partition (I2 restated)."""
+    keys = record_keys(rows, spec.record_key)
+    counts = pc.value_counts(keys)
+    twice = counts.filter(pc.greater(counts.field("counts"), 1)).field("values").to_pylist()
+    if twice:
+        report.add(
+            f"{len(twice)} key(s) have live rows in more than one partition (e.g. "
+            f"{twice[:3]}); with dynamic-bucket.global-index a key is one row in the table "
+            "(I2)",
+            "delete each such key (a delete by key takes the row the index names), then "
+            "write its newest row again",
+        )
 
 
 def _index(

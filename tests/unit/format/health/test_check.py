@@ -213,3 +213,15 @@ def test_a_rescale_that_wrote_fewer_rows_than_it_read_is_found(tmp_path: Path) -
         re.search(rf"instant {done.instant} \(rescale\) read 40 live rows and wrote 39", f)
         for f in found
     ), found
+
+
+def test_a_key_in_two_partitions_of_a_global_index_table_is_found(tmp_path: Path) -> None:
+    """k0-k4 live in d1 and in d2: fine per partition, not with a global index."""
+    t = _table(tmp_path)
+    assert check(t._store).healthy
+    definition = Path(t.uri) / ".hoodie" / ".dynbucket" / "table.json"
+    spec = json.loads(definition.read_text())
+    spec["index"]["dynamic-bucket.global-index"] = "true"
+    definition.write_text(json.dumps(spec))
+    found = [str(f) for f in check(t._store).findings]
+    assert any("3 key(s) have live rows in more than one partition" in f for f in found), found
