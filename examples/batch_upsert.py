@@ -58,7 +58,8 @@ def main(path: str, rt: Runtime) -> Table:
 
     df = table.read()  # a Spark DataFrame with _partition, _bucket, _file_id, _instant
     df.groupBy("country", "plan").count().orderBy("country", "plan").show()
-    print(table.lookup(pa.table({"user_id": ["u5"], "country": ["fr"]})).to_pylist())
+    found = table.lookup(pa.table({"user_id": ["u5"], "country": ["us"]}))  # u5 is in us
+    print("lookup u5:", [(r["user_id"], r["country"], r["plan"]) for r in found.to_pylist()])
     print(table.stats().group_by("partition").aggregate([("bucket", "count")]).to_pylist())
     return table
 

@@ -80,7 +80,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 table = Table.open(args.table)
             with table:
                 # As many slots as the Spark path's writes: the same buckets as it gives.
-                print(_write(table, args, data, spark_parallelism()))
+                _print_written(table, _write(table, args, data, spark_parallelism()))
             return 0
     else:
         where += f", at or over --local-max-mb {args.local_max_mb}"
@@ -113,8 +113,21 @@ def _ingest(args: argparse.Namespace) -> int:
             if unreadable is None:
                 raise
             raise unreadable from e
-        print(result)
+        _print_written(table, result)
     return 0
+
+
+def _print_written(table: Table, result: WriteResult) -> None:
+    """``ingest``'s result, and a line on the keys a delete did not find."""
+    print(result)
+    if result.keys_not_found:
+        where = (
+            "in the table"
+            if table._spec.global_index
+            else "in the partition the records name (a key is unique within its partition: "
+            "give each key's partition value)"
+        )
+        print(f"{result.keys_not_found:,} key(s) to delete were not found {where}")
 
 
 def _write(table: Table, args: argparse.Namespace, data: Any, slots: int | None) -> WriteResult:

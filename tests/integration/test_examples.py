@@ -37,6 +37,7 @@ def test_batch_upsert_example(
     assert max(table.stats().column("keys").to_pylist()) <= 1_000
     out = capsys.readouterr().out
     assert "1000 updated, 2000 inserted" in out and "1 deleted" in out
+    assert "lookup u5: [('u5', 'us', 'pro')]" in out  # where the key is
 
 
 def test_stream_from_folder_example(runtime: Runtime, tmp_path: Path) -> None:

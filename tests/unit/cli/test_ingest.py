@@ -192,3 +192,25 @@ def test_a_change_file_creates_a_table_without_the_marker_and_applies_its_delete
     t = Table.open(uri)
     assert t.schema.names == ["id", "ts"]  # the marker is not a column
     assert sorted(t.to_arrow().column("id").to_pylist()) == ["b", "c"]
+
+
+def test_a_delete_says_how_many_keys_it_did_not_find_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key is unique within its partition: a delete naming another partition finds
+    nothing, and ``ingest`` says so (with a global index the key alone finds its row)."""
+    from dynbucket.cli import main
+
+    rows = pa.table({"id": ["a", "b"], "day": ["d1", "d1"], "ts": [1, 1]})
+    pq.write_table(rows, tmp_path / "rows.parquet")
+    pq.write_table(pa.table({"id": ["a"], "day": ["d2"]}), tmp_path / "gone.parquet")
+    uri = str(tmp_path / "t")
+    ingest = ["--verbose", "ingest", uri, "--key", "id", "--partition-by", "day", "--ordering",
+              "ts", "--"]  # fmt: skip
+    assert main([*ingest, str(tmp_path / "rows.parquet")]) == 0
+    capsys.readouterr()
+    delete = ["--verbose", "ingest", uri, str(tmp_path / "gone.parquet"), "--operation", "delete"]
+    assert main(delete) == 0
+    out = capsys.readouterr().out
+    assert "1 key(s) to delete were not found in the partition the records name" in out
+    assert sorted(Table.open(uri).to_arrow().column("id").to_pylist()) == ["a", "b"]
