@@ -282,13 +282,23 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
         )
 
 
+#: Hudi index types whose keys are unique in the table (``hoodie.index.type``).
+GLOBAL_INDEX_TYPES = frozenset({"GLOBAL_SIMPLE", "GLOBAL_BLOOM", "GLOBAL_HBASE", "RECORD_INDEX",
+                                "GLOBAL_RECORD_LEVEL_INDEX"})  # fmt: skip
+
+
 def _index_of(hoodie: dict[str, str]) -> IndexOptions:
     """The index a table's properties say it was written with: Hudi's simple bucket index
-    (``hoodie.index.type=BUCKET`` and its count), else the dynamic one."""
+    (``hoodie.index.type=BUCKET`` and its count); else the dynamic one, global when the
+    table's keys are unique in the table: a global index type named, or a record index in
+    its metadata table (Hudi 1.0's record index, table version 8, is global)."""
     count = hoodie.get("hoodie.bucket.index.num.buckets", "")
-    if hoodie.get("hoodie.index.type", "").upper() == "BUCKET" and count.isdigit():
+    kind = hoodie.get("hoodie.index.type", "").upper()
+    if kind == "BUCKET" and count.isdigit():
         return SimpleBucketIndex(num_buckets=int(count))
-    return DynamicBucketOptions()
+    mdt = _list(hoodie.get("hoodie.table.metadata.partitions", ""))
+    record_index = "record_index" in mdt and hoodie.get("hoodie.table.version") == "8"
+    return DynamicBucketOptions(global_index=kind in GLOBAL_INDEX_TYPES or record_index)
 
 
 def _key_generator(hoodie: dict[str, str]) -> str:

@@ -76,14 +76,48 @@ def build_index(
     by_partition: dict[str, list[SliceRef]] = defaultdict(list)
     for ref in Snapshot(store, spec).slices():
         by_partition[ref.partition].append(ref)
+    hashes: dict[str, np.ndarray] = {}
     for partition, refs in sorted(by_partition.items()):
         shares = [refs[i : i + SHARE] for i in range(0, len(refs), SHARE)]
         found = pa.concat_tables(
             beside.map(slice_entries, [(store, spec, instant, s) for s in shares])
         )
         _check_unique(store, spec, partition, found)
+        if spec.global_index:
+            hashes[partition] = found.column(HASH).to_numpy()
         if spec.scheme.indexed:  # a bucket index computes buckets: it keeps no index
             rli.write(partition, instant, found, kind="base", slots=slots)
+    if spec.global_index:
+        _check_unique_in_table(store, spec, instant, hashes, by_partition)
+
+
+def _check_unique_in_table(
+    store: TableStore,
+    spec: TableSpec,
+    instant: str,
+    hashes: dict[str, np.ndarray],
+    refs: dict[str, list[SliceRef]],
+) -> None:
+    """A global index's table holds each key in one partition (Hudi's global indexes keep
+    it so; a table written without one may not)."""
+    if not hashes:
+        return
+    every = np.concatenate(list(hashes.values()))
+    values, counts = np.unique(every, return_counts=True)
+    twice = values[counts > 1]
+    if not len(twice):
+        return
+    where = [p for p, h in hashes.items() if np.isin(twice[0], h)]
+    entries = slice_entries(store, spec, instant, refs[where[0]])
+    first = entries.filter(pc.equal(entries.column(HASH), int(twice[0])))
+    key = record_keys(first, spec.record_key)[0].as_py()
+    raise refused(
+        store,
+        f"{len(twice)} key(s) have live rows in more than one partition (e.g. {key!r}, in "
+        f"{where}), and a global index keeps one row per key in the table",
+        "Adopt it with the partition-scoped index (DynamicBucketIndex(), a key unique "
+        "within its partition), or delete each such key's older rows with Hudi first",
+    )
 
 
 def _check_placed(

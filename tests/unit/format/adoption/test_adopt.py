@@ -28,7 +28,7 @@ from dynbucket.format.hudi.avro import Writer
 from dynbucket.format.hudi.avro_file import encode
 from dynbucket.format.hudi.avro_read import decoder
 from dynbucket.format.storage.store import TableStore
-from dynbucket.options import ConsistentHashingIndex, SimpleBucketIndex
+from dynbucket.options import ConsistentHashingIndex, DynamicBucketIndex, SimpleBucketIndex
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads, hudi_read, rows_by_key
 from tests.hudi_tables import DATA, tree, unzipped
@@ -465,3 +465,39 @@ def test_a_table_whose_commits_carry_two_schemas_adopts_with_the_newer(tmp_path:
     assert rows == {"a": (1, None), "b": (2**40, "x"), "c": (3, "y")}
     adopted.upsert(pa.table({"id": ["a"], "ts": [3], "v": [4], "w": ["z"]}))
     check_hudi_reads(adopted, time_travel=False)
+
+
+def test_a_table_with_hudis_global_record_index_adopts_as_global_and_keys_move(
+    tmp_path: Path,
+) -> None:
+    """Hudi 1.0's record index (table version 8) is global: the table adopts with a global
+    index, a key moves city (one row, for both readers); a partition-scoped table whose
+    key is in two partitions is refused as global, naming the key."""
+    root = unzipped("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
+    t = Table.adopt(str(root))
+    assert t._spec.global_index
+    rows = t.to_arrow(columns=t._spec.schema.names).select(t._spec.schema.names)
+    moving = rows.slice(0, 1)
+    key, city = moving.column("uuid")[0].as_py(), moving.column("city")[0].as_py()
+    moving = moving.set_column(rows.schema.get_field_index("city"), "city", pa.array(["oslo"]))
+    at = rows.schema.get_field_index("ts")
+    moving = moving.set_column(at, "ts", pc.add(moving.column("ts"), 1))
+    assert t.upsert(moving).keys_moved == 1
+    after = {r["uuid"]: r["city"] for r in t.to_arrow().to_pylist()}
+    assert after[key] == "oslo" != city and len(after) == rows.num_rows
+    check_hudi_reads(t, time_travel=False)
+    t.close()
+
+    # A partition-scoped table whose key is in two cities: refused as global, by name.
+    other = unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path / "v6")
+    scoped = Table.adopt(str(other))
+    names = scoped._spec.schema.names
+    twin = scoped.to_arrow(columns=names).select(names).slice(0, 1)
+    twin = twin.set_column(names.index("city"), "city", pa.array(["oslo"]))
+    assert scoped.upsert(twin).keys_inserted == 1  # a second row of the key, in oslo
+    scoped.close()
+    shutil.rmtree(other / ".hoodie" / ".dynbucket")  # undone: a table Hudi's readers read
+    key = twin.column("uuid")[0].as_py()
+    with pytest.raises(AdoptionRefusedError, match=f"more than one partition .*{key}"):
+        Table.adopt(str(other), index=DynamicBucketIndex(global_index=True))
+    assert not (other / ".hoodie" / ".dynbucket").exists()
