@@ -165,7 +165,7 @@ class BucketAssigner:
         hashes = self._routed(hashes)
         buckets = np.empty(len(hashes), np.int32)
         is_new = np.empty(len(hashes), np.bool_)
-        for name, rows in _rows_by_partition(partitions, partition_codes):
+        for name, rows in rows_by_partition(partitions, partition_codes):
             buckets[rows], is_new[rows] = self._assign_partition(
                 checkpoint, name, to_cache_keys(hashes[rows])
             )
@@ -189,7 +189,7 @@ class BucketAssigner:
         self._check_open(checkpoint)
         hashes = self._routed(hashes)
         buckets = np.full(len(hashes), MISSING, np.int32)
-        for name, rows in _rows_by_partition(partitions, partition_codes):
+        for name, rows in rows_by_partition(partitions, partition_codes):
             index = self._index(name)
             index.last_used_checkpoint = checkpoint
             keys = to_cache_keys(hashes[rows])
@@ -344,7 +344,7 @@ class BucketAssigner:
         return index
 
 
-def _rows_by_partition(
+def rows_by_partition(
     partitions: Sequence[str], partition_codes: npt.NDArray[np.integer]
 ) -> list[tuple[str, npt.NDArray[np.intp]]]:
     """(partition, its row positions) for each partition of a batch that has rows."""

@@ -35,39 +35,76 @@ def _directory_bits(n: int) -> int:
     return max(1, int(np.ceil(np.log2(max(n, 4) / _KEYS_PER_SEGMENT))) - 1)
 
 
-class SortedRun:
-    """An immutable sorted map cache key -> bucket with a directory on the key's top bits."""
+#: Directory bits from which a run keeps only the bits below them of each key (the
+#: directory holds the top ones): about 130k keys on.
+_COMPACT_BITS = 16
 
-    __slots__ = ("keys", "buckets", "_directory", "_shift")
+
+class SortedRun:
+    """An immutable sorted map cache key -> bucket with a directory on the key's top bits.
+
+    A large run keeps of each key only the bits below the directory's (the directory says
+    the top ones): the low 32 bits (uint32) and those between (uint8 when the directory
+    has 24 bits or more, about 33M keys on, else uint16), 5-6 bytes a key instead of 8,
+    so that a slot of 100M keys stays within 12 bytes a key for its whole process."""
+
+    __slots__ = ("_keys", "_lo", "_mid", "buckets", "_directory", "_shift", "_n")
 
     def __init__(self, keys: U64, buckets: U16) -> None:
-        """Wraps sorted, unique ``keys`` and their ``buckets`` (not copied)."""
+        """Wraps sorted, unique ``keys`` (not kept when compacted) and their ``buckets``."""
         if keys.dtype != np.uint64 or buckets.dtype != np.uint16 or keys.shape != buckets.shape:
             raise TypeError("SortedRun needs uint64 keys and uint16 buckets of equal length")
-        self.keys = keys
         self.buckets = buckets
+        self._n = len(keys)
         bits = _directory_bits(len(keys))
         self._shift = np.uint64(64 - bits)
         self._directory = kernels.build_directory(keys, self._shift, 1 << bits)
+        self._keys: U64 | None = keys
+        self._lo: npt.NDArray[np.uint32] | None = None
+        self._mid: npt.NDArray[np.unsignedinteger] | None = None
+        if bits >= _COMPACT_BITS:
+            self._lo = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            mid = np.uint8 if 64 - bits <= 40 else np.uint16
+            below = np.uint64((1 << (32 - bits)) - 1)
+            self._mid = ((keys >> np.uint64(32)) & below).astype(mid)
+            self._keys = None
+
+    @property
+    def keys(self) -> U64:
+        """The sorted keys (rebuilt from their parts when the run is compacted)."""
+        if self._keys is not None:
+            return self._keys
+        assert self._lo is not None and self._mid is not None
+        segments = np.arange(len(self._directory) - 1, dtype=np.uint64)
+        top = np.repeat(segments << self._shift, np.diff(self._directory))
+        mid = self._mid.astype(np.uint64)
+        return top | (mid << np.uint64(32)) | self._lo.astype(np.uint64)
 
     @classmethod
     def empty(cls) -> SortedRun:
         return cls(np.empty(0, np.uint64), np.empty(0, np.uint16))
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self._n
 
     @property
     def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.buckets.nbytes + self._directory.nbytes)
+        parts = [self._keys, self._lo, self._mid, self.buckets, self._directory]
+        return int(sum(p.nbytes for p in parts if p is not None))
 
     def lookup(self, queries: U64, out: I32) -> int:
         """Sets ``out[i]`` to the bucket of ``queries[i]`` where present; returns hits."""
-        if len(self.keys) == 0:
+        if self._n == 0:
             return 0
+        if self._keys is None:
+            return int(
+                kernels.compact_lookup(
+                    self._lo, self._mid, self.buckets, self._directory, self._shift, queries, out
+                )
+            )
         return int(
             kernels.sorted_lookup(
-                self.keys, self.buckets, self._directory, self._shift, queries, out
+                self._keys, self.buckets, self._directory, self._shift, queries, out
             )
         )
 
@@ -91,24 +128,25 @@ class SortedRun:
         """A new run holding this run's entries and the sorted ``keys`` (not in this run)."""
         if len(keys) == 0:
             return self
-        out_keys = np.empty(len(self.keys) + len(keys), np.uint64)
+        mine = self.keys
+        out_keys = np.empty(len(mine) + len(keys), np.uint64)
         out_buckets = np.empty(len(out_keys), np.uint16)
-        kernels.merge_sorted(self.keys, self.buckets, keys, buckets, out_keys, out_buckets)
+        kernels.merge_sorted(mine, self.buckets, keys, buckets, out_keys, out_buckets)
+        del mine
         return SortedRun(out_keys, out_buckets)
 
     def without(self, keys: U64) -> tuple[SortedRun, U16]:
         """A new run without the sorted, unique ``keys`` (those absent are ignored), and the
         buckets of the entries it dropped."""
-        if len(keys) == 0 or len(self.keys) == 0:
+        if len(keys) == 0 or self._n == 0:
             return self, np.empty(0, np.uint16)
-        at = np.searchsorted(self.keys, keys)
-        inside = at < len(self.keys)
-        at = at[inside]
-        at = at[self.keys[at] == keys[inside]]
-        if len(at) == 0:
+        found = np.full(len(keys), MISSING, np.int32)
+        if self.lookup(keys, found) == 0:  # most calls: none held, nothing rebuilt
             return self, np.empty(0, np.uint16)
+        mine = self.keys
+        at = np.searchsorted(mine, keys[found >= 0])
         dropped = self.buckets[at]
-        return SortedRun(np.delete(self.keys, at), np.delete(self.buckets, at)), dropped
+        return SortedRun(np.delete(mine, at), np.delete(self.buckets, at)), dropped
 
 
 class PendingTable:
@@ -156,6 +194,13 @@ class PendingTable:
 
         Returns (bucket per key, number of distinct new keys).
         """
+        return self.assign_by_row(keys, lambda first: choose(len(first)))
+
+    def assign_by_row(
+        self, keys: U64, choose: Callable[[npt.NDArray[np.int64]], U16]
+    ) -> tuple[I32, int]:
+        """:meth:`assign`, ``choose`` given the position in ``keys`` of each distinct new
+        key's first row, in the order they first appear."""
         if 2 * (self._size + len(keys)) > len(self._keys):
             self._grow(self._size + len(keys))
         found = np.empty(len(keys), np.int32)
@@ -166,10 +211,13 @@ class PendingTable:
                 self._keys, self._buckets, self._shift, keys, found, ordinal, slots
             )
         )
-        chosen = choose(fresh)
+        new = ordinal >= 0
+        rows = np.flatnonzero(new)
+        first = np.empty(fresh, np.int64)
+        first[ordinal[rows][::-1]] = rows[::-1]  # the last write of each is its first row
+        chosen = choose(first)
         kernels.table_fill(self._buckets, slots[:fresh], chosen)
         self._size += fresh
-        new = ordinal >= 0
         found[new] = chosen[ordinal[new]]
         return found, fresh
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
+from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys, rows_by_partition
 from dynbucket.actors.cache import MISSING, SortedRun
 from dynbucket.actors.global_keys import COMMITTED, THIS, GlobalKeys, Locations
 from dynbucket.actors.keys import to_cache_keys
@@ -109,23 +109,26 @@ class GlobalBucketAssigner(BucketAssigner):
                 "another partition value; a global index's writer keeps one record per key "
                 "(dedupe by key across partitions before assigning)"
             )
-        # 3. The rest (new keys, moves): a bucket with room in the record's partition.
-        place = ~stays
+        # 3. The rest (new keys, moves): a bucket with room in the record's partition,
+        #    each distinct key once, in the order the keys first come (per partition).
         new_loc = loc.copy()
-        for p in np.unique(codes[place]):
-            rows = np.flatnonzero(place & (codes == p))
-            distinct = rows[np.sort(np.unique(keys[rows], return_index=True)[1])]
-            index = self._index(names[int(p)])
-            index.last_used_checkpoint = checkpoint
-            chosen = self.allocator.allocate(index, len(distinct))
-            index.count_new(chosen)
-            locs = self.locations.of(names[int(p)], chosen)
-            self.keys.place(
-                checkpoint, keys[distinct], locs, np.where(moving[distinct], loc[distinct], MISSING)
-            )
-            self._stats.new_keys += len(distinct)
-            again, _ = self.keys.lookup(keys[rows], checkpoint)
-            new_loc[rows] = again
+        rows = np.flatnonzero(~stays)
+        if len(rows):
+            row_codes = codes[rows]
+
+            def choose(first: npt.NDArray[np.int64]) -> npt.NDArray[np.uint16]:
+                placed = np.empty(len(first), np.uint16)
+                for name, at in rows_by_partition(names, row_codes[first]):
+                    index = self._index(name)
+                    index.last_used_checkpoint = checkpoint
+                    chosen = self.allocator.allocate(index, len(at))
+                    index.count_new(chosen)
+                    placed[at] = self.locations.of(name, chosen)
+                self._stats.new_keys += len(first)
+                return placed
+
+            came = np.where(moving[rows], loc[rows], MISSING).astype(np.int32)
+            new_loc[rows] = self.keys.place(checkpoint, keys[rows], choose, came)
         # What a call of this checkpoint placed answers again as it did (a retried task).
         placed_here = stays & (state == THIS)
         came_from = np.full(len(keys), MISSING, np.int32)
@@ -275,12 +278,27 @@ class GlobalBucketAssigner(BucketAssigner):
 
     def _per_partition(self, locs: npt.NDArray[np.uint16]) -> dict[str, I64]:
         """Keys per bucket of each partition, of entries at ``locs``."""
-        parts = self.locations.partition_of[locs]
-        buckets = self.locations.bucket_of[locs]
-        return {
-            self.locations.names[int(p)]: np.bincount(buckets[parts == p]).astype(np.int64)
-            for p in np.unique(parts)
-        }
+        if len(locs) == 0:
+            return {}
+        # Keys per location id in one pass, then each location's count to its partition.
+        per_loc = np.bincount(locs, minlength=len(self.locations))
+        ids = np.flatnonzero(per_loc)
+        out: dict[str, I64] = {}
+        for p, bucket, n in zip(
+            self.locations.partition_of[ids].tolist(),
+            self.locations.bucket_of[ids].tolist(),
+            per_loc[ids].tolist(),
+            strict=True,
+        ):
+            name = self.locations.names[p]
+            counts = out.get(name)
+            if counts is None or len(counts) <= bucket:
+                grown = np.zeros(bucket + 1, np.int64)
+                if counts is not None:
+                    grown[: len(counts)] = counts
+                counts = out[name] = grown
+            counts[bucket] += n
+        return out
 
     def _uncount(self, locs: npt.NDArray[np.uint16]) -> None:
         parts = self.locations.partition_of[locs]

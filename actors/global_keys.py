@@ -16,6 +16,8 @@ in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -60,11 +62,16 @@ class Locations:
         if p is None:
             p = self._name_ids[partition] = len(self.names)
             self.names.append(partition)
-        distinct, inverse = np.unique(np.asarray(buckets, np.int64), return_inverse=True)
-        ids = np.empty(len(distinct), np.uint16)
-        for i, bucket in enumerate(distinct.tolist()):
-            ids[i] = self._id(p, int(bucket))
-        return ids[inverse.reshape(-1)] if len(distinct) else np.empty(0, np.uint16)
+        buckets = np.asarray(buckets)
+        if len(buckets) == 0:
+            return np.empty(0, np.uint16)
+        # A table from bucket id to location id: one pass, no sort (a bootstrap maps a
+        # partition's million keys here).
+        present = np.flatnonzero(np.bincount(buckets.astype(np.intp)))
+        table = np.zeros(int(present[-1]) + 1, np.uint16)
+        for bucket in present.tolist():
+            table[bucket] = self._id(p, bucket)
+        return table[buckets]
 
     def _id(self, p: int, bucket: int) -> int:
         known = self._ids.get((p, bucket))
@@ -155,19 +162,36 @@ class GlobalKeys:
             out[rest] = found
         return out
 
-    def place(self, checkpoint: int, keys: U64, locations: U16, moved_from: I32) -> None:
-        """Puts distinct ``keys`` (none placed by ``checkpoint`` yet) at ``locations``;
-        ``moved_from``: per key, the location it leaves (``MISSING``: a new key)."""
+    def place(
+        self,
+        checkpoint: int,
+        keys: U64,
+        choose: Callable[[npt.NDArray[np.int64]], U16],
+        moved_from: I32,
+    ) -> I32:
+        """Puts ``keys`` (none placed by ``checkpoint`` yet) where ``choose`` says: given the
+        row of each distinct key's first appearance, their locations; ``moved_from``: per
+        row, the location its key leaves (``MISSING``: a new key). Returns each row's
+        location."""
         table = self.placed.get(checkpoint)
         if table is None:
             table = self.placed[checkpoint] = PendingTable(len(keys))
-        table.insert(keys, locations)
+        firsts: list[npt.NDArray[np.int64]] = []
+
+        def chosen(first: npt.NDArray[np.int64]) -> U16:
+            firsts.append(first)
+            return choose(first)
+
+        out, _ = table.assign_by_row(keys, chosen)
+        first = firsts[0] if firsts else np.empty(0, np.int64)
+        keys, moved_from = keys[first], moved_from[first]
         moving = moved_from >= 0
         if moving.any():
             moves = self.moved.get(checkpoint)
             if moves is None:
                 moves = self.moved[checkpoint] = PendingTable(int(moving.sum()))
             moves.insert(keys[moving], moved_from[moving].astype(np.uint16))
+        return out
 
     def moved_from(self, checkpoint: int, keys: U64) -> I32:
         """The location each key placed by ``checkpoint`` moved from (``MISSING``: none)."""

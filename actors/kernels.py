@@ -69,6 +69,37 @@ def sorted_lookup(keys, buckets, directory, shift, queries, out):
 
 
 @njit(cache=True, nogil=True)
+def compact_lookup(lo, mid, buckets, directory, shift, queries, out):
+    """``sorted_lookup`` over keys stored without their top bits (the directory's): the
+    low 32 bits in ``lo`` and the bits between in ``mid``; returns hits."""
+    m = queries.shape[0]
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    pos = np.empty(m, dtype=np.int64)
+    end = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        s = queries[i] >> shift
+        pos[i] = directory[s]
+        end[i] = directory[s + 1]
+    for i in range(m):
+        q = queries[i] & mask
+        p = -1
+        for j in range(pos[i], end[i]):
+            k = (np.uint64(mid[j]) << np.uint64(32)) | np.uint64(lo[j])
+            if k >= q:
+                if k == q:
+                    p = j
+                break
+        pos[i] = p
+    hits = 0
+    for i in range(m):
+        p = pos[i]
+        if p >= 0:
+            out[i] = buckets[p]
+            hits += 1
+    return hits
+
+
+@njit(cache=True, nogil=True)
 def merge_sorted(ak, ab, bk, bb, ok, ob):
     """Merges two sorted runs (keys, buckets) into preallocated ``ok``/``ob``."""
     i = 0
@@ -247,6 +278,9 @@ def warm_up() -> None:
     directory = build_directory(keys, np.uint64(63), 2)
     out = np.full(3, -1, np.int32)
     sorted_lookup(keys, buckets, directory, np.uint64(63), keys, out)
+    for mid in (np.zeros(3, np.uint8), np.zeros(3, np.uint16)):
+        lo = keys.astype(np.uint32)
+        compact_lookup(lo, mid, buckets, directory, np.uint64(63), keys, out)
     merge_sorted(keys, buckets, keys, buckets, np.empty(6, np.uint64), np.empty(6, np.uint16))
     table_keys = np.zeros(8, np.uint64)
     table_buckets = np.full(8, EMPTY, np.uint16)

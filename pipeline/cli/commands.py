@@ -316,6 +316,13 @@ def _bench_read(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_global(args: argparse.Namespace) -> int:
+    from dynbucket.bench import global_index
+
+    global_index.run(args.keys, args.partitions, args.runs, args.workdir)
+    return 0
+
+
 def _bench_assigner(args: argparse.Namespace) -> int:
     from dynbucket.bench import assigner
 
@@ -559,6 +566,17 @@ def parser() -> argparse.ArgumentParser:
     asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
     asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
     asg.set_defaults(func=_bench_assigner)
+    glb = bench_sub.add_parser(
+        "global",
+        help="a global index's slot against the partition-scoped one (memory, bootstrap, "
+        "lookups, inserts)",
+        parents=[loud],
+    )
+    glb.add_argument("--keys", type=_count, default=10_000_000)
+    glb.add_argument("--partitions", type=int, default=100)
+    glb.add_argument("--runs", type=int, default=3)
+    glb.add_argument("--workdir", default=None, help="where to build the table (temporary)")
+    glb.set_defaults(func=_bench_global)
     up = bench_sub.add_parser(
         "upsert", help="1M-row upserts into 5M/50M-row tables vs peers", parents=[loud]
     )

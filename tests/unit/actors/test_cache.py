@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dynbucket.actors import cache
 from dynbucket.actors.cache import MISSING, PendingTable, SortedRun
 from dynbucket.actors.keys import slot_of, to_cache_keys
 
@@ -90,7 +91,40 @@ def test_committed_run_stays_under_12_bytes_per_key(n: int) -> None:
     rng = np.random.default_rng(n)
     keys, buckets = _random_map(rng, n)
     run = SortedRun(keys, buckets)
-    assert 11.0 <= run.nbytes / len(run) <= 12.0  # 10 for key + bucket, 1-2 for the directory
+    # 6 or 7 for the key's bits below the directory's and the bucket, 1-2 for the directory
+    # (a run under ~130k keys keeps whole keys: 10, and 1-2)
+    assert 7.5 <= run.nbytes / len(run) <= (12.0 if n < 130_000 else 9.5)
+
+
+@pytest.mark.parametrize(("n", "bits"), [(5_000, None), (300_000, None), (300_000, 24)])
+def test_a_compacted_run_finds_what_a_whole_one_finds(
+    n: int, bits: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of whole keys (5k), of keys kept below a 17-bit directory (two bytes between
+    the low 32 bits and it) and below a 24-bit one (one byte, as from ~33M keys on) answer
+    lookups, give their keys back, merge and drop keys."""
+    if bits is not None:
+        monkeypatch.setattr(cache, "_directory_bits", lambda n: bits)
+    rng = np.random.default_rng(n)
+    keys = np.unique(rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True))
+    buckets = (keys % np.uint64(65_000)).astype(np.uint16)
+    run = SortedRun(keys, buckets)
+    probe = np.concatenate([keys[rng.integers(0, len(keys), 50_000)], keys[:3] + np.uint64(1)])
+    probe = np.concatenate([probe, np.array([0, 2**64 - 1, keys[-1]], np.uint64)])
+    out = np.full(len(probe), MISSING, np.int32)
+    hits = run.lookup(probe, out)
+    at = np.searchsorted(keys, probe).clip(0, len(keys) - 1)
+    present = keys[at] == probe
+    assert hits == int(present.sum())
+    assert np.array_equal(out, np.where(present, buckets[at].astype(np.int32), MISSING))
+    assert np.array_equal(run.keys, keys)
+    gone = np.unique(keys[rng.integers(0, len(keys), 100)])
+    fewer, dropped = run.without(gone)
+    assert len(fewer) == len(keys) - len(gone) and np.array_equal(
+        dropped, buckets[np.isin(keys, gone)]
+    )
+    back = fewer.merged(gone, (gone % np.uint64(65_000)).astype(np.uint16))
+    assert np.array_equal(back.keys, keys) and np.array_equal(back.buckets, buckets)
 
 
 def test_cache_keys_preserve_signed_order_and_routing() -> None:
