@@ -127,11 +127,9 @@ class BucketAssigner:
                 f"begin({checkpoint}) after checkpoint {self.checkpoint}: checkpoint ids must "
                 "increase (is a second writer using this table?)"
             )
-        for index in self.partitions.values():
-            index.commit_through(latest_successful)
+        self._settle(latest_successful)
         if latest_successful != self.counted and self.num_slots > 1:
-            for name in [n for n, index in self.partitions.items() if not index.uncommitted]:
-                self.evict(name)
+            self._drop_uncounted()
         self.counted = latest_successful
         if self.options.by_bytes:
             for name, index in self.partitions.items():
@@ -288,6 +286,17 @@ class BucketAssigner:
         return s
 
     # --- internals -----------------------------------------------------------------------
+
+    def _settle(self, latest_successful: int) -> None:
+        """``begin``'s step: checkpoints <= ``latest_successful`` are committed."""
+        for index in self.partitions.values():
+            index.commit_through(latest_successful)
+
+    def _drop_uncounted(self) -> None:
+        """``begin``'s step when the counts may miss another slot's keys: the partitions
+        with nothing pending go (each bootstraps again at its next touch)."""
+        for name in [n for n, index in self.partitions.items() if not index.uncommitted]:
+            self.evict(name)
 
     def _assign_partition(
         self, checkpoint: int, name: str, keys: npt.NDArray[np.uint64]

@@ -2,8 +2,10 @@
 
 Two shapes, one job each:
 
-* :class:`SortedRun`: immutable, sorted keys + buckets + a top-bits directory. 10 bytes per
-  key plus at most one byte of directory; this holds the committed mappings.
+* :class:`SortedRun`: immutable, sorted keys + buckets + a top-bits directory; a large run
+  keeps of each key only the bits below the directory's (6-7 bytes with the bucket, plus
+  1-2 of directory: about 8.3 at 100M keys; a run under ~130k keys: 10 plus the
+  directory); this holds the committed mappings.
 * :class:`PendingTable`: an open-addressing hash table for the mappings one checkpoint
   creates. O(1) inserts however many batches a checkpoint brings; merged into the run when
   the checkpoint commits, dropped whole when it aborts.
@@ -25,7 +27,7 @@ I32 = npt.NDArray[np.int32]
 #: ``out`` value of a lookup that found nothing.
 MISSING = -1
 #: Keys per directory segment, at least: a segment is one cache line to scan, and the
-#: directory costs 1-2 bytes per key (10 for the key and bucket: <= 12 in all).
+#: directory costs 1-2 bytes per key (6-10 for the key and bucket: <= 12 in all).
 _KEYS_PER_SEGMENT = 2
 
 
@@ -147,6 +149,15 @@ class SortedRun:
         at = np.searchsorted(mine, keys[found >= 0])
         dropped = self.buckets[at]
         return SortedRun(np.delete(mine, at), np.delete(self.buckets, at)), dropped
+
+
+def settled(run: SortedRun, recent: SortedRun, share: float) -> tuple[SortedRun, SortedRun]:
+    """LSM step of two committed runs: ``recent`` merges into ``run`` once it outgrows
+    ``share`` of it (so a commit costs O(recent), not O(run))."""
+    if len(recent) <= share * len(run):
+        return run, recent
+    merged = run.merged(recent.keys, recent.buckets) if len(run) else recent
+    return merged, SortedRun.empty()
 
 
 class PendingTable:

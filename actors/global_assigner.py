@@ -60,23 +60,6 @@ class GlobalBucketAssigner(BucketAssigner):
 
     # --- checkpoint flow -----------------------------------------------------------------
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
-        """Opens ``checkpoint`` (as ``BucketAssigner.begin``); counts one instant behind
-        with several slots empty the whole cache, which bootstraps again."""
-        if checkpoint < self.checkpoint:
-            raise AssignerError(
-                f"begin({checkpoint}) after checkpoint {self.checkpoint}: checkpoint ids must "
-                "increase (is a second writer using this table?)"
-            )
-        self._commit_through(latest_successful)
-        if latest_successful != self.counted and self.num_slots > 1 and not self._uncommitted():
-            self.reset()
-        self.counted = latest_successful
-        if self.options.by_bytes:
-            for name, index in self.partitions.items():
-                index.set_listing(self.source.bucket_bytes(name))
-        self.checkpoint = checkpoint
-
     def assign(
         self,
         checkpoint: int,
@@ -255,6 +238,15 @@ class GlobalBucketAssigner(BucketAssigner):
         return s
 
     # --- internals -----------------------------------------------------------------------
+
+    def _settle(self, latest_successful: int) -> None:
+        self._commit_through(latest_successful)
+
+    def _drop_uncounted(self) -> None:
+        """The whole cache goes (it bootstraps again at the next call) unless something is
+        pending."""
+        if not self._uncommitted():
+            self.reset()
 
     def _uncommitted(self) -> list[int]:
         return sorted(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dynbucket.actors.cache import MISSING, PendingTable, SortedRun
+from dynbucket.actors.cache import MISSING, PendingTable, SortedRun, settled
 
 I64 = npt.NDArray[np.int64]
 
@@ -185,13 +185,7 @@ class PartitionIndex:
             self._grow(len(gained))
             self.committed_keys[: len(gained)] += gained
             moved[ckpt] = gained
-        if len(self.recent) > self.RECENT_SHARE * len(self.run):
-            self.run = (
-                self.run.merged(self.recent.keys, self.recent.buckets)
-                if len(self.run)
-                else self.recent
-            )
-            self.recent = SortedRun.empty()
+        self.run, self.recent = settled(self.run, self.recent, self.RECENT_SHARE)
         return moved
 
     def add_others(self, totals: Mapping[int, int], own: I64 | None) -> None:

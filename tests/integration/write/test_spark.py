@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from dynbucket.base.errors import (
 )
 from dynbucket.base.keyhash import hash_columns, slot_of
 from dynbucket.options import DynamicBucketIndex
-from dynbucket.runtime import Runtime
+from dynbucket.runtime import Runtime, RuntimeConfig
 from dynbucket.table import Table
 from dynbucket.write.spark import StreamBatch
 from tests.hudi_readers import check_hudi_reads
@@ -382,3 +383,57 @@ def test_a_dataframe_with_a_new_field_and_a_promoted_type_evolves_the_table(
         got = {r["id"]: (r["v"], r["w"], r["ts"]) for r in t.to_arrow().to_pylist()}
         assert got == {"a": (1, None, 9), "b": (2**40, "x", 2), "c": (3, "y", 2)}
         check_hudi_reads(t)
+
+
+def test_a_global_index_moves_keys_through_spark_tasks_the_driver_and_a_stream(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """A key is one row in the table whichever Spark path writes it: moves through Spark
+    tasks (a newer record moves, an older one loses, one key in two partitions of a batch
+    ends in the newest), through the driver, a delete by key alone, and a stream's
+    micro-batches; hudi-rs reads one row per key too."""
+    import pyarrow.parquet as pq
+
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=3, global_index=True),
+        runtime=runtime,
+    )
+    t.upsert(_df(spark, [(f"k{i}", f"d{i % 3}", i, 1) for i in range(30)]), assigner_slots=2)
+    moves = [(f"k{i}", "d9", 100 + i, 2) for i in range(10)]
+    moves += [("k10", "d8", -1, 0), ("k11", "d7", 7, 3), ("k11", "d8", 8, 2)]
+    tasks = t.upsert(_df(spark, moves), assigner_slots=3)
+    assert (tasks.keys_moved, tasks.keys_stale, tasks.keys_inserted) == (11, 1, 0)
+    assert "spark" in tasks.seconds
+    t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
+    driver = t.upsert(_df(spark, [(f"k{i}", "d0", i, 5) for i in range(5)]))
+    assert driver.keys_moved == 5 and "driver" in driver.seconds
+    gone = t.delete(spark.createDataFrame([("k5",), ("nope",)], "id string"))
+    assert (gone.keys_deleted, gone.keys_not_found) == (1, 1)
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    for b, (keys, day, ts) in enumerate([(range(20, 25), "d5", 10), (range(20, 21), "d6", 11)]):
+        rows = [(f"k{i}", day, i, ts) for i in keys]
+        records = [dict(zip(SCHEMA.names, r, strict=True)) for r in rows]
+        pq.write_table(pa.Table.from_pylist(records, SCHEMA), incoming / f"b{b}.parquet")
+        os.utime(incoming / f"b{b}.parquet", (1_700_000_000 + 60 * b,) * 2)
+    source = spark.readStream.schema("id string, day string, v long, ts long")
+    t.stream(
+        source.option("maxFilesPerTrigger", 1).parquet(str(incoming)),
+        str(tmp_path / "ckpt"),
+        trigger={"availableNow": True},
+    ).awaitTermination()
+    want = {f"k{i}": f"d{i % 3}" for i in range(30)}
+    want.update({f"k{i}": "d9" for i in range(10)} | {"k11": "d7"})
+    want.update({f"k{i}": "d0" for i in range(5)} | {f"k{i}": "d5" for i in range(21, 25)})
+    want["k20"] = "d6"
+    del want["k5"]
+    rows = checked_live_rows(t)
+    assert len(rows) == len({r["id"] for r in rows}) == 29
+    assert {r["id"]: r["day"] for r in rows} == want
+    check_hudi_reads(t, time_travel=False)
+    assert t.check().healthy
