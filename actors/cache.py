@@ -13,6 +13,7 @@ Two shapes, one job each:
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -115,16 +116,7 @@ class SortedRun:
         """One run of disjoint sorted parts (keys, buckets), merged in pairs, round by round:
         ``n log k`` for ``k`` parts of ``n`` keys in all, where merging each part into the
         growing run would cost ``n k``."""
-        parts = [p for p in parts if len(p[0])]
-        while len(parts) > 1:
-            paired = []
-            for (ka, ba), (kb, bb) in zip(parts[::2], parts[1::2], strict=False):
-                keys = np.empty(len(ka) + len(kb), np.uint64)
-                buckets = np.empty(len(keys), np.uint16)
-                kernels.merge_sorted(ka, ba, kb, bb, keys, buckets)
-                paired.append((keys, buckets))
-            parts = paired + ([parts[-1]] if len(parts) % 2 else [])
-        return cls(*parts[0]) if parts else cls.empty()
+        return cls(*union_arrays(parts))
 
     def merged(self, keys: U64, buckets: U16) -> SortedRun:
         """A new run holding this run's entries and the sorted ``keys`` (not in this run)."""
@@ -149,6 +141,25 @@ class SortedRun:
         at = np.searchsorted(mine, keys[found >= 0])
         dropped = self.buckets[at]
         return SortedRun(np.delete(mine, at), np.delete(self.buckets, at)), dropped
+
+
+def union_arrays(parts: list[tuple[U64, U16]]) -> tuple[U64, U16]:
+    """The keys and buckets of disjoint sorted parts as one sorted pair (``SortedRun.union``
+    without building a run): the two oldest parts merged at a time, the result queued last
+    (``n log k``), each pair given up as soon as it is merged (the peak is the parts and
+    one merge's output, not twice the parts). Empties ``parts``: the caller's list must
+    not hold them either."""
+    queue = deque(p for p in parts if len(p[0]))
+    parts.clear()
+    while len(queue) > 1:
+        ka, ba = queue.popleft()
+        kb, bb = queue.popleft()
+        keys = np.empty(len(ka) + len(kb), np.uint64)
+        buckets = np.empty(len(keys), np.uint16)
+        kernels.merge_sorted(ka, ba, kb, bb, keys, buckets)
+        del ka, ba, kb, bb
+        queue.append((keys, buckets))
+    return queue.pop() if queue else (np.empty(0, np.uint64), np.empty(0, np.uint16))
 
 
 def settled(run: SortedRun, recent: SortedRun, share: float) -> tuple[SortedRun, SortedRun]:

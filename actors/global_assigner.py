@@ -29,9 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys, rows_by_partition
-from dynbucket.actors.cache import MISSING, SortedRun
+from dynbucket.actors.cache import MISSING, SortedRun, union_arrays
 from dynbucket.actors.global_keys import COMMITTED, THIS, GlobalKeys, Locations
 from dynbucket.actors.keys import to_cache_keys
+from dynbucket.actors.memory import release_unused_memory
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
 from dynbucket.base.columns import DELETE
 from dynbucket.base.errors import AssignerError
@@ -313,7 +314,10 @@ class GlobalBucketAssigner(BucketAssigner):
             )
             self._stats.bootstrap_entries_scanned += load.entries_scanned
             self._stats.bootstraps += 1
-        self.keys = GlobalKeys(SortedRun.union(parts))  # 2.
+        keys, locations = union_arrays(parts)  # 2.
+        self.keys = GlobalKeys(SortedRun(keys, locations))
+        del keys, locations
+        release_unused_memory()
         self.loaded = True
         self._stats.bootstrap_seconds += time.perf_counter() - start
 

@@ -147,15 +147,22 @@ def _rss() -> int:
     raise RuntimeError("no VmRSS")
 
 
-def run(keys: int, partitions: int, runs: int, workdir: str | None) -> dict[str, Any]:
+def run(
+    keys: int, partitions: int, runs: int, workdir: str | None, keep: str | None = None
+) -> dict[str, Any]:
+    """The bench; ``keep``: a folder where the table is built once and kept (a later run
+    with the same folder, keys and partitions measures it again without building)."""
     import ray
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        print(f"building {keys:,} keys over {partitions} partitions", flush=True)
-        table = build(keys, partitions, tmp)
+        folder = keep or tmp
+        if not (Path(folder) / "t" / ".hoodie").exists():
+            print(f"building {keys:,} keys over {partitions} partitions", flush=True)
+            build(keys, partitions, folder)
+        uri = str(Path(folder) / "t")
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
         try:
-            return _measure(table.uri, keys, partitions, runs, ray)
+            return _measure(uri, keys, partitions, runs, ray)
         finally:
             ray.shutdown()
 

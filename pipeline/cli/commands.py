@@ -319,7 +319,7 @@ def _bench_read(args: argparse.Namespace) -> int:
 def _bench_global(args: argparse.Namespace) -> int:
     from dynbucket.bench import global_index
 
-    global_index.run(args.keys, args.partitions, args.runs, args.workdir)
+    global_index.run(args.keys, args.partitions, args.runs, args.workdir, args.keep)
     return 0
 
 
@@ -576,6 +576,7 @@ def parser() -> argparse.ArgumentParser:
     glb.add_argument("--partitions", type=int, default=100)
     glb.add_argument("--runs", type=int, default=3)
     glb.add_argument("--workdir", default=None, help="where to build the table (temporary)")
+    glb.add_argument("--keep", default=None, help="build the table here once and keep it")
     glb.set_defaults(func=_bench_global)
     up = bench_sub.add_parser(
         "upsert", help="1M-row upserts into 5M/50M-row tables vs peers", parents=[loud]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
-from dynbucket.actors.cache import SortedRun
+from dynbucket.actors.cache import union_arrays
 from dynbucket.actors.keys import to_cache_keys
+from dynbucket.actors.memory import release_unused_memory
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.base.columns import BUCKET, HASH
 from dynbucket.format.file_group.slices import data_files, file_slices
@@ -51,13 +51,12 @@ class RLIIndexSource:
         ]
         bucket_keys, entries_read = section.bucket_keys, section.entries_read
         del section  # its Arrow tables: only the cache's arrays stay
-        merged = SortedRun.union(runs)
-        del runs
+        keys, buckets = union_arrays(runs)
         # What the reads allocated goes back to the system, not to the slot's resident size.
-        pa.default_memory_pool().release_unused()
+        release_unused_memory()
         return PartitionLoad(
-            keys=merged.keys,
-            buckets=merged.buckets,
+            keys=keys,
+            buckets=buckets,
             bucket_keys=bucket_keys,
             bucket_bytes=self.bucket_bytes(partition)
             if self.spec.dynamic_options.by_bytes
