@@ -43,6 +43,7 @@ def test_keys_are_the_documented_ones() -> None:
     assert "hoodie.keep.min.commits" in TableOptions().own_properties()
     assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [
         "dynamic-bucket.bytes-per-key-estimate",
+        "dynamic-bucket.global-index",
         "dynamic-bucket.max-buckets",
         "dynamic-bucket.max-keys-per-bucket",
     ]
