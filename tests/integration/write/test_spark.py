@@ -410,7 +410,9 @@ def test_a_global_index_moves_keys_through_spark_tasks_the_driver_and_a_stream(
     assert (tasks.keys_moved, tasks.keys_stale, tasks.keys_inserted) == (11, 1, 0)
     assert "spark" in tasks.seconds
     t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
-    driver = t.upsert(_df(spark, [(f"k{i}", "d0", i, 5) for i in range(5)]))
+    back = [{"id": f"k{i}", "day": "d0", "v": i, "ts": 5} for i in range(5)]
+    pq.write_table(pa.Table.from_pylist(back, SCHEMA), tmp_path / "back.parquet")
+    driver = t.upsert(spark.read.parquet(str(tmp_path / "back.parquet")))  # Spark sizes it
     assert driver.keys_moved == 5 and "driver" in driver.seconds
     gone = t.delete(spark.createDataFrame([("k5",), ("nope",)], "id string"))
     assert (gone.keys_deleted, gone.keys_not_found) == (1, 1)
