@@ -155,7 +155,7 @@ class GlobalBucketAssigner(BucketAssigner):
         keys = to_cache_keys(hashes)
         loc, state = self.keys.lookup(keys, checkpoint)
         found = loc >= 0
-        committed = found & (state == COMMITTED)
+        committed = found & (state != THIS)  # committed, or placed by an older checkpoint
         self.keys.leave_at_commit(checkpoint, keys[committed])
         if (found & (state == THIS)).any():
             self._uncount(self.keys.unplace(checkpoint, keys[found & (state == THIS)]))
