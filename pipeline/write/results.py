@@ -54,6 +54,29 @@ class WriteResult:
     """The files the instant wrote: the table's services decide from them which services
     the write made due (``format/services/due.py``)."""
 
+    def __str__(self) -> str:
+        """One line a person reads: what the instant did to keys, what it wrote, how long
+        it took (``repr`` keeps every field)."""
+        if not self.instant:
+            return self.operation  # e.g. a micro-batch committed before: nothing written
+        counts = (
+            (self.keys_inserted, "inserted"),
+            (self.keys_updated, "updated"),
+            (self.keys_moved, "moved"),
+            (self.keys_stale, "stale"),
+            (self.keys_deleted, "deleted"),
+            (self.keys_not_found, "not found"),
+        )
+        keys = ", ".join(f"{n:,} {what}" for n, what in counts if n) or "no key changed"
+        new = f", {self.buckets_created} new bucket(s)" if self.buckets_created else ""
+        total = self.seconds.get("total")
+        took = f"; {total:.2f} s" if total is not None else ""
+        services = f"; then {', '.join(self.services)}" if self.services else ""
+        return (
+            f"{self.operation} {self.instant}: {keys} ({self.rows_written:,} rows in "
+            f"{self.files_written} file(s){new}){took}{services}"
+        )
+
     def as_dict(self) -> dict[str, object]:
         # Field by field: ``asdict`` would copy every written file only to drop them.
         return {
