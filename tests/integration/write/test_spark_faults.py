@@ -121,19 +121,21 @@ def small_arrow_batches(spark: Any) -> Iterator[None]:
     """Several Arrow batches per task, so a fault can land between two of them."""
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     old = spark.conf.get(key)
-    spark.conf.set(key, "400")
+    spark.conf.set(key, "150")
     yield
     spark.conf.set(key, old)
 
 
 def _killing_slot_0(flag: Path) -> Callable[..., Any]:
     """``assign_fn`` whose tasks, after the write's first answer, kill slot 0's actor once
-    (``flag``; Ray restarts it), 400 rows a call."""
+    (``flag``; Ray restarts it), 150 rows a call: a task's next call is sent before it takes
+    an answer, so a task must make three calls or more for one to reach the killed slot
+    (with 400 a call, a task of 750 rows made two, and CI once saw no call notice it)."""
     original = spark_stages.assign_fn
     first_time = _once()
 
     def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
-        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 400})
+        tag = original(link, names, checkpoint, **{**kw, "rows_per_call": 150})
 
         def tag_then_kill(batches: Iterator[pa.RecordBatch], *more: Any) -> Iterator[Any]:
             import ray
