@@ -36,6 +36,7 @@ from dynbucket.base.errors import (
     TableExistsError,
     UnsupportedStorageError,
     UnsupportedTableVersionError,
+    WriteConflictError,
 )
 from dynbucket.format.health.check import CheckReport
 from dynbucket.format.read.snapshot import Snapshot
@@ -63,5 +64,5 @@ __all__ = [
     "RegroupResult", "Runtime", "RuntimeConfig", "RuntimeSetupError", "SchemaMismatchError",
     "ServiceResult", "Snapshot", "SimpleBucketIndex", "Table", "TableCorruptedError",
     "TableError", "TableExistsError", "TableOptions", "UnsupportedStorageError",
-    "UnsupportedTableVersionError", "WriteResult",
+    "UnsupportedTableVersionError", "WriteConflictError", "WriteResult",
 ]  # fmt: skip

@@ -109,6 +109,12 @@ class ConcurrentWriteError(TableError):
     """Another writer holds the table, or changed it under this writer (I9)."""
 
 
+class WriteConflictError(ConcurrentWriteError):
+    """A commit conflicts with an instant another writer completed since the write began
+    (several writers: ``hoodie.write.concurrency.mode``); nothing of it was committed. The
+    write is run again (``concurrency.conflict-retries``) before this reaches a caller."""
+
+
 class CommitFailedError(TableError):
     """A commit could not be completed; what it wrote was rolled back."""
 

@@ -27,7 +27,7 @@ from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.retry import RetryPolicy, files_gone
+from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
 from dynbucket.write.schemes import InProcessSlots, scheme_for
 
 log = logging.getLogger(__name__)
@@ -70,13 +70,15 @@ class LocalWriter:
         laps.lap("prepare")
 
         def again(error: BaseException) -> None:
-            log.warning("a file this write read is gone (%s); writing again", error)
+            if not after_conflict(error):
+                log.warning("a file this write read is gone (%s); writing again", error)
             if isinstance(self.scheme, InProcessSlots):
                 self.scheme.reset()  # what a slot bootstrapped may be of the old view
             self.caches.emptied(None)
 
         try:
-            return FILE_RETRIES.run(lambda: self._write(rows, op, slots, laps, kept, schema), again)
+            retries = FILE_RETRIES.with_conflicts(spec.options)
+            return retries.run(lambda: self._write(rows, op, slots, laps, kept, schema), again)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 
@@ -90,7 +92,9 @@ class LocalWriter:
         schema: WriteSchema,
     ) -> WriteResult:
         spec = schema.spec
-        begin = functools.partial(Transaction.begin, self.store, spec, "commit", op.value)
+        begin = functools.partial(
+            Transaction.begin, self.store, spec, "commit", op.value, hold=False
+        )
         with InstantWrite(begin, op.value, laps=laps, schema=schema) as w:
             w.open(self.scheme.assigners(slots, w.last_write))
             rows = self.scheme.tag(w, rows, op)

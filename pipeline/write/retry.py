@@ -8,10 +8,16 @@ each cause counts only its own retries, whatever the order they come in.
 
 from __future__ import annotations
 
+import logging
+import random
+import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from dynbucket.base.errors import CommitFailedError
+from dynbucket.base.errors import CommitFailedError, ConcurrentWriteError
+from dynbucket.format.table.options import TableOptions
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -41,6 +47,23 @@ class RetryPolicy:
                     raise
                 left[cause] -= 1
                 before_retry(e)
+
+    def with_conflicts(self, options: TableOptions) -> RetryPolicy:
+        """This policy, and with several writers a budget for commits that conflicted with
+        another writer's (``concurrency.conflict-retries``)."""
+        if not options.optimistic:
+            return self
+        return RetryPolicy({**self.budgets, ConcurrentWriteError: options.conflict_retries})
+
+
+def after_conflict(error: BaseException) -> bool:
+    """Before a write runs again: whether ``error`` was a conflict with another writer
+    (then it waits a moment, so that writers that keep meeting spread out)."""
+    if not isinstance(error, ConcurrentWriteError):
+        return False
+    log.info("writing again after a conflict with another writer: %s", error)
+    time.sleep(random.uniform(0.0, 0.25))
+    return True
 
 
 def files_gone(operation: str, error: FileNotFoundError) -> CommitFailedError:

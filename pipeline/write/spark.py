@@ -64,7 +64,7 @@ from dynbucket.write.driver import estimated_bytes
 from dynbucket.write.engines import DriverEngine, SparkTasksEngine
 from dynbucket.write.instant import InstantWrite, StreamBatch
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.retry import RetryPolicy, files_gone
+from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
 from dynbucket.write.schemes import AssignerScheme, Scheme, scheme_for
 
 if TYPE_CHECKING:
@@ -151,6 +151,8 @@ class SparkWriter:
             return self._write(df, op, slots, stream, file_stream, partial)
 
         def before_retry(error: BaseException) -> None:
+            if after_conflict(error):
+                return  # the next attempt's caches follow the table (CacheMatch)
             if isinstance(error, FileNotFoundError):
                 log.warning("a file this write read is gone (%s); writing again", error)
             else:
@@ -158,7 +160,7 @@ class SparkWriter:
             self.close()  # a new fleet: nothing of the old view stays cached
 
         try:
-            return WRITE_RETRIES.run(attempt, before_retry)
+            return WRITE_RETRIES.with_conflicts(self.spec.options).run(attempt, before_retry)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 
@@ -191,7 +193,9 @@ class SparkWriter:
             else SparkTasksEngine(df)
         )
         scheme = self.scheme
-        begin = functools.partial(Transaction.begin, self.store, spec, "commit", op.value)
+        begin = functools.partial(
+            Transaction.begin, self.store, spec, "commit", op.value, hold=False
+        )
         try:
             with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.
                 if w.skipped:

@@ -139,7 +139,7 @@ def run_inline(store: TableStore, spec: TableSpec, upkeep: Upkeep) -> list[Servi
             out.append(run_now(SERVICES[action], store, spec, scope))
     if upkeep.archive:
         done = archive.archive(
-            store, o.merge_on_read, o.keep_min_commits, o.keep_max_commits, o.lock_lease_seconds
+            store, o.merge_on_read, o.keep_min_commits, o.keep_max_commits, *o.lease()
         )
         out.append(ServiceResult("archive", done.floor or None, done.archived))
     return [r for r in out if r.instant is not None]

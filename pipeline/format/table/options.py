@@ -17,6 +17,8 @@ from dynbucket.base.options import PersistedOptions, option
 
 MERGE_ON_READ, COPY_ON_WRITE = "MERGE_ON_READ", "COPY_ON_WRITE"
 TABLE_TYPES = (MERGE_ON_READ, COPY_ON_WRITE)
+SINGLE_WRITER, OPTIMISTIC = "SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"
+CONCURRENCY_MODES = (SINGLE_WRITER, OPTIMISTIC)
 #: The options that are Hudi table properties (in ``hoodie.properties``).
 HUDI_TABLE_PROPERTIES = ("hoodie.table.type", "hoodie.populate.meta.fields")
 
@@ -43,7 +45,26 @@ class TableOptions(PersistedOptions):
     an automatic index compaction rewrites the partition's whole index (below: it merges a
     run of the newest deltas into one)."""
     lock_lease_seconds: float = option("lock.lease-seconds", 60.0)
-    """How long a dead writer can hold the table."""
+    """How long a dead writer can hold the table (``SINGLE_WRITER``)."""
+    write_concurrency_mode: str = option("hoodie.write.concurrency.mode", SINGLE_WRITER)
+    """``SINGLE_WRITER``: one writer holds the table for a whole write, a second one is
+    refused. ``OPTIMISTIC_CONCURRENCY_CONTROL``: writers write beside each other (in other
+    processes, drivers or machines); each takes the table only for a moment to begin and to
+    commit, and a commit is checked against the instants that completed since its write
+    began (docs/design.md, "Several writers"): one that conflicts is written again."""
+    commit_lease_seconds: float = option("lock.commit-lease-seconds", 5.0)
+    """``OPTIMISTIC_CONCURRENCY_CONTROL``: the lease a writer holds while it begins or commits
+    an instant: how long a writer killed in that moment delays the others."""
+    lock_wait_seconds: float = option("lock.wait-seconds", 120.0)
+    """``OPTIMISTIC_CONCURRENCY_CONTROL``: how long a writer waits for another's commit lease
+    before it fails with ``ConcurrentWriteError``."""
+    heartbeat_expiry_seconds: float = option("heartbeat.expiry-seconds", 60.0)
+    """``OPTIMISTIC_CONCURRENCY_CONTROL``: a write instant whose heartbeat
+    (``.hoodie/.heartbeat/<instant>``, renewed four times per expiry) is this old is a
+    dead writer's, rolled back by the next writer that begins."""
+    conflict_retries: int = option("concurrency.conflict-retries", 10)
+    """``OPTIMISTIC_CONCURRENCY_CONTROL``: how often a write whose commit conflicts with
+    another writer's is written again before ``WriteConflictError`` reaches the caller."""
     compaction_delta_commits: int = option("hoodie.compact.inline.max.delta.commits", 5)
     """Log files a file slice takes before it is compacted (merge-on-read tables)."""
     compaction_target_io_mb: int = option("hoodie.compaction.target.io", 128)
@@ -118,7 +139,16 @@ class TableOptions(PersistedOptions):
                 raise ConfigError(
                     f"{self.key(name)}={getattr(self, name)!r}: must be True or False"
                 )
+        if self.write_concurrency_mode not in CONCURRENCY_MODES:
+            raise ConfigError(
+                f"{self.key('write_concurrency_mode')}={self.write_concurrency_mode!r}: must "
+                f"be one of {CONCURRENCY_MODES}"
+            )
         for name in (
+            "commit_lease_seconds",
+            "lock_wait_seconds",
+            "heartbeat_expiry_seconds",
+            "conflict_retries",
             "cleaner_commits_retained",
             "index_compaction_min_files",
             "index_compaction_delta_ratio",
@@ -155,6 +185,19 @@ class TableOptions(PersistedOptions):
     @property
     def merge_on_read(self) -> bool:
         return self.table_type == MERGE_ON_READ
+
+    @property
+    def optimistic(self) -> bool:
+        """Whether several writers may write at once (``write_concurrency_mode``)."""
+        return self.write_concurrency_mode == OPTIMISTIC
+
+    def lease(self) -> tuple[float, float]:
+        """(lease seconds, seconds to wait for a live lease) of this table's writer lock:
+        a whole write's lease, refused at once when held (``SINGLE_WRITER``), or a moment's,
+        waited for (``OPTIMISTIC_CONCURRENCY_CONTROL``)."""
+        if self.optimistic:
+            return self.commit_lease_seconds, self.lock_wait_seconds
+        return self.lock_lease_seconds, 0.0
 
     def hudi_properties(self) -> dict[str, str]:
         """The options that are Hudi table properties, as ``hoodie.properties`` spells them."""

@@ -65,13 +65,18 @@ def due(timeline: Timeline, keep_max: int) -> bool:
 
 
 def archive(
-    store: TableStore, merge_on_read: bool, keep_min: int, keep_max: int, lease_seconds: float
+    store: TableStore,
+    merge_on_read: bool,
+    keep_min: int,
+    keep_max: int,
+    lease_seconds: float,
+    wait_seconds: float = 0.0,
 ) -> ArchiveResult:
     """Archives the oldest instants once more than ``keep_max`` are active (module doc)."""
     timeline = Timeline(store, merge_on_read)
     if not due(timeline, keep_max):
         return ArchiveResult()
-    with WriterLock(store, lease_seconds) as lock:
+    with WriterLock(store, lease_seconds, wait_seconds) as lock:
         before = load(store)
         # An archival that crashed in step 4 left some of its instants active.
         for stray in [i for i in timeline.instants() if i.id <= before.floor]:

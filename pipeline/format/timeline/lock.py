@@ -15,6 +15,13 @@ reader ever sees a lease file without its content:
    stale listing) removes its file and looks again.
 3. Remove the older generations.
 
+With several writers (``OPTIMISTIC_CONCURRENCY_CONTROL``) the lease is short
+(``lock.commit-lease-seconds``) and held only to begin or to commit an instant; a writer
+that finds it live waits for it (``wait_seconds``) instead of failing. A lease names the
+instant its holder is committing: a writer that takes over an expired one settles that
+instant first (``superseded``), so a holder paused between its checks and its commit point
+finds its instant decided rolled back, never commits past the checks of the next one.
+
 A holder rewrites only its own file (renewals, the release mark) and holds the table while
 its file is the newest and, in its own view, unexpired: it never renews a lease that
 expired in its own view, so it cannot overwrite a successor's, and it finds out at its next
@@ -26,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import re
 import socket
 import threading
@@ -50,6 +58,8 @@ class Lease:
     pid: int
     expires_at: float
     released: bool = False
+    instant: str | None = None
+    """The instant the holder is committing (several writers: settled on a takeover)."""
 
     def describe(self) -> str:
         left = self.expires_at - time.time()
@@ -69,10 +79,19 @@ class _Found:
 class WriterLock:
     """The table's writer lease; use ``with lock:`` around a write."""
 
-    def __init__(self, store: TableStore, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+    def __init__(
+        self,
+        store: TableStore,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        wait_seconds: float = 0.0,
+    ) -> None:
         if lease_seconds <= 0:
             raise ValueError(f"lease_seconds={lease_seconds}: must be > 0")
         self.store = store
+        self.wait_seconds = wait_seconds
+        self.instant: str | None = None
+        self.superseded: str | None = None
+        """The instant an expired lease this writer took over was committing (None: none)."""
         self.dir = store.path(META_DIR)
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex[:12]
@@ -92,15 +111,32 @@ class WriterLock:
     def path(self, generation: int) -> str:
         return f"{self.dir}/{LEASE_PREFIX}{generation:020d}"
 
-    def acquire(self) -> None:
-        """Takes the table, or raises :class:`ConcurrentWriteError` naming the holder."""
+    @classmethod
+    def for_table(cls, store: TableStore, lease: tuple[float, float]) -> WriterLock:
+        """The lock of a table whose options say ``lease`` (``TableOptions.lease()``)."""
+        return cls(store, lease[0], lease[1])
+
+    def acquire(self, instant: str | None = None) -> None:
+        """Takes the table, or raises :class:`ConcurrentWriteError` naming the holder (after
+        waiting up to ``wait_seconds`` for it). ``instant``: the one this holder commits."""
         if self._held:
             return
-        for _ in range(_TRIES):
+        self.instant = instant
+        self.superseded = None
+        deadline = time.monotonic() + self.wait_seconds
+        tries = 0
+        while tries < _TRIES:
             # 1.
             newest = self._newest()
             if newest is not None:
-                self._refuse_if_live(newest)
+                try:
+                    self._refuse_if_live(newest)
+                except ConcurrentWriteError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(random.uniform(0.02, 0.1))
+                    continue
+            tries += 1
             generation = newest.generation + 1 if newest is not None else 1
             # 2.
             lease = self._new_lease()
@@ -115,6 +151,9 @@ class WriterLock:
                 continue
             # 3.
             self.generation = generation
+            before = newest.lease if newest is not None else None
+            if before is not None and not before.released and before.instant:
+                self.superseded = before.instant
             self._remove_older(generation)
             self._took(lease)
             return
@@ -168,7 +207,11 @@ class WriterLock:
 
     def _new_lease(self) -> Lease:
         return Lease(
-            self.owner, socket.gethostname(), os.getpid(), time.time() + self.lease_seconds
+            self.owner,
+            socket.gethostname(),
+            os.getpid(),
+            time.time() + self.lease_seconds,
+            instant=self.instant,
         )
 
     def _mine(self, found: _Found) -> bool:

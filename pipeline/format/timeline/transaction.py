@@ -36,7 +36,8 @@ from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline import conflicts, heartbeat, outcome
+from dynbucket.format.timeline.heartbeat import Heartbeat
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     COMPLETION_TIME,
@@ -132,6 +133,11 @@ class Transaction:
     done: bool = False
     owner: str = ""
     """Who decides this instant's outcome (the lease's owner, or a detached executor)."""
+    heartbeat: Heartbeat | None = None
+    """Several writers: the instant's heartbeat while it is written without the lease."""
+    unseen_from: str | None = None
+    """Several writers: the oldest instant pending when this one began (completed later, it
+    is one this write did not see; archived before this one commits, it cannot be checked)."""
 
     @classmethod
     def begin(
@@ -142,19 +148,30 @@ class Transaction:
         operation: str,
         lock: WriterLock | None = None,
         lease_seconds: float | None = None,
+        hold: bool = True,
     ) -> Transaction:
-        lock = lock or WriterLock(store, lease_seconds or spec.options.lock_lease_seconds)
+        """Begins an instant of ``action`` under the table's writer lease. ``hold=False``
+        (a data write, with several writers: ``TableOptions.optimistic``): the lease is
+        released once the instant is started, and the instant beats a heartbeat until it
+        commits or aborts (the commit takes the lease again and checks for conflicts)."""
+        options = spec.options
+        lease = (lease_seconds, 0.0) if lease_seconds else options.lease()
+        lock = lock or WriterLock.for_table(store, lease)
         lock.acquire()
         try:
-            timeline = Timeline(store, spec.options.merge_on_read)
+            timeline = Timeline(store, options.merge_on_read)
+            settled = _settle_superseded(store, timeline, lock)
             pending = timeline.pending()
             # A service's instant whose scheduler died before its plan was recorded has
-            # no executor and nothing to execute: it is settled as a write is.
-            settled = {
+            # no executor and nothing to execute: it is settled as a write is. With
+            # several writers, a write instant whose heartbeat beats is a live writer's.
+            settled |= {
                 p.id: settle(store, timeline, p, lock.owner)
                 for p in pending
-                if p.action not in DETACHED_ACTIONS or not executable(store, timeline, p)
+                if (p.action not in DETACHED_ACTIONS or not executable(store, timeline, p))
+                and not (options.optimistic and heartbeat.is_alive(store, p.id))
             }
+            pending = timeline.pending() if settled else pending
             compacting = {
                 file_id: p.id
                 for p in pending
@@ -172,7 +189,7 @@ class Transaction:
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
                 plan = commit_metadata([], operation, spec.avro_schema(), plan)
             instant = timeline.start(instant, plan)
-            return cls(
+            tx = cls(
                 store,
                 spec,
                 timeline,
@@ -186,7 +203,14 @@ class Transaction:
                 expected=latest_write(completed),
                 compacting=compacting,
                 last_write=next((i.id for i in reversed(completed) if i.action == "commit"), None),
+                owner=lock.owner,
             )
+            if options.optimistic and not hold:
+                tx.unseen_from = min((p.id for p in pending), default=None)
+                tx.heartbeat = Heartbeat(store, instant.id, options.heartbeat_expiry_seconds)
+                tx.heartbeat.start()
+                lock.release()
+            return tx
         except BaseException:
             lock.release()
             raise
@@ -223,10 +247,12 @@ class Transaction:
         """A pending instant scheduled by another transaction, to complete under the writer
         lease (a compaction's last step: ``table/compaction.py``)."""
         tx = cls.resume(store, spec, instant, "")
-        lock = WriterLock(store, lease_seconds or spec.options.lock_lease_seconds)
+        lease = (lease_seconds, 0.0) if lease_seconds else spec.options.lease()
+        lock = WriterLock.for_table(store, lease)
         lock.acquire()
         tx.lock, tx.owner = lock, lock.owner
         tx.timeline = Timeline(store, spec.options.merge_on_read)
+        _settle_superseded(store, tx.timeline, lock)
         completed = tx.timeline.completed()
         tx.expected = latest_write(completed)
         tx.visible = tx.timeline.visible_of(completed)
@@ -262,6 +288,8 @@ class Transaction:
             raise CommitFailedError(f"instant {self.instant.id} is already finished")
         if self.lock is None:
             return self._commit_detached(metadata or {})
+        if self.heartbeat is not None:
+            return self._commit_optimistic(metadata or {})
         try:
             self.lock.verify()
             found = latest_write(self.timeline.completed())
@@ -278,6 +306,40 @@ class Transaction:
                 raise
             raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
         self.done = True  # committed: from here on nothing of it is rolled back
+        try:
+            _publish(self.store, self.timeline, self.instant, body)
+        except Exception as e:
+            raise CommitFailedError(
+                f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
+                "readers see it once the next writer (or `dynbucket rollback`) publishes it"
+            ) from e
+        finally:
+            self._release()
+        return body
+
+    def _commit_optimistic(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Several writers: takes the lease (naming this instant, so a writer taking it over
+        settles this instant first), checks this instant against every instant completed
+        since it began (``conflicts.check``: ``WriteConflictError``), then the commit point
+        and the publish, as a single writer does."""
+        assert self.lock is not None and self.heartbeat is not None
+        try:
+            self.heartbeat.verify()
+            self.lock.acquire(instant=self.id)
+            timeline = Timeline(self.store, self.spec.options.merge_on_read)
+            _settle_superseded(self.store, timeline, self.lock)
+            self.lock.verify()
+            self.heartbeat.verify()
+            conflicts.check(self, timeline, metadata)
+            self.timeline = timeline  # the completion time follows what is on it now
+            body = self._document(metadata)
+            outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
+        except BaseException as e:
+            self.abort()
+            if isinstance(e, CommitFailedError | ConcurrentWriteError):
+                raise
+            raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
+        self.done = True
         try:
             _publish(self.store, self.timeline, self.instant, body)
         except Exception as e:
@@ -358,6 +420,8 @@ class Transaction:
     def _release(self) -> None:
         if self.lock is not None:
             self.lock.release()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
     def abort(self) -> None:
         """Rolls back everything this instant wrote and releases the lease."""
@@ -470,6 +534,21 @@ def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict
     outcome.forget(store, instant.id)
 
 
+def _settle_superseded(store: TableStore, timeline: Timeline, lock: WriterLock) -> dict[str, str]:
+    """Settles the instant whose writer held the expired lease ``lock`` took over while
+    committing it (several writers): it was past its checks, so it commits only if it had
+    passed its commit point too (``WriterLock.superseded``)."""
+    if lock.superseded is None:
+        return {}
+    found = next((i for i in timeline.pending() if i.id == lock.superseded), None)
+    lock.superseded = None
+    if found is None:
+        return {}
+    done = settle(store, timeline, found, lock.owner)
+    heartbeat.forget(store, found.id)
+    return {found.id: done}
+
+
 def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str) -> str:
     """Ends another writer's pending instant as its outcome says (deciding it rolled back
     if it has none yet); returns what was done: ``rolled back``, ``published`` or
@@ -493,6 +572,7 @@ def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str)
             outcome.forget(store, instant.id)
         return "nothing"
     rollback_instant(store, timeline, instant)
+    heartbeat.forget(store, instant.id)
     return "rolled back"
 
 

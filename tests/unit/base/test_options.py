@@ -15,6 +15,8 @@ def test_keys_are_the_documented_ones() -> None:
     assert sorted(TableOptions().to_properties()) == [
         "cleaner.commits-retained",
         "compaction.log-size-ratio",
+        "concurrency.conflict-retries",
+        "heartbeat.expiry-seconds",
         "hoodie.archive.automatic",
         "hoodie.clean.automatic",
         "hoodie.clean.max.commits",
@@ -27,11 +29,14 @@ def test_keys_are_the_documented_ones() -> None:
         "hoodie.log.compaction.enable",
         "hoodie.populate.meta.fields",
         "hoodie.table.type",
+        "hoodie.write.concurrency.mode",
         "hoodie.write.set.null.for.missing.columns",
         "index.compaction.automatic",
         "index.compaction.delta-size-ratio",
         "index.compaction.min-files",
+        "lock.commit-lease-seconds",
         "lock.lease-seconds",
+        "lock.wait-seconds",
         "schema.evolve-on-write",
     ]
     # Only Hudi's table properties go to hoodie.properties; the services' options (Hudi's

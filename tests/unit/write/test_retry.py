@@ -7,9 +7,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from dynbucket.base.errors import AssignerRestartedError
+from dynbucket.base.errors import AssignerRestartedError, WriteConflictError
+from dynbucket.format.table.options import TableOptions
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.spark import SparkWriter
 
@@ -73,9 +76,12 @@ def test_errors_of_no_budget_are_not_retried() -> None:
 class _Scripted(SparkWriter):
     """A SparkWriter whose attempts fail as scripted (no Spark, no actors)."""
 
-    def __init__(self, restarts: int) -> None:
-        super().__init__(None, None, None, default_slots=1)  # type: ignore[arg-type]
+    def __init__(self, restarts: int, conflicts: int = 0, mode: str = "SINGLE_WRITER") -> None:
+        options = TableOptions(write_concurrency_mode=mode, conflict_retries=2)
+        spec = TableSpec(pa.schema([("id", pa.string())]), ("id",), options=options)
+        super().__init__(None, spec, None, default_slots=1)  # type: ignore[arg-type]
         self.restarts = restarts
+        self.conflicts = conflicts
         self.attempts = 0
         self.closed = 0
 
@@ -86,6 +92,9 @@ class _Scripted(SparkWriter):
         if self.restarts:
             self.restarts -= 1
             raise AssignerRestartedError("slot 1 restarted")
+        if self.conflicts:
+            self.conflicts -= 1
+            raise WriteConflictError("another writer inserted k1")
         return "written"
 
     def close(self) -> None:
@@ -98,3 +107,16 @@ def test_the_spark_writer_retries_a_restarted_assigner_twice_with_a_new_fleet() 
     assert (writer.attempts, writer.closed) == (3, 2)
     with pytest.raises(AssignerRestartedError):
         _Scripted(3).write(None, "upsert")  # type: ignore[arg-type]
+
+
+def test_a_conflicting_commit_is_written_again_only_with_several_writers() -> None:
+    writer = _Scripted(0, conflicts=2, mode="OPTIMISTIC_CONCURRENCY_CONTROL")
+    assert writer.write(None, "upsert") == "written"  # type: ignore[arg-type]
+    assert (writer.attempts, writer.closed) == (3, 0)  # the fleet is kept
+    with pytest.raises(WriteConflictError):  # the budget: concurrency.conflict-retries
+        writer = _Scripted(0, conflicts=3, mode="OPTIMISTIC_CONCURRENCY_CONTROL")
+        writer.write(None, "upsert")  # type: ignore[arg-type]
+    single = _Scripted(0, conflicts=1)
+    with pytest.raises(WriteConflictError):
+        single.write(None, "upsert")  # type: ignore[arg-type]
+    assert single.attempts == 1

@@ -1,0 +1,218 @@
+"""What a write must not commit over: the instants other writers completed while it wrote.
+
+Several writers (``hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL``) write
+beside each other; each commit, under the table's lease, checks its instant against every
+instant that completed since it began (not in its ``visible`` set) and is refused with
+:class:`WriteConflictError` when one of them changed what it decided from. The write is then
+run again from the table as it is (``write/retry.py``). Merge-on-read updates of known keys
+never conflict: each writer appends its own log, and logs merge by ordering value.
+
+1. A concurrent rescale or rebalance (it moved keys), a schema another writer committed,
+   the same stream's micro-batch: conflict.
+2. File groups: a group both wrote, where either wrote a base file (a copy-on-write rewrite,
+   or a new group for the same bucket: I4), or a group whose slices a concurrent compaction
+   or log compaction rewrote while this write put a log on it: conflict.
+3. New keys (I2): a key both inserted (in one partition; anywhere with a global index), or
+   both deleted; and capacity (I3): a bucket both put new keys in (each filled its room
+   from the same count).
+4. Deletes (I6): a key one deleted and the other wrote (a delete carries no ordering value,
+   and the index would hold a tombstone for a live row or an entry for a deleted one); read
+   from the data files of the groups concerned only.
+5. Archival moved an instant off the timeline that this write never saw: it cannot be
+   checked, so it conflicts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from dynbucket.base.columns import BUCKET, DELETE, HASH, OP
+from dynbucket.base.errors import TableCorruptedError, WriteConflictError
+from dynbucket.format.file_group.merge import KEY, read_base, read_log
+from dynbucket.format.file_group.slices import DataFile
+from dynbucket.format.hudi.commit import extra_of
+from dynbucket.format.hudi.files import bucket_of, is_bucket_file_id
+from dynbucket.format.hudi.meta_fields import record_keys
+from dynbucket.format.table.paths import RLI_DIR
+from dynbucket.format.timeline.timeline import Instant, Timeline
+
+if TYPE_CHECKING:
+    from dynbucket.format.table.spec import TableSpec
+    from dynbucket.format.timeline.transaction import Transaction
+
+#: Operations that move keys between file groups: nothing commits beside them.
+_MOVING = ("rescale", "rebalance")
+_COMPACTIONS = ("compaction", "logcompaction")
+
+Group = tuple[str, Any]
+"""(partition, bucket id), or (partition, file id) for a group whose id names no bucket."""
+
+
+def group_of(partition: str, file_id: str) -> Group:
+    return (partition, bucket_of(file_id) if is_bucket_file_id(file_id) else file_id)
+
+
+@dataclass
+class Footprint:
+    """What one instant wrote, as the checks compare it."""
+
+    instant: str
+    bases: set[Group] = field(default_factory=set)
+    logs: set[Group] = field(default_factory=set)
+    data: dict[Group, list[DataFile]] = field(default_factory=dict)
+    inserts: dict[str, set[int]] = field(default_factory=dict)
+    """Partition ('' with a global index) -> hashes of the keys it inserted."""
+    tombstones: dict[str, set[int]] = field(default_factory=dict)
+    filled: set[Group] = field(default_factory=set)
+    """Groups that gained new keys (by bucket)."""
+    deleted: dict[Group, set[str]] = field(default_factory=dict)
+    """Group -> record keys it deleted."""
+
+    def add_data(self, partition: str, f: DataFile) -> None:
+        group = group_of(partition, f.file_id)
+        (self.logs if f.kind == "log" else self.bases).add(group)
+        self.data.setdefault(group, []).append(f)
+
+    def add_index(self, spec: TableSpec, partition: str, path: str, store: Any) -> None:
+        fields = [*spec.record_key, HASH, BUCKET, OP]
+        entries = pq.read_table(path, columns=fields, filesystem=store.fs)
+        if not entries.num_rows:
+            return
+        scope = "" if spec.global_index else partition
+        ops = entries.column(OP).to_numpy(zero_copy_only=False)
+        hashes = entries.column(HASH).to_numpy()
+        buckets = entries.column(BUCKET).to_numpy()
+        gone = ops == DELETE
+        self.inserts.setdefault(scope, set()).update(hashes[~gone].tolist())
+        self.tombstones.setdefault(scope, set()).update(hashes[gone].tolist())
+        self.filled.update((partition, int(b)) for b in np.unique(buckets[~gone]))
+        keys = record_keys(entries.filter(gone), spec.record_key).to_pylist()
+        for b, k in zip(buckets[gone].tolist(), keys, strict=True):
+            self.deleted.setdefault((partition, int(b)), set()).add(k)
+
+
+def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> None:
+    """Raises :class:`WriteConflictError` if ``tx`` conflicts with an instant completed since
+    it began (the module doc's steps)."""
+    completed = timeline.completed()
+    theirs = [i for i in completed if i.id not in tx.visible and i.id != tx.id]
+    # 5.
+    floor = timeline.archived().floor
+    if tx.unseen_from is not None and floor and floor >= tx.unseen_from:
+        _refuse(tx, floor, "archival moved instants this write never saw off the timeline")
+    if not theirs:
+        return
+    mine = _own_footprint(tx)
+    for instant in theirs:
+        if instant.action in _COMPACTIONS:
+            rewritten = _footprint(tx, timeline, instant, with_index=False)
+            if both := mine.logs & (rewritten.bases | rewritten.logs):
+                why = f"it rewrote file group(s) {_few(both)} this write logged to"
+                _refuse(tx, instant.id, why)
+        elif instant.action == "commit":
+            _check_write(tx, timeline, instant, mine, metadata)
+
+
+def _check_write(
+    tx: Transaction, timeline: Timeline, instant: Instant, mine: Footprint, metadata: dict[str, Any]
+) -> None:
+    doc = timeline.raw(instant)
+    extra = extra_of(doc)
+    # 1.
+    if extra.get("operation") in _MOVING:
+        _refuse(tx, instant.id, f"a {extra['operation']} moved keys between file groups")
+    schema = (doc.get("extraMetadata") or {}).get("schema")
+    if schema and schema != tx.spec.avro_schema():
+        _refuse(tx, instant.id, "it committed another schema")
+    stream, other = metadata.get("stream"), extra.get("stream")
+    if stream and other and other.get("id") == stream["id"] and other["batch"] >= stream["batch"]:
+        _refuse(tx, instant.id, f"it committed batch {other['batch']} of stream {stream['id']}")
+    their = _footprint(tx, timeline, instant, with_index=True)
+    # 2.
+    rewritten = (mine.bases & (their.bases | their.logs)) | (their.bases & mine.logs)
+    if rewritten:
+        _refuse(tx, instant.id, f"both wrote file group(s) {_few(rewritten)}, one a base file")
+    # 3.
+    for what, a, b in (("inserted", mine.inserts, their.inserts),
+                       ("deleted", mine.tombstones, their.tombstones)):  # fmt: skip
+        for scope, hashes in a.items():
+            if both_keys := hashes & b.get(scope, set()):
+                _refuse(tx, instant.id, f"both {what} {len(both_keys)} key(s)")
+    if filled := mine.filled & their.filled:
+        _refuse(tx, instant.id, f"both put new keys into bucket(s) {_few(filled)}")
+    # 4.
+    for deleter, writer in ((their, mine), (mine, their)):
+        for group, keys in deleter.deleted.items():
+            try:
+                written = _keys_written(tx, writer.data.get(group, []))
+            except (FileNotFoundError, TableCorruptedError):
+                _refuse(tx, instant.id, f"a file it wrote in {group} was cleaned: not checkable")
+            if hit := keys & written:
+                _refuse(tx, instant.id, f"one deleted key(s) {_few(hit)} the other wrote")
+
+
+def _own_footprint(tx: Transaction) -> Footprint:
+    out = Footprint(tx.id)
+    for f in tx.files:
+        if f.kind == "index":
+            out.add_index(tx.spec, f.partition, f.path, tx.store)
+        else:
+            out.add_data(f.partition, DataFile(tx.id, f.path, f.kind, f.size, f.file_id))
+    return out
+
+
+def _footprint(
+    tx: Transaction, timeline: Timeline, instant: Instant, with_index: bool
+) -> Footprint:
+    out = Footprint(instant.id)
+    doc = timeline.raw(instant)
+    for partition, stats in (doc.get("partitionToWriteStats") or {}).items():
+        for stat in stats:
+            path = stat.get("path")
+            if not path:
+                continue
+            is_log = stat.get("logFiles") or posixpath.basename(path).startswith(".")
+            kind = "log" if is_log else "base"
+            size = int(stat.get("fileSizeInBytes") or 0)
+            f = DataFile(instant.id, tx.store.path(path), kind, size, stat.get("fileId", ""))
+            out.add_data(partition or "", f)
+    if with_index:
+        rli = tx.store.path(RLI_DIR) + "/"
+        for path in extra_of(doc).get("index-files", []):
+            full = tx.store.path(path)
+            partition = posixpath.dirname(full[len(rli) :])
+            out.add_index(tx.spec, partition, full, tx.store)
+    return out
+
+
+def _keys_written(tx: Transaction, files: Iterable[DataFile]) -> set[str]:
+    """Record keys of ``files`` (their data and delete records)."""
+    out: set[str] = set()
+    for f in files:
+        if f.kind == "log":
+            rows = read_log(tx.store, tx.spec, f, list(tx.spec.record_key))
+            out.update(rows.column(KEY).to_pylist())
+        else:
+            rows = read_base(tx.store, tx.spec, f, list(tx.spec.record_key))
+            out.update(record_keys(rows, tx.spec.record_key).to_pylist())
+    return out
+
+
+def _few(items: Iterable[Any]) -> str:
+    shown = sorted(items, key=str)
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return ", ".join(map(str, shown[:3])) + more
+
+
+def _refuse(tx: Transaction, other: str, why: str) -> None:
+    raise WriteConflictError(
+        f"instant {tx.id} of {tx.store.uri} conflicts with instant {other}, which another "
+        f"writer completed while it was written: {why}; nothing of it is committed (the "
+        "write runs again from the table as it is, concurrency.conflict-retries times)"
+    )

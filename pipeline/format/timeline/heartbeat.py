@@ -1,0 +1,109 @@
+"""An instant's heartbeat: how writers beside each other tell a live instant from a dead one.
+
+With several writers (``hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL``) no
+writer holds the table while it writes, so a pending instant is not a dead writer's just
+because another writer sees it. Each write instant has a heartbeat file, Hudi's
+``.hoodie/.heartbeat/<instant>`` (Hudi's writers keep the same one), holding the time it
+expires; its writer renews it every quarter of ``heartbeat.expiry-seconds``. An instant
+whose heartbeat is missing or expired is a dead writer's: the next writer to begin settles
+it (``transaction.settle``: rolled back, unless its writer had decided it committed).
+
+A writer never renews a heartbeat that expired in its own view (it was paused: a GC pause,
+SIGSTOP, a suspended VM), so it cannot revive an instant another writer may be rolling back;
+its commit is refused (``Heartbeat.verify``, and the exclusive outcome behind it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from dynbucket.base.errors import ConcurrentWriteError
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import HOODIE_DIR
+
+HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
+
+
+def heartbeat_path(store: TableStore, instant: str) -> str:
+    return store.path(HEARTBEAT_DIR, instant)
+
+
+def expires_at(store: TableStore, instant: str) -> float | None:
+    """When the instant's heartbeat expires (None: it has none, or it cannot be read)."""
+    path = heartbeat_path(store, instant)
+    try:
+        data = store.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return float(json.loads(data)["expires_at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def is_alive(store: TableStore, instant: str, now: float | None = None) -> bool:
+    """Whether the instant's writer beat within its expiry (a pending instant that is not
+    alive was left by a dead or stalled writer)."""
+    expiry = expires_at(store, instant)
+    return expiry is not None and expiry > (time.time() if now is None else now)
+
+
+def forget(store: TableStore, instant: str) -> None:
+    """Removes a settled or finished instant's heartbeat file."""
+    store.delete(heartbeat_path(store, instant))
+
+
+class Heartbeat:
+    """The heartbeat of one instant: ``start()`` writes it and renews it from a thread until
+    ``stop()``, which removes it."""
+
+    def __init__(self, store: TableStore, instant: str, expiry_seconds: float) -> None:
+        if expiry_seconds <= 0:
+            raise ValueError(f"expiry_seconds={expiry_seconds}: must be > 0")
+        self.store = store
+        self.instant = instant
+        self.expiry_seconds = expiry_seconds
+        self._expires_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._beat_once()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"dynbucket-heartbeat-{self.instant}", daemon=True
+        )
+        self._thread.start()
+
+    def verify(self) -> None:
+        """Raises :class:`ConcurrentWriteError` if the heartbeat expired in this writer's
+        own view (another writer may have settled the instant)."""
+        if time.time() >= self._expires_at:
+            raise ConcurrentWriteError(
+                f"instant {self.instant} of {self.store.uri}: its writer stalled past its "
+                f"heartbeat (heartbeat.expiry-seconds={self.expiry_seconds:g}); another "
+                "writer may have rolled it back, so it is not committed"
+            )
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        forget(self.store, self.instant)
+
+    def _beat_once(self) -> None:
+        expires = time.time() + self.expiry_seconds
+        body = json.dumps({"expires_at": expires}).encode()
+        self.store.write_atomic(heartbeat_path(self.store, self.instant), body)
+        self._expires_at = expires
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.expiry_seconds / 4):
+            if time.time() >= self._expires_at:
+                return  # expired in our own view: never revive it
+            try:
+                self._beat_once()
+            except OSError:
+                continue  # the next beat retries; verify() reports a lapse

@@ -1,0 +1,187 @@
+"""Several writers (``OPTIMISTIC_CONCURRENCY_CONTROL``): what a commit checks against the
+instants other writers completed while it was written, in one process, another handle's
+write run just before a write's commit (``_beside``): new keys assigned once, updates that
+do not conflict on merge-on-read, copy-on-write and deletes that do, the retry budget, a
+writer dead with the commit lease and one paused past its heartbeat."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from dynbucket import DynamicBucketIndex, Table, TableOptions
+from dynbucket.base.errors import ConcurrentWriteError, WriteConflictError
+from dynbucket.format.timeline import heartbeat
+from dynbucket.format.timeline.lock import WriterLock
+from dynbucket.format.timeline.transaction import Transaction
+
+SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
+
+
+def _table(tmp_path: Path, table_type: str = "MERGE_ON_READ", **options: Any) -> Table:
+    opts = TableOptions(table_type=table_type, write_concurrency_mode=OCC,
+                        compaction_async=False, clean_automatic=False, **options)  # fmt: skip
+    index = DynamicBucketIndex(max_keys_per_bucket=4)
+    return Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v", index, opts)
+
+
+def _rows(ids: list[str], v: int, day: str = "d1") -> pa.Table:
+    return pa.table({"id": ids, "day": [day] * len(ids), "v": [v] * len(ids)})
+
+
+def _beside(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any], times: int = 1) -> None:
+    """Runs ``other`` (another writer's whole write) just before the next ``times`` commits
+    of this process's writers take the commit lease."""
+    real = Transaction._commit_optimistic
+    left, busy = [times], [False]
+
+    def commit(self: Transaction, metadata: dict[str, Any]) -> dict[str, Any]:
+        if left[0] > 0 and not busy[0]:  # not the other writer's own commit
+            left[0] -= 1
+            busy[0] = True
+            try:
+                other()
+            finally:
+                busy[0] = False
+        return real(self, metadata)
+
+    monkeypatch.setattr(Transaction, "_commit_optimistic", commit)
+
+
+def _retries(caplog: pytest.LogCaptureFixture) -> int:
+    return sum("after a conflict" in r.getMessage() for r in caplog.records)
+
+
+def test_a_new_key_both_writers_insert_gets_one_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    other = Table.open(t.uri)
+    _beside(monkeypatch, lambda: other.upsert(_rows(["k1", "k2"], 1)))
+    done = t.upsert(_rows(["k2", "k3"], 2))
+    assert _retries(caplog) == 1
+    # Written again on the table as the other writer left it: k2 is known there.
+    assert (done.keys_inserted, done.keys_updated) == (1, 1)
+    rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
+    assert rows == {"k1": (1, 0), "k2": (2, 0), "k3": (2, 0)}
+    assert t.check().healthy
+
+
+def test_capacity_holds_when_both_fill_one_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    other = Table.open(t.uri)
+    _beside(monkeypatch, lambda: other.upsert(_rows(["a1", "a2", "a3"], 1)))
+    t.upsert(_rows(["b1", "b2", "b3"], 1))
+    assert _retries(caplog) == 1
+    buckets = sorted((r["_bucket"], r["id"]) for r in t.to_arrow().to_pylist())
+    # Bucket 0 holds 4 keys at most: the second writer's keys spill into bucket 1.
+    assert [b for b, _ in buckets].count(0) == 4 and [b for b, _ in buckets].count(1) == 2
+    assert max(r["keys"] for r in t.stats().to_pylist()) == 4
+
+
+@pytest.mark.parametrize(("table_type", "retried"), [("MERGE_ON_READ", 0), ("COPY_ON_WRITE", 1)])
+def test_updates_of_known_keys_conflict_only_when_a_base_is_rewritten(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    table_type: str,
+    retried: int,
+) -> None:
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path, table_type)
+    t.upsert(_rows(["k1", "k2"], 1))
+    other = Table.open(t.uri)
+    _beside(monkeypatch, lambda: other.upsert(_rows(["k1"], 5)))
+    t.upsert(_rows(["k1", "k2"], 3))  # k1 loses to the other's larger v, k2 wins
+    assert _retries(caplog) == retried
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 5, "k2": 3}
+    assert t.check().healthy
+
+
+def test_a_delete_beside_an_update_of_its_key_conflicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    t.upsert(_rows(["k1", "k2"], 1))
+    other = Table.open(t.uri)
+    _beside(monkeypatch, lambda: other.upsert(_rows(["k1"], 7)))
+    done = t.delete(pa.table({"id": ["k1"], "day": ["d1"]}))
+    assert _retries(caplog) == 1 and done.keys_deleted == 1
+    assert [r["id"] for r in t.to_arrow().to_pylist()] == ["k2"]
+    assert t.check().healthy  # the index's tombstone matches: k1 is in no bucket
+
+
+def test_a_write_that_keeps_conflicting_fails_typed_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = _table(tmp_path, "COPY_ON_WRITE", conflict_retries=2)
+    other = Table.open(t.uri)
+    count = iter(range(100))
+    _beside(monkeypatch, lambda: other.upsert(_rows(["k1"], next(count))), times=3)
+    with pytest.raises(WriteConflictError, match="one a base file"):
+        t.upsert(_rows(["k1"], 50))
+    assert [r["v"] for r in t.to_arrow().to_pylist()] == [2]  # the other's third write
+    assert not t.snapshot().timeline.pending()
+    assert len(t.snapshot().timeline.completed()) == 3
+
+
+def test_a_writer_killed_holding_the_commit_lease_delays_others_a_lease(tmp_path: Path) -> None:
+    t = _table(tmp_path, commit_lease_seconds=1.0)
+    t.upsert(_rows(["k1"], 1))
+    dead = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    assert dead.heartbeat is not None and dead.lock is not None
+    dead.heartbeat._stop.set()  # it dies: no beat, no renewal
+    dead.lock.acquire(instant=dead.id)
+    dead.lock._stop.set()
+    start = time.monotonic()
+    t.upsert(_rows(["k2"], 2))  # waits for the dead lease, then settles its instant
+    assert time.monotonic() - start < 1.0 + 2.0
+    assert dead.id not in {i.id for i in t.snapshot().timeline.instants()}
+    with pytest.raises(ConcurrentWriteError):
+        dead.commit()  # its outcome was decided: rolled back
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["k1", "k2"]
+
+
+def test_a_writer_paused_past_its_heartbeat_is_rolled_back_and_cannot_commit(
+    tmp_path: Path,
+) -> None:
+    t = _table(tmp_path, heartbeat_expiry_seconds=0.5)
+    paused = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    assert paused.heartbeat is not None
+    live = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    assert paused.id in {i.id for i in t.snapshot().timeline.pending()}  # alive: kept
+    live.abort()
+    paused.heartbeat._stop.set()  # SIGSTOP: no beat
+    time.sleep(0.6)
+    assert not heartbeat.is_alive(t._store, paused.id)
+    t.upsert(_rows(["k1"], 1))  # begins: settles the dead instant
+    assert paused.id not in {i.id for i in t.snapshot().timeline.instants()}
+    with pytest.raises(ConcurrentWriteError, match="heartbeat"):
+        paused.commit()
+    assert [r["id"] for r in t.to_arrow().to_pylist()] == ["k1"]
+
+
+def test_a_writer_waits_for_another_writers_commit_lease_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    t = _table(tmp_path)
+    holder = WriterLock.for_table(t._store, t._spec.options.lease())
+    holder.acquire()
+    threading.Timer(0.5, holder.release).start()
+    start = time.monotonic()
+    t.upsert(_rows(["k1"], 1))
+    assert time.monotonic() - start >= 0.4
+    assert [r["id"] for r in t.to_arrow().to_pylist()] == ["k1"]
