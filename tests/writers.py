@@ -13,13 +13,18 @@ import json
 import logging
 import os
 import random
+import signal
+import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from dynbucket import Table
+from dynbucket import DynamicBucketIndex, Table, TableOptions
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -27,6 +32,9 @@ SCHEMA = pa.schema(
 REGIONS = ["eu", "us", "ap"]
 KEYS = 40
 WRITERS_MAX = 8
+WRITERS = 3
+WRITES = 8
+HEARTBEAT = 2.0
 
 
 def region_of(key: int) -> str:
@@ -58,7 +66,6 @@ def records(batch: list[dict[str, Any]]) -> pa.Table:
 
 def main(argv: list[str]) -> None:
     path, writer, seed, writes, log = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
-    rng = random.Random(seed * 1000 + writer)
     # Conflicts and retries, on stderr for the test to count.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("dynbucket.write.retry").setLevel(logging.INFO)
@@ -66,16 +73,198 @@ def main(argv: list[str]) -> None:
     while not os.path.exists(log + ".go"):  # every writer starts at once
         time.sleep(0.01)
     try:
-        with open(log, "a") as out:
-            for step in range(writes):
-                batch = batch_of(rng, writer, step)
-                out.write(json.dumps({"issued": batch}) + "\n")
-                out.flush()
-                done = table.upsert(records(batch))
-                out.write(json.dumps({"acked": step, "instant": done.instant}) + "\n")
-                out.flush()
+        write_batches(table, writer, seed, writes, log)
     finally:
         table.close()
+
+
+# --- the model run (the parent's side) ----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFLICTS: list[int] = []  # per run: writes run again after a conflict (a figure)
+
+
+def options(rng: random.Random) -> TableOptions:
+    return TableOptions(
+        table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
+        write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL",
+        heartbeat_expiry_seconds=HEARTBEAT,
+        commit_lease_seconds=1.0,
+        compaction_delta_commits=2,
+        clean_max_commits=2,
+        cleaner_commits_retained=2,
+        keep_min_commits=4,
+        keep_max_commits=6,
+    )
+
+
+def _spawn(path: str, writer: int, seed: int, log: Path) -> subprocess.Popen[bytes]:
+    args = [path, str(writer), str(seed), str(WRITES), str(log)]
+    cmd = [sys.executable, "-m", "tests.writers", *args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _faults(rng: random.Random, procs: list[subprocess.Popen[bytes]]) -> int | None:
+    """SIGSTOPs (some past the heartbeat's expiry) and one SIGKILL, until every writer ends;
+    returns the killed writer."""
+    killed = None
+    while any(p.poll() is None for p in procs):
+        time.sleep(rng.uniform(0.3, 1.5))
+        alive = [i for i, p in enumerate(procs) if p.poll() is None]
+        if not alive:
+            break
+        victim = rng.choice(alive)
+        if killed is None and rng.random() < 0.3:
+            procs[victim].send_signal(signal.SIGKILL)
+            killed = victim
+            continue
+        procs[victim].send_signal(signal.SIGSTOP)
+        time.sleep(rng.choice([0.2, HEARTBEAT + 1.0]))
+        procs[victim].send_signal(signal.SIGCONT)
+    return killed
+
+
+Op = tuple[int, int, bool, bool]  # (ts, v, deleted, acknowledged)
+State = tuple[int, int] | None  # the key's row: (ts, v), or none
+
+
+def _ops(logs: list[Path]) -> dict[str, list[list[Op]]]:
+    """Key -> each writer's ops on it, in the writer's order."""
+    out: dict[str, list[list[Op]]] = {}
+    for w, log in enumerate(logs):
+        batch: list[dict[str, Any]] = []
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        for i, entry in enumerate(lines):
+            if "issued" not in entry:
+                continue
+            batch = entry["issued"]
+            acknowledged = i + 1 < len(lines) and "acked" in lines[i + 1]
+            for op in batch:
+                per = out.setdefault(op["id"], [[] for _ in logs])
+                per[w].append((op["ts"], op["v"], op["deleted"], acknowledged))
+    return out
+
+
+def _apply(state: State, op: Op) -> State:
+    """One committed op, as a single writer applies it: the larger ordering value wins (a
+    delete that loses is stale); a deleted key takes any record again."""
+    ts, v, deleted, _ = op
+    if state is not None and ts < state[0]:
+        return state
+    return None if deleted else (ts, v)
+
+
+def _possible(per_writer: list[list[Op]]) -> set[State]:
+    """The rows some order of the committed ops leaves (each writer's ops in its order; an
+    op not acknowledged may be left out)."""
+    memo: dict[tuple[tuple[int, ...], State], set[State]] = {}
+
+    def walk(pos: tuple[int, ...], state: State) -> set[State]:
+        key = (pos, state)
+        if key in memo:
+            return memo[key]
+        out: set[State] = set()
+        ended = True
+        for w, ops in enumerate(per_writer):
+            if pos[w] == len(ops):
+                continue
+            ended = False
+            op = ops[pos[w]]
+            nxt = pos[:w] + (pos[w] + 1,) + pos[w + 1 :]
+            out |= walk(nxt, _apply(state, op))
+            if not op[3]:
+                out |= walk(nxt, state)
+        if ended:
+            out.add(state)
+        memo[key] = out
+        return out
+
+    return walk(tuple(0 for _ in per_writer), None)
+
+
+def run_model(
+    uri: str,
+    seed: int,
+    logs_dir: Path,
+    spark_writes: Callable[[Path], None] | None = None,
+) -> Table:
+    """Creates a table at ``uri``, runs ``WRITERS`` writer processes on it (or one fewer and
+    ``spark_writes(log)`` in this process, as writer ``WRITERS - 1``: a Spark writer beside
+    them) under SIGSTOPs and a SIGKILL, and checks the table against the model (the
+    module doc of ``tests/property/test_writers_model.py``); returns it, open."""
+    rng = random.Random(seed)
+    cap = rng.choice([3, 5, 8])
+    Table.create(uri, SCHEMA, "id", "region", "ts", DynamicBucketIndex(max_keys_per_bucket=cap),
+                 options(rng)).close()  # fmt: skip
+    logs = [logs_dir / f"writer{w}.log" for w in range(WRITERS)]
+    spawned = WRITERS - 1 if spark_writes else WRITERS
+    procs = [_spawn(uri, w, seed, logs[w]) for w in range(spawned)]
+    time.sleep(1.5)  # imports and Table.open
+    for log in logs:
+        Path(f"{log}.go").touch()
+    try:
+        if spark_writes is not None:
+            beside = threading.Thread(target=spark_writes, args=(logs[-1],))
+            beside.start()
+        killed = _faults(rng, procs)
+        for p in procs:
+            p.wait(timeout=300)
+        if spark_writes is not None:
+            beside.join(timeout=600)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+    errors = [p.stderr.read().decode() if p.stderr else "" for p in procs]
+    for w, p in enumerate(procs):
+        if w != killed:
+            assert p.returncode == 0, errors[w][-3000:]
+    CONFLICTS.append(sum(e.count("after a conflict") for e in errors))
+    if spark_writes is not None:
+        assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
+    time.sleep(HEARTBEAT + 0.5)  # the killed writer's instant is a dead one's now
+    table = Table.open(uri)
+    table.rollback()
+    table.wait_for_services()
+    ops = _ops(logs)
+    rows = table.to_arrow().to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a key has two rows"
+    by_key = {r["id"]: r for r in rows}
+    assert set(by_key) <= set(ops)
+    for key, per_writer in sorted(ops.items()):
+        row = by_key.get(key)
+        found = (row["ts"], row["v"]) if row is not None else None
+        assert found in _possible(per_writer), f"{key}: {found}, ops {per_writer}"
+        if row is not None:
+            assert row["region"] == region_of(int(key[1:]))
+    per_bucket = [r["keys"] for r in table.stats().to_pylist()]
+    assert max(per_bucket, default=0) <= cap
+    report = table.check()
+    assert report.healthy, [str(f) for f in report.findings]
+    return table
+
+
+def write_batches(
+    table: Table,
+    writer: int,
+    seed: int,
+    writes: int,
+    log: str,
+    given: Callable[[pa.Table], Any] = lambda rows: rows,
+) -> None:
+    """Writer ``writer``'s batches into ``table``, logged (the module doc); ``given`` makes
+    the input of a batch's records (a Spark DataFrame: a Spark writer)."""
+    rng = random.Random(seed * 1000 + writer)
+    with open(log, "a") as out:
+        for step in range(writes):
+            batch = batch_of(rng, writer, step)
+            out.write(json.dumps({"issued": batch}) + "\n")
+            out.flush()
+            done = table.upsert(given(records(batch)))
+            out.write(json.dumps({"acked": step, "instant": done.instant}) + "\n")
+            out.flush()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from typing import Any
 
 from dynbucket.actors.assigner import NO_CHECKPOINT
 from dynbucket.actors.checkpoints import Assigners
+from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.timeline.timeline import Timeline
@@ -145,9 +146,16 @@ class InstantWrite:
     ) -> None:
         if self._done:
             return
+        fenced = exc is not None and not isinstance(exc, ConcurrentWriteError) and self.txn.fenced()
         self.txn.abort()
         if self._assigners is not None:
             self._assigners.abort(self.checkpoint)
+        if fenced:
+            raise ConcurrentWriteError(
+                f"instant {self.id} of {self.txn.store.uri} was rolled back by another writer "
+                f"while this one stalled past its heartbeat; its write failed after ({exc}); "
+                "none of it is committed"
+            ) from exc
 
 
 def new_keys(data: list[WrittenFile]) -> dict[str, dict[int, int]]:

@@ -3,11 +3,14 @@ every exclusive create is a conditional write, and Hudi's reader reads what we w
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pytest
 
 from dynbucket.options import DynamicBucketIndex, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime
@@ -15,6 +18,7 @@ from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 from tests.integration.invariants import checked_live_rows
 from tests.s3 import S3Server
+from tests.writers import run_model
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -168,3 +172,16 @@ def test_no_folder_objects_after_writes_deletes_and_services(s3_server: S3Server
     assert [k for k in keys if k.endswith("/")] == []
     assert not [k for k in keys if "/day=d9/" in k]
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 3, "c": 4}
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("DYNBUCKET_WRITERS_RUNS", "1"))))
+def test_several_writers_on_s3_match_the_model(
+    s3_server: S3Server, tmp_path: Path, seed: int
+) -> None:
+    """Three writer processes on one S3 table at once, SIGSTOPped and one SIGKILLed: the
+    model of ``tests/property/test_writers_model.py`` holds, and hudi-rs reads the same."""
+    table = run_model(s3_server.uri(), seed, tmp_path)
+    try:
+        check_hudi_reads(table, time_travel=False)
+    finally:
+        table.close()

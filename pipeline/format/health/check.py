@@ -45,7 +45,7 @@ from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec, load_table
-from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline import heartbeat, outcome
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     HUDI_ACTIONS,
@@ -189,6 +189,11 @@ def _instants(
             )
     unplanned = [i for i in all_pending if i.action in DETACHED_ACTIONS and i not in beside]
     pending = [i for i in all_pending if i.action not in DETACHED_ACTIONS] + unplanned
+    if spec.options.optimistic:  # several writers: one whose heartbeat beats is writing
+        live = [i.id for i in pending if heartbeat.is_alive(store, i.id)]
+        if live:
+            report.notes.append(f"instant(s) {live} are being written (their heartbeats beat)")
+        pending = [i for i in pending if i.id not in live]
     if pending:
         holder = WriterLock(store).holder()
         if holder is not None:

@@ -282,7 +282,10 @@ class WriteBatch:
         store = self.store
         if not store.is_local:  # no folders to make on an object store: a PUT is enough
             write(path)
-            return int(store.fs.get_file_info(path).size)
+            size = store.fs.get_file_info(path).size
+            if size is None:  # removed at once (a rollback of a writer that stalled)
+                raise FileNotFoundError(f"{path}: gone as soon as it was written")
+            return int(size)
         store.fs.create_dir(posixpath.dirname(path), recursive=True)
         tmp = store._temporary(path)
         with self._lock:

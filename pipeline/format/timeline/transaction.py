@@ -317,6 +317,19 @@ class Transaction:
             self._release()
         return body
 
+    def fenced(self) -> bool:
+        """Several writers: whether this instant's heartbeat lapsed in this writer's view, or
+        another writer decided it rolled back (this one stalled: whatever failed in its
+        write since, it is a conflict to write again, not a fault)."""
+        if self.heartbeat is None:
+            return False
+        try:
+            self.heartbeat.verify()
+        except ConcurrentWriteError:
+            return True
+        found = outcome.read(self.store, self.id)
+        return found is not None and found.state == outcome.ROLLED_BACK
+
     def _commit_optimistic(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """Several writers: takes the lease (naming this instant, so a writer taking it over
         settles this instant first), checks this instant against every instant completed

@@ -164,9 +164,12 @@ def test_a_writer_paused_past_its_heartbeat_is_rolled_back_and_cannot_commit(
     live = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
     assert paused.id in {i.id for i in t.snapshot().timeline.pending()}  # alive: kept
     live.abort()
+    report = t.check()  # a live writer's instant is no finding
+    assert report.healthy and any("being written" in n for n in report.notes)
     paused.heartbeat._stop.set()  # SIGSTOP: no beat
     time.sleep(0.6)
     assert not heartbeat.is_alive(t._store, paused.id)
+    assert any("left pending" in str(f) for f in t.check().findings)
     t.upsert(_rows(["k1"], 1))  # begins: settles the dead instant
     assert paused.id not in {i.id for i in t.snapshot().timeline.instants()}
     with pytest.raises(ConcurrentWriteError, match="heartbeat"):
