@@ -323,6 +323,19 @@ def _bench_global(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_writers(args: argparse.Namespace) -> int:
+    from dynbucket.bench import writers
+
+    if not args.spark:
+        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir)
+        return 0
+    from dynbucket.runtime import Runtime
+
+    with Runtime() as rt:
+        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir, rt)
+    return 0
+
+
 def _bench_assigner(args: argparse.Namespace) -> int:
     from dynbucket.bench import assigner
 
@@ -578,6 +591,24 @@ def parser() -> argparse.ArgumentParser:
     glb.add_argument("--workdir", default=None, help="where to build the table (temporary)")
     glb.add_argument("--keep", default=None, help="build the table here once and keep it")
     glb.set_defaults(func=_bench_global)
+    wrt = bench_sub.add_parser(
+        "writers",
+        help="1, 2 and 4 writers into one table at once (several writers: throughput, "
+        "conflicts, where the time goes)",
+        parents=[loud],
+    )
+    wrt.add_argument("--keys", type=_count, default=200_000, help="keys in the table first")
+    wrt.add_argument("--rows", type=_count, default=20_000, help="rows per write")
+    wrt.add_argument("--writes", type=int, default=10, help="writes per writer")
+    wrt.add_argument(
+        "--counts",
+        type=lambda t: [int(x) for x in t.split(",")],
+        default=[1, 2, 4],
+        help="writer counts, side by side",
+    )
+    wrt.add_argument("--spark", action="store_true", help="Spark writers (threads of one driver)")
+    wrt.add_argument("--workdir", default=None, help="where to write the tables (temporary)")
+    wrt.set_defaults(func=_bench_writers)
     up = bench_sub.add_parser(
         "upsert", help="1M-row upserts into 5M/50M-row tables vs peers", parents=[loud]
     )

@@ -1,0 +1,199 @@
+"""``dynbucket bench writers``: 1, 2 and 4 writers into one table at once, side by side.
+
+Per writer count, a fresh table (``OPTIMISTIC_CONCURRENCY_CONTROL``, merge-on-read, services
+on) holding ``keys`` keys over four partitions; every writer, a process of its own, makes
+``writes`` upserts of ``rows`` rows each: half known keys (any writer's), half new keys
+(its own range, into the same partitions: the writers fill the same buckets). Reported:
+rows per second over all writers (first write started to last write returned), its ratio
+to one writer's, the writes run again after a conflict, and where a writer's time goes
+(the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
+wait for another writer's commit lease and the conflict checks).
+
+``--spark`` runs the writers as threads of one driver sharing one Runtime (Spark on Ray),
+each with its own table handle and slot fleet, instead of in-process writer processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.bench.report import Measurement, print_report
+from dynbucket.format.table.options import TableOptions
+from dynbucket.table import Table
+
+PARTITIONS = 4
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("v", pa.int64())])
+
+
+class _Conflicts(logging.Handler):
+    """Counts the writes run again after a conflict (the retry policy's log line)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "after a conflict" in record.getMessage():
+            self.count += 1
+
+
+def _rows(ids: np.ndarray, step: int) -> pa.Table:
+    return pa.table(
+        {"id": ids, "p": (ids % PARTITIONS).astype(np.int32), "v": np.full(len(ids), step)},
+        schema=SCHEMA,
+    )
+
+
+def _batches(writer: int, keys: int, rows: int, writes: int) -> list[pa.Table]:
+    rng = np.random.default_rng(writer)
+    out = []
+    for step in range(writes):
+        known = rng.choice(keys, rows // 2, replace=False).astype(np.int64)
+        first = keys + (writer * writes + step) * rows
+        new = np.arange(first, first + rows - len(known), dtype=np.int64)
+        out.append(_rows(np.concatenate([known, new]), step + 1))
+    return out
+
+
+def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
+    handler = _Conflicts()
+    logger = logging.getLogger("dynbucket.write.retry")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    laps: Counter[str] = Counter()
+    start = time.perf_counter()
+    try:
+        for batch in batches:
+            done = table.upsert(batch)
+            laps.update(done.seconds)
+    finally:
+        logger.removeHandler(handler)
+    end = time.perf_counter()
+    return {"start": start, "end": end, "laps": dict(laps), "conflicts": handler.count}
+
+
+def _process_writer(uri: str, writer: int, keys: int, rows: int, writes: int, go: Any) -> Any:
+    table = Table.open(uri)
+    batches = _batches(writer, keys, rows, writes)
+    go.wait()
+    try:
+        out = _write_all(table, batches)
+    finally:
+        table.close()
+    # perf_counter is per process on some systems: wall time for the run's span.
+    span = out["end"] - out["start"]
+    out["end"] = time.time()
+    out["start"] = out["end"] - span
+    return out
+
+
+def _table(folder: str, n: int, keys: int) -> str:
+    uri = str(Path(folder) / f"writers{n}")
+    table = Table.create(
+        uri,
+        SCHEMA,
+        "id",
+        "p",
+        "v",
+        DynamicBucketOptions(max_keys_per_bucket=max(1000, keys // 8)),
+        TableOptions(write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL"),
+    )
+    table.upsert(_rows(np.arange(keys, dtype=np.int64), 0))
+    table.wait_for_services()
+    table.close()
+    return uri
+
+
+def _run_processes(uri: str, n: int, keys: int, rows: int, writes: int) -> list[dict[str, Any]]:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        go = manager.Event()
+        with ctx.Pool(n) as pool:
+            pending = [
+                pool.apply_async(_process_writer, (uri, w, keys, rows, writes, go))
+                for w in range(n)
+            ]
+            time.sleep(3.0)  # imports and Table.open in every writer
+            go.set()
+            return [p.get(timeout=3600) for p in pending]
+
+
+def _run_threads(
+    uri: str, n: int, keys: int, rows: int, writes: int, runtime: Any
+) -> list[dict[str, Any]]:
+    spark = runtime.spark
+    tables = [Table.open(uri, runtime=runtime) for _ in range(n)]
+    frames = [
+        [spark.createDataFrame(b.to_pandas()) for b in _batches(w, keys, rows, writes)]
+        for w in range(n)
+    ]
+    results: list[dict[str, Any]] = [{} for _ in range(n)]
+
+    def one(w: int) -> None:
+        results[w] = _write_all(tables[w], frames[w])
+
+    threads = [threading.Thread(target=one, args=(w,)) for w in range(n)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for table in tables:
+            table.close()
+    if any(not r for r in results):
+        raise RuntimeError("a Spark writer thread failed (see its log)")
+    return results
+
+
+def run(
+    keys: int,
+    rows: int,
+    writes: int,
+    counts: list[int],
+    workdir: str | None = None,
+    runtime: Any = None,
+) -> dict[str, Any]:
+    """Runs the benchmark (``runtime``: Spark writers, module doc) and prints its report."""
+    rows_out = []
+    base = None
+    with tempfile.TemporaryDirectory(dir=workdir) as folder:
+        for n in counts:
+            uri = _table(folder, n, keys)
+            if runtime is None:
+                done = _run_processes(uri, n, keys, rows, writes)
+                clock = "wall"
+            else:
+                done = _run_threads(uri, n, keys, rows, writes, runtime)
+                clock = "perf"
+            span = max(d["end"] for d in done) - min(d["start"] for d in done)
+            total = n * writes * rows
+            laps: Counter[str] = Counter()
+            for d in done:
+                laps.update(d["laps"])
+            per_write = {k: round(v / (n * writes), 3) for k, v in sorted(laps.items())}
+            m = Measurement(f"{n} writer(s)", total, [span])
+            base = base or m.per_second
+            m.extra = {
+                "rows/s": round(m.per_second),
+                "vs 1 writer": round(m.per_second / base, 2),
+                "conflicts": sum(d["conflicts"] for d in done),
+                "seconds per write": per_write,
+                "clock": clock,
+            }
+            rows_out.append(m)
+    engine = "spark" if runtime is not None else "in process"
+    return print_report(
+        f"writers ({engine})", "rows", rows_out, keys=keys, rows_per_write=rows, writes=writes
+    )
