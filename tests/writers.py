@@ -132,7 +132,8 @@ def _ops(logs: list[Path]) -> dict[str, list[list[Op]]]:
     """Key -> each writer's ops on it, in the writer's order."""
     out: dict[str, list[list[Op]]] = {}
     for w, log in enumerate(logs):
-        batch: list[dict[str, Any]] = []
+        if not log.exists():
+            continue  # killed before its first write
         lines = [json.loads(line) for line in log.read_text().splitlines()]
         for i, entry in enumerate(lines):
             if "issued" not in entry:

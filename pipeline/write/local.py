@@ -69,15 +69,16 @@ class LocalWriter:
         rows = prepare(spec, data, deletes=op.deletes, insert=op.refuses_known, kept=kept)
         laps.lap("prepare")
 
+        retries = FILE_RETRIES.with_conflicts(spec.options)
+
         def again(error: BaseException) -> None:
-            if not after_conflict(error):
+            if not after_conflict(error, retries.retried):
                 log.warning("a file this write read is gone (%s); writing again", error)
             if isinstance(self.scheme, InProcessSlots):
                 self.scheme.reset()  # what a slot bootstrapped may be of the old view
             self.caches.emptied(None)
 
         try:
-            retries = FILE_RETRIES.with_conflicts(spec.options)
             return retries.run(lambda: self._write(rows, op, slots, laps, kept, schema), again)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e

@@ -34,6 +34,8 @@ class RetryPolicy:
         if any(n < 0 for n in budgets.values()):
             raise ValueError(f"retry budgets must be >= 0, got {dict(budgets)}")
         self.budgets = dict(budgets)
+        self.retried = 0
+        """Retries of the cause being retried, this one included (read in ``before_retry``)."""
 
     def run(self, attempt: Callable[[], T], before_retry: Callable[[BaseException], None]) -> T:
         """``attempt()`` until it returns; ``before_retry(error)`` runs before each retry."""
@@ -46,6 +48,7 @@ class RetryPolicy:
                 if left[cause] == 0:
                     raise
                 left[cause] -= 1
+                self.retried = self.budgets[cause] - left[cause]
                 before_retry(e)
 
     def with_conflicts(self, options: TableOptions) -> RetryPolicy:
@@ -56,13 +59,14 @@ class RetryPolicy:
         return RetryPolicy({**self.budgets, ConcurrentWriteError: options.conflict_retries})
 
 
-def after_conflict(error: BaseException) -> bool:
-    """Before a write runs again: whether ``error`` was a conflict with another writer
-    (then it waits a moment, so that writers that keep meeting spread out)."""
+def after_conflict(error: BaseException, retried: int = 1) -> bool:
+    """Before a write runs again: whether ``error`` was a conflict with another writer;
+    then it waits a random moment, longer after each of its conflicts (up to 2 s), so that
+    writers that keep meeting spread out and a slow one gets its turn."""
     if not isinstance(error, ConcurrentWriteError):
         return False
     log.info("writing again after a conflict with another writer: %s", error)
-    time.sleep(random.uniform(0.0, 0.25))
+    time.sleep(random.uniform(0.0, min(2.0, 0.05 * 2**retried)))
     return True
 
 

@@ -150,8 +150,10 @@ class SparkWriter:
         def attempt() -> WriteResult:
             return self._write(df, op, slots, stream, file_stream, partial)
 
+        retries = WRITE_RETRIES.with_conflicts(self.spec.options)
+
         def before_retry(error: BaseException) -> None:
-            if after_conflict(error):
+            if after_conflict(error, retries.retried):
                 return  # the next attempt's caches follow the table (CacheMatch)
             if isinstance(error, FileNotFoundError):
                 log.warning("a file this write read is gone (%s); writing again", error)
@@ -160,7 +162,7 @@ class SparkWriter:
             self.close()  # a new fleet: nothing of the old view stays cached
 
         try:
-            return WRITE_RETRIES.with_conflicts(self.spec.options).run(attempt, before_retry)
+            return retries.run(attempt, before_retry)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 

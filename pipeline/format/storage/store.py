@@ -15,6 +15,7 @@ import os
 import posixpath
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -89,8 +90,19 @@ class TableStore:
         return self.fs.get_file_info(path).type == pafs.FileType.File
 
     def read_bytes(self, path: str) -> bytes:
-        with self.fs.open_input_stream(path) as f:
-            return bytes(f.read())
+        """A whole (small) file. On an object store a read cut short (the connection reset,
+        or the process stopped and continued mid-response) is made again, twice at most."""
+        for attempt in range(3):
+            try:
+                with self.fs.open_input_stream(path) as f:
+                    return bytes(f.read())
+            except FileNotFoundError:
+                raise
+            except OSError:
+                if self.is_local or attempt == 2:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def read_buffer(self, path: str) -> pa.Buffer:
         """A whole file as an Arrow buffer: memory-mapped locally (no copy: the page cache

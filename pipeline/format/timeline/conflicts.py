@@ -20,6 +20,11 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
    from the data files of the groups concerned only.
 5. Archival moved an instant off the timeline that this write never saw: it cannot be
    checked, so it conflicts.
+6. A compaction, log compaction or index compaction younger than this instant (planned
+   after it began), pending or completed: readers skip what it restates by instant range
+   (a merged log, a merged index delta, a new base), and its planner never saw this
+   instant's log or index delta in that range: conflict (written again, the write's new
+   instant is younger than the service's).
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ class Footprint:
     """Groups that gained new keys (by bucket)."""
     deleted: dict[Group, set[str]] = field(default_factory=dict)
     """Group -> record keys it deleted."""
+    indexed: set[str] = field(default_factory=set)
+    """Partitions it wrote index entries of."""
 
     def add_data(self, partition: str, f: DataFile) -> None:
         group = group_of(partition, f.file_id)
@@ -80,6 +87,7 @@ class Footprint:
         self.data.setdefault(group, []).append(f)
 
     def add_index(self, spec: TableSpec, partition: str, path: str, store: Any) -> None:
+        self.indexed.add(partition)
         fields = [*spec.record_key, HASH, BUCKET, OP]
         entries = pq.read_table(path, columns=fields, filesystem=store.fs)
         if not entries.num_rows:
@@ -106,7 +114,8 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> None
     floor = timeline.archived().floor
     if tx.unseen_from is not None and floor and floor >= tx.unseen_from:
         _refuse(tx, floor, "archival moved instants this write never saw off the timeline")
-    if not theirs:
+    younger = [i for i in timeline.pending() if i.id > tx.id]
+    if not theirs and not younger:
         return
     mine = _own_footprint(tx)
     for instant in theirs:
@@ -115,8 +124,28 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> None
             if both := mine.logs & (rewritten.bases | rewritten.logs):
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
+        elif instant.action == "index-compaction" and instant.id > tx.id:
+            merged = set(timeline.metadata(instant).get("partitions") or [])
+            _refuse_index(tx, instant, mine, merged)
         elif instant.action == "commit":
             _check_write(tx, timeline, instant, mine, metadata)
+    # 6.
+    for instant in younger:
+        plan = timeline.plan(instant)
+        if instant.action in _COMPACTIONS:
+            planned = {group_of(g[0], g[1]) for g in plan.get("groups", [])}
+            if both := mine.logs & planned:
+                why = f"it plans file group(s) {_few(both)} without this write's log there"
+                _refuse(tx, instant.id, why)
+        elif instant.action == "index-compaction":
+            merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
+            _refuse_index(tx, instant, mine, merged)
+
+
+def _refuse_index(tx: Transaction, instant: Instant, mine: Footprint, merged: set[str]) -> None:
+    if both := mine.indexed & merged:
+        why = f"it merges the index of {_few(both)} without this write's entries"
+        _refuse(tx, instant.id, why)
 
 
 def _check_write(
@@ -187,7 +216,10 @@ def _footprint(
         for path in extra_of(doc).get("index-files", []):
             full = tx.store.path(path)
             partition = posixpath.dirname(full[len(rli) :])
-            out.add_index(tx.spec, partition, full, tx.store)
+            try:
+                out.add_index(tx.spec, partition, full, tx.store)
+            except FileNotFoundError:  # merged and cleaned since: not checkable
+                _refuse(tx, instant.id, f"its index entries of {partition} were cleaned")
     return out
 
 

@@ -286,19 +286,16 @@ class Transaction:
         """Publishes the instant atomically; returns its metadata."""
         if self.done:
             raise CommitFailedError(f"instant {self.instant.id} is already finished")
+        metadata = metadata or {}
         if self.lock is None:
-            return self._commit_detached(metadata or {})
-        if self.heartbeat is not None:
-            return self._commit_optimistic(metadata or {})
+            return self._commit_detached(metadata)
         try:
-            self.lock.verify()
-            found = latest_write(self.timeline.completed())
-            if found != self.expected:
-                raise ConcurrentWriteError(
-                    f"commit of {self.instant.id} expected the latest completed instant to be "
-                    f"{self.expected}, found {found}: another writer committed in between"
-                )
-            body = self._document(metadata or {})
+            if self.heartbeat is not None:
+                self._check_beside_writers(metadata)
+            else:
+                self._check_alone()
+            body = self._document(metadata)
+            assert self.lock is not None
             outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
         except BaseException as e:
             self.abort()
@@ -317,6 +314,32 @@ class Transaction:
             self._release()
         return body
 
+    def _check_alone(self) -> None:
+        """One writer: the lease is still ours and the timeline still ends at the noted
+        instant."""
+        assert self.lock is not None
+        self.lock.verify()
+        found = latest_write(self.timeline.completed())
+        if found != self.expected:
+            raise ConcurrentWriteError(
+                f"commit of {self.instant.id} expected the latest completed instant to be "
+                f"{self.expected}, found {found}: another writer committed in between"
+            )
+
+    def _check_beside_writers(self, metadata: dict[str, Any]) -> None:
+        """Several writers: takes the lease (naming this instant, so a writer taking it over
+        settles this instant first) and checks this instant against every instant completed
+        since it began (``conflicts.check``: ``WriteConflictError``)."""
+        assert self.lock is not None and self.heartbeat is not None
+        self.heartbeat.verify()
+        self.lock.acquire(instant=self.id)
+        timeline = Timeline(self.store, self.spec.options.merge_on_read)
+        _settle_superseded(self.store, timeline, self.lock)
+        self.lock.verify()
+        self.heartbeat.verify()
+        conflicts.check(self, timeline, metadata)
+        self.timeline = timeline  # the completion time follows what is on it now
+
     def fenced(self) -> bool:
         """Several writers: whether this instant's heartbeat lapsed in this writer's view, or
         another writer decided it rolled back (this one stalled: whatever failed in its
@@ -329,40 +352,6 @@ class Transaction:
             return True
         found = outcome.read(self.store, self.id)
         return found is not None and found.state == outcome.ROLLED_BACK
-
-    def _commit_optimistic(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        """Several writers: takes the lease (naming this instant, so a writer taking it over
-        settles this instant first), checks this instant against every instant completed
-        since it began (``conflicts.check``: ``WriteConflictError``), then the commit point
-        and the publish, as a single writer does."""
-        assert self.lock is not None and self.heartbeat is not None
-        try:
-            self.heartbeat.verify()
-            self.lock.acquire(instant=self.id)
-            timeline = Timeline(self.store, self.spec.options.merge_on_read)
-            _settle_superseded(self.store, timeline, self.lock)
-            self.lock.verify()
-            self.heartbeat.verify()
-            conflicts.check(self, timeline, metadata)
-            self.timeline = timeline  # the completion time follows what is on it now
-            body = self._document(metadata)
-            outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
-        except BaseException as e:
-            self.abort()
-            if isinstance(e, CommitFailedError | ConcurrentWriteError):
-                raise
-            raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
-        self.done = True
-        try:
-            _publish(self.store, self.timeline, self.instant, body)
-        except Exception as e:
-            raise CommitFailedError(
-                f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
-                "readers see it once the next writer (or `dynbucket rollback`) publishes it"
-            ) from e
-        finally:
-            self._release()
-        return body
 
     def _commit_detached(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """Completes a detached instant; another executor of the same plan may have

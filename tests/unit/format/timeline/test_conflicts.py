@@ -40,10 +40,10 @@ def _rows(ids: list[str], v: int, day: str = "d1") -> pa.Table:
 def _beside(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any], times: int = 1) -> None:
     """Runs ``other`` (another writer's whole write) just before the next ``times`` commits
     of this process's writers take the commit lease."""
-    real = Transaction._commit_optimistic
+    real = Transaction._check_beside_writers
     left, busy = [times], [False]
 
-    def commit(self: Transaction, metadata: dict[str, Any]) -> dict[str, Any]:
+    def commit(self: Transaction, metadata: dict[str, Any]) -> None:
         if left[0] > 0 and not busy[0]:  # not the other writer's own commit
             left[0] -= 1
             busy[0] = True
@@ -51,9 +51,9 @@ def _beside(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any], times: in
                 other()
             finally:
                 busy[0] = False
-        return real(self, metadata)
+        real(self, metadata)
 
-    monkeypatch.setattr(Transaction, "_commit_optimistic", commit)
+    monkeypatch.setattr(Transaction, "_check_beside_writers", commit)
 
 
 def _retries(caplog: pytest.LogCaptureFixture) -> int:
