@@ -18,9 +18,10 @@ import pytest
 
 from dynbucket import DynamicBucketIndex, Table, TableOptions
 from dynbucket.base.errors import ConcurrentWriteError, WriteConflictError
+from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.timeline import heartbeat
 from dynbucket.format.timeline.lock import WriterLock
-from dynbucket.format.timeline.transaction import Transaction
+from dynbucket.format.timeline.transaction import Transaction, schedule
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
@@ -188,3 +189,38 @@ def test_a_writer_waits_for_another_writers_commit_lease_instead_of_failing(
     t.upsert(_rows(["k1"], 1))
     assert time.monotonic() - start >= 0.4
     assert [r["id"] for r in t.to_arrow().to_pylist()] == ["k1"]
+
+
+@pytest.mark.parametrize("action", ["logcompaction", "index-compaction"])
+def test_a_service_planned_after_a_write_began_makes_its_commit_write_again(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    action: str,
+) -> None:
+    """A log compaction (index compaction) planned while a write is written, without the
+    write's log (index delta), would hide it once it completes: readers skip what a merged
+    log restates by instant range. The write's commit conflicts, and it is written again
+    under a younger instant than the service's."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    t.upsert(_rows(["k1", "k2"], 1))
+    partition = "day=d1"
+    file_id = data_files(t._store, partition)[0].file_id
+    plans = {
+        "logcompaction": {"groups": [[partition, file_id, "", [], ""]]},
+        "index-compaction": {"partitions": [partition], "merges": {}},
+    }
+    planned: list[str] = []
+
+    def plan_service() -> None:
+        operation = "logcompact" if action == "logcompaction" else "index-compaction"
+        found = schedule(t._store, t._spec, action, operation, lambda txn: plans[action])
+        assert found is not None
+        planned.append(found)
+
+    _beside(monkeypatch, plan_service)
+    done = t.upsert(_rows(["k1", "k3"], 2))  # a log in k1's group, a new key's index entry
+    assert _retries(caplog) == 1
+    assert done.instant > planned[0]  # written again, younger than the service
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 2, "k2": 1, "k3": 2}
