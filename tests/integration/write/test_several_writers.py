@@ -28,7 +28,8 @@ def test_a_spark_writer_beside_writer_processes_matches_the_model(
     def spark_writes(log: Path) -> None:
         table = Table.open(uri, runtime=runtime)
         try:
-            write_batches(table, WRITERS - 1, seed, WRITES, str(log), _frame(spark))
+            # Half the processes' writes: a Spark-task write takes seconds, theirs a tenth.
+            write_batches(table, WRITERS - 1, seed, WRITES // 2, str(log), _frame(spark))
         finally:
             table.close()
 
@@ -63,7 +64,7 @@ def test_two_streams_into_one_table_commit_each_batch_once(
     for s, first in (("a", 0), ("b", 3)):
         folder = tmp_path / s
         folder.mkdir()
-        for b in range(3):
+        for b in range(2):
             ids = [f"k{i}" for i in range(first + b * 5, first + b * 5 + 10)]
             ts = 2 * b + (s == "b")
             rows = {"id": ids, "day": ["d0"] * 10, "v": [ts * 100] * 10, "ts": [ts] * 10}
@@ -100,10 +101,10 @@ def test_two_streams_into_one_table_commit_each_batch_once(
             found = [timeline.metadata(i).get("stream") for i in timeline.completed("commit")]
             return sorted((b["id"], b["batch"]) for b in found if b)
 
-        assert committed() == sorted((f"s{s}", b) for s in "ab" for b in range(3))
+        assert committed() == sorted((f"s{s}", b) for s in "ab" for b in range(2))
         for q in [query(0, "a"), query(1, "b")]:  # restarted: nothing new
             q.awaitTermination()
-        assert len(committed()) == 6
+        assert len(committed()) == 4
         assert max(r["keys"] for r in t.stats().to_pylist()) <= 4
         assert t.check().healthy
     finally:
