@@ -9,6 +9,10 @@ to one writer's, the writes run again after a conflict, and where a writer's tim
 (the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
 wait for another writer's commit lease and the conflict checks).
 
+Then a writer killed (SIGKILL) at the two points that matter: holding the commit lease
+(committing), and in the middle of its write; reported: how long the next write of
+another writer took, against the same write with nobody killed.
+
 ``--spark`` runs the writers as threads of one driver sharing one Runtime (Spark on Ray),
 each with its own table handle and slot fleet, instead of in-process writer processes.
 """
@@ -157,6 +161,45 @@ def _run_threads(
     return results
 
 
+def _dies(uri: str, holding: bool, ready: Any) -> None:
+    """A writer that begins an instant (and, ``holding``, takes the commit lease naming it,
+    as a commit does) and then waits to be killed."""
+    from dynbucket.format.timeline.transaction import Transaction
+
+    table = Table.open(uri)
+    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", hold=False)
+    if holding and txn.lock is not None:
+        txn.lock.acquire(instant=txn.id)
+    ready.set()
+    time.sleep(3600)
+
+
+def killed(folder: str) -> list[Measurement]:
+    """The next write's seconds after a writer was SIGKILLed holding the commit lease, and
+    in its write, against the same write with nobody killed (default options)."""
+    uri = _table(folder, 0, 10_000)
+    table = Table.open(uri)
+    batch = _rows(np.arange(10_000, 11_000, dtype=np.int64), 1)
+    out = []
+    try:
+        table.upsert(batch)
+        for case in ("nobody killed", "killed in its write", "killed holding the commit lease"):
+            if case != "nobody killed":
+                ctx = mp.get_context("spawn")
+                ready = ctx.Event()
+                proc = ctx.Process(target=_dies, args=(uri, case.endswith("lease"), ready))
+                proc.start()
+                ready.wait(120)
+                proc.kill()
+                proc.join()
+            start = time.perf_counter()
+            table.upsert(batch)
+            out.append(Measurement(case, len(batch), [time.perf_counter() - start]))
+    finally:
+        table.close()
+    return out
+
+
 def run(
     keys: int,
     rows: int,
@@ -193,6 +236,8 @@ def run(
                 "clock": clock,
             }
             rows_out.append(m)
+        if runtime is None:
+            rows_out += killed(folder)
     engine = "spark" if runtime is not None else "in process"
     return print_report(
         f"writers ({engine})", "rows", rows_out, keys=keys, rows_per_write=rows, writes=writes

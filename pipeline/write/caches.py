@@ -1,7 +1,10 @@
 """When may a writer's assigner caches be trusted: one rule for every writer.
 
 An assigner's caches (one in-process core, or a fleet of slot actors) hold the buckets of
-the keys as of the last data write the writer committed. A write may use them as they are
+the keys as of the last data write the writer committed. With several writers, whose
+instants complete out of id order, "the last data write" is the whole set of completed
+data writes (``Transaction.caches_match``), and caches that missed another writer's
+keys placed beside a commit match nothing. A write may use them as they are
 only when the latest completed data write (``commit`` action) is that one; when another
 writer (or another handle of the table) wrote in between, the caches are emptied
 (``reset``: the processes stay) and every partition bootstraps again from the record-level
@@ -11,6 +14,9 @@ no key, so they never break a match.
 """
 
 from __future__ import annotations
+
+#: What caches that miss another writer's keys match: no instant.
+_NOTHING = "caches missing another writer's keys"
 
 
 class CacheMatch:
@@ -28,6 +34,8 @@ class CacheMatch:
         """The caches were emptied: empty caches match any committed state."""
         self.instant = last_write
 
-    def committed(self, instant: str) -> None:
-        """This writer committed ``instant`` (its caches took its mappings)."""
-        self.instant = instant
+    def committed(self, match: str | None) -> None:
+        """This writer committed an instant (its caches took its mappings); ``match``: what
+        they match now (``Transaction.caches_match``: the instant; with several writers the
+        set of data writes, None when they miss keys another writer placed beside it)."""
+        self.instant = _NOTHING if match is None else match

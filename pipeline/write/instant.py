@@ -61,6 +61,8 @@ class InstantWrite:
         self.stream = stream
         self.laps = laps or Laps()
         self.skipped = False
+        self.caches_match: str | None = None
+        """After the commit: what the assigners' caches match (``CacheMatch.committed``)."""
         self._assigners: Assigners | None = None
         self._done = False
 
@@ -73,7 +75,8 @@ class InstantWrite:
         self.visible: frozenset[str] = self.txn.visible
         """The completed instants this write reads (the files it builds on)."""
         self.last_write: str | None = self.txn.last_write
-        """The latest completed data write: what the assigners' caches must match."""
+        """What the assigners' caches must match: the latest completed data write (with
+        several writers, the set of them: ``Transaction.caches_match``)."""
         # 2.
         if self.stream is not None and committed(self.txn.timeline, self.stream):
             self.skipped = self._done = True
@@ -134,6 +137,7 @@ class InstantWrite:
         self._assigners.snapshot(self.checkpoint, self.checkpoint, new_keys(data))
         self.laps.lap("snapshot")
         stages = {k: round(v, 4) for k, v in sorted(written.seconds.items())}
+        self.caches_match = self.txn.caches_match()
         return dataclasses.replace(
             result, seconds=self.laps.laps, stages=stages, written=tuple(written.files)
         )

@@ -105,5 +105,5 @@ class LocalWriter:
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
             result = w.commit(written)
-        self.caches.committed(result.instant)
+        self.caches.committed(w.caches_match)
         return result

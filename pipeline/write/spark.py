@@ -217,7 +217,7 @@ class SparkWriter:
             if mapped is e:
                 raise
             raise mapped from e
-        self.caches.committed(result.instant)
+        self.caches.committed(w.caches_match)
         return result
 
     def _small(self, df: DataFrame) -> bool:

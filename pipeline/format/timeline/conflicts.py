@@ -105,18 +105,20 @@ class Footprint:
             self.deleted.setdefault((partition, int(b)), set()).add(k)
 
 
-def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> None:
+def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> list[str]:
     """Raises :class:`WriteConflictError` if ``tx`` conflicts with an instant completed since
-    it began (the module doc's steps)."""
+    it began (the module doc's steps); returns the data writes completed since it began
+    (none conflicting: the writer's caches miss their keys)."""
     completed = timeline.completed()
     theirs = [i for i in completed if i.id not in tx.visible and i.id != tx.id]
+    writes = [i.id for i in theirs if i.action == "commit"]
     # 5.
     floor = timeline.archived().floor
     if tx.unseen_from is not None and floor and floor >= tx.unseen_from:
         _refuse(tx, floor, "archival moved instants this write never saw off the timeline")
     younger = [i for i in timeline.pending() if i.id > tx.id]
     if not theirs and not younger:
-        return
+        return writes
     mine = _own_footprint(tx)
     for instant in theirs:
         if instant.action in _COMPACTIONS:
@@ -125,8 +127,8 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> None
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
         elif instant.action == "index-compaction" and instant.id > tx.id:
-            merged = set(timeline.metadata(instant).get("partitions") or [])
-            _refuse_index(tx, instant, mine, merged)
+            done = timeline.metadata(instant).get("files") or []
+            _refuse_index(tx, instant, mine, {f.get("partition", "") for f in done})
         elif instant.action == "commit":
             _check_write(tx, timeline, instant, mine, metadata)
     # 6.
@@ -140,6 +142,7 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> None
         elif instant.action == "index-compaction":
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
             _refuse_index(tx, instant, mine, merged)
+    return writes
 
 
 def _refuse_index(tx: Transaction, instant: Instant, mine: Footprint, merged: set[str]) -> None:

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import posixpath
 import re
@@ -135,6 +136,11 @@ class Transaction:
     """Who decides this instant's outcome (the lease's owner, or a detached executor)."""
     heartbeat: Heartbeat | None = None
     """Several writers: the instant's heartbeat while it is written without the lease."""
+    beside: tuple[str, ...] = ()
+    """Several writers: data writes other writers completed while this one was written
+    (checked, none conflicting): the keys they placed are not in this writer's caches."""
+    writes_seen: tuple[str, ...] = ()
+    """Several writers: the data writes completed when this one began."""
     unseen_from: str | None = None
     """Several writers: the oldest instant pending when this one began (completed later, it
     is one this write did not see; archived before this one commits, it cannot be checked)."""
@@ -202,9 +208,11 @@ class Transaction:
                 settled=settled,
                 expected=latest_write(completed),
                 compacting=compacting,
-                last_write=next((i.id for i in reversed(completed) if i.action == "commit"), None),
+                last_write=_writes_token(completed, options.optimistic),
                 owner=lock.owner,
             )
+            if options.optimistic:
+                tx.writes_seen = tuple(i.id for i in completed if i.action == "commit")
             if options.optimistic and not hold:
                 tx.unseen_from = min((p.id for p in pending), default=None)
                 tx.heartbeat = Heartbeat(store, instant.id, options.heartbeat_expiry_seconds)
@@ -337,8 +345,19 @@ class Transaction:
         _settle_superseded(self.store, timeline, self.lock)
         self.lock.verify()
         self.heartbeat.verify()
-        conflicts.check(self, timeline, metadata)
+        self.beside = tuple(conflicts.check(self, timeline, metadata))
         self.timeline = timeline  # the completion time follows what is on it now
+
+    def caches_match(self) -> str | None:
+        """After the commit: what a writer's caches match now that they took this instant's
+        mappings (``write/caches.py``): the instant itself with one writer; with several,
+        the set of data writes they reflect (None: they miss keys another writer placed
+        beside this instant)."""
+        if not self.spec.options.optimistic:
+            return self.id
+        if self.beside:
+            return None
+        return _token([*self.writes_seen, self.id])
 
     def fenced(self) -> bool:
         """Several writers: whether this instant's heartbeat lapsed in this writer's view, or
@@ -534,6 +553,20 @@ def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict
                 raise
             time.sleep(0.1 * (attempt + 1))
     outcome.forget(store, instant.id)
+
+
+def _writes_token(completed: list[Instant], optimistic: bool) -> str | None:
+    """What assigner caches must match for a write to use them (``write/caches.py``): the
+    latest completed data write with one writer; with several (whose instants complete out
+    of id order), the whole set of completed data writes."""
+    writes = [i.id for i in completed if i.action == "commit"]
+    if not optimistic:
+        return writes[-1] if writes else None
+    return _token(writes) if writes else None
+
+
+def _token(ids: list[str]) -> str:
+    return "writes:" + hashlib.sha1(",".join(sorted(ids)).encode()).hexdigest()
 
 
 def _settle_superseded(store: TableStore, timeline: Timeline, lock: WriterLock) -> dict[str, str]:

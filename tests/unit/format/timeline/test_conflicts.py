@@ -224,3 +224,41 @@ def test_a_service_planned_after_a_write_began_makes_its_commit_write_again(
     assert _retries(caplog) == 1
     assert done.instant > planned[0]  # written again, younger than the service
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 2, "k2": 1, "k3": 2}
+
+
+def test_an_index_compaction_completed_while_a_write_is_written_makes_it_write_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    t.upsert(_rows(["k1"], 1))
+    t.upsert(_rows(["k2"], 1))
+    other = Table.open(t.uri)
+    done: list[Any] = []
+    _beside(monkeypatch, lambda: done.append(other.compact_index(min_files=2)))
+    result = t.upsert(_rows(["k3"], 2))
+    assert done[0].instant is not None and result.instant > done[0].instant
+    assert _retries(caplog) == 1
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == ["k1", "k2", "k3"]
+    assert t.check().healthy  # k3's index entry is there
+
+
+def test_a_writers_caches_do_not_miss_keys_of_an_older_instant_completed_after_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's instant, begun before this writer's and completed after it (ids out
+    of completion order), placed a new key this writer's caches do not hold: its next write
+    knows the key all the same (the caches match the set of completed writes)."""
+    t = _table(tmp_path)
+    t.upsert(_rows(["k1"], 1))
+    t.upsert(_rows(["k8"], 1, "d2"))  # this writer's caches hold d2 now
+    other = Table.open(t.uri)
+    mine: list[Any] = []
+    _beside(monkeypatch, lambda: mine.append(t.upsert(_rows(["k1"], 2))))
+    theirs = other.upsert(_rows(["k9"], 1, "d2"))  # begins, then this writer commits
+    monkeypatch.undo()
+    assert theirs.instant < mine[0].instant  # older, completed later
+    done = t.upsert(_rows(["k9"], 3, "d2"))
+    assert (done.keys_inserted, done.keys_updated) == (0, 1)
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 2, "k8": 1, "k9": 3}
+    assert t.check().healthy
