@@ -67,7 +67,6 @@ def group_of(partition: str, file_id: str) -> Group:
 class Footprint:
     """What one instant wrote, as the checks compare it."""
 
-    instant: str
     bases: set[Group] = field(default_factory=set)
     logs: set[Group] = field(default_factory=set)
     data: dict[Group, list[DataFile]] = field(default_factory=dict)
@@ -190,7 +189,7 @@ def _check_write(
 
 
 def _own_footprint(tx: Transaction) -> Footprint:
-    out = Footprint(tx.id)
+    out = Footprint()
     for f in tx.files:
         if f.kind == "index":
             out.add_index(tx.spec, f.partition, f.path, tx.store)
@@ -202,7 +201,7 @@ def _own_footprint(tx: Transaction) -> Footprint:
 def _footprint(
     tx: Transaction, timeline: Timeline, instant: Instant, with_index: bool
 ) -> Footprint:
-    out = Footprint(instant.id)
+    out = Footprint()
     doc = timeline.raw(instant)
     for partition, stats in (doc.get("partitionToWriteStats") or {}).items():
         for stat in stats:
