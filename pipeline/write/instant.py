@@ -104,8 +104,15 @@ class InstantWrite:
         self._assigners = assigners
         assigners.begin(self.checkpoint, latest)
 
-    def commit(self, written: GroupWrites, metadata: dict[str, Any] | None = None) -> WriteResult:
-        """5. Commits what the engine wrote; returns the write's result."""
+    def commit(
+        self,
+        written: GroupWrites,
+        metadata: dict[str, Any] | None = None,
+        kept: tuple[str, ...] = (),
+    ) -> WriteResult:
+        """5. Commits what the engine wrote; returns the write's result (``kept``: a partial
+        upsert's fields it took from the table, which a commit beside other writers checks:
+        ``conflicts`` step 7)."""
         assert self._assigners is not None, "open() the assigners first"
         for f in written.files:
             self.txn.add(f)
@@ -127,6 +134,8 @@ class InstantWrite:
         )
         stats = {k: v for k, v in result.as_dict().items() if k != "services"}
         extra: dict[str, Any] = {"stats": stats, **(metadata or {})}
+        if kept:
+            extra["partial-fields"] = list(kept)
         if self.stream is not None:
             extra["stream"] = {"id": self.stream.stream, "batch": self.stream.batch_id}
         if written.gone:  # noted before the commit point, as a delete write's keys are

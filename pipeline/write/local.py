@@ -104,6 +104,6 @@ class LocalWriter:
             written = write_file_groups(ctx, rows, threads=os.cpu_count() or 1)
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
-            result = w.commit(written)
+            result = w.commit(written, kept=kept)
         self.caches.committed(w.caches_match)
         return result

@@ -211,7 +211,7 @@ class SparkWriter:
                 table = TableRef.of(self.store, spec)
                 ctx = WriteContext(table, w.id, w.visible, op, slots_of_index, kept)
                 written, shuffles = engine.run(stage_a, ctx, laps)
-                result = w.commit(written, scheme.metadata(num_slots, shuffles))
+                result = w.commit(written, scheme.metadata(num_slots, shuffles), kept)
         except Exception as e:
             mapped = _from_spark(e)
             if mapped is e:

@@ -25,6 +25,10 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
    (a merged log, a merged index delta, a new base), and its planner never saw this
    instant's log or index delta in that range: conflict (written again, the write's new
    instant is younger than the service's).
+7. A partial upsert (commit metadata ``partial-fields``) filled the fields its records lack
+   from the rows it read: a key another writer wrote meanwhile would get those fields back
+   as they were, silently undoing that write: conflict (read from the data files of the
+   groups both wrote only).
 """
 
 from __future__ import annotations
@@ -186,6 +190,16 @@ def _check_write(
                 _refuse(tx, instant.id, f"a file it wrote in {group} was cleaned: not checkable")
             if hit := keys & written:
                 _refuse(tx, instant.id, f"one deleted key(s) {_few(hit)} the other wrote")
+    # 7.
+    if metadata.get("partial-fields"):
+        for group in mine.data.keys() & their.data.keys():
+            try:
+                hit = _keys_written(tx, mine.data[group]) & _keys_written(tx, their.data[group])
+            except (FileNotFoundError, TableCorruptedError):
+                _refuse(tx, instant.id, f"a file it wrote in {group} was cleaned: not checkable")
+            if hit:
+                why = f"this partial upsert kept fields of key(s) {_few(hit)} it wrote meanwhile"
+                _refuse(tx, instant.id, why)
 
 
 def _own_footprint(tx: Transaction) -> Footprint:

@@ -125,6 +125,27 @@ def test_a_delete_beside_an_update_of_its_key_conflicts(
     assert t.check().healthy  # the index's tombstone matches: k1 is in no bucket
 
 
+def test_a_partial_upsert_beside_a_write_of_its_key_keeps_that_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The partial upsert fills ``b`` from the row it read; the other writer's newer ``b``
+    would be undone by it had the commit not been written again."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    schema = SCHEMA.append(pa.field("a", pa.string())).append(pa.field("b", pa.string()))
+    opts = TableOptions(write_concurrency_mode=OCC, compaction_async=False)
+    t = Table.create(str(tmp_path / "t"), schema, "id", "day", "v", options=opts)
+    t.upsert(pa.table({"id": ["k1", "k2"], "day": ["d1"] * 2, "v": [1, 1],
+                       "a": ["a0", "a0"], "b": ["b0", "b0"]}))  # fmt: skip
+    other = Table.open(t.uri)
+    _beside(monkeypatch, lambda: other.upsert(
+        pa.table({"id": ["k1"], "day": ["d1"], "v": [5], "a": ["a0"], "b": ["b5"]})))  # fmt: skip
+    t.upsert(pa.table({"id": ["k1", "k2"], "day": ["d1"] * 2, "v": [9, 9], "a": ["a9"] * 2}),
+             partial=True)  # fmt: skip
+    assert _retries(caplog) == 1
+    rows = {r["id"]: (r["a"], r["b"]) for r in t.to_arrow().to_pylist()}
+    assert rows == {"k1": ("a9", "b5"), "k2": ("a9", "b0")}
+
+
 def test_a_write_that_keeps_conflicting_fails_typed_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
