@@ -49,10 +49,12 @@ from dynbucket.table import Table
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 KEYS = 2_000
 ROWS = 200
-#: A short timeline and lease, so that each service runs often and a dead writer's lease
-#: runs out within a round.
+#: A short timeline, lease and heartbeat, so that each service runs often and a dead
+#: writer's lease (and instant's heartbeat) runs out within a round.
 OPTIONS = TableOptions(
     lock_lease_seconds=2.0,
+    commit_lease_seconds=2.0,
+    heartbeat_expiry_seconds=2.0,
     compaction_delta_commits=2,
     index_compaction_min_files=2,
     clean_max_commits=2,

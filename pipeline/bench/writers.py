@@ -1,6 +1,8 @@
 """``dynbucket bench writers``: 1, 2 and 4 writers into one table at once, side by side.
 
-Per writer count, a fresh table (``OPTIMISTIC_CONCURRENCY_CONTROL``, merge-on-read, services
+First one writer on a ``SINGLE_WRITER`` table (the whole write's lease: what the moment
+leases, heartbeats and commit checks of several writers cost a writer alone), then per
+writer count a fresh table (``OPTIMISTIC_CONCURRENCY_CONTROL``, merge-on-read, services
 on) holding ``keys`` keys over four partitions; every writer, a process of its own, makes
 ``writes`` upserts of ``rows`` rows each: half known keys (any writer's), half new keys
 (its own range, into the same partitions: the writers fill the same buckets). Reported:
@@ -102,8 +104,8 @@ def _process_writer(uri: str, writer: int, keys: int, rows: int, writes: int, go
     return out
 
 
-def _table(folder: str, n: int, keys: int) -> str:
-    uri = str(Path(folder) / f"writers{n}")
+def _table(folder: str, n: int, keys: int, mode: str = "OPTIMISTIC_CONCURRENCY_CONTROL") -> str:
+    uri = str(Path(folder) / f"writers{n}-{mode}")
     table = Table.create(
         uri,
         SCHEMA,
@@ -111,7 +113,7 @@ def _table(folder: str, n: int, keys: int) -> str:
         "p",
         "v",
         DynamicBucketOptions(max_keys_per_bucket=max(1000, keys // 8)),
-        TableOptions(write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL"),
+        TableOptions(write_concurrency_mode=mode),
     )
     table.upsert(_rows(np.arange(keys, dtype=np.int64), 0))
     table.wait_for_services()
@@ -210,10 +212,13 @@ def run(
 ) -> dict[str, Any]:
     """Runs the benchmark (``runtime``: Spark writers, module doc) and prints its report."""
     rows_out = []
-    base = None
+    base, alone = 0.0, 0.0
+    # The first run: one writer holding the table for each write (SINGLE_WRITER), what
+    # several writers' moment leases, heartbeats and checks cost one writer.
+    runs = [(1, "SINGLE_WRITER"), *((n, "OPTIMISTIC_CONCURRENCY_CONTROL") for n in counts)]
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
-        for n in counts:
-            uri = _table(folder, n, keys)
+        for n, mode in runs:
+            uri = _table(folder, n, keys, mode)
             if runtime is None:
                 done = _run_processes(uri, n, keys, rows, writes)
                 clock = "wall"
@@ -226,11 +231,16 @@ def run(
             for d in done:
                 laps.update(d["laps"])
             per_write = {k: round(v / (n * writes), 3) for k, v in sorted(laps.items())}
-            m = Measurement(f"{n} writer(s)", total, [span])
-            base = base or m.per_second
+            single = mode == "SINGLE_WRITER"
+            m = Measurement(f"{n} writer(s)" + (" SINGLE_WRITER" if single else ""), total, [span])
+            if single:
+                alone = m.per_second
+            elif not base:
+                base = m.per_second
             m.extra = {
                 "rows/s": round(m.per_second),
-                "vs 1 writer": round(m.per_second / base, 2),
+                "vs 1 writer": round(m.per_second / (alone if single else base), 2),
+                "vs SINGLE_WRITER": round(m.per_second / alone, 2),
                 "conflicts": sum(d["conflicts"] for d in done),
                 "seconds per write": per_write,
                 "clock": clock,

@@ -114,7 +114,9 @@ def test_three_processes_racing_for_an_s3_table_one_holds_it_and_nothing_is_lost
     import multiprocessing as mp
 
     uri = s3_server.uri()
-    Table.create(uri, SCHEMA, "id", "day", "ts")
+    # The whole write's lease of one writer (several writers take it only for a moment).
+    one = TableOptions(write_concurrency_mode="SINGLE_WRITER")
+    Table.create(uri, SCHEMA, "id", "day", "ts", options=one)
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(RACERS, timeout=120), ctx.Queue()
     procs = [ctx.Process(target=_racer, args=(uri, i, barrier, results)) for i in range(RACERS)]

@@ -471,6 +471,8 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
         str(tmp_path / "t"),
         runtime,
         lock_lease_seconds=3.0,
+        commit_lease_seconds=3.0,
+        heartbeat_expiry_seconds=3.0,
         delete_field="op",
         delete_marker="d",
     )
@@ -500,8 +502,8 @@ def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     assert wait_until_gone(marker) == []
     assert [h["state"] for h in t.history()] == ["completed", "inflight"]
     batch0 = _state_without_pending_check(t)
-    # A restarted driver: the lease of the dead one expires, its instant is rolled back,
-    # Spark runs micro-batch 1 again, and it commits once.
+    # A restarted driver: the lease (and heartbeat) of the dead one expires, its instant is
+    # rolled back, Spark runs micro-batch 1 again, and it commits once.
     time.sleep(3.5)
     done: list[int] = []
     source = spark.readStream.schema(CHANGE_DDL + ", note string")

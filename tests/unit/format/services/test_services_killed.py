@@ -31,7 +31,8 @@ from tests.hudi_readers import check_hudi_reads
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
                        index_compaction_automatic=False, cleaner_commits_retained=2,
-                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0)  # fmt: skip
+                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0,
+                       commit_lease_seconds=1.0, heartbeat_expiry_seconds=1.0)  # fmt: skip
 
 CHILD = r"""
 import dataclasses, sys, time
