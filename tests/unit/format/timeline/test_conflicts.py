@@ -276,10 +276,14 @@ def test_a_writers_caches_do_not_miss_keys_of_an_older_instant_completed_after_i
     other = Table.open(t.uri)
     mine: list[Any] = []
     _beside(monkeypatch, lambda: mine.append(t.upsert(_rows(["k1"], 2))))
-    theirs = other.upsert(_rows(["k9"], 1, "d2"))  # begins, then this writer commits
+    # Begins, then this writer commits; then it fills d2's bucket 0 (4 keys).
+    theirs = other.upsert(_rows(["k9", "k10", "k11"], 1, "d2"))
     monkeypatch.undo()
     assert theirs.instant < mine[0].instant  # older, completed later
-    done = t.upsert(_rows(["k9"], 3, "d2"))
-    assert (done.keys_inserted, done.keys_updated) == (0, 1)
-    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 2, "k8": 1, "k9": 3}
+    done = t.upsert(_rows(["k9", "k12"], 3, "d2"))
+    assert (done.keys_inserted, done.keys_updated) == (1, 1)
+    rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
+    # Caches that missed k9-k11 would count bucket 0 at one key and put k12 there (5 keys).
+    assert rows == {"k1": (2, 0), "k8": (1, 0), "k9": (3, 0), "k10": (1, 0), "k11": (1, 0),
+                    "k12": (3, 1)}  # fmt: skip
     assert t.check().healthy
