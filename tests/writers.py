@@ -13,9 +13,11 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -225,7 +227,33 @@ def run_model(
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
     time.sleep(HEARTBEAT + 0.5)  # the killed writer's instant is a dead one's now
+    if "://" not in uri:  # as the writers left it, before the rollback of the dead one
+        shutil.copytree(uri, logs_dir / "as-left")
+    try:
+        return _checked(uri, cap, logs)
+    except AssertionError as e:
+        raise AssertionError(f"{e} (table and writer logs kept in {_keep(logs_dir)})") from e
+
+
+def _keep(logs_dir: Path) -> str:
+    """A failed run's folder (a local table and the writers' logs), copied where pytest's
+    rotation of its temporary folders does not remove it."""
+    kept = Path(tempfile.gettempdir()) / f"dynbucket-writers-failed-{time.time_ns()}"
+    shutil.copytree(logs_dir, kept)
+    return str(kept)
+
+
+def _checked(uri: str, cap: int, logs: list[Path]) -> Table:
     table = Table.open(uri)
+    try:
+        _check(table, cap, logs)
+    except BaseException:
+        table.close()
+        raise
+    return table
+
+
+def _check(table: Table, cap: int, logs: list[Path]) -> None:
     table.rollback()
     table.wait_for_services()
     ops = _ops(logs)
@@ -244,7 +272,6 @@ def run_model(
     assert max(per_bucket, default=0) <= cap
     report = table.check()
     assert report.healthy, [str(f) for f in report.findings]
-    return table
 
 
 def write_batches(
