@@ -13,6 +13,7 @@ from typing import Any
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
+from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read.snapshot import Snapshot
@@ -37,7 +38,12 @@ from dynbucket.format.table.paths import (
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
-from dynbucket.format.timeline.transaction import Transaction, WrittenFile
+from dynbucket.format.timeline.transaction import (
+    DETACHED_ACTIONS,
+    UNSEEN_FROM,
+    Transaction,
+    WrittenFile,
+)
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: The instant in a data or index file name (``_<instant>.`` or a leading ``<instant>.``).
@@ -107,10 +113,36 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
         completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
         if len(completed) <= keep:
             return None
-        pending = tuple(i.id for i in txn.timeline.pending() if i.id != txn.id)
-        return CleanPlan(completed[-keep], pending).entries()
+        pending = [i for i in txn.timeline.pending() if i.id != txn.id]
+        horizon = _horizon(txn.timeline, completed, completed[-keep], pending)
+        if horizon is None:
+            return None
+        return CleanPlan(horizon, tuple(i.id for i in pending)).entries()
 
     return schedule_instant(store, spec, "clean", "clean", plan)
+
+
+def _horizon(
+    timeline: Timeline, completed: list[str], retained: str, pending: list[Instant]
+) -> str | None:
+    """The clean's horizon: the oldest retained instant, or older while a data write of
+    another writer is pending (several writers): it reads the slices of the instants that
+    were completed when it began, which a clean past its oldest unseen instant would remove
+    from under it (a copy-on-write rewrite would find its base gone). So the horizon stays
+    below the oldest instant pending when it began, or its own (its plan's
+    ``unseen-from``). None: nothing is old enough to clean."""
+    bounds = []
+    for p in pending:
+        if p.action in DETACHED_ACTIONS:
+            continue
+        plan = timeline.plan(p)
+        unseen = {**plan, **extra_of(plan)}.get(UNSEEN_FROM)
+        if isinstance(unseen, str):  # one writer's pending writes are settled first
+            bounds.append(unseen)
+    if not bounds:
+        return retained
+    below = [i for i in completed if i < min(bounds)]
+    return min(retained, below[-1]) if below else None
 
 
 def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:

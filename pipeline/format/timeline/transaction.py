@@ -192,6 +192,10 @@ class Transaction:
                 timeline.raw(completed[-1])
             instant = timeline.request(action)
             plan = {"operation": operation, "based-on": based_on}
+            beside = options.optimistic and not hold
+            unseen_from = min((p.id for p in pending), default=None) if beside else None
+            if beside:  # what a clean keeps for this write (clean.py)
+                plan[UNSEEN_FROM] = unseen_from or instant.id
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
                 plan = commit_metadata([], operation, spec.avro_schema(), plan)
             instant = timeline.start(instant, plan)
@@ -214,7 +218,7 @@ class Transaction:
             if options.optimistic:
                 tx.writes_seen = tuple(i.id for i in completed if i.action == "commit")
             if options.optimistic and not hold:
-                tx.unseen_from = min((p.id for p in pending), default=None)
+                tx.unseen_from = unseen_from
                 tx.heartbeat = Heartbeat(store, instant.id, options.heartbeat_expiry_seconds)
                 tx.heartbeat.start()
                 lock.release()
@@ -460,6 +464,10 @@ class Transaction:
             self._release()
 
 
+#: The plan entry of a data write beside other writers: the oldest instant pending when it
+#: began, or its own when none was. The slices it reads are the newest of the instants
+#: completed then, all of them below this one: a clean keeps what a reader below it reads.
+UNSEEN_FROM = "unseen-from"
 #: Services scheduled under the lease and executed and completed without it, beside the
 #: writes: never settled (rolled back) by a writer; the next run executes them again.
 DETACHED_ACTIONS = ("compaction", "logcompaction", "index-compaction", "clean")

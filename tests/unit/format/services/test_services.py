@@ -147,3 +147,42 @@ def test_an_index_compaction_whose_files_a_clean_removed_completes(tmp_path: Pat
     done = index_compaction.execute_index_compaction(t._store, t._spec, planned)
     assert done.instant == planned and done.files_written == 0
     assert t._timeline.pending() == []
+
+
+def test_a_clean_keeps_what_a_pending_write_of_another_writer_reads(tmp_path: Path) -> None:
+    """Several writers: a write that began before others rewrote its file group reads the
+    slice it saw (a copy-on-write rewrite merges it) until it commits or is refused; a
+    clean keeps that slice, below its instant and below the oldest instant pending when it
+    began, and cleans it once the write is gone."""
+    from dynbucket.format.timeline.timeline import Timeline
+    from dynbucket.format.timeline.transaction import Transaction
+
+    options = dataclasses.replace(
+        MANUAL, table_type="COPY_ON_WRITE", write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL"
+    )
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    first = t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}, schema=SCHEMA)).instant
+    seen = {f.path for f in data_files(t._store, "day=d1")}  # the base the writes below read
+    older = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    pending = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    try:
+        later = [
+            t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [v]}, schema=SCHEMA)).instant
+            for v in (2, 3, 4)
+        ]
+        assert clean.clean(t._store, t._spec, retain=1).instant is not None
+        assert seen <= {f.path for f in data_files(t._store, "day=d1")}
+        # The bound is the oldest unseen instant: had `older` completed with a base of the
+        # group after `first`, a horizon at it would remove `first`'s base from under
+        # `pending`, which never saw it.
+        timeline = Timeline(t._store, t._spec.options.merge_on_read)
+        completed = [first, older.id, *later]
+        own = [i for i in timeline.pending() if i.id == pending.id]
+        horizon = clean._horizon(timeline, completed, later[-1], own)
+        assert horizon == first
+    finally:
+        pending.abort()
+        older.abort()
+    t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [5]}, schema=SCHEMA))
+    assert clean.clean(t._store, t._spec, retain=1).instant is not None
+    assert not seen & {f.path for f in data_files(t._store, "day=d1")}  # gone: nobody reads it
