@@ -1,4 +1,4 @@
-"""The ``dynbucket`` command: demo, ingest, show, compact, rollback, bench."""
+"""The ``dynbucket`` command: demo, ingest, show, compact, check, adopt, rollback, bench."""
 
 from __future__ import annotations
 
@@ -438,6 +438,20 @@ def _count(text: str) -> int:
     return int(float(text))
 
 
+def _names(text: str) -> list[str]:
+    """A comma-separated list of field names (one option value, so that it never takes the
+    positional arguments after it: ``--key id,region t data.csv``)."""
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+#: What ``dynbucket --help`` says first (the module doc is for the code's readers).
+_DESCRIPTION = (
+    "Streaming upserts into Apache Hudi tables with a dynamic bucket index. Commands: demo, "
+    "ingest, show, compact, check, adopt, rollback, bench; `dynbucket COMMAND --help` for each."
+)
+_TABLE_HELP = "the table's folder or URI (e.g. /data/t, s3://bucket/t)"
+
+
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     # A plain SIGTERM (timeout, kill, CI) would skip every `finally` and leave Ray's and
     # Spark's processes behind; as SystemExit it unwinds through Runtime.stop().
@@ -445,7 +459,7 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dynbucket", description=__doc__)
+    p = argparse.ArgumentParser(prog="dynbucket", description=_DESCRIPTION)
     verbose_help = "show Ray's, Spark's and the JVM's output here (default: a log file)"
     p.add_argument("--verbose", action="store_true", help=verbose_help)
     loud = argparse.ArgumentParser(add_help=False)
@@ -472,8 +486,8 @@ def parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser(
         "ingest", help="write Parquet / CSV / JSON files into a table", parents=[loud]
     )
-    ingest.add_argument("table")
-    ingest.add_argument("files", nargs="+")
+    ingest.add_argument("table", help=_TABLE_HELP + "; created when --key is given")
+    ingest.add_argument("files", nargs="+", help="the input files (or folders of them)")
     ingest.add_argument(
         "--format",
         choices=["parquet", "csv", "json"],
@@ -493,15 +507,31 @@ def parser() -> argparse.ArgumentParser:
         help="CSV files without a header line: columns by position, as --schema names them "
         "(default: a header line, columns by its names)",
     )
-    ingest.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
+    ingest.add_argument(
+        "--operation",
+        choices=["upsert", "insert", "delete"],
+        default="upsert",
+        help="upsert (default): insert new keys, update known ones; insert: refuse known "
+        "keys; delete: delete the files' keys",
+    )
     ingest.add_argument(
         "--partial",
         action="store_true",
         help="the files carry only some fields (key, partition, ordering and those that "
         "changed): known keys keep the table's values of the others (upsert only)",
     )
-    ingest.add_argument("--key", nargs="*", help="record key field(s): create the table if absent")
-    ingest.add_argument("--partition-by", nargs="*")
+    ingest.add_argument(
+        "--key",
+        type=_names,
+        action="extend",
+        help="record key field(s), comma-separated (id or id,region): create the table if absent",
+    )
+    ingest.add_argument(
+        "--partition-by",
+        type=_names,
+        action="extend",
+        help="partition field(s) of a new table, comma-separated ('' for none; default: none)",
+    )
     ingest.add_argument("--ordering", help="ordering field (larger wins)")
     ingest.add_argument(
         "--table-type",
@@ -519,7 +549,7 @@ def parser() -> argparse.ArgumentParser:
     ingest.set_defaults(func=_ingest)
 
     show = sub.add_parser("show", help="a table: properties, buckets, timeline")
-    show.add_argument("table")
+    show.add_argument("table", help=_TABLE_HELP)
     show.add_argument(
         "--last", type=int, default=10, help="instants of the timeline (or changes) to show"
     )
@@ -532,23 +562,23 @@ def parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_show)
 
     compact = sub.add_parser("compact", help="compact file slices (and the index, and clean)")
-    compact.add_argument("table")
+    compact.add_argument("table", help=_TABLE_HELP)
     compact.add_argument("--index", action="store_true", help="also compact the index")
     compact.add_argument("--clean", action="store_true", help="also clean old file slices")
     compact.set_defaults(func=_compact)
 
     checked = sub.add_parser("check", help="is the table whole? (exit 1 when not)")
-    checked.add_argument("table")
+    checked.add_argument("table", help=_TABLE_HELP)
     checked.set_defaults(func=_check)
 
     adopting = sub.add_parser(
         "adopt", help="make a table Apache Hudi wrote a dynbucket table, in place"
     )
-    adopting.add_argument("table")
+    adopting.add_argument("table", help=_TABLE_HELP)
     adopting.set_defaults(func=_adopt)
 
     rollback = sub.add_parser("rollback", help="roll back instants a dead writer left")
-    rollback.add_argument("table")
+    rollback.add_argument("table", help=_TABLE_HELP)
     rollback.set_defaults(func=_rollback)
 
     bench = sub.add_parser(
@@ -559,23 +589,28 @@ def parser() -> argparse.ArgumentParser:
         "datapath", help="Spark -> actors -> Spark: the ways rows travel", parents=[loud]
     )
     dp.add_argument(
-        "--sizes", type=lambda t: [_count(x) for x in t.split(",")], default=[1_000_000, 5_000_000]
+        "--sizes",
+        type=lambda t: [_count(x) for x in t.split(",")],
+        default=[1_000_000, 5_000_000],
+        help="rows per run, comma-separated (default 1e6,5e6)",
     )
-    dp.add_argument("--runs", type=int, default=3)
-    dp.add_argument("--cases", type=lambda t: t.split(","), default=None)
+    dp.add_argument("--runs", type=int, default=3, help="runs per case (median; default 3)")
+    dp.add_argument(
+        "--cases", type=lambda t: t.split(","), default=None, help="cases to run (default: all)"
+    )
     dp.set_defaults(func=_bench_datapath)
     rd = bench_sub.add_parser(
         "read", help="snapshot read vs plain Parquet; RLI bulk read", parents=[loud]
     )
-    rd.add_argument("--rows", type=_count, default=5_000_000)
-    rd.add_argument("--runs", type=int, default=3)
+    rd.add_argument("--rows", type=_count, default=5_000_000, help="rows of the table")
+    rd.add_argument("--runs", type=int, default=3, help="reads per case (median; default 3)")
     rd.add_argument("--workdir", default=None, help="where to build the tables (temporary)")
     rd.set_defaults(func=_bench_read)
     asg = bench_sub.add_parser(
         "assigner", help="the assigner core on one 10M-key partition", parents=[loud]
     )
-    asg.add_argument("--keys", type=_count, default=10_000_000)
-    asg.add_argument("--runs", type=int, default=3)
+    asg.add_argument("--keys", type=_count, default=10_000_000, help="keys assigned (default 1e7)")
+    asg.add_argument("--runs", type=int, default=3, help="runs per case (median; default 3)")
     asg.add_argument("--no-actor", action="store_true", help="skip the Ray actor case")
     asg.add_argument("--workdir", default=None, help="where to build the index (temporary)")
     asg.set_defaults(func=_bench_assigner)
@@ -585,9 +620,9 @@ def parser() -> argparse.ArgumentParser:
         "lookups, inserts)",
         parents=[loud],
     )
-    glb.add_argument("--keys", type=_count, default=10_000_000)
-    glb.add_argument("--partitions", type=int, default=100)
-    glb.add_argument("--runs", type=int, default=3)
+    glb.add_argument("--keys", type=_count, default=10_000_000, help="keys of the table")
+    glb.add_argument("--partitions", type=int, default=100, help="partitions they spread over")
+    glb.add_argument("--runs", type=int, default=3, help="runs per case (median; default 3)")
     glb.add_argument("--workdir", default=None, help="where to build the table (temporary)")
     glb.add_argument("--keep", default=None, help="build the table here once and keep it")
     glb.set_defaults(func=_bench_global)
@@ -687,6 +722,7 @@ def parser() -> argparse.ArgumentParser:
         "--schemes",
         type=lambda t: t.split(","),
         default=["dynamic", "simple", "simple-partition", "consistent"],
+        help="bucket schemes, comma-separated (default: all four)",
     )
     eng.add_argument(
         "--spark-tasks",

@@ -10,7 +10,8 @@ to ``end``, the latest version of each record they wrote, with its ``_hoodie_com
    archived away is an error (``Snapshot``).
 2. ``start`` must not be older than the active timeline: before it, which file groups
    changed is not known (Hudi's readers refuse it too, unless told to scan the whole
-   table).
+   table). A ``start`` of zeros (Hudi's ``000``: from the beginning) reads every live
+   record, as Hudi's full-table fallback does.
 3. The file groups written in the range: the slices as of ``end`` holding a file of an
    instant after ``start`` (a log, a base file, a merged log; a compaction in the range
    counts: its base restates records with their own commit times).
@@ -34,6 +35,8 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 
 _INSTANT = re.compile(r"\d{8,17}")
+#: Hudi's "from the beginning" (``000``, the init instant ``00000000000000``).
+_EARLIEST = re.compile(r"0{1,17}")
 
 
 def changes(
@@ -53,11 +56,14 @@ def changes(
         InstantNotFoundError: ``end`` is not a completed instant, or was cleaned or
             archived; ``start`` is older than the active timeline.
     """
+    earliest = _EARLIEST.fullmatch(start) is not None
     for name, value in (("start", start), ("end", end)):
-        if value is not None and not _INSTANT.fullmatch(value):
+        fine = value is None or _INSTANT.fullmatch(value) or (name == "start" and earliest)
+        if not fine:
             raise ConfigError(
                 f"changes: {name} {value!r} is not an instant time; give one as the "
-                "timeline names it, yyyyMMddHHmmssSSS (e.g. an instant from Table.history())"
+                "timeline names it, yyyyMMddHHmmssSSS (e.g. an instant from Table.history()), "
+                "or 000 for every change from the beginning"
             )
     if COMMIT_TIME not in spec.meta_fields:
         raise ConfigError(
@@ -67,7 +73,7 @@ def changes(
         )
     snapshot = Snapshot(store, spec, end)  # 1.
     floor = snapshot.timeline.archived().floor
-    if floor and start < floor:  # 2.
+    if floor and start < floor and not earliest:  # 2.
         raise InstantNotFoundError(
             f"changes after {start}: the instants up to {floor} of {store.uri} were archived, "
             f"so what they changed is not known; start at {floor} or later, or read a "

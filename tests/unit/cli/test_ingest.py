@@ -205,9 +205,9 @@ def test_a_delete_says_how_many_keys_it_did_not_find_and_why(
     pq.write_table(rows, tmp_path / "rows.parquet")
     pq.write_table(pa.table({"id": ["a"], "day": ["d2"]}), tmp_path / "gone.parquet")
     uri = str(tmp_path / "t")
-    ingest = ["--verbose", "ingest", uri, "--key", "id", "--partition-by", "day", "--ordering",
-              "ts", "--"]  # fmt: skip
-    assert main([*ingest, str(tmp_path / "rows.parquet")]) == 0
+    # The options first, the files after them: an option takes one value.
+    ingest = ["--verbose", "ingest", "--key", "id", "--partition-by", "day", "--ordering", "ts"]
+    assert main([*ingest, uri, str(tmp_path / "rows.parquet")]) == 0
     capsys.readouterr()
     delete = ["--verbose", "ingest", uri, str(tmp_path / "gone.parquet"), "--operation", "delete"]
     assert main(delete) == 0

@@ -88,6 +88,8 @@ def test_changes_are_the_model_and_hudi_rs_on_every_range(tmp_path: Path, table_
         for end in [*instants[i + 1 :], None]:
             check(start, end)
     check("20000101000000000", instants[2])  # from before the table: everything
+    everything = _changed(t.changes("20000101000000000"), "_instant")
+    assert _changed(t.changes("000"), "_instant") == everything  # Hudi's "from the beginning"
     assert t.changes(instants[-1]).num_rows == 0
     plain = t.changes(instants[0], meta_columns=False, columns=["id", "v"])
     assert plain.column_names == ["id", "v"]
@@ -103,6 +105,7 @@ def test_changes_are_the_model_and_hudi_rs_on_every_range(tmp_path: Path, table_
     with pytest.raises(InstantNotFoundError, match=f"up to {floor} .* were archived"):
         t.changes(instants[0])
     assert t.changes(floor).num_rows == sum(s[1] > floor for s in live.values())
+    assert _changed(t.changes("000"), "_instant") == live  # every live record, archived or not
 
 
 def test_show_changes_and_bad_ranges(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,6 +120,11 @@ def test_show_changes_and_bad_ranges(tmp_path: Path, capsys: pytest.CaptureFixtu
         f"  {second}  id=k2  day=d0  v=2",
         f"  {second}  id=k3  day=d1  v=2",
     ]
+    args = cli.parser().parse_args(["show", t.uri, "--changes", "000"])  # from the beginning
+    assert cli._run(args, sys.stderr) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"changes after 000 up to {second}: 3 record(s) (deletes not shown)"
+    assert [r.split()[1] for r in out[1:]] == ["id=k1", "id=k2", "id=k3"]
     with pytest.raises(ConfigError, match="start 'yesterday' is not an instant time"):
         t.changes("yesterday")
     with pytest.raises(InstantNotFoundError, match="no completed instant 20991231000000000"):
