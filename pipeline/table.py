@@ -17,7 +17,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dynbucket.actors.link import RayLink
-from dynbucket.base.errors import ConfigError, InvalidInputError, RuntimeSetupError
+from dynbucket.base.errors import (
+    ConfigError,
+    InvalidInputError,
+    RuntimeSetupError,
+    TableClosedError,
+)
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.adoption.adopt import adopt
 from dynbucket.format.buckets import regroup
@@ -87,6 +92,7 @@ class Table:
         self._local: LocalWriter | None = None
         self._spark: SparkWriter | None = None
         self._runner: ServiceRunner | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         s = self._spec
@@ -106,7 +112,9 @@ class Table:
 
     def close(self) -> None:
         """Waits for a compaction running beside the writes, and releases the assigner
-        actors this table started (the table stays on storage)."""
+        actors this table started (the table stays on storage). A closed table refuses
+        writes and services (``TableClosedError``); it still reads."""
+        self._closed = True
         if self._runner is not None:
             self._runner.close()
             self._runner = None
@@ -299,8 +307,9 @@ class Table:
         """What the instants after ``start`` up to ``end`` (default: the latest) changed, as
         Hudi's incremental query returns it: the latest version of each record they wrote,
         with its commit time (``_instant``, Hudi's ``_hoodie_commit_time``). Deletes are
-        not reported. A downstream job keeps
-        the newest commit time it read and passes it as the next ``start``.
+        not reported. A downstream job keeps the newest commit time it read and passes it
+        as the next ``start``; ``start="000"`` (Hudi's "from the beginning") returns every
+        live record.
 
         Raises:
             ConfigError: ``start`` or ``end`` is not an instant time (yyyyMMddHHmmssSSS),
@@ -412,6 +421,7 @@ class Table:
                 (:meth:`upsert`).
         """
         _only_upserts_are_partial(operation, partial)
+        self._refuse_if_closed("stream")
         stream_id = (
             query_name
             or hashlib.sha1(os.path.abspath(checkpoint_location).encode()).hexdigest()[:16]
@@ -457,6 +467,7 @@ class Table:
         self, data: Any, operation: str, slots: int | None, partial: bool = False
     ) -> WriteResult:
         _only_upserts_are_partial(operation, partial)
+        self._refuse_if_closed(operation)
         if isinstance(data, pa.Table):
             result = self._writer().write(data, operation, 1 if slots is None else slots, partial)
         elif hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
@@ -468,10 +479,18 @@ class Table:
             )
         return self._services().after(result)
 
+    def _refuse_if_closed(self, what: str) -> None:
+        if self._closed:
+            raise TableClosedError(
+                f"{what} on table {self._spec.name} at {self.uri}, which was closed "
+                f"(Table.close()); open it again: Table.open({self.uri!r})"
+            )
+
     def _services(self) -> ServiceRunner:
         """The runner of this table's services: those its writes make due (run after each
         write), and those its user asks for (one at a time per action)."""
         if self._runner is None:
+            self._refuse_if_closed("a table service")
             self._runner = ServiceRunner(
                 TableRef.of(self._store, self._spec),
                 # On the cluster when this table has one (given, or found by a Spark
@@ -547,6 +566,7 @@ class Table:
             ConfigError: not a simple-bucket table, or a multiple refused (the message
                 says why and what to give).
         """
+        self._refuse_if_closed("rescale")
         return regroup.rescale(self._store, self._current(), multiple, partitions, allow_shuffle)
 
     def rebalance(self) -> regroup.RegroupResult:
@@ -557,6 +577,7 @@ class Table:
         Raises:
             ConfigError: not a consistent-hashing table.
         """
+        self._refuse_if_closed("rebalance")
         return regroup.rebalance(self._store, self._current())
 
     def compact_index(self, min_files: int | None = None) -> ServiceResult:

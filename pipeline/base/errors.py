@@ -70,6 +70,10 @@ class NotATableError(TableError):
     """The path holds no dynbucket table."""
 
 
+class TableClosedError(TableError):
+    """A write (or a service) on a :class:`~dynbucket.Table` after its ``close()``."""
+
+
 class NotAdoptedError(NotATableError):
     """The path holds a table that Apache Hudi wrote, not a dynbucket table."""
 

@@ -15,8 +15,10 @@
    checkpoint.
 4. The engine tags rows with buckets and writes file groups and index entries.
 5. Commit (checking lease and timeline), then the assigners' snapshot (the proposal's
-   checkpoint flow). Leaving the block by an exception rolls the instant back and aborts
-   the checkpoint in the assigners, so that no mapping of it stays cached (I8).
+   checkpoint flow); a write that wrote nothing ends its instant instead, unless
+   ``hoodie.allow.empty.commit`` keeps one (``committed`` says which). Leaving the block
+   by an exception rolls the instant back and aborts the checkpoint in the assigners, so
+   that no mapping of it stays cached (I8).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class InstantWrite:
         self.skipped = False
         self.caches_match: str | None = None
         """After the commit: what the assigners' caches match (``CacheMatch.committed``)."""
+        self.committed = False
+        """Whether an instant was committed (a write of nothing commits none)."""
         self._assigners: Assigners | None = None
         self._done = False
 
@@ -114,6 +118,8 @@ class InstantWrite:
         upsert's fields it took from the table, which a commit beside other writers checks:
         ``conflicts`` step 7)."""
         assert self._assigners is not None, "open() the assigners first"
+        if self._nothing_to_commit(written):
+            return self._end_empty(written)
         for f in written.files:
             self.txn.add(f)
         data = [f for f in written.files if f.kind in ("base", "log")]
@@ -141,7 +147,7 @@ class InstantWrite:
         if written.gone:  # noted before the commit point, as a delete write's keys are
             self._assigners.leave(self.checkpoint, written.gone_keys())
         self.txn.commit(extra)
-        self._done = True
+        self._done = self.committed = True
         self.laps.lap("commit")
         self._assigners.snapshot(self.checkpoint, self.checkpoint, new_keys(data))
         self.laps.lap("snapshot")
@@ -149,6 +155,28 @@ class InstantWrite:
         self.caches_match = self.txn.caches_match()
         return dataclasses.replace(
             result, seconds=self.laps.laps, stages=stages, written=tuple(written.files)
+        )
+
+    def _nothing_to_commit(self, written: GroupWrites) -> bool:
+        evolves = self.schema is not None and self.schema.evolves
+        return not (written.files or evolves or self.txn.spec.options.allow_empty_commit)
+
+    def _end_empty(self, written: GroupWrites) -> WriteResult:
+        """Ends an instant that wrote nothing: its timeline entries go, the assigners drop
+        its checkpoint (their caches are as before it)."""
+        assert self._assigners is not None
+        self._done = True
+        self.txn.cancel()
+        self._assigners.abort(self.checkpoint)
+        self.laps.lap("commit")
+        missing = written.keys_not_found
+        found = f"{missing:,} key(s) not found, " if missing else ""
+        return WriteResult(
+            instant="",
+            operation=f"{self.operation}: {found}nothing written, no instant committed",
+            rows_written=0,
+            keys_not_found=written.keys_not_found,
+            seconds=self.laps.laps,
         )
 
     def __exit__(

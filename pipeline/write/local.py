@@ -105,5 +105,6 @@ class LocalWriter:
             written.seconds.update(check=laps.laps["prepare"], tag=laps.laps["assign"])
             laps.lap("write")
             result = w.commit(written, kept=kept)
-        self.caches.committed(w.caches_match)
+        if w.committed:  # else the caches are as they were
+            self.caches.committed(w.caches_match)
         return result

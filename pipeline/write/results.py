@@ -57,8 +57,8 @@ class WriteResult:
     def __str__(self) -> str:
         """One line a person reads: what the instant did to keys, what it wrote, how long
         it took (``repr`` keeps every field)."""
-        if not self.instant:
-            return self.operation  # e.g. a micro-batch committed before: nothing written
+        if not self.instant:  # nothing written: an empty input, or a micro-batch done before
+            return self.operation
         counts = (
             (self.keys_inserted, "inserted"),
             (self.keys_updated, "updated"),

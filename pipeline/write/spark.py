@@ -217,7 +217,8 @@ class SparkWriter:
             if mapped is e:
                 raise
             raise mapped from e
-        self.caches.committed(w.caches_match)
+        if w.committed:  # else the caches are as they were
+            self.caches.committed(w.caches_match)
         return result
 
     def _small(self, df: DataFrame) -> bool:

@@ -136,3 +136,44 @@ def test_repr_and_results_say_what_they_are(tmp_path: Path) -> None:
     assert str(ServiceResult("clean", "20261126000000000", 0, 3)) == (
         "clean 20261126000000000: 3 files removed"
     )
+
+
+def test_a_write_of_nothing_commits_nothing_and_says_so(tmp_path: Path) -> None:
+    t = _table(tmp_path)
+    before, files = t.history(), _files(t)
+    empty = t.upsert(SCHEMA.empty_table())
+    assert (empty.instant, empty.rows_written) == ("", 0)
+    assert str(empty) == "upsert: nothing written, no instant committed"
+    absent = t.delete(pa.table({"id": ["x", "y"], "day": ["d1", "d1"]}))
+    assert (absent.instant, absent.keys_not_found) == ("", 2)
+    assert str(absent) == "delete: 2 key(s) not found, nothing written, no instant committed"
+    assert (t.history(), _files(t)) == (before, files)  # no instant, pending or not
+    # The writer goes on as before (its caches still match the table).
+    assert t.upsert(pa.table({"id": ["b"], "day": ["d1"], "v": [2]})).keys_inserted == 1
+    assert sorted(t.to_arrow().column("id").to_pylist()) == ["a", "b"]
+    kept = Table.create(str(tmp_path / "k"), SCHEMA, "id", "day",
+                        options={"hoodie.allow.empty.commit": True})  # fmt: skip
+    assert kept.upsert(SCHEMA.empty_table()).instant != ""  # Hudi's behaviour, when asked
+    assert len(kept.history()) == 1
+
+
+def test_a_closed_table_refuses_writes_and_still_reads(tmp_path: Path) -> None:
+    from dynbucket import TableClosedError
+
+    t = _table(tmp_path)
+    t.close()
+    files = _files(t)
+    for write in (
+        lambda: t.upsert(pa.table({"id": ["b"], "day": ["d1"], "v": [2]})),
+        lambda: t.delete(pa.table({"id": ["a"], "day": ["d1"]})),
+        lambda: t.compact(),
+    ):
+        with pytest.raises(TableClosedError, match=r"was closed .*Table.open\('"):
+            write()
+    assert _files(t) == files
+    assert t.to_arrow().column("id").to_pylist() == ["a"]
+
+
+def test_open_of_a_missing_path_says_it_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(NotATableError, match=r"nowhere does not exist: check the path"):
+        Table.open(str(tmp_path / "nowhere"))

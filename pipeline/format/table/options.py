@@ -113,6 +113,11 @@ class TableOptions(PersistedOptions):
     ordering fields): the missing fields are written as nulls. Off: such records are
     refused, naming the fields (``upsert(..., partial=True)`` keeps the table's values of
     them instead)."""
+    allow_empty_commit: bool = option("hoodie.allow.empty.commit", False)
+    """Whether a write that writes nothing (an empty input, a delete of keys the table does
+    not have) still commits an instant. Off (unlike Hudi's default, which keeps one to
+    carry a source's offsets; a stream's micro-batches here need none): nothing is
+    committed, and the result says so."""
     delete_field: str | None = option("hoodie.payload.delete.field", None)
     """A field of the incoming records that marks a record as a delete of its key when it
     holds ``delete_marker`` (a change stream's own operation column: Debezium's ``op``,

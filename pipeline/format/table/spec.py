@@ -522,6 +522,11 @@ def load_table(store: TableStore) -> TableSpec:
                 f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}), "
                 f"not a dynbucket table (no {TABLE_FILE}) yet: {_adoption_advice(store)}"
             ) from e
+        if not store.exists(store.root):
+            raise NotATableError(
+                f"{store.uri} does not exist: check the path (or create a table there with "
+                "Table.create)"
+            ) from e
         raise NotATableError(
             f"{store.uri} is not a dynbucket table (no {TABLE_FILE}); create one with Table.create"
         ) from e

@@ -17,6 +17,7 @@ def test_keys_are_the_documented_ones() -> None:
         "compaction.log-size-ratio",
         "concurrency.conflict-retries",
         "heartbeat.expiry-seconds",
+        "hoodie.allow.empty.commit",
         "hoodie.archive.automatic",
         "hoodie.clean.automatic",
         "hoodie.clean.max.commits",
