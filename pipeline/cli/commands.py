@@ -204,10 +204,12 @@ def _show(args: argparse.Namespace) -> int:
     if record.buckets:
         print(f"adopted    from Apache Hudi as of {record.floor} ({len(record.buckets)} groups)")
     stats = table.stats().to_pylist()
-    print(f"\n{'partition':<24}{'bucket':>7}{'keys':>12}{'bytes':>14}{'files':>6}")
+    # As wide as the longest partition path, so that long names keep the columns aligned.
+    w = max([len("partition"), *(len(r["partition"]) for r in stats)]) + 2
+    print(f"\n{'partition':<{w}}{'bucket':>7}{'keys':>12}{'bytes':>14}{'files':>6}")
     for r in stats:
         print(
-            f"{r['partition']:<24}{r['bucket']:>7}{r['keys']:>12,}{r['bytes']:>14,}{r['files']:>6}"
+            f"{r['partition']:<{w}}{r['bucket']:>7}{r['keys']:>12,}{r['bytes']:>14,}{r['files']:>6}"
         )
     _print_services(table)
     print(f"\ntimeline (last {args.last})")

@@ -32,7 +32,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP, PARTITION
-from dynbucket.base.errors import DynBucketError, NotAdoptedError, UnsupportedTableVersionError
+from dynbucket.base.errors import (
+    DynBucketError,
+    NotAdoptedError,
+    NotATableError,
+    UnsupportedTableVersionError,
+)
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.slices import data_files
@@ -43,7 +48,7 @@ from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.paths import RLI_DIR
+from dynbucket.format.table.paths import HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline import heartbeat, outcome
 from dynbucket.format.timeline.lock import WriterLock
@@ -114,6 +119,12 @@ def check(store: TableStore) -> CheckReport:
             f"not checked: {e}",
             "bring its properties and timeline to one version with Hudi, as said above",
         )
+        return report
+    except NotATableError as e:
+        if store.exists(store.path(HOODIE_DIR)):  # a table's metadata, without its definition
+            report.add(f"the table's definition is gone: {e}", "restore .hoodie/ from a backup")
+        else:
+            report.add(f"no table here: {e}", "nothing to repair: give the path of a table")
         return report
     except DynBucketError as e:
         report.add(f"the table's definition does not read: {e}", "restore .hoodie/ from a backup")

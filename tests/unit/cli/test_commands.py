@@ -4,6 +4,7 @@ arguments are read."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,27 @@ def test_options_before_the_files_take_one_value_each() -> None:
     unpartitioned = cli.parser().parse_args(["ingest", "t", "a.csv", "--partition-by", ""])
     assert unpartitioned.partition_by == []
     assert cli.parser().parse_args(["ingest", "t", "a.csv"]).partition_by is None
+
+
+def test_show_keeps_its_columns_with_long_partition_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    import pyarrow as pa
+
+    from dynbucket.table import Table
+
+    schema = pa.schema([("id", pa.string()), ("region", pa.string())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", "region")
+    long = "europe-west-frankfurt-availability-zone-b"
+    t.upsert(pa.table({"id": ["a", "b"], "region": [long, "us"]}, schema=schema))
+    assert cli._run(cli.parser().parse_args(["show", t.uri]), sys.stderr) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["partition", "bucket"])
+    rows = lines[header : header + 3]
+    assert rows[1].startswith(f"region={long} ") and rows[2].startswith("region=us ")
+    # Each column ends where its heading does.
+    ends = [rows[0].index("bucket") + len("bucket"), rows[0].index("files") + len("files")]
+    for row in rows[1:]:
+        assert row[ends[0] - 1] == "0" and len(row) == ends[1], rows

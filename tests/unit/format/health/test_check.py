@@ -225,3 +225,19 @@ def test_a_key_in_two_partitions_of_a_global_index_table_is_found(tmp_path: Path
     definition.write_text(json.dumps(spec))
     found = [str(f) for f in check(t._store).findings]
     assert any("3 key(s) have live rows in more than one partition" in f for f in found), found
+
+
+def test_a_path_without_a_table_is_said_so_not_given_a_repair(tmp_path: Path) -> None:
+    from dynbucket.format.storage.store import TableStore
+
+    (tmp_path / "folder").mkdir()
+    for path, why in ((tmp_path / "folder", "is not a dynbucket table"),
+                      (tmp_path / "nowhere", "does not exist")):  # fmt: skip
+        (found,) = [str(f) for f in check(TableStore.at(str(path))).findings]
+        assert found.startswith("no table here: ") and why in found, found
+        assert "fix: nothing to repair: give the path of a table" in found
+    t = _table(tmp_path)  # a table whose definition went: restore it
+    Path(t._store.path(".hoodie/.dynbucket/table.json")).unlink()
+    Path(t._store.path(".hoodie/hoodie.properties")).unlink()
+    (found,) = [str(f) for f in check(t._store).findings]
+    assert "the table's definition is gone" in found and "restore .hoodie/" in found
