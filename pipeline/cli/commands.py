@@ -51,6 +51,7 @@ def _ingest(args: argparse.Namespace) -> int:
         args.table_type,
     )
     spec = ingest.table_definition(args.table, given)
+    inferred = args.schema is None and fmt != "parquet"  # a Parquet file's types are its own
     files = ingest.input_files(args.files)
     size = ingest_local.input_bytes(files)
     where = f"{len(files)} file(s), {size / 2**20:,.1f} MB"
@@ -70,7 +71,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 )
                 table = Table.create(
                     args.table,
-                    ingest.new_table_schema(data.schema),
+                    ingest.new_table_schema(data.schema, inferred),
                     list(args.key),
                     args.partition_by or (),
                     args.ordering,
@@ -94,7 +95,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 ingest.check_new_ordering(df, args.ordering, fmt, args.schema)
                 table = Table.create(
                     args.table,
-                    ingest.new_table_schema(to_arrow_schema(df.schema)),
+                    ingest.new_table_schema(to_arrow_schema(df.schema), inferred),
                     list(args.key),
                     args.partition_by or (),
                     args.ordering,

@@ -256,11 +256,26 @@ def csv_columns(header: Sequence[str], typed: Sequence[str], source: str) -> lis
     return list(header)
 
 
-def new_table_schema(schema: pa.Schema) -> pa.Schema:
+def new_table_schema(schema: pa.Schema, inferred: bool = True) -> pa.Schema:
     """The schema of a table created from input files: theirs, without Hudi's delete
-    marker (``_hoodie_is_deleted`` marks records as deletes; it is not stored)."""
+    marker (``_hoodie_is_deleted`` marks records as deletes; it is not stored). Types
+    ``inferred`` from the files (no ``--schema``) are widened as a Spark user expects of an
+    id or ordering column: integers to ``int64``, floats to ``double`` (a CSV of small
+    numbers infers ``int``, and a later file of epoch milliseconds would not fit; a key,
+    partition or ordering field never widens once the table has it)."""
     at = schema.get_field_index(IS_DELETED)
-    return schema if at < 0 else schema.remove(at)
+    schema = schema if at < 0 else schema.remove(at)
+    if not inferred:
+        return schema
+    return pa.schema([f.with_type(_widest(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def _widest(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_integer(t) and t != pa.uint64():
+        return pa.int64()
+    if pa.types.is_floating(t):
+        return pa.float64()
+    return t
 
 
 def input_files(files: Sequence[str]) -> list[str]:

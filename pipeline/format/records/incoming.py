@@ -85,11 +85,10 @@ def fit_types(
             "record deletes its key), a boolean: cast it to bool (or rename the field if it "
             "is not a delete marker). Nothing was written."
         )
+    problems = []  # every one, said at once
     extra = sorted(set(have) - set(schema.names) - set(markers))
     if extra:
-        raise SchemaMismatchError(
-            f"field(s) {extra} are not in the table schema ({schema.names}); drop them"
-        )
+        problems.append(f"field(s) {extra} are not in the table schema ({schema.names}); drop them")
     needed = schema.names if required is None else list(dict.fromkeys(required))
     missing = [n for n in needed if n not in have]
     if missing:
@@ -100,21 +99,30 @@ def fit_types(
                 "of them (new keys get nulls); or set hoodie.write.set.null.for.missing.columns"
                 " to write nulls"
             )
-        raise SchemaMismatchError(
-            f"field(s) {missing} of the table schema are missing: {fix}. Nothing was written."
-        )
+        problems.append(f"field(s) {missing} of the table schema are missing: {fix}")
     cast = []
     for f in schema:
         if f.name not in have or have[f.name] == f.type:
             continue
         if not widens(have[f.name], f.type):
-            raise SchemaMismatchError(
+            problems.append(
                 f"field {f.name!r} has type {have[f.name]}; the table has {f.type}, and only "
                 "widening conversions are made: cast the field to "
-                f"{f.type} before writing"
+                f"{f.type} before writing, if its values fit"
             )
         cast.append(f.name)
+    if problems:
+        raise SchemaMismatchError(said_at_once(problems))
     return cast
+
+
+def said_at_once(problems: list[str]) -> str:
+    """One message of every problem found with records' fields (a user fixes them all in
+    one go, not one per attempt)."""
+    if len(problems) == 1:
+        return f"{problems[0]}. Nothing was written."
+    listed = "; ".join(f"({i}) {p}" for i, p in enumerate(problems, start=1))
+    return f"{len(problems)} problems with the records' fields: {listed}. Nothing was written."
 
 
 def unique_fields(names: Sequence[str]) -> None:

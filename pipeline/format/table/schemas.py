@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from dynbucket.base.errors import ConcurrentWriteError, SchemaMismatchError, TableCorruptedError
-from dynbucket.format.records.incoming import marker_fields, widens
+from dynbucket.format.records.incoming import marker_fields, said_at_once, widens
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import SCHEMA_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -57,12 +57,39 @@ def promotes(old: pa.DataType, new: pa.DataType) -> bool:
     return text or data
 
 
+def _renamed(spec: TableSpec, incoming: pa.Schema, markers: Collection[str]) -> list[str]:
+    """The key and partition fields every write needs that the records lack, each with the
+    records' fields the table does not have of its type: a column renamed upstream."""
+    schema, out = spec.schema, []
+    new = [f for f in incoming if f.name not in schema.names and f.name not in markers]
+    for name in [*spec.record_key, *spec.partition_by]:
+        if name in incoming.names:
+            continue
+        role = "record key" if name in spec.record_key else "partition"
+        want = schema.field(name).type
+        like = [f.name for f in new if widens(f.type, want)]
+        new = [f for f in new if f.name not in like]  # each offered once
+        hint = (
+            f"; the records have {', '.join(repr(n) for n in like)} ({want}), which the table "
+            f"does not: renamed? give it as {name!r}"
+            if like
+            else ""
+        )
+        out.append(f"the {role} field {name!r} is missing{hint}")
+    return out
+
+
 def evolved(
-    spec: TableSpec, incoming: pa.Schema, markers: Collection[str] = (), enabled: bool = True
+    spec: TableSpec,
+    incoming: pa.Schema,
+    markers: Collection[str] = (),
+    enabled: bool = True,
+    whole: bool = False,
 ) -> pa.Schema:
     """The table's schema after records of ``incoming`` (their fields, types and
     nullability; ``markers``: fields read as delete markers, never stored): the same schema
-    when nothing evolves.
+    when nothing evolves. ``whole``: ``incoming`` is a write's records, which hold the
+    key and partition fields (one they lack is said with the rest).
 
     Raises:
         SchemaMismatchError: a change Hudi does not make on write, or any change when
@@ -76,46 +103,51 @@ def evolved(
         f"; schema evolution on write is off ({spec.options.key('evolve_on_write')}=false): "
         "turn it on to evolve the table"
     )
+    problems = _renamed(spec, incoming, markers) if whole else []  # every one, said at once
     for f in incoming:
         if f.name in markers and f.name not in schema.names:
             continue
         if f.name not in schema.names:
             if not enabled:
-                raise SchemaMismatchError(
+                problems.append(
                     f"field {f.name!r} ({f.type}) is not in the table's schema "
-                    f"({schema.names}){off}, or drop the field. Nothing was written."
+                    f"({schema.names}){off}, or drop the field"
                 )
-            if not f.nullable or pa.types.is_null(f.type):
+            elif not f.nullable or pa.types.is_null(f.type):
                 what = "may not be null" if not f.nullable else "is of type null (no values)"
-                raise SchemaMismatchError(
+                problems.append(
                     f"new field {f.name!r} {what}: a field added to a table must be nullable "
                     "and typed (older rows have no value of it): declare it nullable with a "
-                    "type (cast an all-null column to its type). Nothing was written."
+                    "type (cast an all-null column to its type)"
                 )
-            fields.append(f.with_nullable(True))
+            else:
+                fields.append(f.with_nullable(True))
             continue
         old = schema.field(f.name)
         if widens(f.type, old.type):
             continue
         if not promotes(old.type, f.type):
-            raise SchemaMismatchError(
+            problems.append(
                 f"field {f.name!r} has type {f.type}; the table has {old.type}, which may "
                 "only widen on write (int to long or double, float to double, a decimal's "
                 "precision up, string to bytes, ...): give the field as "
-                f"{old.type} (or a type it widens to). Nothing was written."
+                f"{old.type} (or a type it widens to)"
             )
-        if f.name in fixed:
-            raise SchemaMismatchError(
+        elif f.name in fixed:
+            problems.append(
                 f"field {f.name!r} has type {f.type}; the table has {old.type}, and a key, "
                 "partition or ordering field keeps its type (its values name records and "
-                f"order them): give the field as {old.type}. Nothing was written."
+                f"order them): give the field as {old.type} (cast it, if its values fit)"
             )
-        if not enabled:
-            raise SchemaMismatchError(
+        elif not enabled:
+            problems.append(
                 f"field {f.name!r} has type {f.type}; the table has {old.type}{off}, or cast "
-                f"the field to {old.type}. Nothing was written."
+                f"the field to {old.type}"
             )
-        fields[schema.get_field_index(f.name)] = old.with_type(f.type)
+        else:
+            fields[schema.get_field_index(f.name)] = old.with_type(f.type)
+    if problems:
+        raise SchemaMismatchError(said_at_once(problems))
     return pa.schema(fields, metadata=schema.metadata)
 
 
@@ -196,7 +228,7 @@ class WriteSchema:
         if incoming is None:
             return cls(defined, now.schema, now)
         markers = marker_fields(defined)
-        schema = evolved(now, incoming, markers, defined.options.evolve_on_write)
+        schema = evolved(now, incoming, markers, defined.options.evolve_on_write, whole=True)
         return cls(defined, now.schema, now if schema == now.schema else now.with_schema(schema))
 
     @property

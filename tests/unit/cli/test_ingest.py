@@ -214,3 +214,22 @@ def test_a_delete_says_how_many_keys_it_did_not_find_and_why(
     out = capsys.readouterr().out
     assert "1 key(s) to delete were not found in the partition the records name" in out
     assert sorted(Table.open(uri).to_arrow().column("id").to_pylist()) == ["a", "b"]
+
+
+def test_a_table_made_from_a_csv_of_small_numbers_takes_epoch_milliseconds_later(
+    tmp_path: Path,
+) -> None:
+    """Inferred types widen on create (Spark users' id and ordering columns are longs): a
+    CSV of small numbers infers ``int``, a later file of epoch milliseconds must fit."""
+    from dynbucket.cli import main
+
+    (tmp_path / "1.csv").write_text("id,ts,n\na,1,2\nb,2,3\n")
+    (tmp_path / "2.csv").write_text("id,ts,n\na,1764201600000,4\n")
+    uri = str(tmp_path / "t")
+    assert main(["ingest", "--key", "id", "--ordering", "ts", uri, str(tmp_path / "1.csv")]) == 0
+    assert Table.open(uri).schema == pa.schema(
+        [("id", pa.string()), ("ts", pa.int64()), ("n", pa.int64())]
+    )
+    assert main(["ingest", uri, str(tmp_path / "2.csv")]) == 0
+    rows = {r["id"]: r["ts"] for r in Table.open(uri).to_arrow().to_pylist()}
+    assert rows == {"a": 1764201600000, "b": 2}
