@@ -81,7 +81,8 @@ class SparkTasksEngine:
         ctx: WriteContext,
         laps: Laps,
     ) -> tuple[GroupWrites, int]:
-        job, shuffles = tag_and_write(self.df, stage_a, ctx)
+        job, shuffles, inputs = tag_and_write(self.df, stage_a, ctx)
         written = from_rows(job.collect())
+        inputs.raise_any()  # a bad record fails the write once, whatever was written
         laps.lap("spark")
         return written, shuffles

@@ -46,7 +46,7 @@ from dynbucket.write.index_source import RLIIndexSource
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
 from dynbucket.write.moves import one_per_key, with_move_outs
-from dynbucket.write.write_stage import carry_errors, write_fn, written_schema
+from dynbucket.write.write_stage import InputErrors, carry_errors, write_fn, written_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -276,9 +276,12 @@ def scheme_for(table: TableRef, caches: CacheMatch, link: RayLink | None) -> Sch
     return AssignerScheme(table, link, caches)
 
 
-def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[DataFrame, int]:
+def tag_and_write(
+    df: DataFrame, stage_a: ArrowFn, ctx: WriteContext
+) -> tuple[DataFrame, int, InputErrors]:
     """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
-    shuffle by (partition, bucket), stage B; with its number of shuffles."""
+    shuffle by (partition, bucket), stage B; with its number of shuffles and the input
+    errors its tasks find (raise them after the job: ``InputErrors.raise_any``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -289,11 +292,11 @@ def tag_and_write(df: DataFrame, stage_a: ArrowFn, ctx: WriteContext) -> tuple[D
     # Stage A turns the records' delete flag into ``_op``.
     kept = StructType([f for f in hashed.schema.fields if f.name != IS_DELETE])
     tagged_struct = with_fields(kept, [(PARTITION, "string"), (OP, "tinyint")])
-    tagged = hashed.mapInArrow(carry_errors(stage_a), tagged_schema(tagged_struct, moves))
+    inputs = InputErrors(df.sparkSession)
+    tagged = hashed.mapInArrow(carry_errors(stage_a, inputs), tagged_schema(tagged_struct, moves))
     stage_b = write_fn(ctx)
-    return tagged.repartition(PARTITION, BUCKET).mapInArrow(
-        carry_errors(stage_b), written_schema()
-    ), 2 if moves else 1
+    job = tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), written_schema())
+    return job, 2 if moves else 1, inputs
 
 
 def with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:

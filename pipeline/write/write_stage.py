@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dynbucket.base.errors import DynBucketError, to_wire
+from dynbucket.base.errors import DynBucketError, InvalidInputError, from_wire, to_wire
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
 from dynbucket.format.table.context import WriteContext
 from dynbucket.format.timeline.transaction import WrittenFile
@@ -161,14 +161,51 @@ def from_rows(rows: Sequence[Any]) -> GroupWrites:
     return out
 
 
-def carry_errors(fn: ArrowFn) -> ArrowFn:
+def carry_errors(fn: ArrowFn, inputs: InputErrors | None = None) -> ArrowFn:
     """``fn``, with a dynbucket error it raises carried to the driver whole (class and
-    fields; Spark passes only the text of a task's failure)."""
+    fields; Spark passes only the text of a task's failure). An input error (a bad
+    record: ``InvalidInputError``) with ``inputs`` is told to the driver without failing
+    the task: the same records fail the same way on every attempt, so Spark's retries
+    would only delay the error (4 attempts, seconds) and print each attempt's trace."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             yield from fn(batches)
+        except InvalidInputError as e:
+            if inputs is None:
+                raise RuntimeError(to_wire(e)) from e
+            inputs.found(e)
         except DynBucketError as e:
             raise RuntimeError(to_wire(e)) from e
 
     return run
+
+
+class _Texts:
+    """A Spark accumulator's parameter: lists of texts, concatenated (duck-typed, so that
+    this module loads without pyspark)."""
+
+    def zero(self, value: list[str]) -> list[str]:
+        return []
+
+    def addInPlace(self, first: list[str], second: list[str]) -> list[str]:  # noqa: N802
+        return first + second
+
+
+class InputErrors:
+    """The input errors a write's Spark tasks found (an accumulator: each task's are
+    merged on the driver as it succeeds); :meth:`raise_any` raises the first as itself."""
+
+    def __init__(self, spark: Any) -> None:
+        self._texts = spark.sparkContext.accumulator([], _Texts())
+
+    def found(self, error: InvalidInputError) -> None:
+        """In a task: tells the driver of ``error``."""
+        self._texts.add([to_wire(error)])
+
+    def raise_any(self) -> None:
+        """On the driver, after the job: raises the first input error a task found."""
+        texts = self._texts.value
+        if texts:
+            error = from_wire(texts[0])
+            raise error if error is not None else InvalidInputError(texts[0])

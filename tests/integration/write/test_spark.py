@@ -106,8 +106,19 @@ def test_bad_records_raise_dynbucket_errors_and_write_nothing(
     t = _table(tmp_path, runtime)
     t.upsert(_df(spark, [("ok", "d0", 1, 1)]))
     files = _files(t)
-    with pytest.raises(error, match=message):
-        t.upsert(_df(spark, [(f"n{i}", "d0", i, 1) for i in range(50)] + rows))
+    group = f"bad-records-{tmp_path.name}"
+    spark.sparkContext.setJobGroup(group, "a write of bad records")
+    try:
+        with pytest.raises(error, match=message):
+            t.upsert(_df(spark, [(f"n{i}", "d0", i, 1) for i in range(50)] + rows))
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    # Told to the driver by the task, not raised in it: no task failed, none ran again.
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+    stages = [tracker.getStageInfo(s) for job in jobs if job for s in job.stageIds]
+    assert stages and None not in stages
+    assert sum(s.numFailedTasks for s in stages) == 0
     t.wait_for_services()  # services beside the writes finish first
     assert _files(t) == files and t._timeline.pending() == []
     # The keys the failed instant assigned left the actors' caches (I8): written again, they
