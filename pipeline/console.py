@@ -32,13 +32,16 @@ def log_path(command: str) -> Path:
 
 
 @contextmanager
-def quiet(path: Path, restore: bool = True) -> Iterator[TextIO]:
+def quiet(path: Path, restore: bool = True, python_stderr: bool = False) -> Iterator[TextIO]:
     """Sends descriptors 1 and 2 to ``path`` for the block; yields the terminal's error
     stream for dynbucket's own messages. Restores everything on the way out, unless
     ``restore`` is False (a command about to exit): then ``sys.stdout`` and ``sys.stderr``
     stay on the log too, with the descriptors, because Ray's threads may still print
     what its workers wrote after the command ended (a Java worker's crash report at
-    shutdown once reached the terminal), and the yielded stream stays open."""
+    shutdown once reached the terminal), and the yielded stream stays open.
+    ``python_stderr``: Python's ``sys.stderr`` stays on the terminal too (a user's
+    script: its tracebacks, warnings and loggers are its own output); what holds the old
+    stream object (loggers Ray and Spark set up before) writes to the log."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -50,13 +53,16 @@ def quiet(path: Path, restore: bool = True) -> Iterator[TextIO]:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         sys.stdout = terminal_out
+        stderr = sys.stderr
+        if python_stderr:
+            sys.stderr = terminal_err
         try:
             yield terminal_err
         finally:
             for stream in (terminal_out, terminal_err, sys.stderr):
                 stream.flush()
             if restore:
-                sys.stdout = stdout
+                sys.stdout, sys.stderr = stdout, stderr
                 os.dup2(saved_out, 1)
                 os.dup2(saved_err, 2)
                 os.close(saved_out)

@@ -7,6 +7,7 @@ not guess (docs/design.md, "Facts about the stack"). :class:`Runtime` carries th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -16,6 +17,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +140,10 @@ class RuntimeConfig:
     reach them). False: on this machine's network address, as a cluster's head would."""
     log_level: str = "WARN"
     """Spark's log level once started."""
+    verbose: bool = False
+    """Show Ray's, Spark's and the JVM's output on this process's terminal. Off: it goes to
+    a log file (``Runtime.log_path``), as the ``dynbucket`` command's does; the script's
+    own ``print``, warnings and tracebacks stay on the terminal."""
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark settings; they win over dynbucket's."""
     driver_write_max_bytes: int = 8 << 20
@@ -196,6 +202,10 @@ class Runtime:
         self._started_ray = False
         self._loopback: _Loopback | None = None
         self._ray_address: str | None = None
+        self._quiet: contextlib.ExitStack | None = None
+        self.log_path: Path | None = None
+        """Where Ray's, Spark's and the JVM's output goes (None: the terminal, with
+        ``verbose``; or not started)."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -224,11 +234,17 @@ class Runtime:
                 )
             _active = self
         try:
+            if not self.config.verbose:
+                self._be_quiet()
             find_java()
             # Spark's Python workers must run this interpreter, or they cannot import pyspark.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            self._start_ray()
-            self._start_spark()
+            # Quiet: the loggers Ray and Spark set up as they load and start write to
+            # descriptor 2 (the log), not to the terminal the script's own stderr stays on.
+            quiet = sys.__stderr__ if not self.config.verbose else None
+            with contextlib.redirect_stderr(quiet or sys.stderr):
+                self._start_ray()
+                self._start_spark()
         except BaseException:
             self.stop()
             raise
@@ -260,6 +276,9 @@ class Runtime:
                 with _active_lock:
                     if _active is self:
                         _active = None
+                if self._quiet is not None:
+                    self._quiet.close()
+                    self._quiet = None
 
     # --- what a started runtime offers ---------------------------------------------------
 
@@ -289,6 +308,17 @@ class Runtime:
 
     # --- internals -----------------------------------------------------------------------
 
+    def _be_quiet(self) -> None:
+        """Ray's, Spark's and the JVM's output (descriptors 1 and 2, which the processes
+        they start inherit) to a log file until :meth:`stop`; named once, in dynbucket's
+        log (``logging``, INFO) and :attr:`log_path`."""
+        from dynbucket.console import log_path, quiet
+
+        self.log_path = log_path("runtime")
+        self._quiet = contextlib.ExitStack()
+        self._quiet.enter_context(quiet(self.log_path, python_stderr=True))
+        log.info("Ray, Spark and JVM output: %s (Runtime(verbose=True) shows it)", self.log_path)
+
     def _start_ray(self) -> None:
         import ray
 
@@ -303,6 +333,8 @@ class Runtime:
             "namespace": cfg.namespace,
             "logging_level": logging.WARNING,
             "configure_logging": True,
+            # Workers' output stays in Ray's session logs (quiet), or is printed here.
+            "log_to_driver": cfg.verbose,
         }
         if address is None:
             if cfg.loopback:

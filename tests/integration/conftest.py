@@ -19,8 +19,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def runtime() -> Iterator[Runtime]:
     # Spark writes go through Spark tasks, the path these tests are about; the driver path
     # of small DataFrames (the default) has tests of its own (write/test_driver.py) and a
-    # third of the model workloads.
-    with Runtime(driver_write_max_bytes=0) as rt:
+    # third of the model workloads. Verbose: Ray's, Spark's and the JVM's output in the
+    # suite's log, beside the failure it may explain.
+    with Runtime(driver_write_max_bytes=0, verbose=True) as rt:
         yield rt
 
 
