@@ -268,11 +268,7 @@ def _check(args: argparse.Namespace) -> int:
     from dynbucket.format.storage.store import TableStore
 
     report = check(TableStore.at(args.table))
-    for note in report.notes:
-        print(f"note: {note}")
-    for finding in report.findings:
-        print(f"PROBLEM: {finding}")
-    print(report.summary())
+    print(report)
     return 0 if report.healthy else 1
 
 

@@ -92,6 +92,13 @@ class CheckReport:
     def add(self, problem: str, fix: str) -> None:
         self.findings.append(Finding(problem, fix))
 
+    def __str__(self) -> str:
+        """What a person reads: each note and problem (with its fix), then the summary
+        line (``repr`` keeps every field)."""
+        lines = [f"note: {n}" for n in self.notes]
+        lines += [f"PROBLEM: {f}" for f in self.findings]
+        return "\n".join([*lines, self.summary()])
+
     def summary(self) -> str:
         read = (
             f"{self.instants} completed instants, {self.files} files, {self.live_rows:,} "

@@ -74,6 +74,7 @@ def test_a_healthy_table_is_healthy_and_nothing_changes(tmp_path: Path, table_ty
         r"entries read\)$",
         report.summary(),
     )
+    assert str(report) == "\n".join([*(f"note: {n}" for n in report.notes), report.summary()])
     assert _files(tmp_path) == before
 
 
@@ -233,9 +234,11 @@ def test_a_path_without_a_table_is_said_so_not_given_a_repair(tmp_path: Path) ->
     (tmp_path / "folder").mkdir()
     for path, why in ((tmp_path / "folder", "is not a dynbucket table"),
                       (tmp_path / "nowhere", "does not exist")):  # fmt: skip
-        (found,) = [str(f) for f in check(TableStore.at(str(path))).findings]
+        report = check(TableStore.at(str(path)))
+        (found,) = [str(f) for f in report.findings]
         assert found.startswith("no table here: ") and why in found, found
         assert "fix: nothing to repair: give the path of a table" in found
+        assert str(report) == f"PROBLEM: {found}\n{report.summary()}"  # what a person reads
     t = _table(tmp_path)  # a table whose definition went: restore it
     Path(t._store.path(".hoodie/.dynbucket/table.json")).unlink()
     Path(t._store.path(".hoodie/hoodie.properties")).unlink()
