@@ -31,6 +31,16 @@ def log_path(command: str) -> Path:
     return root / f"{command}-{stamp}-{os.getpid()}.log"
 
 
+#: The log file descriptors 1 and 2 point at while a :func:`quiet` block is active.
+_active_log: Path | None = None
+
+
+def active_log() -> Path | None:
+    """The log a :func:`quiet` block sends this process's output to (None: none is active):
+    a Runtime started inside one (the ``dynbucket`` command's) logs there too."""
+    return _active_log
+
+
 @contextmanager
 def quiet(path: Path, restore: bool = True, python_stderr: bool = False) -> Iterator[TextIO]:
     """Sends descriptors 1 and 2 to ``path`` for the block; yields the terminal's error
@@ -50,8 +60,10 @@ def quiet(path: Path, restore: bool = True, python_stderr: bool = False) -> Iter
     terminal_err = io.TextIOWrapper(os.fdopen(os.dup(saved_err), "wb"), line_buffering=True)
     stdout = sys.stdout
     with open(path, "ab", buffering=0) as log:
+        global _active_log
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
+        before, _active_log = _active_log, path
         sys.stdout = terminal_out
         stderr = sys.stderr
         if python_stderr:
@@ -62,6 +74,7 @@ def quiet(path: Path, restore: bool = True, python_stderr: bool = False) -> Iter
             for stream in (terminal_out, terminal_err, sys.stderr):
                 stream.flush()
             if restore:
+                _active_log = before
                 sys.stdout, sys.stderr = stdout, stderr
                 os.dup2(saved_out, 1)
                 os.dup2(saved_err, 2)

@@ -312,8 +312,11 @@ class Runtime:
         """Ray's, Spark's and the JVM's output (descriptors 1 and 2, which the processes
         they start inherit) to a log file until :meth:`stop`; named once, in dynbucket's
         log (``logging``, INFO) and :attr:`log_path`."""
-        from dynbucket.console import log_path, quiet
+        from dynbucket.console import active_log, log_path, quiet
 
+        self.log_path = active_log()
+        if self.log_path is not None:  # already quiet (the dynbucket command): its log
+            return
         self.log_path = log_path("runtime")
         self._quiet = contextlib.ExitStack()
         self._quiet.enter_context(quiet(self.log_path, python_stderr=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ def _demo(args: argparse.Namespace) -> int:
             rt, args.path, args.batches, args.rows, args.keys_per_bucket, args.slots, args.png
         )
         run.table.close()
+    if args.path is None:  # a temporary folder: the workload and the table go with the run
+        shutil.rmtree(run.workdir, ignore_errors=True)
     return 0
 
 

@@ -41,6 +41,8 @@ SKEW = [0.55, 0.25, 0.15, 0.05]
 @dataclass
 class DemoRun:
     table: Table
+    workdir: Path
+    """The workload, the table and the checkpoint (a temporary folder unless ``--path``)."""
     results: list[tuple[int, WriteResult, float]] = field(default_factory=list)
 
 
@@ -84,7 +86,9 @@ def run_demo(
     png: str | None,
     out: TextIO = sys.stdout,
 ) -> DemoRun:
-    """Creates the table, streams the workload, prints figures, saves the PNG."""
+    """Creates the table, streams the workload, prints figures, saves the PNG (by default
+    into ``--path``, else into the system's temporary folder, where it replaces the last
+    run's: the workload's own temporary folder is removed after the run, ``_demo``)."""
     workdir = Path(path) if path else Path(tempfile.mkdtemp(prefix="dynbucket-demo-"))
     incoming, table_dir = workdir / "incoming", workdir / "table"
     workload(incoming, batches, rows, update_share=0.3)
@@ -102,7 +106,7 @@ def run_demo(
         f"(30% updates of earlier keys; regions {dict(zip(REGIONS, SKEW, strict=True))})",
         file=out,
     )
-    run = DemoRun(table)
+    run = DemoRun(table, workdir)
     started = [time.perf_counter()]
 
     def on_batch(batch_id: int, result: WriteResult) -> None:
@@ -121,7 +125,7 @@ def run_demo(
     )
     query.awaitTermination()
     print(file=sys.stderr)
-    _print_batches(run, out)
+    _print_batches(run, rows, out)
     layout = table.stats()
     _print_layout(layout, keys_per_bucket, out)
     ours = table.to_arrow(columns=["order_id"], meta_columns=False).num_rows
@@ -131,9 +135,11 @@ def run_demo(
         file=out,
     )
     if png != "":
-        target = Path(png) if png else workdir / "buckets.png"
-        save_png(layout, keys_per_bucket, target)
-        print(f"\nsaved keys per bucket per partition: {target}", file=out)
+        default = (workdir if path else Path(tempfile.gettempdir())) / "dynbucket-demo.png"
+        target = Path(png) if png else default
+        filling = [(b, table.stats(as_of=r.instant)) for b, r, _ in run.results if r.instant]
+        save_png(filling, keys_per_bucket, target)
+        print(f"\nsaved the buckets filling, micro-batch by micro-batch: {target}", file=out)
     return run
 
 
@@ -160,7 +166,7 @@ def _progress(done: int, total: int, width: int = 30) -> None:
     )
 
 
-def _print_batches(run: DemoRun, out: TextIO) -> None:
+def _print_batches(run: DemoRun, records: int, out: TextIO) -> None:
     print(
         f"\n{'batch':>5} {'instant':>18} {'rows':>9} {'inserted':>9} {'updated':>9} "
         f"{'new buckets':>11} {'files':>6} {'seconds':>8}",
@@ -171,6 +177,15 @@ def _print_batches(run: DemoRun, out: TextIO) -> None:
             f"{batch_id:>5} {r.instant:>18} {r.rows_written:>9,} {r.keys_inserted:>9,} "
             f"{r.keys_updated:>9,} {r.buckets_created:>11} {r.files_written:>6} "
             f"{seconds:>8.1f}",
+            file=out,
+        )
+    written = sum(r.rows_written for _, r, _ in run.results)
+    total = records * len(run.results)
+    if written < total:
+        print(
+            f"{total:,} records, {written:,} rows written: a micro-batch's updates draw earlier "
+            "keys at random, some more than once, and a key's records in one micro-batch "
+            "are one row (the newest; Hudi's precombine)",
             file=out,
         )
 
@@ -184,27 +199,52 @@ def _print_layout(layout: pa.Table, cap: int, out: TextIO) -> None:
         print(f"  {partition:<12} {len(mine):>3} buckets  {cells}", file=out)
 
 
-def save_png(layout: pa.Table, cap: int, target: Path) -> None:
-    """A bar chart of keys per bucket, one panel per partition."""
+def save_png(filling: list[tuple[int, pa.Table]], cap: int, target: Path) -> None:
+    """Keys per bucket, one panel per partition, each bar stacked by the micro-batch that
+    brought its keys (``filling``: each batch's layout, ``Table.stats`` as of its instant),
+    with its final count on top and the capacity marked: how the index fills a bucket to
+    capacity before it opens the next."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = layout.to_pylist()
-    partitions = sorted({r["partition"] for r in rows})
+    per_batch = [
+        {(r["partition"], r["bucket"]): r["keys"] for r in layout.to_pylist()}
+        for _, layout in filling
+    ]
+    final = per_batch[-1] if per_batch else {}
+    partitions = sorted({p for p, _ in final})
+    colors = plt.get_cmap("viridis")
     fig, axes = plt.subplots(
-        len(partitions), 1, figsize=(9, 1.8 * len(partitions) + 0.6), squeeze=False, sharex=True
-    )
-    for ax, partition in zip(axes[:, 0], partitions, strict=True):
-        mine = sorted((r for r in rows if r["partition"] == partition), key=lambda r: r["bucket"])
-        ax.bar([r["bucket"] for r in mine], [r["keys"] for r in mine], color="#3b75af")
+        len(partitions) or 1, 1, figsize=(10, 2.1 * max(1, len(partitions)) + 0.9),
+        squeeze=False, sharex=True,
+    )  # fmt: skip
+    for ax, partition in zip(axes[:, 0], partitions, strict=False):
+        buckets = sorted(b for p, b in final if p == partition)
+        below = [0] * len(buckets)
+        for i, counts in enumerate(per_batch):
+            now = [counts.get((partition, b), 0) for b in buckets]
+            added = [max(0, n - was) for n, was in zip(now, below, strict=True)]
+            color = colors(i / max(1, len(per_batch) - 1))
+            ax.bar(buckets, added, bottom=below, color=color, width=0.8)
+            below = [was + a for was, a in zip(below, added, strict=True)]
+        for b, keys in zip(buckets, below, strict=True):
+            ax.annotate(f"{keys:,}", (b, keys), ha="center", va="bottom", fontsize=7)
         ax.axhline(cap, color="#c0392b", linestyle="--", linewidth=1)
+        ax.annotate(f"capacity {cap:,}", (1.0, cap), xycoords=("axes fraction", "data"),
+                    ha="right", va="bottom", fontsize=8, color="#c0392b")  # fmt: skip
+        ax.set_ylim(0, cap * 1.25)
         ax.set_ylabel("keys")
         ax.set_title(partition, loc="left", fontsize=10)
-    axes[-1, 0].set_xlabel("bucket id (dashed line: capacity)")
-    fig.suptitle("dynbucket: keys per bucket per partition")
-    fig.tight_layout()
+    axes[-1, 0].set_xlabel("bucket id")
+    if per_batch:
+        norm = matplotlib.colors.Normalize(0, len(per_batch) - 1)
+        bar = fig.colorbar(
+            matplotlib.cm.ScalarMappable(norm=norm, cmap=colors), ax=axes[:, 0], pad=0.01
+        )
+        bar.set_label("micro-batch that brought the keys")
+    fig.suptitle("dynbucket: keys per bucket, filled micro-batch by micro-batch")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=110)
+    fig.savefig(target, dpi=110, bbox_inches="tight")
     plt.close(fig)
