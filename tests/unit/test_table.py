@@ -177,3 +177,18 @@ def test_a_closed_table_refuses_writes_and_still_reads(tmp_path: Path) -> None:
 def test_open_of_a_missing_path_says_it_is_missing(tmp_path: Path) -> None:
     with pytest.raises(NotATableError, match=r"nowhere does not exist: check the path"):
         Table.open(str(tmp_path / "nowhere"))
+
+
+def test_several_writers_by_default_and_an_older_table_keeps_its_one_writer(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    assert t._spec.options.write_concurrency_mode == "OPTIMISTIC_CONCURRENCY_CONTROL"
+    # A table written before the option existed has no such key: it keeps one writer.
+    definition = Path(t._store.path(".hoodie/.dynbucket/table.json"))
+    doc = json.loads(definition.read_text())
+    del doc["options"]["hoodie.write.concurrency.mode"]
+    definition.write_text(json.dumps(doc))
+    assert Table.open(t.uri)._spec.options.write_concurrency_mode == "SINGLE_WRITER"

@@ -46,14 +46,14 @@ class TableOptions(PersistedOptions):
     run of the newest deltas into one)."""
     lock_lease_seconds: float = option("lock.lease-seconds", 60.0)
     """How long a dead writer can hold the table (``SINGLE_WRITER``)."""
-    write_concurrency_mode: str = option("hoodie.write.concurrency.mode", SINGLE_WRITER)
-    """A table keeps the mode it was created with. ``SINGLE_WRITER`` (the default until the
-    several-writers model passes every run, docs/design.md "Several writers"): one writer
-    holds the table for a whole write, a second one is refused.
-    ``OPTIMISTIC_CONCURRENCY_CONTROL``: writers write beside each other (in other processes,
-    drivers or machines); each takes the table only for a moment to begin and to commit,
-    and a commit is checked against the instants that completed since its write began
-    (docs/design.md, "Several writers"): one that conflicts is written again."""
+    write_concurrency_mode: str = option("hoodie.write.concurrency.mode", OPTIMISTIC)
+    """``OPTIMISTIC_CONCURRENCY_CONTROL`` (the default): writers write beside each other (in
+    other processes, drivers or machines); each takes the table only for a moment to begin
+    and to commit, and a commit is checked against the instants that completed since its
+    write began (docs/design.md, "Several writers"): one that conflicts is written again.
+    ``SINGLE_WRITER``: one writer holds the table for a whole write, a second one is
+    refused. A table keeps the mode it was created with (one created before this option
+    existed: ``SINGLE_WRITER``)."""
     commit_lease_seconds: float = option("lock.commit-lease-seconds", 5.0)
     """``OPTIMISTIC_CONCURRENCY_CONTROL``: the lease a writer holds while it begins or commits
     an instant: how long a writer killed in that moment delays the others."""

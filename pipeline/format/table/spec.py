@@ -325,7 +325,9 @@ class TableSpec:
                 bucket_options=ENGINES[engine].from_properties(
                     {k: v for k, v in doc["index"].items() if k != "engine"}
                 ),
-                options=TableOptions.from_properties({**doc.get("options", {}), **hudi_options}),
+                options=TableOptions.from_properties(
+                    {**_LEGACY_OPTIONS, **doc.get("options", {}), **hudi_options}
+                ),
                 table_id=doc["table-id"],
                 name=hoodie["hoodie.table.name"],
                 hive_style_partitioning=hive_style(hoodie),
@@ -543,6 +545,11 @@ def load_table(store: TableStore) -> TableSpec:
         raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     return TableSpec.load(hoodie, own, store.uri)
+
+
+#: Options a table created before they existed keeps at the value it was written under (a
+#: default changed since: a table keeps the writer mode it was created with).
+_LEGACY_OPTIONS = {"hoodie.write.concurrency.mode": "SINGLE_WRITER"}
 
 
 def _adoption_advice(store: TableStore) -> str:
