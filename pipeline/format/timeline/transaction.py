@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynbucket.base.errors import CommitFailedError, ConcurrentWriteError
+from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
-from dynbucket.format.storage.store import TableStore
+from dynbucket.format.storage.store import TableStore, final_name
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import conflicts, heartbeat, outcome
@@ -628,6 +629,16 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     # Base files end in ``_<id>.parquet``, log files' write tokens read ``-<id>-``, index
     # files start with ``<id>.``; temporary files of either keep the name.
     token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
+
+    def written_by_it(name: str) -> bool:
+        # A data file by its writer's instant only: a log another writer put on a slice
+        # whose base instant is this one, or a merged log whose run starts at it, is theirs.
+        final = final_name(name)
+        parsed = names.parse(final) or names.parse("." + final)
+        if parsed is not None:
+            return parsed.instant == instant.id
+        return token.search(name.lstrip(".")) is not None
+
     hoodie = store.path(HOODIE_DIR)
     # Inside .hoodie/, only the index entries and bucket layouts are an instant's files.
     own = tuple(store.path(d) + "/" for d in (RLI_DIR, BUCKET_LAYOUT_DIR, SCHEMA_DIR))
@@ -635,7 +646,7 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
         inside_meta = info.path.startswith(hoodie + "/")
         if inside_meta and not info.path.startswith(own):
             continue
-        if token.search(info.base_name.lstrip(".")) or (
+        if written_by_it(info.base_name) or (
             info.base_name == PARTITION_METADATA and _created_by(store, info.path, instant.id)
         ):
             store.delete(info.path)

@@ -184,3 +184,26 @@ def test_files_a_stalled_process_wrote_after_its_instant_was_rolled_back_are_cle
     assert clean.clean(t._store, t._spec, retain=2).files_removed >= 1
     assert not late.exists()
     assert t.check().healthy and t.to_arrow().num_rows == 6
+
+
+def test_a_rollback_removes_only_the_files_its_instant_wrote(tmp_path: Path) -> None:
+    """A rolled-back instant's files go; a log another writer put on a slice whose base
+    instant is that instant's, or a merged log whose run starts at it, is not its file."""
+    from dynbucket.format.file_group.slices import data_files
+    from dynbucket.format.hudi import files as names
+    from dynbucket.format.timeline.transaction import Transaction
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}, schema=SCHEMA))
+    (group,) = {f.file_id for f in data_files(t._store, "day=d1")}
+    txn = Transaction.begin(t._store, t._spec, "commit", "upsert")
+    other, first = "20991231000000001", "20991231000000002"
+    folder = Path(t._store.path("day=d1"))
+    own = folder / names.log_name(group, "20000101000000000", 7, txn.id)
+    theirs = folder / names.log_name(group, txn.id, 1, other)
+    merged = folder / f".{group}_20000101000000000.log.8_0-{other}-{txn.id}"
+    for f in (own, theirs, merged):
+        f.write_bytes(b"log")
+    assert names.parse(merged.name).merges_from == txn.id  # a run that starts at txn
+    txn.abort()
+    assert not own.exists() and theirs.exists() and merged.exists()
