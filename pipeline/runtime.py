@@ -203,6 +203,8 @@ class Runtime:
         self._loopback: _Loopback | None = None
         self._ray_address: str | None = None
         self._quiet: contextlib.ExitStack | None = None
+        self._spark_start: threading.Thread | None = None
+        self._spark_error: BaseException | None = None
         self.log_path: Path | None = None
         """Where Ray's, Spark's and the JVM's output goes (None: the terminal, with
         ``verbose``; or not started)."""
@@ -239,16 +241,36 @@ class Runtime:
             find_java()
             # Spark's Python workers must run this interpreter, or they cannot import pyspark.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            # Quiet: the loggers Ray and Spark set up as they load and start write to
-            # descriptor 2 (the log), not to the terminal the script's own stderr stays on.
+            # Quiet: the loggers Ray sets up as it loads and starts write to descriptor 2
+            # (the log), not to the terminal the script's own stderr stays on.
             quiet = sys.__stderr__ if not self.config.verbose else None
             with contextlib.redirect_stderr(quiet or sys.stderr):
                 self._start_ray()
-                self._start_spark()
+            # Spark starts beside the script (its JVM takes most of a start's seconds): what
+            # needs no Spark (in-process writes, reads, the slot actors) does not wait.
+            self._spark_start = threading.Thread(
+                target=self._start_spark_beside, name="dynbucket-spark-start", daemon=True
+            )
+            self._spark_start.start()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_spark_beside(self) -> None:
+        try:
+            self._start_spark()
+        except BaseException as e:  # raised to whoever asks for Spark (``spark``)
+            self._spark_error = e
+
+    def _wait_for_spark(self) -> None:
+        started = self._spark_start
+        if started is not None:
+            started.join()
+        if self._spark_error is not None:
+            error, self._spark_error = self._spark_error, None
+            self._spark_start = None
+            raise error
 
     def stop(self) -> None:
         """Stops Spark, then the Ray it started (a joined cluster keeps running)."""
@@ -256,6 +278,9 @@ class Runtime:
         import ray
 
         try:
+            if self._spark_start is not None:  # a start under way ends first
+                self._spark_start.join()
+                self._spark_start = None
             if self._spark is not None:
                 import raydp
 
@@ -284,7 +309,13 @@ class Runtime:
 
     @property
     def spark(self) -> SparkSession:
-        """The Spark session (RayDP's, on this Ray)."""
+        """The Spark session (RayDP's, on this Ray); the first use waits for its start,
+        which runs beside the script from ``start()`` on.
+
+        Raises:
+            RuntimeSetupError: the Runtime is not started, or Spark could not start.
+        """
+        self._wait_for_spark()
         if self._spark is None:
             raise RuntimeSetupError("the Runtime is not started; use `with Runtime() as rt:`")
         return self._spark
@@ -303,7 +334,11 @@ class Runtime:
 
     @property
     def default_parallelism(self) -> int:
-        """Spark's default parallelism: total executor cores."""
+        """Spark's default parallelism: total executor cores (while Spark starts, what its
+        configuration gives, so that slot actors start without waiting for it)."""
+        if self._spark is None and self._spark_start is not None:
+            given = self.config.spark_conf.get("spark.default.parallelism")
+            return int(given) if given else spark_parallelism(self.config)
         return int(self.spark.sparkContext.defaultParallelism)
 
     # --- internals -----------------------------------------------------------------------

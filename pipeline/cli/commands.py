@@ -392,6 +392,13 @@ def _bench_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_start(args: argparse.Namespace) -> int:
+    from dynbucket.bench import start
+
+    start.run(args.keys, args.workdir)
+    return 0
+
+
 def _bench_soak(args: argparse.Namespace) -> int:
     from dynbucket.bench import soak
     from dynbucket.runtime import Runtime
@@ -745,6 +752,15 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--workdir", default=None, help="where the table goes (temporary)")
     comp.set_defaults(func=_bench_compaction)
 
+    sta = bench_sub.add_parser(
+        "start",
+        help="a driver script's first results: Runtime() to the first upserts, a small "
+        "createDataFrame delete, the first reads",
+        parents=[loud],
+    )
+    sta.add_argument("--keys", type=_count, default=1_000, help="keys written (default 1e3)")
+    sta.add_argument("--workdir", default=None, help="where the tables go (temporary)")
+    sta.set_defaults(func=_bench_start)
     soak = bench_sub.add_parser(
         "soak",
         help="many small upserts and a long stream: write and read cost over the run",

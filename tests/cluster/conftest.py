@@ -42,6 +42,7 @@ def runtime(cluster: Any) -> Iterator[Runtime]:
         driver_write_max_bytes=0,
         verbose=True,  # Ray's, Spark's and the JVM's output in the suite's log
     ) as rt:
+        assert rt.spark is not None  # Spark starts beside the tests: all of it up first
         yield rt
 
 

@@ -22,6 +22,7 @@ def runtime() -> Iterator[Runtime]:
     # third of the model workloads. Verbose: Ray's, Spark's and the JVM's output in the
     # suite's log, beside the failure it may explain.
     with Runtime(driver_write_max_bytes=0, verbose=True) as rt:
+        assert rt.spark is not None  # Spark starts beside the tests: all of it up first
         yield rt
 
 
