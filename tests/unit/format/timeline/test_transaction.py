@@ -197,7 +197,7 @@ def test_a_rollback_removes_only_the_files_its_instant_wrote(tmp_path: Path) -> 
     t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}, schema=SCHEMA))
     (group,) = {f.file_id for f in data_files(t._store, "day=d1")}
     txn = Transaction.begin(t._store, t._spec, "commit", "upsert")
-    other, first = "20991231000000001", "20991231000000002"
+    other = "20991231000000001"
     folder = Path(t._store.path("day=d1"))
     own = folder / names.log_name(group, "20000101000000000", 7, txn.id)
     theirs = folder / names.log_name(group, txn.id, 1, other)
