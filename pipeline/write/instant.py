@@ -169,12 +169,14 @@ class InstantWrite:
         self.txn.cancel()
         self._assigners.abort(self.checkpoint)
         self.laps.lap("commit")
-        missing = written.keys_not_found
+        missing, stale = written.keys_not_found, written.keys_stale
         found = f"{missing:,} key(s) not found, " if missing else ""
+        found += f"{stale:,} stale (older than the table's), " if stale else ""
         return WriteResult(
             instant="",
             operation=f"{self.operation}: {found}nothing written, no instant committed",
             rows_written=0,
+            keys_stale=stale,
             keys_not_found=written.keys_not_found,
             seconds=self.laps.laps,
         )

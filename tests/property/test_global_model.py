@@ -183,8 +183,12 @@ def test_global_sequences_match_the_model(
                 raise OSError("disk full while committing")
 
             monkeypatch.setattr(outcome, "decide_commit", broken)
+            # A new key besides: the batch writes something (all-stale records write nothing
+            # and commit no instant).
+            fresh = {"id": "k-fresh", "region": REGIONS[0], "v": 0, "ts": 9, "deleted": False}
+            batch = [*_batch(rng, keys, False), fresh]
             with pytest.raises(CommitFailedError):
-                table.upsert(_records(_batch(rng, keys, False), False), assigner_slots=slots)
+                table.upsert(_records(batch, False), assigner_slots=slots)
             monkeypatch.undo()
         _check(table, live, history, rng, before, compacted)
         # I1 restated: a key that stays in its partition keeps its bucket.
