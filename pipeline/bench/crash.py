@@ -44,6 +44,7 @@ from dynbucket.format.index.file_names import index_files
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -216,8 +217,18 @@ def _settle(path: str, key: str, lease: float) -> str:
                 raise
             time.sleep(0.2)
     t.wait_for_services()
+    # Several writers: the killed writer's instant waits for its heartbeat to expire (the
+    # write above did not wait for it); settled then by the next writer, as here.
+    while _dead_writes(t) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        t.rollback()
     t.close()
     return result.instant
+
+
+def _dead_writes(t: Table) -> list[str]:
+    """The table's pending data writes (the killed writer's, once this one committed)."""
+    return [i.id for i in t._timeline.pending() if i.action not in DETACHED_ACTIONS]
 
 
 def _hudi_rows(path: str) -> dict[str, tuple[str, int]]:
