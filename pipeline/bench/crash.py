@@ -43,6 +43,7 @@ from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
+from dynbucket.format.timeline import heartbeat
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
 from dynbucket.table import Table
@@ -218,10 +219,17 @@ def _settle(path: str, key: str, lease: float) -> str:
             time.sleep(0.2)
     t.wait_for_services()
     # Several writers: the killed writer's instant waits for its heartbeat to expire (the
-    # write above did not wait for it); settled then by the next writer, as here.
-    while _dead_writes(t) and time.monotonic() < deadline:
+    # write above did not wait for it); then the next write settles it, and runs the
+    # services the dead writer left pending (older than a lease by then), as here.
+    waited = False
+    while (dead := _dead_writes(t)) and time.monotonic() < deadline:
+        waited = True
         time.sleep(0.2)
-        t.rollback()
+        if not any(heartbeat.is_alive(t._store, i) for i in dead):
+            break
+    if waited:
+        result = t.upsert(pa.table({"id": [key], "day": ["d0"], "v": [0]}, schema=SCHEMA))
+        t.wait_for_services()
     t.close()
     return result.instant
 
