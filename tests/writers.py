@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from dynbucket import DynamicBucketIndex, Table, TableOptions
+from dynbucket.format.timeline.timeline import Timeline
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -272,6 +273,9 @@ def _check(table: Table, cap: int, logs: list[Path]) -> None:
     assert max(per_bucket, default=0) <= cap
     report = table.check()
     assert report.healthy, [str(f) for f in report.findings]
+    timeline = Timeline(table._store, table._spec.options.merge_on_read)
+    horizons = [timeline.metadata(c).get("earliest-retained") for c in timeline.completed("clean")]
+    assert horizons == sorted(horizons), f"a clean's horizon went back: {horizons}"
 
 
 def write_batches(

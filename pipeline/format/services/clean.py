@@ -16,7 +16,7 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.read.snapshot import Snapshot
+from dynbucket.format.read.snapshot import Snapshot, cleaning_horizon
 from dynbucket.format.services.service import (
     AUTOMATIC,
     Scope,
@@ -115,7 +115,10 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
             return None
         pending = [i for i in txn.timeline.pending() if i.id != txn.id]
         horizon = _horizon(txn.timeline, completed, completed[-keep], pending)
-        if horizon is None:
+        last = cleaning_horizon(txn.timeline)
+        # Horizons only grow: below the last one (a pending write's bound), the last clean
+        # has removed all this one would, and readers would count what it removed as lost.
+        if horizon is None or (last is not None and horizon <= last.earliest):
             return None
         return CleanPlan(horizon, tuple(i.id for i in pending)).entries()
 

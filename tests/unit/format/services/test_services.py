@@ -186,3 +186,47 @@ def test_a_clean_keeps_what_a_pending_write_of_another_writer_reads(tmp_path: Pa
     t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [5]}, schema=SCHEMA))
     assert clean.clean(t._store, t._spec, retain=1).instant is not None
     assert not seen & {f.path for f in data_files(t._store, "day=d1")}  # gone: nobody reads it
+
+
+def test_a_cleans_horizon_never_goes_back(tmp_path: Path) -> None:
+    """Several writers: a write that began while a compaction planned long ago was pending
+    bounds a clean's horizon below that compaction; a clean since may already have cleaned
+    past it (the compaction's group kept the newest slice the write reads). Such a clean
+    is not planned: a horizon below the last one would make readers and ``check`` count
+    files as missing that the earlier clean removed (horizons only grow)."""
+    from dynbucket.format.read.snapshot import cleaning_horizon
+    from dynbucket.format.services import compaction
+    from dynbucket.format.timeline.timeline import Timeline
+    from dynbucket.format.timeline.transaction import Transaction
+
+    options = dataclasses.replace(MANUAL, write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL")
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+
+    def write(v: int) -> str:
+        rows = pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "v": [v, v]}, schema=SCHEMA)
+        return t.upsert(rows).instant
+
+    write(1)
+    write(2)
+    planned = compaction.schedule(t._store, t._spec, 1, ["day=d1"])
+    assert planned is not None
+    for v in (3, 4, 5):
+        write(v)
+    first = clean.clean(t._store, t._spec, retain=1)
+    assert first.instant is not None
+    timeline = Timeline(t._store, t._spec.options.merge_on_read)
+    before = cleaning_horizon(timeline)
+    assert before is not None and before.earliest > planned
+    pending = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    try:
+        for v in (6, 7):
+            write(v)
+        assert clean.schedule_clean(t._store, t._spec, retain=1) is None
+    finally:
+        pending.abort()
+    write(8)
+    assert clean.clean(t._store, t._spec, retain=1).instant is not None
+    after = cleaning_horizon(Timeline(t._store, t._spec.options.merge_on_read))
+    assert after is not None and after.earliest > before.earliest
+    assert t.check().healthy
+    assert sorted(t.to_arrow().column("v").to_pylist()) == [8, 8]
