@@ -1,8 +1,9 @@
 """Where a Spark write's stages run: the engine, chosen per write by the DataFrame's size.
 
 * :class:`DriverEngine`: a DataFrame Spark sizes at most ``driver_max_bytes`` is read by the
-  driver (the files of a bare Parquet scan with pyarrow, else collected by Spark with its
-  own key hash), tagged by the same stage A and written in this process's threads: no Spark
+  driver (the files of a bare Parquet scan with pyarrow, the rows of a ``createDataFrame``
+  of local rows from their collection (``write/local_rows.py``), else collected by Spark
+  with its own key hash), tagged by the same stage A and written in this process's threads: no Spark
   job's second of scheduling, shuffle and Python workers (``write/driver.py``).
 * :class:`SparkTasksEngine`: the write's Spark job (``schemes.tag_and_write``), collected.
 
@@ -41,12 +42,17 @@ class DriverEngine:
         spec: TableSpec,
         file_stream: bool,
         required: Sequence[str] | None,
+        local: list[pa.RecordBatch] | None = None,
     ) -> None:
         self.given, self.df, self.spec, self.file_stream = given, df, spec, file_stream
         self.required = required
+        self._local = local
         self._batches: list[pa.RecordBatch] = []
 
     def prepare(self, op: Operation, laps: Laps) -> None:
+        if self._local is not None:  # taken from the local rows it was created from
+            self._batches = self._local
+            return
         batches = read_scanned(self.given, self.spec, self.required, self.file_stream)
         if batches is not None:
             laps.lap("read")

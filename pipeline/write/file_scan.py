@@ -81,16 +81,25 @@ def read_scanned(
         files = _scanned_files(qe.toRdd())
         if files is None:
             return None
-        want = _arrow_schema(df)
+        want = arrow_schema(df)
         table = _read(files, want)
         if table is None:
             return None
-        table = conform(table, spec, required)
-        hashes = key_hashes(table, spec.record_key)
+        return hashed_batches(table, spec, required)
     except Exception as e:  # noqa: BLE001 - e.g. a key type keyhash does not hash (Spark's
         # xxhash64 does), or any surprise: Spark reads it as before
         log.debug("reading the scanned files in the driver failed; Spark collects", exc_info=e)
         return None
+
+
+def hashed_batches(
+    table: pa.Table, spec: TableSpec, required: Sequence[str] | None
+) -> list[pa.RecordBatch]:
+    """``table`` (the DataFrame's rows, of Spark's Arrow types) fitted to the table's
+    schema as ``conform_spark`` fits the DataFrame, with ``_hash`` as Spark's ``xxhash64``
+    gives it (raises when a key type is one ``keyhash`` does not hash)."""
+    table = conform(table, spec, required)
+    hashes = key_hashes(table, spec.record_key)
     return [b for b in table.append_column(HASH, pa.array(hashes)).to_batches() if b.num_rows]
 
 
@@ -131,7 +140,8 @@ def _scanned_files(rdd: Any) -> list[str] | None:
     return paths
 
 
-def _arrow_schema(df: DataFrame) -> pa.Schema:
+def arrow_schema(df: DataFrame) -> pa.Schema:
+    """The Arrow types Spark's Arrow conversion gives the DataFrame's fields."""
     from pyspark.sql.pandas.types import to_arrow_type
 
     return pa.schema([(f.name, to_arrow_type(f.dataType)) for f in df.schema.fields])

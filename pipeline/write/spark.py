@@ -26,7 +26,8 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
 A DataFrame whose plan is at most ``driver_max_bytes`` skips step 3's Spark stages: it is
 collected and written in this process, tagged by the same actors (``write/driver.py``); when
 it is a bare scan of Parquet files, the driver reads the files itself and no Spark job runs
-at all (``write/file_scan.py``).
+at all (``write/file_scan.py``); so for a ``createDataFrame`` of local rows at most that size,
+which Spark cannot size, taken from the collection that holds them (``write/local_rows.py``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from dynbucket.write.caches import CacheMatch
 from dynbucket.write.driver import estimated_bytes
 from dynbucket.write.engines import DriverEngine, SparkTasksEngine
 from dynbucket.write.instant import InstantWrite, StreamBatch
+from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
 from dynbucket.write.schemes import AssignerScheme, Scheme, scheme_for
@@ -189,9 +191,12 @@ class SparkWriter:
         required = required_fields(spec, op.deletes, partial)
         df = conform_spark(given, spec, required)  # 1.
         num_slots = slots or self.default_slots
+        local = None
+        if self.driver_max_bytes > 0 and not file_stream:
+            local = read_local(given, spec, required, self.driver_max_bytes)
         engine: DriverEngine | SparkTasksEngine = (
-            DriverEngine(given, df, spec, file_stream, required)
-            if self._small(df)
+            DriverEngine(given, df, spec, file_stream, required, local)
+            if local is not None or self._small(df)
             else SparkTasksEngine(df)
         )
         scheme = self.scheme

@@ -1,0 +1,76 @@
+"""``createDataFrame`` of local rows taken by the driver from their collection
+(``write/local_rows.py``): the rows, types, order and key hashes Spark would collect, no
+Spark job for a small write, and Spark still reads anything else."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from dynbucket.format.records.incoming import required_fields
+from dynbucket.runtime import Runtime
+from dynbucket.table import Table
+from dynbucket.write.local_rows import read_local
+from tests.integration.write.test_file_scan import _same, _spark_collects, _spec
+
+DDL = "id string, n int, day date, v long, price decimal(9,2), at timestamp, note string"
+MAX = 8 << 20
+
+
+def _local(first: int, count: int) -> list[tuple[Any, ...]]:
+    return [
+        (
+            f"k{i % 7}" if i % 5 else None,
+            i % 3,
+            dt.date(2026, 1, 1 + i % 28),
+            i,
+            decimal.Decimal(i) / 4,
+            dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i),
+            None if i % 4 else f"#{i}",
+        )
+        for i in range(first, first + count)
+    ]
+
+
+def test_local_rows_taken_in_the_driver_equal_what_spark_collects(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path, runtime)
+    df = spark.createDataFrame(_local(0, 700), DDL)
+    _same(read_local(df, spec, None, MAX), _spark_collects(df, spec))
+    keys = spark.createDataFrame([(f"k{i}", i % 3, dt.date(2026, 1, 2)) for i in range(9)],
+                                 "id string, n int, day date")  # fmt: skip
+    deletes = required_fields(spec, True)
+    _same(read_local(keys, spec, deletes, MAX), _spark_collects(keys, spec, deletes=True))
+    # Not exactly the local rows, or too many of them: Spark reads it.
+    rdd = spark.sparkContext.parallelize(_local(0, 20)).map(lambda r: (*r[:3], r[3] + 1, *r[4:]))
+    assert read_local(spark.createDataFrame(rdd, DDL), spec, None, MAX) is None
+    assert read_local(df.filter("v > 3"), spec, None, MAX) is None
+    assert read_local(df, spec, None, 1_000) is None
+    nested = spark.createDataFrame([("a", [1, 2])], "id string, tags array<int>")
+    assert read_local(nested, spec, None, MAX) is None
+
+
+def test_a_small_delete_from_local_rows_runs_no_spark_job(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", "day", "ts", runtime=runtime)
+    t._spark_writer().driver_max_bytes = MAX  # the session's runtime says 0
+    try:
+        rows = [(f"k{i}", f"d{i % 2}", 1) for i in range(300)]
+        t.upsert(spark.createDataFrame(rows, "id string, day string, ts long"))
+        gone = spark.createDataFrame([(f"k{i}", f"d{i % 2}") for i in range(0, 300, 3)],
+                                     "id string, day string")  # fmt: skip
+        tracker = spark.sparkContext.statusTracker()
+        jobs = len(tracker.getJobIdsForGroup(None))
+        result = t.delete(gone)
+        assert len(tracker.getJobIdsForGroup(None)) == jobs
+        assert "driver" in result.seconds
+        assert t.to_arrow().num_rows == 200
+    finally:
+        t.close()
