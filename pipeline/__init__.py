@@ -11,6 +11,8 @@ its caller). ``import dynbucket`` loads neither Spark nor Ray: they load when a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from dynbucket.base.errors import (
     AdoptionRefusedError,
     AssignerError,
@@ -39,21 +41,59 @@ from dynbucket.base.errors import (
     UnsupportedTableVersionError,
     WriteConflictError,
 )
-from dynbucket.format.health.check import CheckReport
-from dynbucket.format.read.snapshot import Snapshot
-from dynbucket.format.services.service import ServiceResult
-from dynbucket.options import (
-    ConsistentHashingIndex,
-    DynamicBucketIndex,
-    DynamicBucketOptions,
-    IndexOptions,
-    RegroupResult,
-    SimpleBucketIndex,
-    TableOptions,
-)
-from dynbucket.runtime import Runtime, RuntimeConfig
-from dynbucket.table import Table
-from dynbucket.write.results import WriteResult
+
+if TYPE_CHECKING:
+    from dynbucket.format.health.check import CheckReport
+    from dynbucket.format.read.snapshot import Snapshot
+    from dynbucket.format.services.service import ServiceResult
+    from dynbucket.options import (
+        ConsistentHashingIndex,
+        DynamicBucketIndex,
+        DynamicBucketOptions,
+        IndexOptions,
+        RegroupResult,
+        SimpleBucketIndex,
+        TableOptions,
+    )
+    from dynbucket.runtime import Runtime, RuntimeConfig
+    from dynbucket.table import Table
+    from dynbucket.write.results import WriteResult
+
+#: Where each name of the API lives, loaded on first use: a process that imports one room
+#: (an assigner actor imports ``dynbucket.actors``, a Spark task the write stages) does not
+#: pay for the others (the whole API takes about 1.5 s to import).
+_LAZY = {
+    "CheckReport": "dynbucket.format.health.check",
+    "Snapshot": "dynbucket.format.read.snapshot",
+    "ServiceResult": "dynbucket.format.services.service",
+    "ConsistentHashingIndex": "dynbucket.options",
+    "DynamicBucketIndex": "dynbucket.options",
+    "DynamicBucketOptions": "dynbucket.options",
+    "IndexOptions": "dynbucket.options",
+    "RegroupResult": "dynbucket.options",
+    "SimpleBucketIndex": "dynbucket.options",
+    "TableOptions": "dynbucket.options",
+    "Runtime": "dynbucket.runtime",
+    "RuntimeConfig": "dynbucket.runtime",
+    "Table": "dynbucket.table",
+    "WriteResult": "dynbucket.write.results",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dynbucket' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AdoptionRefusedError", "AssignerError", "AssignerRestartedError",

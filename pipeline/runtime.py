@@ -381,6 +381,10 @@ class Runtime:
                 address="local",
                 num_cpus=cfg.num_cpus or 2 * _machine_cores(),
                 include_dashboard=False,
+                # Ray starts a worker process per CPU for a first driver by default; on a
+                # small machine they take a second of Ray's start, and the script's
+                # in-process writes never use them (the slot actors start their own).
+                _system_config={"prestart_worker_first_driver": False},
             )
             if cfg.object_store_memory is not None:
                 kwargs["object_store_memory"] = cfg.object_store_memory
