@@ -151,6 +151,10 @@ class RuntimeConfig:
     a file scan) is written by this process, not Spark's Python workers: the same actors
     tag it, the same files result, without a Spark job's second of overhead. 0: always by
     Spark tasks."""
+    driver_read_max_bytes: int = 8 << 20
+    """``Table.read()`` of a snapshot whose files total at most this is read by this process
+    and handed to Spark as Arrow (the same rows, without a job of Python tasks). 0: always
+    by Spark tasks."""
 
     def __post_init__(self) -> None:
         for name in ("num_cpus", "executors", "executor_cores", "shuffle_partitions"):
@@ -170,12 +174,14 @@ class RuntimeConfig:
                 f"RuntimeConfig.executor_placement={self.executor_placement!r}: must be None "
                 f"or one of {', '.join(placements)} (Ray placement group strategies)"
             )
-        limit = self.driver_write_max_bytes
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ConfigError(
-                f"RuntimeConfig.driver_write_max_bytes={limit!r}: must be an integer >= 0 "
-                "(bytes; 0 writes every Spark DataFrame with Spark tasks)"
-            )
+        for name, zero in (("driver_write_max_bytes", "writes every Spark DataFrame"),
+                           ("driver_read_max_bytes", "reads every table")):  # fmt: skip
+            limit = getattr(self, name)
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ConfigError(
+                    f"RuntimeConfig.{name}={limit!r}: must be an integer >= 0 (bytes; 0 "
+                    f"{zero} with Spark tasks)"
+                )
         if self.object_store_memory is not None and self.object_store_memory < 78_643_200:
             raise ConfigError(
                 f"RuntimeConfig.object_store_memory={self.object_store_memory!r}: Ray needs "

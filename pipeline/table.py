@@ -46,6 +46,7 @@ from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime, active_runtime
 from dynbucket.write.local import LocalWriter
+from dynbucket.write.local_rows import arrow_frame
 from dynbucket.write.ray_tasks import RayTasks
 from dynbucket.write.results import WriteResult
 from dynbucket.write.services import ServiceRunner
@@ -325,9 +326,13 @@ class Table:
         as_of: str | None = None,
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
+        driver_max_bytes: int = 0,
     ) -> DataFrame:
-        """The table's live rows as a Spark DataFrame (file slices merged in Spark tasks)."""
-        return _snapshot_to_spark(self.snapshot(as_of), spark, columns, meta_columns)
+        """The table's live rows as a Spark DataFrame (file slices merged in Spark tasks;
+        a snapshot whose files total at most ``driver_max_bytes`` is read here and handed to
+        Spark as Arrow)."""
+        snapshot = self.snapshot(as_of)
+        return _snapshot_to_spark(snapshot, spark, columns, meta_columns, driver_max_bytes)
 
     def record_index_locations(
         self, partition: str, columns: Sequence[str] | None = None
@@ -460,8 +465,12 @@ class Table:
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
     ) -> DataFrame:
-        """The table as a Spark DataFrame (file slices merged in Spark tasks)."""
-        return self.to_spark(self._runtime().spark, as_of, columns, meta_columns)
+        """The table as a Spark DataFrame (file slices merged in Spark tasks; a small table,
+        files at most ``RuntimeConfig.driver_read_max_bytes``, read by this process and
+        handed to Spark as Arrow: the same rows without a job of Python tasks)."""
+        rt = self._runtime()
+        limit = rt.config.driver_read_max_bytes
+        return self.to_spark(rt.spark, as_of, columns, meta_columns, limit)
 
     def _write(
         self, data: Any, operation: str, slots: int | None, partial: bool = False
@@ -610,12 +619,24 @@ def _only_upserts_are_partial(operation: str, partial: bool) -> None:
 
 
 def _snapshot_to_spark(
-    snapshot: Snapshot, spark: SparkSession, columns: Sequence[str] | None, meta_columns: bool
+    snapshot: Snapshot,
+    spark: SparkSession,
+    columns: Sequence[str] | None,
+    meta_columns: bool,
+    driver_max_bytes: int = 0,
 ) -> DataFrame:
-    """A snapshot as a Spark DataFrame: each task merges a share of the file slices."""
+    """A snapshot as a Spark DataFrame: each task merges a share of the file slices, or,
+    when they total at most ``driver_max_bytes``, this process reads them and Spark gets
+    the rows as Arrow (a first job of Python tasks starts Spark's Python workers: seconds)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     refs = snapshot.slices()
+    size = sum(f.size for r in refs for f in r.slice.files)
+    if size <= driver_max_bytes:
+        rows = snapshot.to_arrow(columns, meta_columns, refs=refs)
+        handed = arrow_frame(spark, rows.cast(snapshot.output_schema(columns, meta_columns)))
+        if handed is not None:
+            return handed
     store, spec = snapshot.store, snapshot.spec
     schema = snapshot.output_schema(columns, meta_columns)
     slots = max(1, min(len(refs), spark.sparkContext.defaultParallelism * 4))

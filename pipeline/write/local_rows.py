@@ -1,5 +1,6 @@
-"""Small writes whose DataFrame is ``spark.createDataFrame`` of local Python rows: read back
-in the driver, no Spark job.
+"""Local rows and Spark DataFrames, without a Spark job: a small write whose DataFrame is
+``spark.createDataFrame`` of local Python rows is read back in the driver; a small snapshot
+read by the driver is handed to Spark as Arrow (:func:`arrow_frame`).
 
 ``createDataFrame(list, schema)`` pickles the rows into a parallelized collection in the
 driver JVM; Spark cannot size such a plan (a ``LogicalRDD``), and reading it, even to
@@ -170,3 +171,39 @@ def _to_arrow(rows: list[Any], df: DataFrame, want: pa.Schema) -> pa.Table | Non
             column = pa.array(values, arrow_field.type)
         columns.append(column)
     return pa.table(columns, schema=want)
+
+
+def arrow_frame(spark: Any, table: pa.Table) -> DataFrame | None:
+    """``table`` as a Spark DataFrame of the same rows, handed over as Arrow (what PySpark's
+    Arrow ``createDataFrame`` of pandas does, without pandas: every type stays as it is):
+    the JVM reads the batches, one partition each, and no Python worker takes part. None
+    when a type has no Spark equivalent or Spark refuses it (then read with tasks)."""
+    from pyspark.sql import DataFrame as SparkFrame
+    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    try:
+        schema = from_arrow_schema(table.schema)
+        table = table.cast(to_arrow_schema(schema))
+        if table.num_rows == 0:
+            return spark.createDataFrame([], schema)
+        batches = table.combine_chunks().to_batches(max_chunksize=100_000)
+        sc = spark.sparkContext
+        jvm = sc._jvm
+
+        def from_file(path: str) -> Any:
+            return jvm.PythonSQLUtils.readArrowStreamFromFile(path)
+
+        def from_server() -> Any:
+            return jvm.ArrowIteratorServer()
+
+        batches_in_jvm = sc._serialize_to_jvm(
+            batches, ArrowStreamSerializer(), from_file, from_server
+        )
+        jdf = jvm.PythonSQLUtils.toDataFrame(batches_in_jvm, schema.json(), spark._jsparkSession)
+        df = SparkFrame(jdf, spark)
+        df._schema = schema
+        return df
+    except Exception as e:  # noqa: BLE001 - a type Spark does not take: tasks read it
+        log.debug("handing the rows to Spark as Arrow failed; Spark tasks read them", exc_info=e)
+        return None

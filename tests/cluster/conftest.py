@@ -40,6 +40,7 @@ def runtime(cluster: Any) -> Iterator[Runtime]:
         executor_memory="1g",
         executor_placement="SPREAD",
         driver_write_max_bytes=0,
+        driver_read_max_bytes=0,
         verbose=True,  # Ray's, Spark's and the JVM's output in the suite's log
     ) as rt:
         assert rt.spark is not None  # Spark starts beside the tests: all of it up first

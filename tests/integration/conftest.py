@@ -21,7 +21,7 @@ def runtime() -> Iterator[Runtime]:
     # of small DataFrames (the default) has tests of its own (write/test_driver.py) and a
     # third of the model workloads. Verbose: Ray's, Spark's and the JVM's output in the
     # suite's log, beside the failure it may explain.
-    with Runtime(driver_write_max_bytes=0, verbose=True) as rt:
+    with Runtime(driver_write_max_bytes=0, driver_read_max_bytes=0, verbose=True) as rt:
         assert rt.spark is not None  # Spark starts beside the tests: all of it up first
         yield rt
 

@@ -59,6 +59,7 @@ def test_jvm_options_open_every_package_the_design_lists() -> None:
      ("driver_write_max_bytes", -1, "driver_write_max_bytes=-1: must be an integer >= 0"),
      ("driver_write_max_bytes", "8m", "driver_write_max_bytes='8m'"),
      ("driver_write_max_bytes", True, "driver_write_max_bytes=True"),
+     ("driver_read_max_bytes", -5, "driver_read_max_bytes=-5: must be an integer >= 0"),
      ("executor_placement", "spread", "executor_placement=.spread.: must be None or one of")],
 )  # fmt: skip
 def test_bad_runtime_config_names_field_and_value(field: str, value: object, message: str) -> None:

@@ -1,6 +1,7 @@
 """``createDataFrame`` of local rows taken by the driver from their collection
 (``write/local_rows.py``): the rows, types, order and key hashes Spark would collect, no
-Spark job for a small write, and Spark still reads anything else."""
+Spark job for a small write, and Spark still reads anything else; and a small snapshot
+handed to Spark as Arrow: the rows Spark tasks read."""
 
 from __future__ import annotations
 
@@ -72,5 +73,33 @@ def test_a_small_delete_from_local_rows_runs_no_spark_job(
         assert len(tracker.getJobIdsForGroup(None)) == jobs
         assert "driver" in result.seconds
         assert t.to_arrow().num_rows == 200
+    finally:
+        t.close()
+
+
+def test_a_small_snapshot_handed_to_spark_as_arrow_equals_what_tasks_read(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    from tests.integration.write.test_file_scan import TABLE, _rows
+
+    t = Table.create(str(tmp_path / "t"), TABLE, ["id", "n"], "day", "v")
+    try:
+        rows = _rows(0, 200, note=True).filter(pa.compute.is_valid(pa.compute.field("id")))
+        t.upsert(rows)
+        t.delete(rows.slice(0, 5).select(["id", "n", "day"]))
+        keys = {(r["id"], r["n"], r["day"]) for r in rows.to_pylist()}  # in each day
+        live = len(keys - {(r["id"], r["n"], r["day"]) for r in rows.slice(0, 5).to_pylist()})
+        by_key = [("id", "ascending"), ("n", "ascending"), ("at", "ascending")]
+        for columns, meta in ((None, True), (["id", "n", "price", "at"], False)):
+            handed = t.to_spark(spark, columns=columns, meta_columns=meta, driver_max_bytes=MAX)
+            plan = handed._jdf.queryExecution().optimizedPlan().getClass().getSimpleName()
+            assert plan == "LocalRelation"  # the Arrow batches, not a job of Python tasks
+            tasks = t.to_spark(spark, columns=columns, meta_columns=meta)
+            assert handed.schema == tasks.schema
+            ours = pa.Table.from_batches(handed._collect_as_arrow()).sort_by(by_key)
+            theirs = pa.Table.from_batches(tasks._collect_as_arrow()).sort_by(by_key)
+            assert ours.num_rows == live > 0
+            assert ours.equals(theirs)
+        assert t.to_spark(spark, driver_max_bytes=1).count() == handed.count()
     finally:
         t.close()
