@@ -114,12 +114,14 @@ def _sized(spark: Any, folder: Path) -> Callable[[Any], Any]:
 
 
 def _path_of(t: Table, spark: Any, tmp_path: Path, seed: int) -> Callable[[Any], Any]:
-    """A third of the workloads through the driver (``write/driver.py``; the session's
-    runtime says never), the others through Spark tasks: how to make their DataFrames."""
-    if seed % 3 != 0:
+    """A third of the workloads through the driver reading Parquet files
+    (``write/file_scan.py``; the session's runtime says never), a third through the driver
+    taking ``createDataFrame``'s local rows (``write/local_rows.py``), the others through
+    Spark tasks: how to make their DataFrames."""
+    if seed % 3 == 2:
         return _passthrough
     t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
-    return _sized(spark, tmp_path / "in")
+    return _sized(spark, tmp_path / "in") if seed % 3 == 0 else _passthrough
 
 
 def _upserted(model: dict[str, tuple[int, int]], rows: list[tuple[str, str, int, int]]) -> None:
@@ -238,7 +240,10 @@ def _dynamic_workload(
             _check(t, model, first_bucket, before, cap, slots, shares=kind != "change")
             if r.instant:  # a write of nothing (a delete of absent keys) commits none
                 shuffles = t._timeline.metadata(t._timeline.completed()[-1])["shuffles"]
-                assert (shuffles == 0) == (frame is not _passthrough)  # the seed's path
+                driver = t._spark_writer().driver_max_bytes > 0
+                assert (shuffles == 0) == driver  # the seed's path
+                # createDataFrame's local rows taken from their collection, not collected
+                assert not (driver and frame is _passthrough and "collect" in r.seconds)
             else:
                 assert t.latest_instant() == last and r.rows_written == 0
             if hudi_every_batch:
