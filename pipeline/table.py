@@ -631,14 +631,13 @@ def _snapshot_to_spark(
     from pyspark.sql.pandas.types import from_arrow_schema
 
     refs = snapshot.slices()
-    size = sum(f.size for r in refs for f in r.slice.files)
-    if size <= driver_max_bytes:
+    schema = snapshot.output_schema(columns, meta_columns)
+    if sum(r.slice.size for r in refs) <= driver_max_bytes:
         rows = snapshot.to_arrow(columns, meta_columns, refs=refs)
-        handed = arrow_frame(spark, rows.cast(snapshot.output_schema(columns, meta_columns)))
+        handed = arrow_frame(spark, rows.cast(schema))
         if handed is not None:
             return handed
     store, spec = snapshot.store, snapshot.spec
-    schema = snapshot.output_schema(columns, meta_columns)
     slots = max(1, min(len(refs), spark.sparkContext.defaultParallelism * 4))
     taken = (snapshot.instant, snapshot.seen)
 

@@ -3,8 +3,9 @@
 * :class:`DriverEngine`: a DataFrame Spark sizes at most ``driver_max_bytes`` is read by the
   driver (the files of a bare Parquet scan with pyarrow, the rows of a ``createDataFrame``
   of local rows from their collection (``write/local_rows.py``), else collected by Spark
-  with its own key hash), tagged by the same stage A and written in this process's threads: no Spark
-  job's second of scheduling, shuffle and Python workers (``write/driver.py``).
+  with its own key hash), tagged by the same stage A and written in this process's
+  threads: no Spark job's second of scheduling, shuffle and Python workers
+  (``write/driver.py``).
 * :class:`SparkTasksEngine`: the write's Spark job (``schemes.tag_and_write``), collected.
 
 Both read what they need before the scheme's assigners open (``prepare``: a new fleet's
