@@ -1,5 +1,5 @@
-"""Hudi log files: a sequence of blocks, each a Parquet data block, a delete block or (in the
-archived timeline) an Avro data block.
+"""Hudi log files: a sequence of blocks, each a Parquet data block, a delete block, (in the
+archived timeline) an Avro data block or (in the metadata table) an HFile data block.
 
 A block, all integers big-endian::
 
@@ -13,7 +13,8 @@ entry an int key, an int length and UTF-8 bytes; the header carries the block's 
 for data blocks, the Avro schema of its records. A Parquet data block's content is a whole
 Parquet file; a delete block's content is a version (3), a length, and the Avro encoding of
 the deleted keys with their partition paths and ordering values; an Avro data block's is a
-version (3), a record count, and per record its length and Avro encoding.
+version (3), a record count, and per record its length and Avro encoding; an HFile data
+block's is a whole HFile (``hfile.py``) of Avro-encoded values.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ FORMAT_VERSION = 1
 DELETE_BLOCK_VERSION = 3
 #: Block types (Hudi's ``HoodieLogBlockType`` ordinals; a corrupt block is one that does
 #: not read whole, which Hudi's readers skip).
-COMMAND, DELETE, CORRUPT, AVRO_DATA, PARQUET_DATA = 0, 1, 2, 3, 5
+COMMAND, DELETE, CORRUPT, AVRO_DATA, HFILE_DATA, PARQUET_DATA = 0, 1, 2, 3, 4, 5
 #: Header keys.
 INSTANT_TIME, TARGET_INSTANT_TIME, SCHEMA, COMMAND_BLOCK_TYPE = 0, 1, 2, 3
 #: A command block's type: roll back the blocks of its target instant.
@@ -70,6 +71,12 @@ def avro_data_block(records: Sequence[bytes], instant: str, schema_json: str) ->
     body = [struct.pack(">ii", DELETE_BLOCK_VERSION, len(records))]
     body += [struct.pack(">i", len(r)) + r for r in records]
     return _block(AVRO_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, b"".join(body))
+
+
+def hfile_data_block(hfile: bytes, instant: str, schema_json: str) -> bytes:
+    """An HFile data block holding ``hfile`` (a whole file's bytes; values encoded with
+    ``schema_json``)."""
+    return _block(HFILE_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, hfile)
 
 
 def avro_records(block: Block) -> list[bytes]:

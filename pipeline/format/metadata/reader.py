@@ -1,0 +1,183 @@
+"""Reading a table's metadata table: the ``files`` listing and the record index.
+
+Each partition of the metadata table is a few file groups (``files-0000-0``,
+``record-index-0000-0`` ... ``record-index-<n>-0``), each an HFile base file and the log
+files written after it, each log a sequence of HFile data blocks (records added or
+replaced), delete blocks (keys gone) and rollback command blocks. A reader takes, per file
+group, the newest base file of a valid instant and the logs written at or after it, and
+applies their blocks in order. A log belongs to the newest base file whose instant is not
+after the log's completion (Hudi 1.x slices by completion time: a log of a write that began
+before a compaction was planned but completed after it is the new slice's).
+
+Valid instants: those completed on the metadata table's own timeline, less any the data
+table has pending (the metadata table commits first, so a writer that died between the two
+commits leaves a completed delta of a data write that never completed: Hudi's readers skip
+those too). An instant the data timeline does not hold (the metadata table's own
+initialisation ``00000000000000000``..., its compactions, data instants since archived) is
+valid when completed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from dynbucket.format.hudi import log_file
+from dynbucket.format.hudi.hfile import HFile
+from dynbucket.format.metadata import records
+from dynbucket.format.metadata.records import Location
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.paths import HOODIE_DIR
+from dynbucket.format.timeline.timeline import hudi_instants
+
+METADATA_DIR = f"{HOODIE_DIR}/metadata"
+FILES, RECORD_INDEX = "files", "record_index"
+_BASE = re.compile(r"^(?P<file_id>[^_/]+)_[^_/]+_(?P<instant>\d{17})\.hfile$")
+_LOG = re.compile(
+    r"^\.(?P<file_id>[^_/]+)_(?P<instant>\d{17})\.log\.(?P<version>\d+)_(?P<token>.+)$"
+)
+
+
+@dataclass(frozen=True)
+class _Slice:
+    base: str | None
+    logs: tuple[str, ...]
+
+
+class MetadataTable:
+    """The metadata table of the table at ``store``, as of its valid instants (read on
+    first use)."""
+
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+        self.mdt = TableStore(store.fs, store.path(METADATA_DIR), f"{store.uri}/{METADATA_DIR}")
+        self._valid: frozenset[str] | None = None
+        self._completion: dict[str, str] = {}
+
+    def exists(self) -> bool:
+        return self.store.exists(self.store.path(METADATA_DIR, HOODIE_DIR, "hoodie.properties"))
+
+    @property
+    def valid(self) -> frozenset[str]:
+        """The instants whose files and blocks count (see the module's docstring)."""
+        if self._valid is None:
+            data_pending = {i.id for i in hudi_instants(self.store) if not i.done}
+            done = [i for i in hudi_instants(self.mdt) if i.done and i.id not in data_pending]
+            # Layout 2 names the completion time: ``<id>_<completion>.<action>``.
+            self._completion = {i.id: i.done.partition(".")[0][18:] or i.id for i in done}
+            self._valid = frozenset(self._completion)
+        return self._valid
+
+    def listing(self) -> dict[str, dict[str, int]]:
+        """Each data partition's files (name -> size) by the ``files`` partition; the key
+        of a table without partitions is ``""``."""
+        merged: dict[str, dict[str, int]] = {}
+        for key, value, schema in self._records(FILES):
+            if value is None:
+                merged.pop(key, None)
+            else:
+                records.merge_listing(merged.setdefault(key, {}), value, schema)
+        merged.pop(records.ALL_PARTITIONS_KEY, None)
+        return {("" if k == records.NON_PARTITIONED else k): v for k, v in merged.items()}
+
+    def partitions(self) -> list[str]:
+        """The data partitions the ``__all_partitions__`` record names."""
+        merged: dict[str, int] = {}
+        for key, value, schema in self._records(FILES):
+            if key == records.ALL_PARTITIONS_KEY and value is not None:
+                records.merge_listing(merged, value, schema)
+        return sorted("" if p == records.NON_PARTITIONED else p for p in merged)
+
+    def record_index(self) -> dict[str, Location]:
+        """Every key's location by the ``record_index`` partition."""
+        out: dict[str, Location] = {}
+        for key, value, schema in self._records(RECORD_INDEX):
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = records.location_of(value, schema)
+        return out
+
+    def file_groups(self, partition: str) -> dict[str, _Slice]:
+        """The latest slice of each file group of the metadata partition ``partition``."""
+        bases: dict[str, list[tuple[str, str]]] = {}
+        logs: dict[str, list[tuple[str, int, str, str]]] = {}
+        for info in self.mdt.list_files(self.mdt.path(partition)):
+            name = info.base_name
+            m = _BASE.match(name)
+            if m is not None and m["instant"] in self.valid:
+                bases.setdefault(m["file_id"], []).append((m["instant"], name))
+                continue
+            m = _LOG.match(name)
+            if m is not None:
+                entry = (m["instant"], int(m["version"]), m["token"], name)
+                logs.setdefault(m["file_id"], []).append(entry)
+        out = {}
+        for file_id in sorted(set(bases) | set(logs)):
+            base_instant, base = max(bases.get(file_id, []), default=("", None))
+            after = sorted(
+                e for e in logs.get(file_id, []) if self._completed_at(e[0]) >= base_instant
+            )
+            out[file_id] = _Slice(base, tuple(e[3] for e in after))
+        return out
+
+    def _completed_at(self, instant: str) -> str:
+        """When ``instant`` completed (its id where the timeline does not say, or for an
+        instant that is not valid: its blocks are skipped anyway)."""
+        return self._completion.get(instant) or instant
+
+    def _records(self, partition: str) -> Iterator[tuple[str, bytes | None, str | None]]:
+        """(key, value or None for a delete, writer schema) of every record of the valid
+        instants of ``partition``, file group by file group, oldest first."""
+        for file_slice in self.file_groups(partition).values():
+            yield from self._slice_records(partition, file_slice)
+
+    def _slice_records(
+        self, partition: str, file_slice: _Slice
+    ) -> Iterator[tuple[str, bytes | None, str | None]]:
+        if file_slice.base is not None:
+            base = HFile.read(self._read(partition, file_slice.base), file_slice.base)
+            for key, value in base.items():
+                yield key.decode(), value, base.schema
+        blocks = [
+            b
+            for name in file_slice.logs
+            for b in log_file.read_blocks(self._read(partition, name), skip_corrupt=True)
+        ]
+        rolled_back = log_file.rolled_back(blocks)
+        for block in blocks:
+            if block.instant not in self.valid or block.instant in rolled_back:
+                continue
+            if block.type == log_file.HFILE_DATA:
+                content = HFile.read(bytes(block.content), f"{partition} log block {block.instant}")
+                schema = block.header.get(log_file.SCHEMA)
+                for key, value in content.items():
+                    yield key.decode(), value, schema
+            elif block.type == log_file.DELETE:
+                for key in log_file.delete_keys(block).to_pylist():
+                    yield key, None, None
+
+    def lookup(self, keys: Iterable[str]) -> dict[str, Location]:
+        """The locations of ``keys`` (those the index holds): per file group an HFile key
+        lookup in the base file (one block read per key), then its logs' blocks."""
+        wanted = set(keys)
+        out: dict[str, Location] = {}
+        for file_slice in self.file_groups(RECORD_INDEX).values():
+            if file_slice.base is not None:
+                base = HFile.read(self._read(RECORD_INDEX, file_slice.base), file_slice.base)
+                for key in wanted:
+                    value = base.get(key.encode())
+                    if value is not None:
+                        out[key] = records.location_of(value, base.schema)
+            logs = _Slice(None, file_slice.logs)
+            for key, value, schema in self._slice_records(RECORD_INDEX, logs):
+                if key in wanted:
+                    if value is None:
+                        out.pop(key, None)
+                    else:
+                        out[key] = records.location_of(value, schema)
+        return out
+
+    def _read(self, partition: str, name: str) -> bytes:
+        return self.mdt.read_bytes(self.mdt.path(partition, name))

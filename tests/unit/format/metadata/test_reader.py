@@ -1,0 +1,69 @@
+"""Our reader of a metadata table lists what hudi-rs lists: every table Apache Hudi wrote
+with a metadata table, its ``files`` partition against hudi-rs's file slices (file by file,
+with sizes) and its record index against the rows hudi-rs reads."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dynbucket.format.metadata.reader import MetadataTable
+from dynbucket.format.storage.store import TableStore
+from tests.hudi_readers import hudi_read
+from tests.hudi_tables import DATA, unzipped
+
+
+def _has_mdt(zip_path: Path) -> bool:
+    with zipfile.ZipFile(zip_path) as z:
+        return any("/.hoodie/metadata/files/" in n for n in z.namelist())
+
+
+#: Every table with a metadata table whose rows carry Hudi's meta fields.
+WITH_MDT = sorted(
+    str(p.relative_to(DATA))[: -len(".zip")]
+    for p in DATA.rglob("v[89]_*.zip")
+    if "nometa" not in p.name and _has_mdt(p)
+)
+
+
+@pytest.mark.parametrize("name", WITH_MDT)
+def test_the_files_partition_lists_what_hudi_rs_lists(tmp_path: Path, name: str) -> None:
+    from hudi import HudiTableBuilder
+
+    root = unzipped(name, tmp_path)
+    mdt = MetadataTable(TableStore.at(str(root)))
+    assert mdt.exists()
+    listing = mdt.listing()
+    slices = HudiTableBuilder.from_base_uri(str(root)).build().get_file_slices()
+    assert slices
+    for s in slices:
+        files = listing[s.partition_path]
+        assert files[s.base_file_name] == s.base_file_size
+        assert [files[n] for n in s.log_file_names] == list(s.log_file_sizes)
+    assert sorted(listing) == mdt.partitions()
+    for partition, files in listing.items():  # and what it lists is on storage, that size
+        for file_name, size in files.items():
+            assert (root / partition / file_name).stat().st_size == size
+
+
+@pytest.mark.parametrize("name", [n for n in WITH_MDT if "lance" not in n])
+def test_the_record_index_holds_each_live_key_where_hudi_rs_reads_it(
+    tmp_path: Path, name: str
+) -> None:
+    root = unzipped(name, tmp_path)
+    mdt = MetadataTable(TableStore.at(str(root)))
+    assert mdt.exists()
+    rows = hudi_read(str(root)).to_pylist()
+    where: dict[str, set[tuple[str, str]]] = {}
+    for r in rows:
+        file_id = r["_hoodie_file_name"].split("_")[0]
+        where.setdefault(r["_hoodie_record_key"], set()).add((r["_hoodie_partition_path"], file_id))
+    index = mdt.record_index()
+    assert set(index) == set(where)
+    # A key in two rows (``v9_nonpartitioned_rollback`` inserted one twice) is indexed at
+    # one of them: the newest.
+    assert all((loc.partition, loc.file_id) in where[k] for k, loc in index.items())
+    some = sorted(index)[:3]
+    assert mdt.lookup([*some, "no such key"]) == {k: index[k] for k in some}
