@@ -162,15 +162,17 @@ class Table:
             ConfigError, SchemaMismatchError: the definition is not valid.
         """
         store = TableStore.at(uri, filesystem)
+        table_options = _table_options(options)
         spec = TableSpec(
             schema=schema,
             record_key=(record_key,) if isinstance(record_key, str) else tuple(record_key),
             partition_by=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
             ordering_field=ordering_field,
             bucket_options=index or DynamicBucketOptions(),
-            options=_table_options(options),
+            options=table_options,
             table_id=uuid.uuid4().hex,
             name=name or table_name_for(store.uri),
+            table_version=table_options.table_version,
         )
         create_table(store, spec)
         slots = getattr(index, "assigner_slots", None)  # a dynamic index's write setting

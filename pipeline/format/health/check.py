@@ -17,11 +17,15 @@ to do about it (nothing is changed):
    consistent-hashing table has no index: each live key must sit in the bucket its
    partition's layout computes.
 6. No data or index file belongs to an instant the timeline does not have.
+7. A table with Hudi's metadata table: its ``files`` partition lists each partition's data
+   files of completed instants, with their sizes, and no other (Hudi's readers list files
+   from it, not from storage).
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +50,8 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, RLI_DIR
@@ -155,6 +161,12 @@ def check(store: TableStore) -> CheckReport:
             lambda: _index(store, spec, rows, timeline, completed, report),
         )  # 5.
     _guarded(report, "the table's files", lambda: _orphans(store, timeline, report))  # 6.
+    if metadata_writer.enabled(store):
+        _guarded(
+            report,
+            "the metadata table",
+            lambda: _metadata_table(store, timeline, report),
+        )  # 7.
     return report
 
 
@@ -518,3 +530,34 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
             f"if instant {instant} was committed, restore its file under "
             ".hoodie/ from a backup; if not, delete these files",
         )
+
+
+def _metadata_table(store: TableStore, timeline: Timeline, report: CheckReport) -> None:
+    """Step 7 (module doc)."""
+    listing = MetadataTable(store).listing()
+    visible = timeline.visible()
+    hoodie = store.path(HOODIE_DIR) + "/"
+    folders = {
+        posixpath.relpath(posixpath.dirname(i.path), store.root)
+        for i in store.walk(store.root)
+        if i.base_name == names.PARTITION_METADATA and not i.path.startswith(hoodie)
+    }
+    stored_partitions = {"" if f == "." else f for f in folders}
+    for partition in sorted(stored_partitions | set(listing)):
+        stored = {f.name: f.size for f in data_files(store, partition) if f.instant in visible}
+        listed = listing.get(partition, {})
+        unlisted = sorted(stored.keys() - listed.keys())
+        gone = sorted(listed.keys() - stored.keys())
+        sized = sorted(n for n in stored.keys() & listed.keys() if stored[n] != listed[n])
+        for problem, found in (
+            ("not listed in the metadata table (Hudi's readers do not read them)", unlisted),
+            ("listed in the metadata table but not stored (Hudi's readers fail on them)", gone),
+            ("listed in the metadata table with another size", sized),
+        ):
+            if found:
+                report.add(
+                    f"partition {partition or '(none)'}: {len(found)} data file(s) {problem}, "
+                    f"e.g. {json.dumps(found[:2])}",
+                    "restore .hoodie/metadata/ and the partition's files from the same backup; "
+                    "a file no instant wrote (a copy) can be deleted",
+                )

@@ -29,14 +29,21 @@ from dynbucket.format.metadata import records
 from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
-from dynbucket.format.timeline.timeline import hudi_instants
+from dynbucket.format.timeline.timeline import hudi_instants, remember_layout
 
 METADATA_DIR = f"{HOODIE_DIR}/metadata"
 FILES, RECORD_INDEX = "files", "record_index"
-_BASE = re.compile(r"^(?P<file_id>[^_/]+)_[^_/]+_(?P<instant>\d{17})\.hfile$")
-_LOG = re.compile(
+BASE_NAME = re.compile(r"^(?P<file_id>[^_/]+)_[^_/]+_(?P<instant>\d{17})\.hfile$")
+LOG_NAME = re.compile(
     r"^\.(?P<file_id>[^_/]+)_(?P<instant>\d{17})\.log\.(?P<version>\d+)_(?P<token>.+)$"
 )
+
+
+def metadata_store(store: TableStore) -> TableStore:
+    """The metadata table of the table at ``store``, as a table of its own (layout 2)."""
+    mdt = TableStore(store.fs, store.path(METADATA_DIR), f"{store.uri}/{METADATA_DIR}")
+    remember_layout(mdt, 2)
+    return mdt
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,7 @@ class MetadataTable:
 
     def __init__(self, store: TableStore) -> None:
         self.store = store
-        self.mdt = TableStore(store.fs, store.path(METADATA_DIR), f"{store.uri}/{METADATA_DIR}")
+        self.mdt = metadata_store(store)
         self._valid: frozenset[str] | None = None
         self._completion: dict[str, str] = {}
 
@@ -105,11 +112,11 @@ class MetadataTable:
         logs: dict[str, list[tuple[str, int, str, str]]] = {}
         for info in self.mdt.list_files(self.mdt.path(partition)):
             name = info.base_name
-            m = _BASE.match(name)
+            m = BASE_NAME.match(name)
             if m is not None and m["instant"] in self.valid:
                 bases.setdefault(m["file_id"], []).append((m["instant"], name))
                 continue
-            m = _LOG.match(name)
+            m = LOG_NAME.match(name)
             if m is not None:
                 entry = (m["instant"], int(m["version"]), m["token"], name)
                 logs.setdefault(m["file_id"], []).append(entry)

@@ -4,6 +4,7 @@ temporary files killed writers left and the files of rolled-back instants."""
 from __future__ import annotations
 
 import logging
+import posixpath
 import re
 import time
 import uuid
@@ -16,6 +17,7 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.read.snapshot import Snapshot, cleaning_horizon
 from dynbucket.format.services.service import (
     AUTOMATIC,
@@ -160,20 +162,25 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     seen = timeline.visible()
     # What was visible when it was planned: not what completed since, from then pending.
     visible = Visible(set(seen) - set(planned.pending), seen.floor, seen.rolled_back)
-    removed = 0
     folders = []
     on_timeline = {i.id for i in timeline.instants()}
     leftovers = _RolledBack(store, lambda i: i not in on_timeline and i not in seen)
+    data: list[str] = []  # removed data files, relative (the metadata table's ``files``)
     for partition in Snapshot(store, spec).partitions():
         files = data_files(store, partition)
-        removed += _clean_files(store, files, visible, earliest, True) + leftovers.remove(files)
+        gone = _clean_files(store, files, visible, earliest, True) + leftovers.remove(files)
+        data += [posixpath.join(partition, posixpath.basename(p)) for p in gone]
         folders.append(store.path(partition))
+    removed = len(data)
     for partition in RecordLevelIndex(store, spec).partitions():
         files = index_files(store, partition)
-        removed += _clean_files(store, files, visible, earliest, False) + leftovers.remove(files)
+        removed += len(_clean_files(store, files, visible, earliest, False))
+        removed += len(leftovers.remove(files))
         folders.append(store.path(RLI_DIR, partition))
     removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
-    txn.commit({"earliest-retained": earliest, "files-removed": removed})
+    # Only a table with a metadata table needs the names (its ``files`` partition drops them).
+    names = {"removed": sorted(data)} if metadata_writer.enabled(store) else {}
+    txn.commit({"earliest-retained": earliest, "files-removed": removed, **names})
     return ServiceResult("clean", txn.id, 0, removed)
 
 
@@ -187,12 +194,12 @@ class _RolledBack:
         self.store, self.gone = store, gone
         self._decided: dict[str, bool] = {}
 
-    def remove(self, files: Iterable[Any]) -> int:
-        removed = 0
+    def remove(self, files: Iterable[Any]) -> list[str]:
+        removed = []
         for f in files:
             if self.gone(f.instant) and self._rolled_back(f.instant):
                 self.store.delete(f.path)
-                removed += 1
+                removed.append(f.path)
         return removed
 
     def _rolled_back(self, instant: str) -> bool:
@@ -204,12 +211,13 @@ class _RolledBack:
 
 def _clean_files(
     store: TableStore, files: list[Any], visible: Collection[str], earliest: str, by_group: bool
-) -> int:
+) -> list[str]:
+    """Removes the files no retained instant reads; returns their paths."""
     groups: dict[str, list[Any]] = {}
     for f in files:
         if f.instant in visible:
             groups.setdefault(f.file_id if by_group else "", []).append(f)
-    removed = 0
+    removed = []
     for group in groups.values():
         bases = [f.instant for f in group if f.kind == "base" and f.instant <= earliest]
         floor = max(bases, default="")
@@ -232,7 +240,7 @@ def _clean_files(
             carried = carried and f.instant < earliest
             if f.instant < floor or merged or carried:
                 store.delete(f.path)
-                removed += 1
+                removed.append(f.path)
     return removed
 
 

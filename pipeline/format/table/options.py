@@ -20,7 +20,9 @@ TABLE_TYPES = (MERGE_ON_READ, COPY_ON_WRITE)
 SINGLE_WRITER, OPTIMISTIC = "SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"
 CONCURRENCY_MODES = (SINGLE_WRITER, OPTIMISTIC)
 #: The options that are Hudi table properties (in ``hoodie.properties``).
-HUDI_TABLE_PROPERTIES = ("hoodie.table.type", "hoodie.populate.meta.fields")
+HUDI_TABLE_PROPERTIES = ("hoodie.table.type", "hoodie.populate.meta.fields", "hoodie.table.version")
+#: Hudi table versions a table is created in (an adopted table keeps its own: 6, 8 or 9).
+CREATED_VERSIONS = (6, 9)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class TableOptions(PersistedOptions):
     """``MERGE_ON_READ`` (updates and deletes go to log files, merged on read; compaction
     folds them into base files) or ``COPY_ON_WRITE`` (a write rewrites the base files of the
     file groups it touches, so readers of base files alone see every row)."""
+    table_version: int = option("hoodie.table.version", 6)
+    """The Hudi table version a new table is written in: 6 (read by Hudi 0.14 on and every
+    reader that reads Hudi; the index in dynbucket's own files) or 9 (Hudi 1.1's: timeline
+    layout 2, and Hudi's metadata table, whose ``files`` partition lists the table's files
+    for Hudi's readers). An adopted table keeps its own (6, 8 or 9)."""
     populate_meta_fields: bool = option("hoodie.populate.meta.fields", True)
     """Whether records carry Hudi's five ``_hoodie_*`` meta fields. Without them files are
     smaller, but readers lose per-record commit times (incremental queries) and Hudi readers
@@ -146,6 +153,11 @@ class TableOptions(PersistedOptions):
                 raise ConfigError(
                     f"{self.key(name)}={getattr(self, name)!r}: must be True or False"
                 )
+        if self.table_version not in (6, 8, 9):
+            raise ConfigError(
+                f"{self.key('table_version')}={self.table_version!r}: must be one of "
+                f"{CREATED_VERSIONS} (8: only a table Hudi 1.0 wrote, adopted)"
+            )
         if self.write_concurrency_mode not in CONCURRENCY_MODES:
             raise ConfigError(
                 f"{self.key('write_concurrency_mode')}={self.write_concurrency_mode!r}: must "

@@ -41,10 +41,11 @@ from dynbucket.format.buckets.options import (
 from dynbucket.format.buckets.scheme import BucketScheme, scheme_of
 from dynbucket.format.hudi import avro, properties, versions
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
+from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.records.partitioning import check_partition_type
 from dynbucket.format.records.timestamp_partitions import TimestampPartitioning
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
+from dynbucket.format.table.options import CREATED_VERSIONS, HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
     OLD_LAYOUT_DIR,
     PROPERTIES_FILE,
@@ -261,7 +262,7 @@ class TableSpec:
             if self.ordering_field
             else "OverwriteWithLatestAvroPayload"
         )
-        return {
+        props = {
             "hoodie.table.name": self.name,
             "hoodie.database.name": DATABASE,
             "hoodie.table.checksum": str(zlib.crc32(f"{DATABASE}.{self.name}".encode())),
@@ -282,6 +283,32 @@ class TableSpec:
             "hoodie.compaction.payload.class": f"org.apache.hudi.common.model.{payload}",
             "hoodie.table.create.schema": self.avro_schema(),
             **self.options.hudi_properties(),
+        }
+        if self.table_version == 9:
+            props.update(self._version_9_properties())
+        return props
+
+    def _version_9_properties(self) -> dict[str, str]:
+        """What Hudi 1.1 writes instead (timeline layout 2, a merge mode and ordering
+        fields for the payload class and precombine field) and beside (the metadata table)."""
+        ordering = (
+            {
+                "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
+                "hoodie.table.ordering.fields": self.ordering_field,
+            }
+            if self.ordering_field
+            else {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
+        )
+        return {
+            versions.TABLE_VERSION: "9",
+            "hoodie.table.initial.version": "9",
+            versions.TIMELINE_LAYOUT: "2",
+            "hoodie.timeline.path": "timeline",
+            "hoodie.timeline.history.path": "history",
+            "hoodie.table.precombine.field": "",
+            "hoodie.compaction.payload.class": "",
+            metadata_writer.PARTITIONS_PROPERTY: "files",
+            **ordering,
         }
 
     def to_json(self) -> bytes:
@@ -491,12 +518,23 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
             f"{store.uri} is not empty ({len(others)} entries, e.g. {others[0]!r}); create "
             "the table in an empty or new folder"
         )
+    if spec.table_version not in CREATED_VERSIONS:
+        raise ConfigError(
+            f"{TableOptions.key('table_version')}={spec.table_version}: a table is created in "
+            f"one of {CREATED_VERSIONS}; pick one"
+        )
     if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
         raise TableExistsError(f"another process created a table at {store.uri} just now")
+    hoodie = {k: v for k, v in spec.hoodie_properties().items() if v != ""}
+    if spec.table_version == 9:
+        remember_layout(store, 2)
+        if store.is_local:  # every process tells the layout by this folder
+            store.fs.create_dir(store.path(versions.LAYOUT_2_TIMELINE))
+        metadata_writer.create(store, spec.name)
     store.write_atomic(
-        store.path(PROPERTIES_FILE),
-        properties.dumps(spec.hoodie_properties(), "Properties saved by dynbucket"),
+        store.path(PROPERTIES_FILE), properties.dumps(hoodie, "Properties saved by dynbucket")
     )
+    metadata_writer.remember(store, hoodie)
 
 
 def load_table(store: TableStore) -> TableSpec:
@@ -544,6 +582,7 @@ def load_table(store: TableStore) -> TableSpec:
     if refused is not None:
         raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
+    metadata_writer.remember(store, hoodie)
     return TableSpec.load(hoodie, own, store.uri)
 
 

@@ -35,6 +35,7 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
+from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore, final_name
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -552,9 +553,17 @@ _PUBLISH_TRIES = 3
 
 
 def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]) -> None:
-    """Publishes a committed instant (a few attempts), then forgets its outcome."""
+    """Publishes a committed instant (a few attempts), then forgets its outcome. A table
+    with Hudi's metadata table records the instant's files there first (``metadata/``)."""
     for attempt in range(_PUBLISH_TRIES):
         try:
+            if metadata_writer.enabled(store):
+                metadata_writer.record(
+                    store,
+                    instant.id,
+                    body,
+                    lambda: any(i.id != instant.id for i in timeline.pending()),
+                )
             timeline.complete(instant, body)
             break
         except OSError:

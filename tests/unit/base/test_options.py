@@ -30,6 +30,7 @@ def test_keys_are_the_documented_ones() -> None:
         "hoodie.log.compaction.enable",
         "hoodie.populate.meta.fields",
         "hoodie.table.type",
+        "hoodie.table.version",
         "hoodie.write.concurrency.mode",
         "hoodie.write.set.null.for.missing.columns",
         "index.compaction.automatic",
@@ -45,6 +46,7 @@ def test_keys_are_the_documented_ones() -> None:
     assert TableOptions(populate_meta_fields=False).hudi_properties() == {
         "hoodie.table.type": "MERGE_ON_READ",
         "hoodie.populate.meta.fields": "false",
+        "hoodie.table.version": "6",
     }
     assert "hoodie.keep.min.commits" in TableOptions().own_properties()
     assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [

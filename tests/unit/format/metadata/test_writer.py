@@ -1,0 +1,126 @@
+"""A table of version 9 keeps Hudi's metadata table: its ``files`` partition lists exactly
+the files of completed instants through every operation and service, and hudi-rs reads the
+table through it (a stray file planted in a partition folder stays invisible to hudi-rs;
+listing storage, it would read it)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dynbucket import DynamicBucketIndex, SimpleBucketIndex, Table, TableOptions
+from dynbucket.base.errors import ConfigError
+from dynbucket.format.file_group.slices import data_files
+from dynbucket.format.hudi import properties
+from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata.reader import MetadataTable
+from dynbucket.format.timeline.transaction import Transaction
+from tests.hudi_readers import check_hudi_reads, hudi_read
+
+SCHEMA = pa.schema(
+    [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+)
+
+
+def _rows(ids: range, v: int) -> pa.Table:
+    keys = [f"k{i:03d}" for i in ids]
+    return pa.table({"id": keys, "day": [f"d{i % 2}" for i in ids], "v": [v] * len(keys),
+                     "ts": [v] * len(keys)})  # fmt: skip
+
+
+def _listed_is_stored(t: Table) -> None:
+    """The ``files`` partition lists each partition's data files of completed instants,
+    with their sizes, and nothing else."""
+    snapshot = t.snapshot()
+    visible = snapshot.timeline.visible()
+    listing = MetadataTable(t._store).listing()
+    for partition in snapshot.partitions():
+        stored = {f.name: f.size for f in data_files(t._store, partition) if f.instant in visible}
+        assert listing.get(partition, {}) == stored, partition
+
+
+def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 3)  # a new base every 3 deltas
+    opts = TableOptions(
+        table_version=9, compaction_delta_commits=2, compaction_async=False,
+        compaction_inline=True, clean_max_commits=2, cleaner_commits_retained=2,
+        keep_min_commits=3, keep_max_commits=5, heartbeat_expiry_seconds=0.5,
+    )  # fmt: skip
+    uri = str(tmp_path / "t")
+    index = DynamicBucketIndex(max_keys_per_bucket=8)
+    t = Table.create(uri, SCHEMA, "id", "day", "ts", index, opts)
+    hoodie = properties.loads((tmp_path / "t" / ".hoodie" / "hoodie.properties").read_bytes())
+    assert (hoodie["hoodie.table.version"], hoodie["hoodie.timeline.layout.version"]) == ("9", "2")
+    assert hoodie["hoodie.table.metadata.partitions"] == "files"
+    assert hoodie["hoodie.table.ordering.fields"] == "ts"
+    first = t.upsert(_rows(range(0, 30), 1)).instant
+    t.insert(_rows(range(30, 40), 2))
+    for v in range(3, 9):  # updates: logs, log compactions, compactions, cleans, archival
+        t.upsert(_rows(range(v, 40, 3), v))
+        _listed_is_stored(t)
+    t.delete(pa.table({"id": ["k001", "k002"], "day": ["d1", "d0"]}))
+    # A writer dies mid-write: its file is never listed, and the next writer's rollback of
+    # its instant leaves the listing as it was.
+    dead = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    assert dead.heartbeat is not None
+    orphan = next((tmp_path / "t" / "day=d0").glob("*.parquet"))
+    shutil.copy(orphan, orphan.with_name(f"{orphan.name[:8]}-dead_0-{dead.id}-0_{dead.id}.parquet"))
+    dead.heartbeat._stop.set()
+    time.sleep(0.6)
+    t.upsert(_rows(range(40, 45), 9))  # settles (rolls back) the dead writer's instant
+    assert dead.id not in {i.id for i in t.snapshot().timeline.instants()}
+    t.upsert(_rows(range(0, 45, 4), 10))
+    t.compact()
+    t.clean()
+    _listed_is_stored(t)
+    timeline = t.snapshot().timeline
+    assert timeline.archived().floor >= first  # archival ran
+    assert any(i.action == "compaction" for i in timeline.completed())
+    # The metadata table stays small: a base and its logs, the slice before; its own
+    # instants before that slice archived.
+    mdt = tmp_path / "t" / ".hoodie" / "metadata"
+    bases = sorted(p.name for p in (mdt / "files").glob("*.hfile"))
+    assert len(bases) == 2 and len(list((mdt / "files").glob(".*.log.*"))) <= 2 * 3
+    active = [p.name for p in (mdt / ".hoodie" / "timeline").glob("*.deltacommit")]
+    assert min(active) >= bases[0].rsplit("_", 1)[1][:17]
+    assert any((mdt / ".hoodie" / "timeline" / "history").glob("*.parquet"))
+    check_hudi_reads(t)  # the snapshot, every retained instant, read-optimized
+    assert t.check().healthy
+    # hudi-rs lists through the metadata table: a copy of a base file under a file id no
+    # instant wrote, named as a completed instant's, stays invisible (listing storage,
+    # hudi-rs reads it: its rows twice).
+    rows = hudi_read(uri).num_rows
+    base = next((tmp_path / "t" / "day=d1").glob("*.parquet"))
+    shutil.copy(base, base.with_name("99999999" + base.name[8:]))
+    assert hudi_read(uri).num_rows == rows
+    # check says so (and dynbucket's own reader, which lists storage, refuses the copy).
+    (finding,) = [f for f in t.check().findings if "metadata table" in f.problem]
+    assert "day=d1: 1 data file(s) not listed in the metadata table" in finding.problem
+    assert "99999999" in finding.problem
+    hoodie["hoodie.table.metadata.partitions"] = ""
+    (tmp_path / "t" / ".hoodie" / "hoodie.properties").write_bytes(properties.dumps(hoodie))
+    assert hudi_read(uri).num_rows > rows
+    t.close()
+
+
+def test_a_rescale_replaces_file_groups_in_the_listing(tmp_path: Path) -> None:
+    opts = TableOptions(table_version=9, compaction_async=False)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts", SimpleBucketIndex(2), opts)
+    t.upsert(_rows(range(0, 20), 1))
+    t.upsert(_rows(range(0, 20, 3), 2))
+    t.rescale(2)
+    t.upsert(_rows(range(5, 25), 3))
+    _listed_is_stored(t)
+    check_hudi_reads(t)
+    t.close()
+
+
+def test_a_table_is_created_in_version_6_or_9() -> None:
+    with pytest.raises(ConfigError, match="hoodie.table.version=7: must be one of"):
+        TableOptions(table_version=7)
