@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
+from dynbucket.options import TableOptions
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 
@@ -115,17 +116,26 @@ def measure(table: Table, window: Window) -> None:
     window.hoodie_entries = len(os.listdir(os.path.join(table.uri, ".hoodie")))
 
 
-def new_table(path: Path, rt: Runtime | None = None) -> Table:
-    return Table.create(str(path), SCHEMA, "id", "region", ordering_field="ts", runtime=rt)
+def new_table(path: Path, rt: Runtime | None = None, version: int = 6) -> Table:
+    options = TableOptions(table_version=version)
+    return Table.create(
+        str(path), SCHEMA, "id", "region", ordering_field="ts", options=options, runtime=rt
+    )
 
 
 def soak_in_process(
-    path: Path, writes: int, rows: int, window: int, report: Callable[[dict[str, Any]], None]
+    path: Path,
+    writes: int,
+    rows: int,
+    window: int,
+    report: Callable[[dict[str, Any]], None],
+    version: int = 6,
 ) -> list[dict[str, Any]]:
-    """``writes`` upserts through one in-process ``Table``; a row of figures per window."""
+    """``writes`` upserts through one in-process ``Table`` of Hudi table version
+    ``version``; a row of figures per window."""
     rng = np.random.default_rng(7)
     out = []
-    with new_table(path) as table:
+    with new_table(path, version=version) as table:
         current = Window(window)
         for i in range(writes):
             data = batch(i, rows, rng)
@@ -260,7 +270,11 @@ def run(
     stream_window: int,
     workdir: str | None,
     png: str | None,
+    versions: tuple[int, ...] = (6,),
 ) -> dict[str, Any]:
+    """The soak (module doc); the in-process run once per table version of ``versions``
+    (one after the other, on the same workload: ``9`` against ``6`` is the cost of Hudi's
+    metadata table)."""
     root = Path(workdir or tempfile.mkdtemp(prefix="dynbucket-soak-"))
     root.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -269,10 +283,13 @@ def run(
     def printer(name: str) -> Callable[[dict[str, Any]], None]:
         return lambda row: print(name, json.dumps(row), flush=True)
 
-    if writes:
-        path = root / "in-process"
-        runs["in process"] = soak_in_process(path, writes, rows, window, printer("in-process"))
-        checks["in process"] = verify(path)
+    for version in versions if writes else ():
+        name = "in process" + (f" v{version}" if versions != (6,) else "")
+        path = root / name.replace(" ", "-")
+        runs[name] = soak_in_process(
+            path, writes, rows, window, printer(name.replace(" ", "-")), version
+        )
+        checks[name] = verify(path)
     if stream_batches and rt is not None:
         path = root / "stream"
         runs["stream"] = soak_stream(
@@ -289,6 +306,9 @@ def run(
                 rows_[-1]["read_us_per_row"] / rows_[1]["read_us_per_row"], 3
             )
         summary[f"{name}: windows"] = rows_
+    if "in process v6" in runs and "in process v9" in runs:  # medians of every window's p50
+        p50 = {v: statistics.median(r["p50_ms"] for r in runs[f"in process v{v}"]) for v in (6, 9)}
+        summary["in process: p50 v9 / v6"] = round(p50[9] / p50[6], 3)
     target = Path(png) if png else root / "soak.png"
     if runs:
         save_png(runs, target)

@@ -16,7 +16,9 @@ write and commit:
 
 * ``dynbucket``: ``Table.upsert(spark.read.parquet(file))``, on this process's runtime, into
   a merge-on-read Hudi table; ``dynbucket-nometa``: the same without Hudi's meta fields
-  (``hoodie.populate.meta.fields=false``), for their cost;
+  (``hoodie.populate.meta.fields=false``), for their cost; ``dynbucket-v9``: the same in a
+  table of version 9, whose metadata table lists its files (``table_version=9``), for
+  the metadata table's cost (``inprocess-v9`` likewise in process);
 * ``spark (same layout)``: plain Spark writing the same rows to one Parquet file per
   (partition, bucket), with as many buckets per partition as dynbucket has: a write with no
   index, no merge and no commit protocol (the floor of a Spark writer);
@@ -59,6 +61,8 @@ from dynbucket.write.results import WriteResult
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
 LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
+          "dynbucket-v9": "dynbucket (table version 9)",
+          "inprocess-v9": "dynbucket in process (table version 9)",
           "spark": "spark (same layout)", "inprocess": "dynbucket in process (pyarrow)",
           "inprocess-partial": "dynbucket in process, partial (no note)",
           "floor": "floor (pyarrow, same layout)",
@@ -119,8 +123,11 @@ class Ours:
     """dynbucket: ``Table.upsert`` of a Spark DataFrame read from the file (a merge-on-read
     Hudi table, with or without Hudi's meta fields)."""
 
-    def __init__(self, rt: Runtime, table_dir: Path, bucket_rows: int, meta: bool = True) -> None:
+    def __init__(
+        self, rt: Runtime, table_dir: Path, bucket_rows: int, meta: bool = True, version: int = 6
+    ) -> None:
         self.rt, self.dir, self.bucket_rows, self.meta = rt, table_dir, bucket_rows, meta
+        self.version = version
         self.table: Table | None = None
 
     def load(self, files: Sequence[Path]) -> None:
@@ -133,7 +140,7 @@ class Ours:
             "part",
             "ts",
             index,
-            TableOptions(populate_meta_fields=self.meta),
+            TableOptions(populate_meta_fields=self.meta, table_version=self.version),
             runtime=self.rt,
         )
         with table:
@@ -146,6 +153,7 @@ class Ours:
         table, spark = self.table, self.rt.spark
         s, result = timed(lambda: table.upsert(spark.read.parquet(str(f))))
         label = "dynbucket" if self.meta else "dynbucket (no meta fields)"
+        label += f" v{self.version}" if self.version != 6 else ""
         _print_write(f"{label} {f.name}", s, result, "stages (summed over tasks)")
         return s
 
@@ -164,13 +172,18 @@ class InProcess:
     ``partial``: the same upserts without the ``note`` field, ``partial=True`` (a known key
     keeps its note: the writer reads it from the key's file group)."""
 
-    def __init__(self, table_dir: Path, bucket_rows: int, partial: bool = False) -> None:
+    def __init__(
+        self, table_dir: Path, bucket_rows: int, partial: bool = False, version: int = 6
+    ) -> None:
         self.dir, self.bucket_rows, self.partial = table_dir, bucket_rows, partial
+        self.version = version
         self.table: Table | None = None
 
     def load(self, files: Sequence[Path]) -> None:
         index = DynamicBucketIndex(max_keys_per_bucket=self.bucket_rows)
-        table = Table.create(str(self.dir), pq.read_schema(files[0]), "key", "part", "ts", index)
+        options = TableOptions(table_version=self.version)
+        schema = pq.read_schema(files[0])
+        table = Table.create(str(self.dir), schema, "key", "part", "ts", index, options)
         for f in files:
             data = pq.read_table(f)
             for start in range(0, data.num_rows, 1_000_000):
@@ -185,7 +198,8 @@ class InProcess:
             s, result = timed(lambda: table.upsert(data, partial=True))
         else:
             s, result = timed(lambda: table.upsert(pq.read_table(f)))
-        _print_write(f"in process{' partial' * self.partial} {f.name}", s, result, "stages")
+        label = f"in process{' partial' * self.partial}{f' v{self.version}' * (self.version != 6)}"
+        _print_write(f"{label} {f.name}", s, result, "stages")
         return s
 
     def buckets_per_partition(self) -> int:
@@ -421,6 +435,8 @@ def _system(
 ) -> Ours | InProcess | Floor | PlainSpark | Peer:
     if system == "inprocess":
         return InProcess(tables / "inprocess", bucket_rows)
+    if system == "inprocess-v9":
+        return InProcess(tables / "inprocess-v9", bucket_rows, version=9)
     if system == "inprocess-partial":
         return InProcess(tables / "inprocess-partial", bucket_rows, partial=True)
     if system == "floor":
@@ -430,6 +446,8 @@ def _system(
         return Ours(rt, tables / "dynbucket", bucket_rows)
     if system == "dynbucket-nometa":
         return Ours(rt, tables / "dynbucket-nometa", bucket_rows, meta=False)
+    if system == "dynbucket-v9":
+        return Ours(rt, tables / "dynbucket-v9", bucket_rows, version=9)
     if system == "spark":
         return PlainSpark(rt, tables / "spark", ours)
     if python is None:
@@ -455,6 +473,9 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
             out[f"partial_vs_whole_{tag}"] = round(  # partial upsert's time / whole rows'
                 medians[("inprocess-partial", size)] / medians[("inprocess", size)], 3
             )
+        for v9, v6 in (("dynbucket-v9", "dynbucket"), ("inprocess-v9", "inprocess")):
+            if (v9, size) in medians and (v6, size) in medians:  # version 9's time / 6's
+                out[f"{v9}_vs_v6_{tag}"] = round(medians[(v9, size)] / medians[(v6, size)], 3)
         ours_s = medians.get(("dynbucket", size))
         if ours_s is None:
             continue

@@ -404,7 +404,10 @@ def _bench_soak(args: argparse.Namespace) -> int:
     from dynbucket.runtime import Runtime
 
     if not args.stream_batches:
-        soak.run(None, args.writes, args.rows, args.window, 0, 0, args.workdir, args.png)
+        soak.run(
+            None, args.writes, args.rows, args.window, 0, 0, args.workdir, args.png,
+            args.table_versions,
+        )  # fmt: skip
         return 0
     with Runtime() as rt:
         soak.run(
@@ -416,6 +419,7 @@ def _bench_soak(args: argparse.Namespace) -> int:
             args.stream_window,
             args.workdir,
             args.png,
+            args.table_versions,
         )
     return 0
 
@@ -670,7 +674,8 @@ def parser() -> argparse.ArgumentParser:
         default=["dynbucket", "dynbucket-nometa", "spark", "inprocess", "floor", "delta", "paimon"],
         help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, floor, delta, "
         "paimon; also inprocess-partial (the in-process upserts without one field, "
-        "partial=True)",
+        "partial=True), dynbucket-v9 and inprocess-v9 (a table of version 9, with Hudi's "
+        "metadata table)",
     )
     up.add_argument(
         "--bucket-rows",
@@ -773,6 +778,13 @@ def parser() -> argparse.ArgumentParser:
         "--stream-batches", type=_count, default=1_000, help="micro-batches of the stream (0: none)"
     )
     soak.add_argument("--stream-window", type=int, default=100, help="batches per window")
+    soak.add_argument(
+        "--table-versions",
+        type=lambda t: tuple(int(x) for x in t.split(",")),
+        default=(6,),
+        help="Hudi table versions of the in-process run, one run each (6,9: the cost of "
+        "Hudi's metadata table)",
+    )
     soak.add_argument("--png", default=None, help="where the PNG goes (default: the workdir)")
     soak.add_argument("--workdir", default=None, help="where the tables go (temporary)")
     soak.set_defaults(func=_bench_soak)
