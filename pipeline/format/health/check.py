@@ -19,7 +19,8 @@ to do about it (nothing is changed):
 6. No data or index file belongs to an instant the timeline does not have.
 7. A table with Hudi's metadata table: its ``files`` partition lists each partition's data
    files of completed instants, with their sizes, and no other (Hudi's readers list files
-   from it, not from storage).
+   from it, not from storage); its ``record_index`` holds each live key once, at the
+   partition and file group of its row, and no other key.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import writer as metadata_writer
-from dynbucket.format.metadata.reader import MetadataTable
+from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, RLI_DIR
@@ -165,7 +166,7 @@ def check(store: TableStore) -> CheckReport:
         _guarded(
             report,
             "the metadata table",
-            lambda: _metadata_table(store, timeline, report),
+            lambda: _metadata_table(store, spec, timeline, rows, report),
         )  # 7.
     return report
 
@@ -532,9 +533,15 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
         )
 
 
-def _metadata_table(store: TableStore, timeline: Timeline, report: CheckReport) -> None:
+def _metadata_table(
+    store: TableStore, spec: TableSpec, timeline: Timeline, rows: pa.Table | None,
+    report: CheckReport,
+) -> None:  # fmt: skip
     """Step 7 (module doc)."""
-    listing = MetadataTable(store).listing()
+    mdt = MetadataTable(store)
+    if rows is not None and RECORD_INDEX in metadata_writer.partitions(store):
+        _metadata_record_index(mdt, spec, rows, report)
+    listing = mdt.listing()
     visible = timeline.visible()
     hoodie = store.path(HOODIE_DIR) + "/"
     folders = {
@@ -561,3 +568,27 @@ def _metadata_table(store: TableStore, timeline: Timeline, report: CheckReport) 
                     "restore .hoodie/metadata/ and the partition's files from the same backup; "
                     "a file no instant wrote (a copy) can be deleted",
                 )
+
+
+def _metadata_record_index(
+    mdt: MetadataTable, spec: TableSpec, rows: pa.Table, report: CheckReport
+) -> None:
+    """Step 7's record index: each live key at its row's partition and file group."""
+    keys = record_keys(rows, spec.record_key).to_pylist()
+    places = zip(rows.column(PARTITION).to_pylist(), rows.column(FILE_ID).to_pylist(), strict=True)
+    live = dict(zip(keys, places, strict=True))
+    indexed = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
+    missing = sorted(live.keys() - indexed.keys())
+    extra = sorted(indexed.keys() - live.keys())
+    moved = sorted(k for k in live.keys() & indexed.keys() if live[k] != indexed[k])
+    for problem, found in (
+        ("live key(s) missing from the metadata table's record index", missing),
+        ("key(s) in the metadata table's record index without a live row", extra),
+        ("key(s) the metadata table's record index places elsewhere than their row", moved),
+    ):
+        if found:
+            report.add(
+                f"{len(found)} {problem}, e.g. {json.dumps(found[:3])} (Hudi's readers and "
+                "writers that look keys up there get them wrong)",
+                "restore .hoodie/metadata/ and the table's files from the same backup",
+            )

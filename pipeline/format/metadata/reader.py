@@ -9,12 +9,13 @@ applies their blocks in order. A log belongs to the newest base file whose insta
 after the log's completion (Hudi 1.x slices by completion time: a log of a write that began
 before a compaction was planned but completed after it is the new slice's).
 
-Valid instants: those completed on the metadata table's own timeline, less any the data
-table has pending (the metadata table commits first, so a writer that died between the two
-commits leaves a completed delta of a data write that never completed: Hudi's readers skip
-those too). An instant the data timeline does not hold (the metadata table's own
-initialisation ``00000000000000000``..., its compactions, data instants since archived) is
-valid when completed.
+Valid instants: those completed on the metadata table's own timeline (or archived off
+it: older than its first active instant, as Hudi's readers take archived instants), less
+any the data table has pending (the metadata table commits first, so a writer that died
+between the two commits leaves a completed delta of a data write that never completed:
+Hudi's readers skip those too). An instant the data timeline does not hold (the metadata
+table's own initialisation ``00000000000000000``..., its compactions, data instants since
+archived) is valid when completed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
 from dynbucket.format.metadata import records
+from dynbucket.format.metadata.record_index import group_name, group_of
 from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
@@ -61,6 +63,8 @@ class MetadataTable:
         self.mdt = metadata_store(store)
         self._valid: frozenset[str] | None = None
         self._completion: dict[str, str] = {}
+        self._active_from = ""
+        self._data_pending: set[str] = set()
 
     def exists(self) -> bool:
         return self.store.exists(self.store.path(METADATA_DIR, HOODIE_DIR, "hoodie.properties"))
@@ -69,12 +73,21 @@ class MetadataTable:
     def valid(self) -> frozenset[str]:
         """The instants whose files and blocks count (see the module's docstring)."""
         if self._valid is None:
-            data_pending = {i.id for i in hudi_instants(self.store) if not i.done}
-            done = [i for i in hudi_instants(self.mdt) if i.done and i.id not in data_pending]
+            self._data_pending = {i.id for i in hudi_instants(self.store) if not i.done}
+            mdt = hudi_instants(self.mdt)
+            done = [i for i in mdt if i.done and i.id not in self._data_pending]
             # Layout 2 names the completion time: ``<id>_<completion>.<action>``.
             self._completion = {i.id: i.done.partition(".")[0][18:] or i.id for i in done}
             self._valid = frozenset(self._completion)
+            self._active_from = mdt[0].id if mdt else ""
         return self._valid
+
+    def is_valid(self, instant: str) -> bool:
+        """Whether the files and blocks of ``instant`` count: completed and kept, or
+        archived (before the first active instant)."""
+        if instant in self.valid:
+            return True
+        return instant < self._active_from and instant not in self._data_pending
 
     def listing(self) -> dict[str, dict[str, int]]:
         """Each data partition's files (name -> size) by the ``files`` partition; the key
@@ -113,7 +126,7 @@ class MetadataTable:
         for info in self.mdt.list_files(self.mdt.path(partition)):
             name = info.base_name
             m = BASE_NAME.match(name)
-            if m is not None and m["instant"] in self.valid:
+            if m is not None and self.is_valid(m["instant"]):
                 bases.setdefault(m["file_id"], []).append((m["instant"], name))
                 continue
             m = LOG_NAME.match(name)
@@ -138,11 +151,13 @@ class MetadataTable:
         """(key, value or None for a delete, writer schema) of every record of the valid
         instants of ``partition``, file group by file group, oldest first."""
         for file_slice in self.file_groups(partition).values():
-            yield from self._slice_records(partition, file_slice)
+            yield from self.slice_records(partition, file_slice)
 
-    def _slice_records(
+    def slice_records(
         self, partition: str, file_slice: _Slice
     ) -> Iterator[tuple[str, bytes | None, str | None]]:
+        """(key, value or None for a delete, writer schema) of one slice's records, oldest
+        first."""
         if file_slice.base is not None:
             base = HFile.read(self._read(partition, file_slice.base), file_slice.base)
             for key, value in base.items():
@@ -154,7 +169,7 @@ class MetadataTable:
         ]
         rolled_back = log_file.rolled_back(blocks)
         for block in blocks:
-            if block.instant not in self.valid or block.instant in rolled_back:
+            if not self.is_valid(block.instant) or block.instant in rolled_back:
                 continue
             if block.type == log_file.HFILE_DATA:
                 content = HFile.read(bytes(block.content), f"{partition} log block {block.instant}")
@@ -170,16 +185,25 @@ class MetadataTable:
         lookup in the base file (one block read per key), then its logs' blocks."""
         wanted = set(keys)
         out: dict[str, Location] = {}
-        for file_slice in self.file_groups(RECORD_INDEX).values():
+        groups = self.file_groups(RECORD_INDEX)
+        # Hudi's layout: each key in the group its hash names (any other: every group).
+        named = [group_name(i) for i in range(len(groups))] == sorted(groups)
+        for file_id, file_slice in groups.items():
+            if named:
+                mine = {k for k in wanted if group_name(group_of(k, len(groups))) == file_id}
+                if not mine:
+                    continue
+            else:
+                mine = wanted
             if file_slice.base is not None:
                 base = HFile.read(self._read(RECORD_INDEX, file_slice.base), file_slice.base)
-                for key in wanted:
+                for key in mine:
                     value = base.get(key.encode())
                     if value is not None:
                         out[key] = records.location_of(value, base.schema)
             logs = _Slice(None, file_slice.logs)
-            for key, value, schema in self._slice_records(RECORD_INDEX, logs):
-                if key in wanted:
+            for key, value, schema in self.slice_records(RECORD_INDEX, logs):
+                if key in mine:
                     if value is None:
                         out.pop(key, None)
                     else:

@@ -1,31 +1,37 @@
-"""Writing a table's metadata table: its ``files`` partition kept in step with the table.
+"""Writing a table's metadata table: its ``files`` and ``record_index`` partitions kept in
+step with the table.
 
 A table of version 9 that dynbucket creates carries Hudi's metadata table with the
-``files`` partition (``hoodie.table.metadata.partitions=files``), so that Hudi's readers
-list its files from one file instead of listing storage, and see exactly the files of
-completed instants (a stray file in a partition folder is not listed).
+``files`` partition (``hoodie.table.metadata.partitions=files,record_index``), so that
+Hudi's readers list its files from one file instead of listing storage, and see exactly
+the files of completed instants (a stray file in a partition folder is not listed), and
+the ``record_index`` partition, each live key's location (``record_index.py``).
 
-1. ``create``: the metadata table's ``hoodie.properties``, the ``files`` partition, and its
-   initialisation (instant ``00000000000000000``): a base HFile holding an empty
-   ``__all_partitions__`` record.
+1. ``create``: the metadata table's ``hoodie.properties``, its partitions, and their
+   initialisation (instant ``00000000000000000``): a base HFile per file group (``files``:
+   an empty ``__all_partitions__`` record; ``record_index``: 10 empty groups).
 2. ``record``: each instant the table completes (a write, a compaction, a replace, a
    clean), just before its completed file is published (``timeline/transaction.py``'s one
    publish): a deltacommit of the same id appending one log file to ``files-0000-0``, an
    HFile data block whose records name, per partition, the files the instant added (with
-   sizes) or removed, and the partitions it touched under ``__all_partitions__``. An
-   instant that changed no data file adds nothing. Publishing again (a settler publishing
-   an instant its writer committed) finds the deltacommit completed and adds nothing.
-3. Every ``MAX_DELTAS`` deltas, the delta is a whole base file instead (the listing as of
-   the instant: the latest slice merged, then the instant's changes), so a reader reads a
+   sizes) or removed, and the partitions it touched under ``__all_partitions__``; and a log
+   file to each ``record_index`` group whose keys it inserted (an HFile data block) or
+   deleted (a delete block). An instant that changed neither adds nothing. Publishing
+   again (a settler publishing an instant its writer committed) finds the deltacommit
+   completed and adds nothing.
+3. Once a file group holds ``MAX_DELTAS`` logs, the delta rewrites every file group that
+   has logs as a whole base file instead (its records as of the instant: the latest slice
+   merged, then the instant's changes; Hudi's metadata compaction), so a reader reads a
    base and at most that many logs, at the ten-thousandth instant as at the tenth. Only
    when no other instant of the table is pending: a pending instant completes with a
    completion time after this one's id (its log then belongs to the new slice), except
    one that committed before this instant began and has not published yet, which a
    base written now would miss (Hudi's metadata compaction waits for the same).
-4. After a new base: the slices before the previous one are removed (a reader that
-   listed the previous slice still finds its files), and the metadata table's instants
-   older than the previous base move to its archived timeline (``lsm_history``), so its
-   active timeline stays short too.
+4. After such a rewrite: each file group's slices before its previous one are removed (a
+   reader that listed the previous slice still finds its files), and the metadata
+   table's instants before the previous rewrite move to its archived timeline
+   (``lsm_history``), so its active timeline stays short too (a base of an archived
+   instant still counts: readers take archived instants as completed).
 
 The metadata table's deltacommit completes before the table's instant; a reader that
 finds it completed while the table's instant is not yet skips it (``reader.py``).
@@ -35,22 +41,23 @@ from __future__ import annotations
 
 import posixpath
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dynbucket.format.hudi import commit_avro, hfile, log_file, lsm_history, properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata
 from dynbucket.format.hudi.files import PARTITION_METADATA
-from dynbucket.format.metadata import records
+from dynbucket.format.metadata import record_index, records
 from dynbucket.format.metadata.reader import (
     BASE_NAME,
     FILES,
     LOG_NAME,
+    RECORD_INDEX,
     MetadataTable,
     metadata_store,
 )
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.paths import HOODIE_DIR
+from dynbucket.format.table.paths import HOODIE_DIR, PROPERTIES_FILE
 from dynbucket.format.timeline.timeline import COMPLETION_TIME, hudi_instants, next_instant_id
 
 #: The instant that initialises a metadata table's partitions (Hudi's).
@@ -59,26 +66,37 @@ FILE_GROUP = "files-0000-0"
 TIMELINE = f"{HOODIE_DIR}/timeline"
 #: ``hoodie.table.metadata.partitions`` of the table.
 PARTITIONS_PROPERTY = "hoodie.table.metadata.partitions"
-#: Deltas (log files) of the ``files`` file group's slice after which the next delta is a
-#: whole base file (Hudi: ``hoodie.metadata.compact.max.delta.commits``, 10).
+#: The partitions a table dynbucket creates in version 9 keeps.
+PARTITIONS = (FILES, RECORD_INDEX)
+#: Logs a file group's slice takes before the next delta rewrites the groups as bases
+#: (Hudi: ``hoodie.metadata.compact.max.delta.commits``, 10).
 MAX_DELTAS = 10
-#: Which stores have a metadata table, learnt from their properties when the table opens.
-_ENABLED: dict[str, bool] = {}
+#: The metadata partitions of each store, learnt from its properties when the table opens.
+_PARTITIONS: dict[str, frozenset[str]] = {}
 
 
 def remember(store: TableStore, hoodie: Mapping[str, str]) -> None:
-    """Notes whether the table at ``store`` keeps a ``files`` partition (its properties)."""
-    if len(_ENABLED) > 1024:
-        _ENABLED.clear()
-    _ENABLED[store.uri] = FILES in hoodie.get(PARTITIONS_PROPERTY, "").split(",")
+    """Notes which metadata partitions the table at ``store`` keeps (its properties)."""
+    if len(_PARTITIONS) > 1024:
+        _PARTITIONS.clear()
+    named = hoodie.get(PARTITIONS_PROPERTY, "").split(",")
+    _PARTITIONS[store.uri] = frozenset(p for p in PARTITIONS if p in named)
+
+
+def partitions(store: TableStore) -> frozenset[str]:
+    """The metadata partitions this writer keeps in step for the table at ``store``."""
+    found = _PARTITIONS.get(store.uri)
+    if found is None:
+        try:
+            remember(store, properties.loads(store.read_bytes(store.path(PROPERTIES_FILE))))
+        except (FileNotFoundError, OSError):
+            return frozenset()
+        found = _PARTITIONS[store.uri]
+    return found
 
 
 def enabled(store: TableStore) -> bool:
-    found = _ENABLED.get(store.uri)
-    if found is None:
-        found = MetadataTable(store).exists()
-        _ENABLED[store.uri] = found
-    return found
+    return FILES in partitions(store)
 
 
 def metadata_properties(table_name: str) -> dict[str, str]:
@@ -105,27 +123,30 @@ def metadata_properties(table_name: str) -> dict[str, str]:
     }
 
 
-def create(store: TableStore, table_name: str) -> None:
-    """Step 1 (module doc): an empty metadata table with the ``files`` partition."""
+#: A file the metadata table's instant writes: (partition, file group, name, bytes, records).
+_File = tuple[str, str, str, bytes, int]
+
+
+def create(store: TableStore, table_name: str, kept: tuple[str, ...] = PARTITIONS) -> None:
+    """Step 1 (module doc): an empty metadata table with the partitions ``kept``."""
     mdt = metadata_store(store)
     mdt.write_atomic(
         mdt.path(HOODIE_DIR, "hoodie.properties"),
         properties.dumps(metadata_properties(table_name), "Properties saved by dynbucket"),
     )
-    mdt.write_atomic(
-        mdt.path(FILES, PARTITION_METADATA),
-        properties.dumps({"commitTime": INIT_INSTANT, "partitionDepth": "1"}, "partition metadata"),
-    )
-    content = hfile.write(
-        [(records.ALL_PARTITIONS_KEY.encode(), records.all_partitions_record([]))],
-        {"schema": records.schema_json().encode()},
-    )
-    name = f"{FILE_GROUP}_0-0-0_{INIT_INSTANT}.hfile"
-    _deltacommit(
-        mdt, INIT_INSTANT, name, len(content), 1,
-        lambda path: mdt.write_atomic(path, content), next_instant_id(None),
-    )  # fmt: skip
-    _ENABLED[store.uri] = True
+    meta = {"commitTime": INIT_INSTANT, "partitionDepth": "1"}
+    for partition in kept:
+        mdt.write_atomic(
+            mdt.path(partition, PARTITION_METADATA), properties.dumps(meta, "partition metadata")
+        )
+    files = [_base(FILES, FILE_GROUP, INIT_INSTANT, {
+        records.ALL_PARTITIONS_KEY: records.all_partitions_record([])})]  # fmt: skip
+    files += [
+        _base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, {})
+        for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept else 0)
+    ]
+    _deltacommit(mdt, INIT_INSTANT, files, next_instant_id(None))
+    _PARTITIONS[store.uri] = frozenset(kept)
 
 
 def record(
@@ -134,96 +155,147 @@ def record(
     document: Mapping[str, Any],
     others_pending: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Steps 2-4 (module doc): the ``files`` delta of the instant ``instant`` completing
-    with ``document`` (Hudi's commit metadata, or dynbucket's record of a clean:
-    ``removed``); ``others_pending``: whether another instant of the table is pending."""
+    """Steps 2-4 (module doc): the delta of the instant ``instant`` completing with
+    ``document`` (Hudi's commit metadata, or dynbucket's record of a clean: ``removed``);
+    ``others_pending``: whether another instant of the table is pending."""
     mdt = metadata_store(store)
     # The same completion time whoever publishes (a settler too): one completed file.
     completion = str(document.get(COMPLETION_TIME) or instant)
     if mdt.exists(mdt.path(TIMELINE, f"{instant}_{completion}.deltacommit")):
         return
+    kept = partitions(store)
+    # 1. What changed: files added and removed; keys inserted and deleted.
     added, removed = _changes(document)
-    if not added and not removed:
+    inserted, deleted = record_index.changes(store, document) if RECORD_INDEX in kept else ({}, [])
+    if not (added or removed or inserted or deleted):
         return
+    # 2. Each touched file group's records: the instant's changes to it.
+    changed: dict[tuple[str, str], dict[str, bytes | None]] = {}
+    if added or removed:
+        entries: dict[str, bytes | None] = {
+            _key(p): records.files_record(added.get(p, {}), removed.get(p, ()))
+            for p in sorted(set(added) | set(removed))
+        }
+        entries[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(
+            [_key(p) for p in added]
+        )
+        changed[(FILES, FILE_GROUP)] = entries
+    for key in deleted:
+        group = record_index.group_name(record_index.group_of(key))
+        changed.setdefault((RECORD_INDEX, group), {})[key] = None
+    for key, location in inserted.items():
+        group = record_index.group_name(record_index.group_of(key))
+        changed.setdefault((RECORD_INDEX, group), {})[key] = records.record_index_record(location)
+    # 3. Logs, or (once a group holds MAX_DELTAS logs, and no other instant is pending)
+    #    every group with logs rewritten as a base.
     table = MetadataTable(store)
-    current = table.file_groups(FILES).get(FILE_GROUP)
-    if current is not None and len(current.logs) >= MAX_DELTAS and not others_pending():
-        _rewrite_base(mdt, table, instant, completion, added, removed)
+    slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
+    due = any(len(s.logs) >= MAX_DELTAS for s in slices.values())
+    if due and not others_pending():
+        rewrite = {k for k, s in slices.items() if s.logs} | set(changed)
+        files = [
+            _base(p, g, instant, _merged(table, p, slices.get((p, g)), changed.get((p, g), {})))
+            for p, g in sorted(rewrite)
+        ]
+        _deltacommit(mdt, instant, files, completion)
+        _retire(mdt, kept, instant)
         return
-    entries = {
-        _key(p): records.files_record(added.get(p, {}), removed.get(p, ()))
-        for p in sorted(set(added) | set(removed))
-    }
-    entries[records.ALL_PARTITIONS_KEY] = records.all_partitions_record([_key(p) for p in added])
+    files = [_log(p, g, instant, changes) for (p, g), changes in sorted(changed.items())]
+    _deltacommit(mdt, instant, files, completion)
+
+
+def _merged(
+    table: MetadataTable, partition: str, file_slice: Any, changes: Mapping[str, bytes | None]
+) -> dict[str, bytes]:
+    """A file group's records as of now (its slice merged), then ``changes`` applied."""
+    merged: dict[str, bytes] = {}
+    listings: dict[str, dict[str, int]] = {}
+    for key, value, schema in table.slice_records(partition, file_slice) if file_slice else ():
+        if partition == FILES and value is not None:
+            records.merge_listing(listings.setdefault(key, {}), value, schema)
+        elif value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    for key, value in changes.items():
+        if partition == FILES and value is not None:
+            records.merge_listing(listings.setdefault(key, {}), value)
+        elif value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    if partition == FILES:
+        names = [k for k in listings if k != records.ALL_PARTITIONS_KEY]
+        merged = {k: records.files_record(listings[k]) for k in names}
+        merged[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(names)
+    return merged
+
+
+def _base(partition: str, group: str, instant: str, entries: Mapping[str, bytes]) -> _File:
     content = hfile.write(
         sorted((k.encode(), v) for k, v in entries.items()),
         {"schema": records.schema_json().encode()},
     )
-    block = log_file.hfile_data_block(content, instant, records.schema_json())
-    name = f".{FILE_GROUP}_{instant}.log.1_0-{instant}-0"
-    _deltacommit(
-        mdt, instant, name, len(block), len(entries),
-        lambda path: mdt.write_atomic(path, block), completion,
-    )  # fmt: skip
+    return partition, group, f"{group}_0-{instant}-0_{instant}.hfile", content, len(entries)
 
 
-def _rewrite_base(
-    mdt: TableStore,
-    table: MetadataTable,
-    instant: str,
-    completion: str,
-    added: dict[str, dict[str, int]],
-    removed: dict[str, list[str]],
-) -> None:
-    """Step 3 (module doc): the listing as of ``instant`` as a new base file."""
-    listing = {_key(p): files for p, files in table.listing().items()}
-    for partition, files in added.items():
-        listing.setdefault(_key(partition), {}).update(files)
-    for partition, names in removed.items():
-        for name in names:
-            listing.get(_key(partition), {}).pop(name, None)
-    entries = {p: records.files_record(files) for p, files in listing.items()}
-    entries[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(listing)
-    content = hfile.write(
-        sorted((k.encode(), v) for k, v in entries.items()),
-        {"schema": records.schema_json().encode()},
-    )
-    name = f"{FILE_GROUP}_0-{instant}-0_{instant}.hfile"
-    _deltacommit(
-        mdt, instant, name, len(content), len(entries),
-        lambda path: mdt.write_atomic(path, content), completion,
-    )  # fmt: skip
-    _retire(mdt, instant)
+def _log(partition: str, group: str, instant: str, changes: Mapping[str, bytes | None]) -> _File:
+    """A log of ``changes``: an HFile data block of the records, a delete block of the
+    keys gone (``None``)."""
+    kept = {k: v for k, v in changes.items() if v is not None}
+    gone = sorted(k for k, v in changes.items() if v is None)
+    blocks = []
+    if kept:
+        content = hfile.write(
+            sorted((k.encode(), v) for k, v in kept.items()),
+            {"schema": records.schema_json().encode()},
+        )
+        blocks.append(log_file.hfile_data_block(content, instant, records.schema_json()))
+    if gone:
+        blocks.append(log_file.delete_block(gone, [partition] * len(gone), ("int", 0), instant))
+    name = f".{group}_{instant}.log.1_0-{instant}-0"
+    return partition, group, name, b"".join(blocks), len(changes)
 
 
-def _retire(mdt: TableStore, newest_base: str) -> None:
-    """Step 4 (module doc): removes the slices before the previous base and archives the
-    metadata table's instants before it."""
-    bases = sorted(
-        m["instant"]
-        for i in mdt.list_files(mdt.path(FILES))
-        if (m := BASE_NAME.match(i.base_name)) is not None and m["instant"] <= newest_base
-    )
-    if len(bases) < 3:
+def _retire(mdt: TableStore, kept: Iterable[str], newest: str) -> None:
+    """Step 4 (module doc): each file group's slices before its previous one removed; the
+    metadata table's instants before the previous rewrite archived."""
+    rewrites: set[str] = set()
+    for partition in kept:
+        names = [i for i in mdt.list_files(mdt.path(partition))]
+        bases: dict[str, list[str]] = {}
+        for info in names:
+            m = BASE_NAME.match(info.base_name)
+            if m is not None and m["instant"] <= newest:
+                bases.setdefault(m["file_id"], []).append(m["instant"])
+        for group, found in bases.items():
+            found.sort()
+            rewrites.update(found[1:])
+            if len(found) < 3:
+                continue
+            keep_from = found[-2]
+            for info in names:
+                m = BASE_NAME.match(info.base_name) or LOG_NAME.match(info.base_name)
+                if m is not None and m["file_id"] == group and m["instant"] < keep_from:
+                    mdt.delete(info.path)
+    previous = sorted(r for r in rewrites if r < newest)
+    if not previous:
         return
-    keep_from = bases[-2]
-    for info in mdt.list_files(mdt.path(FILES)):
-        m = BASE_NAME.match(info.base_name) or LOG_NAME.match(info.base_name)
-        if m is not None and m["instant"] < keep_from:
-            mdt.delete(info.path)
-    old = [i for i in hudi_instants(mdt) if i.done and i.id < keep_from]
+    old = [i for i in hudi_instants(mdt) if i.done and i.id < previous[-1]]
     if not old:
         return
-    entries = [
-        lsm_history.Entry(
-            instant=i.id,
-            completion=i.done.partition(".")[0][18:] or i.id,
-            action=i.action,
-            metadata=mdt.read_bytes(mdt.path(TIMELINE, i.done)),
-        )
-        for i in old
-    ]
-    lsm_history.append(mdt, entries)
+    lsm_history.append(
+        mdt,
+        [
+            lsm_history.Entry(
+                instant=i.id,
+                completion=i.done.partition(".")[0][18:] or i.id,
+                action=i.action,
+                metadata=mdt.read_bytes(mdt.path(TIMELINE, i.done)),
+            )
+            for i in old
+        ],
+    )
     for i in old:  # the completed file last: a crash in between leaves it whole
         for state in sorted(i.files, key=lambda n: n == i.done):
             mdt.delete(mdt.path(TIMELINE, state))
@@ -250,35 +322,30 @@ def _key(partition: str) -> str:
     return partition or records.NON_PARTITIONED
 
 
-def _deltacommit(
-    mdt: TableStore,
-    instant: str,
-    name: str,
-    size: int,
-    entries: int,
-    write: Callable[[str], None],
-    completion: str,
-) -> None:
-    """A deltacommit of the metadata table: requested, inflight, the file, completed."""
+def _deltacommit(mdt: TableStore, instant: str, files: list[_File], completion: str) -> None:
+    """A deltacommit of the metadata table: requested, inflight, its files, completed."""
     for state in ("requested", "inflight"):
         mdt.write_atomic(mdt.path(TIMELINE, f"{instant}.deltacommit.{state}"), b"")
-    path = mdt.path(FILES, name)
-    write(path)
-    is_log = name.startswith(".")
-    stat = WriteStat(
-        partition=FILES,
-        file_id=FILE_GROUP,
-        path=f"{FILES}/{name}",
-        prev_commit=instant,
-        num_writes=entries,
-        num_inserts=0 if is_log else entries,
-        num_updates=entries if is_log else 0,
-        num_deletes=0,
-        size=size,
-        base_file="" if is_log else None,
-        log_version=1 if is_log else None,
-    )
-    doc = commit_metadata([stat], "upsert_prepped", records.schema_json(), {})
+    stats = []
+    for partition, group, name, data, entries in files:
+        mdt.write_atomic(mdt.path(partition, name), data)
+        is_log = name.startswith(".")
+        stats.append(
+            WriteStat(
+                partition=partition,
+                file_id=group,
+                path=f"{partition}/{name}",
+                prev_commit=instant,
+                num_writes=entries,
+                num_inserts=0 if is_log else entries,
+                num_updates=entries if is_log else 0,
+                num_deletes=0,
+                size=len(data),
+                base_file="" if is_log else None,
+                log_version=1 if is_log else None,
+            )
+        )
+    doc = commit_metadata(stats, "upsert_prepped", records.schema_json(), {})
     mdt.write_atomic(
         mdt.path(TIMELINE, f"{instant}_{completion}.deltacommit"), commit_avro.encode(doc)
     )

@@ -288,6 +288,14 @@ class TableSpec:
             props.update(self._version_9_properties())
         return props
 
+    @property
+    def metadata_partitions(self) -> tuple[str, ...]:
+        """The partitions of Hudi's metadata table a version 9 table keeps: the file
+        listing, and where a scheme keeps an index of its keys, the record index."""
+        if self.scheme.indexed:
+            return metadata_writer.PARTITIONS
+        return metadata_writer.PARTITIONS[:1]
+
     def _version_9_properties(self) -> dict[str, str]:
         """What Hudi 1.1 writes instead (timeline layout 2, a merge mode and ordering
         fields for the payload class and precombine field) and beside (the metadata table)."""
@@ -307,7 +315,7 @@ class TableSpec:
             "hoodie.timeline.history.path": "history",
             "hoodie.table.precombine.field": "",
             "hoodie.compaction.payload.class": "",
-            metadata_writer.PARTITIONS_PROPERTY: "files",
+            metadata_writer.PARTITIONS_PROPERTY: ",".join(self.metadata_partitions),
             **ordering,
         }
 
@@ -530,7 +538,7 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
         remember_layout(store, 2)
         if store.is_local:  # every process tells the layout by this folder
             store.fs.create_dir(store.path(versions.LAYOUT_2_TIMELINE))
-        metadata_writer.create(store, spec.name)
+        metadata_writer.create(store, spec.name, spec.metadata_partitions)
     store.write_atomic(
         store.path(PROPERTIES_FILE), properties.dumps(hoodie, "Properties saved by dynbucket")
     )

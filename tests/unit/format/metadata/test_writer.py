@@ -34,13 +34,26 @@ def _rows(ids: range, v: int) -> pa.Table:
 
 def _listed_is_stored(t: Table) -> None:
     """The ``files`` partition lists each partition's data files of completed instants,
-    with their sizes, and nothing else."""
+    with their sizes, and nothing else; the ``record_index`` holds each live key at its
+    row's partition and file group (a lookup too), and no other key."""
     snapshot = t.snapshot()
     visible = snapshot.timeline.visible()
-    listing = MetadataTable(t._store).listing()
+    mdt = MetadataTable(t._store)
+    listing = mdt.listing()
     for partition in snapshot.partitions():
         stored = {f.name: f.size for f in data_files(t._store, partition) if f.instant in visible}
         assert listing.get(partition, {}) == stored, partition
+    rows = t.to_arrow().to_pylist()
+    live = {r["id"]: (r["_partition"], r["_file_id"]) for r in rows}
+    if not t._spec.scheme.indexed:  # no index of keys, no record index
+        assert not (Path(t.uri) / ".hoodie" / "metadata" / "record_index").exists()
+        return
+    index = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
+    assert index == live
+    some = sorted(live)[:: max(1, len(live) // 5)] + ["k999"]
+    assert {k: (v.partition, v.file_id) for k, v in mdt.lookup(some).items()} == {
+        k: live[k] for k in some if k in live
+    }
 
 
 def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
@@ -57,7 +70,7 @@ def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
     t = Table.create(uri, SCHEMA, "id", "day", "ts", index, opts)
     hoodie = properties.loads((tmp_path / "t" / ".hoodie" / "hoodie.properties").read_bytes())
     assert (hoodie["hoodie.table.version"], hoodie["hoodie.timeline.layout.version"]) == ("9", "2")
-    assert hoodie["hoodie.table.metadata.partitions"] == "files"
+    assert hoodie["hoodie.table.metadata.partitions"] == "files,record_index"
     assert hoodie["hoodie.table.ordering.fields"] == "ts"
     first = t.upsert(_rows(range(0, 30), 1)).instant
     t.insert(_rows(range(30, 40), 2))
