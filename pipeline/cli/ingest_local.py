@@ -175,6 +175,7 @@ _TRUE = ["true", "True", "TRUE"]
 _FALSE = ["false", "False", "FALSE"]
 _INTEGER = r"^[+-]?\d+$"
 _LOOKS_LIKE_TIME = r"^\d{4}-\d{1,2}-\d{1,2}|^\d{1,2}:\d{2}"
+_DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
 def infer_csv_column(name: str, text: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -185,8 +186,11 @@ def infer_csv_column(name: str, text: pa.ChunkedArray) -> pa.ChunkedArray:
        bits, Spark's decimal: the Spark path).
     3. Every value a number: ``double``.
     4. Every value ``true``/``false`` (any case): ``boolean``.
-    5. A value that looks like a date or a time: the Spark path (its patterns and zone).
-    6. Otherwise ``string``.
+    5. Every value a date ``yyyy-MM-dd`` (Spark's ``dateFormat``, taken as a date when
+       inferring: ``prefersDate``): ``date``.
+    6. Another value that looks like a date or a time: the Spark path (its patterns and
+       time zone decide).
+    7. Otherwise ``string``.
     """
     values = pc.drop_null(text)
     # 1.
@@ -211,9 +215,15 @@ def infer_csv_column(name: str, text: pa.ChunkedArray) -> pa.ChunkedArray:
     if pc.all(pc.is_in(lowered, pa.array(["true", "false"]))).as_py():
         return pc.equal(pc.utf8_lower(text), "true")
     # 5.
+    if pc.all(pc.match_substring_regex(values, _DATE)).as_py():
+        try:
+            return pc.cast(text, pa.date32())  # strict: 2024-02-30 does not parse
+        except pa.ArrowInvalid:
+            pass  # not a calendar date (2024-02-30): Spark decides
+    # 6.
     if pc.any(pc.match_substring_regex(values, _LOOKS_LIKE_TIME)).as_py():
         raise NeedsSpark(f"column {name!r} looks like dates or times (Spark's patterns and zone)")
-    # 6.
+    # 7.
     return text
 
 

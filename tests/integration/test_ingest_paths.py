@@ -67,6 +67,7 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "typed.csv").write_text("v,id,ts\n1.5,k1,7\n,k2,8\n")
     (tmp_path / "bare.csv").write_text("k1,7,1.5\nk2,8,\n")
     (tmp_path / "typed.json").write_text('{"v": 2.5, "id": "k1", "ts": 9, "extra": 1}\n')
+    (tmp_path / "dates.csv").write_text("id,day,n\nk1,2024-01-15,1\nk2,,2\nk3,2023-12-31,3\n")
     cases = [
         (["a.csv", "b.csv"], "csv", None, None),
         (["a.json"], "json", None, None),
@@ -76,6 +77,7 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
         (["typed.csv"], "csv", None, table),
         (["bare.csv"], "csv", "id string, ts bigint, v double", None),
         (["typed.json"], "json", None, table),
+        (["dates.csv"], "csv", None, None),
     ]
     for inputs, fmt, schema, spec in cases:
         files = [str(tmp_path / n) for n in inputs]

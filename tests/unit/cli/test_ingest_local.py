@@ -53,7 +53,7 @@ def test_csv_files_widen_to_one_type_per_column(tmp_path: Path) -> None:
 
 
 def test_what_only_spark_decides_takes_the_spark_path(tmp_path: Path) -> None:
-    (tmp_path / "d.csv").write_text("id,day\nk1,2024-01-01\n")
+    (tmp_path / "d.csv").write_text("id,day\nk1,2024-01-01 10:00\n")
     (tmp_path / "n.json").write_text('{"id": "k1", "inner": {"b": 1}}\n')
     (tmp_path / "h.csv").write_text("id,v\nk1,123456789012345678901234\n")
     pq.write_table(pa.table({"t": pa.array([1], pa.timestamp("ms"))}), tmp_path / "t.parquet")
@@ -68,6 +68,19 @@ def test_what_only_spark_decides_takes_the_spark_path(tmp_path: Path) -> None:
     ]:
         with pytest.raises(NeedsSpark, match=why):
             read([str(tmp_path / name)], fmt, schema, None)
+
+
+def test_a_csv_column_of_dates_is_a_date_column(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("id,day\nk1,2024-01-15\nk2,\nk3,2023-12-31\n")
+    t = read([str(tmp_path / "d.csv")], "csv", None, None)
+    assert spark_type_names(t.schema) == [("id", "string"), ("day", "date")]
+    assert [str(d) if d else None for d in t.column("day").to_pylist()] == [
+        "2024-01-15", None, "2023-12-31"]  # fmt: skip
+    # Not every value a calendar date, or a time among them: Spark decides.
+    for bad in ("2024-02-30", "2024-01-15T10:00:00", "2024-1-5"):
+        (tmp_path / "b.csv").write_text(f"id,day\nk1,2024-01-15\nk2,{bad}\n")
+        with pytest.raises(NeedsSpark, match="looks like dates or times"):
+            read([str(tmp_path / "b.csv")], "csv", None, None)
 
 
 def test_json_numbers_are_bigint_and_fields_sorted_by_name(tmp_path: Path) -> None:
