@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from dynbucket import DynamicBucketIndex, Table, TableOptions
+from dynbucket.format.storage.store import TableStore
 from dynbucket.format.timeline.timeline import Timeline
 
 SCHEMA = pa.schema(
@@ -228,12 +230,20 @@ def run_model(
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
     time.sleep(HEARTBEAT + 0.5)  # the killed writer's instant is a dead one's now
-    if "://" not in uri:  # as the writers left it, before the rollback of the dead one
-        shutil.copytree(uri, logs_dir / "as-left")
+    # As the writers left it, before the rollback of the dead one (an object store's
+    # table is downloaded: the test server goes with the session).
+    _copy_table(uri, logs_dir / "as-left")
     try:
         return _checked(uri, cap, logs)
     except AssertionError as e:
+        _copy_table(uri, logs_dir / "after-check")
         raise AssertionError(f"{e} (table and writer logs kept in {_keep(logs_dir)})") from e
+
+
+def _copy_table(uri: str, target: Path) -> None:
+    store = TableStore.at(uri)
+    pafs.copy_files(store.root, str(target), source_filesystem=store.fs,
+                    destination_filesystem=pafs.LocalFileSystem())  # fmt: skip
 
 
 def _keep(logs_dir: Path) -> str:
