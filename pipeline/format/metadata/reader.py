@@ -52,6 +52,8 @@ def metadata_store(store: TableStore) -> TableStore:
 class _Slice:
     base: str | None
     logs: tuple[str, ...]
+    base_size: int = 0
+    logs_size: int = 0
 
 
 class MetadataTable:
@@ -123,8 +125,10 @@ class MetadataTable:
         """The latest slice of each file group of the metadata partition ``partition``."""
         bases: dict[str, list[tuple[str, str]]] = {}
         logs: dict[str, list[tuple[str, int, str, str]]] = {}
+        sizes: dict[str, int] = {}
         for info in self.mdt.list_files(self.mdt.path(partition)):
             name = info.base_name
+            sizes[name] = info.size or 0
             m = BASE_NAME.match(name)
             if m is not None and self.is_valid(m["instant"]):
                 bases.setdefault(m["file_id"], []).append((m["instant"], name))
@@ -139,7 +143,10 @@ class MetadataTable:
             after = sorted(
                 e for e in logs.get(file_id, []) if self._completed_at(e[0]) >= base_instant
             )
-            out[file_id] = _Slice(base, tuple(e[3] for e in after))
+            names = tuple(e[3] for e in after)
+            out[file_id] = _Slice(
+                base, names, sizes.get(base or "", 0), sum(sizes[n] for n in names)
+            )
         return out
 
     def _completed_at(self, instant: str) -> str:

@@ -66,9 +66,14 @@ def changes(
         gone = pc.equal(entries.column(OP), DELETE).to_pylist()
         file_ids = entries.column(FILE_ID).to_pylist()
         instants = entries.column(INSTANT).to_pylist()
+        places: dict[tuple[str, str], Location] = {}  # one per file group and instant
         for key, is_delete, file_id, instant in zip(keys, gone, file_ids, instants, strict=True):
             if is_delete:
                 deleted.append(key)
-            else:
-                inserted[key] = Location(partition, file_id, records.instant_millis(instant))
+                continue
+            place = places.get((file_id, instant))
+            if place is None:
+                millis = records.instant_millis(instant)
+                place = places[(file_id, instant)] = Location(partition, file_id, millis)
+            inserted[key] = place
     return inserted, [k for k in deleted if k not in inserted]

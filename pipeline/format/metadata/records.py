@@ -200,8 +200,10 @@ class Location:
     """The writing instant as epoch milliseconds (Hudi's ``instantTime``; -1: unknown)."""
 
 
+@lru_cache(maxsize=4096)
 def record_index_record(location: Location) -> bytes:
-    """The ``record_index`` record of one key."""
+    """The ``record_index`` record of one key (the key itself is the HFile's: every key
+    of a file group one instant wrote has the same bytes, encoded once)."""
     info: dict[str, Any] = {
         "partitionName": location.partition,
         "fileIdEncoding": STRING_ENCODING,
@@ -228,6 +230,7 @@ def location_of(value: bytes, writer_schema: str | None = None) -> Location:
     return Location(info["partitionName"], file_id, -1 if instant is None else instant)
 
 
+@lru_cache(maxsize=1024)
 def instant_millis(instant: str) -> int:
     """Hudi's ``instantTime`` of a record index entry: the instant id (UTC here, as the
     timeline's ids are) as epoch milliseconds."""

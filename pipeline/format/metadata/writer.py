@@ -19,10 +19,13 @@ the ``record_index`` partition, each live key's location (``record_index.py``).
    deleted (a delete block). An instant that changed neither adds nothing. Publishing
    again (a settler publishing an instant its writer committed) finds the deltacommit
    completed and adds nothing.
-3. Once a file group holds ``MAX_DELTAS`` logs, the delta rewrites every file group that
-   has logs as a whole base file instead (its records as of the instant: the latest slice
-   merged, then the instant's changes; Hudi's metadata compaction), so a reader reads a
-   base and at most that many logs, at the ten-thousandth instant as at the tenth. Only
+3. A file group is rewritten as a whole base file (its records as of the instant: the
+   latest slice merged, then the instant's changes; Hudi's metadata compaction) once it
+   holds ``MAX_DELTAS`` logs whose bytes reach ``LOG_RATIO`` of its base's, or
+   ``MAX_LOGS`` logs whatever their size: the work per write stays that of the write's
+   own records, not the index's size (a base of many keys is rewritten once per that
+   fraction of it written), and a reader merges a base and a bounded number of logs, at
+   the ten-thousandth instant as at the tenth. Only
    when no other instant of the table is pending: a pending instant completes with a
    completion time after this one's id (its log then belongs to the new slice), except
    one that committed before this instant began and has not published yet, which a
@@ -68,9 +71,12 @@ TIMELINE = f"{HOODIE_DIR}/timeline"
 PARTITIONS_PROPERTY = "hoodie.table.metadata.partitions"
 #: The partitions a table dynbucket creates in version 9 keeps.
 PARTITIONS = (FILES, RECORD_INDEX)
-#: Logs a file group's slice takes before the next delta rewrites the groups as bases
-#: (Hudi: ``hoodie.metadata.compact.max.delta.commits``, 10).
+#: Logs a file group's slice takes before the next delta may rewrite it as a base (Hudi:
+#: ``hoodie.metadata.compact.max.delta.commits``, 10), once they are ``LOG_RATIO`` of its
+#: base's bytes; at ``MAX_LOGS`` logs, whatever their bytes.
 MAX_DELTAS = 10
+LOG_RATIO = 0.2
+MAX_LOGS = 40
 #: The metadata partitions of each store, learnt from its properties when the table opens.
 _PARTITIONS: dict[str, frozenset[str]] = {}
 
@@ -186,22 +192,32 @@ def record(
     for key, location in inserted.items():
         group = record_index.group_name(record_index.group_of(key))
         changed.setdefault((RECORD_INDEX, group), {})[key] = records.record_index_record(location)
-    # 3. Logs, or (once a group holds MAX_DELTAS logs, and no other instant is pending)
-    #    every group with logs rewritten as a base.
+    # 3. Logs, and the groups due (when no other instant is pending) rewritten as bases.
     table = MetadataTable(store)
     slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
-    due = any(len(s.logs) >= MAX_DELTAS for s in slices.values())
-    if due and not others_pending():
-        rewrite = {k for k, s in slices.items() if s.logs} | set(changed)
-        files = [
-            _base(p, g, instant, _merged(table, p, slices.get((p, g)), changed.get((p, g), {})))
-            for p, g in sorted(rewrite)
-        ]
-        _deltacommit(mdt, instant, files, completion)
-        _retire(mdt, kept, instant)
-        return
-    files = [_log(p, g, instant, changes) for (p, g), changes in sorted(changed.items())]
+    due = {k for k, s in slices.items() if _due(s)}
+    if due and others_pending():
+        due = set()
+    files = [
+        _base(p, g, instant, _merged(table, p, slices[(p, g)], changed.get((p, g), {})))
+        for p, g in sorted(due)
+    ]
+    files += [
+        _log(p, g, instant, changes)
+        for (p, g), changes in sorted(changed.items())
+        if (p, g) not in due
+    ]
     _deltacommit(mdt, instant, files, completion)
+    if due:
+        _retire(mdt, kept, instant)
+
+
+def _due(file_slice: Any) -> bool:
+    """Step 3's rule (module doc)."""
+    logs = len(file_slice.logs)
+    if logs >= MAX_LOGS:
+        return True
+    return logs >= MAX_DELTAS and file_slice.logs_size >= LOG_RATIO * file_slice.base_size
 
 
 def _merged(
