@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import posixpath
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -553,9 +554,7 @@ def _metadata_table(
     for partition in sorted(stored_partitions | set(listing)):
         stored = {f.name: f.size for f in data_files(store, partition) if f.instant in visible}
         listed = listing.get(partition, {})
-        unlisted = sorted(stored.keys() - listed.keys())
-        gone = sorted(listed.keys() - stored.keys())
-        sized = sorted(n for n in stored.keys() & listed.keys() if stored[n] != listed[n])
+        unlisted, gone, sized = _differences(stored, listed)
         for problem, found in (
             ("not listed in the metadata table (Hudi's readers do not read them)", unlisted),
             ("listed in the metadata table but not stored (Hudi's readers fail on them)", gone),
@@ -578,9 +577,7 @@ def _metadata_record_index(
     places = zip(rows.column(PARTITION).to_pylist(), rows.column(FILE_ID).to_pylist(), strict=True)
     live = dict(zip(keys, places, strict=True))
     indexed = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
-    missing = sorted(live.keys() - indexed.keys())
-    extra = sorted(indexed.keys() - live.keys())
-    moved = sorted(k for k in live.keys() & indexed.keys() if live[k] != indexed[k])
+    missing, extra, moved = _differences(live, indexed)
     for problem, found in (
         ("live key(s) missing from the metadata table's record index", missing),
         ("key(s) in the metadata table's record index without a live row", extra),
@@ -592,3 +589,15 @@ def _metadata_record_index(
                 "writers that look keys up there get them wrong)",
                 "restore .hoodie/metadata/ and the table's files from the same backup",
             )
+
+
+def _differences(
+    ours: Mapping[str, Any], theirs: Mapping[str, Any]
+) -> tuple[list[str], list[str], list[str]]:
+    """(keys only in ``ours``, keys only in ``theirs``, keys whose values differ), sorted."""
+    both = ours.keys() & theirs.keys()
+    return (
+        sorted(ours.keys() - theirs.keys()),
+        sorted(theirs.keys() - ours.keys()),
+        sorted(k for k in both if ours[k] != theirs[k]),
+    )

@@ -229,8 +229,8 @@ def _file_info(payload: bytes) -> dict[str, bytes]:
         raise FormatError("HFile file info does not start with PBUF")
     length, pos = _read_varint(payload, 4)
     out: dict[str, bytes] = {}
-    for number, pair in _protobuf_repeated(payload[pos : pos + length]):
-        if number == 1:
+    for number, pair in _protobuf_items(payload[pos : pos + length]):
+        if number == 1 and isinstance(pair, bytes):
             kv = _protobuf_fields(pair)
             out[bytes(kv.get(1, b"")).decode()] = bytes(kv.get(2, b""))
     return out
@@ -385,14 +385,15 @@ def _protobuf_field(number: int, value: int | bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
-def _protobuf_repeated(message: bytes) -> Iterator[tuple[int, bytes]]:
-    """The length-delimited fields of ``message`` in order (varints are skipped)."""
+def _protobuf_items(message: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """Each field of ``message`` in order (varints as ints, the rest as bytes)."""
     pos = 0
     while pos < len(message):
         key, pos = _read_varint(message, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            _, pos = _read_varint(message, pos)
+            value, pos = _read_varint(message, pos)
+            yield number, value
         elif wire == 2:
             length, pos = _read_varint(message, pos)
             yield number, message[pos : pos + length]
@@ -402,21 +403,8 @@ def _protobuf_repeated(message: bytes) -> Iterator[tuple[int, bytes]]:
 
 
 def _protobuf_fields(message: bytes) -> dict[int, int | bytes]:
-    """The last value of each field of ``message`` (varints as ints, the rest as bytes)."""
-    out: dict[int, int | bytes] = {}
-    pos = 0
-    while pos < len(message):
-        key, pos = _read_varint(message, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            out[number], pos = _read_varint(message, pos)
-        elif wire == 2:
-            length, pos = _read_varint(message, pos)
-            out[number] = message[pos : pos + length]
-            pos += length
-        else:
-            raise FormatError(f"protobuf wire type {wire} in an HFile")
-    return out
+    """The last value of each field of ``message``."""
+    return dict(_protobuf_items(message))
 
 
 def _vint(n: int) -> bytes:

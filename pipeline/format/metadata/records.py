@@ -18,7 +18,6 @@ built here rather than read from a file so that the format is spelled in one pla
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import uuid
 from collections.abc import Iterable, Mapping
@@ -29,6 +28,7 @@ from typing import Any
 from dynbucket.format.hudi.avro import Writer
 from dynbucket.format.hudi.avro_file import encode
 from dynbucket.format.hudi.avro_read import decoder
+from dynbucket.format.timeline.timeline import instant_time
 
 #: ``type`` of a record, by partition.
 ALL_PARTITIONS, FILES, COLUMN_STATS, BLOOM_FILTERS, RECORD_INDEX = 1, 2, 3, 4, 5
@@ -234,8 +234,7 @@ def location_of(value: bytes, writer_schema: str | None = None) -> Location:
 def instant_millis(instant: str) -> int:
     """Hudi's ``instantTime`` of a record index entry: the instant id (UTC here, as the
     timeline's ids are) as epoch milliseconds."""
-    t = dt.datetime.strptime(instant, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
-    return int(t.timestamp() * 1000)
+    return round(instant_time(instant).timestamp() * 1000)
 
 
 def _uuid_file_id(file_id: str) -> tuple[int, int, int] | None:

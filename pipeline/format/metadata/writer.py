@@ -42,6 +42,7 @@ finds it completed while the table's instant is not yet skips it (``reader.py``)
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -226,16 +227,11 @@ def _merged(
     """A file group's records as of now (its slice merged), then ``changes`` applied."""
     merged: dict[str, bytes] = {}
     listings: dict[str, dict[str, int]] = {}
-    for key, value, schema in table.slice_records(partition, file_slice) if file_slice else ():
+    slice_records = table.slice_records(partition, file_slice) if file_slice else iter(())
+    ours = ((key, value, None) for key, value in changes.items())
+    for key, value, schema in itertools.chain(slice_records, ours):
         if partition == FILES and value is not None:
             records.merge_listing(listings.setdefault(key, {}), value, schema)
-        elif value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    for key, value in changes.items():
-        if partition == FILES and value is not None:
-            records.merge_listing(listings.setdefault(key, {}), value)
         elif value is None:
             merged.pop(key, None)
         else:

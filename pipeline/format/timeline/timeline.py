@@ -148,10 +148,14 @@ def next_instant_id(after: str | None, now: dt.datetime | None = None) -> str:
     return candidate
 
 
+def instant_time(instant_id: str) -> dt.datetime:
+    """The time an instant id names (its request, in UTC)."""
+    return dt.datetime.strptime(instant_id[:17], _ID_FORMAT[:-2] + "%f").replace(tzinfo=dt.UTC)
+
+
 def seconds_since(instant_id: str, now: dt.datetime | None = None) -> float:
     """Seconds from the time an instant id names (its request, in UTC) to ``now``."""
-    at = dt.datetime.strptime(instant_id[:17], _ID_FORMAT[:-2] + "%f").replace(tzinfo=dt.UTC)
-    return ((now or dt.datetime.now(dt.UTC)) - at).total_seconds()
+    return ((now or dt.datetime.now(dt.UTC)) - instant_time(instant_id)).total_seconds()
 
 
 #: Where timeline layout 2 (table versions 8 and 9) keeps Hudi's active timeline.
