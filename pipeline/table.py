@@ -209,6 +209,7 @@ class Table:
         options: TableOptions | Mapping[str, object] | None = None,
         filesystem: pafs.FileSystem | None = None,
         runtime: Runtime | None = None,
+        deduplicate: bool = False,
     ) -> Table:
         """Makes the table Apache Hudi wrote at ``uri`` a dynbucket table, in place, and
         opens it: every file stays where Hudi put it (its file groups become buckets), the
@@ -226,6 +227,11 @@ class Table:
             filesystem: a pyarrow filesystem, when ``uri`` is a path on it.
             runtime: the Spark-on-Ray runtime for Spark writes and reads; given, the
                 record-level index is built by Ray tasks over the cluster.
+            deduplicate: a key with more than one live row (Hudi's ``insert`` and
+                ``bulk_insert`` allow it) keeps its row with the largest ordering value
+                (ties: the latest commit); the others are removed in one commit of new
+                file slices, which stays if the adoption is undone (``adopted.json`` says
+                what it removed). Without it such a table is refused.
 
         Raises:
             AdoptionRefusedError: a table dynbucket cannot continue yet (base files not
@@ -239,9 +245,8 @@ class Table:
         slots = getattr(index, "assigner_slots", None)  # a dynamic index's write setting
         own = _table_options(options).own_properties()
         # With a cluster, the index is built by Ray tasks; else by threads here.
-        adopt(
-            store, index, own, slots or 1, RayTasks(max_retries=1) if runtime is not None else None
-        )
+        tasks = RayTasks(max_retries=1) if runtime is not None else None
+        adopt(store, index, own, slots or 1, tasks, deduplicate)
         return cls.open(uri, filesystem, runtime, slots)
 
     def _prestarted(self) -> Table:

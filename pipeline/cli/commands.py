@@ -282,7 +282,7 @@ def _adopt(args: argparse.Namespace) -> int:
     from dynbucket.table import Table
 
     started = time.perf_counter()
-    table = Table.adopt(args.table)
+    table = Table.adopt(args.table, deduplicate=args.deduplicate)
     record = adopted.load(table._store)
     keys = sum(r["keys"] for r in table.stats().to_pylist())
     print(
@@ -290,6 +290,21 @@ def _adopt(args: argparse.Namespace) -> int:
         f"{keys} key(s) indexed, as of instant {record.floor or '-'}, in "
         f"{time.perf_counter() - started:.1f} s (undo: delete .hoodie/.dynbucket/)"
     )
+    done = record.deduplicated
+    if done:
+        print(
+            f"deduplicated: {done['keys']} key(s) had more than one live row; "
+            f"{done['rows']} row(s) removed from {done['groups']} file group(s) in instant "
+            f"{done['instant']} (kept: each key's largest ordering value, ties the latest "
+            "commit; a Hudi commit, which undo does not remove: time travel before it "
+            "still reads the removed rows until they are cleaned)"
+        )
+    if record.metadata_removed:
+        print(
+            "removed the metadata table (partitions: "
+            f"{', '.join(record.metadata_removed)}): dynbucket's writes would leave it "
+            "stale; Hudi builds it again when a writer enables it (undo does not restore it)"
+        )
     table.close()
     return 0
 
@@ -588,6 +603,12 @@ def parser() -> argparse.ArgumentParser:
         "adopt", help="make a table Apache Hudi wrote a dynbucket table, in place"
     )
     adopting.add_argument("table", help=_TABLE_HELP)
+    adopting.add_argument(
+        "--deduplicate",
+        action="store_true",
+        help="a key with more than one live row keeps its row with the largest ordering "
+        "value (ties: the latest commit); the others are removed in one commit",
+    )
     adopting.set_defaults(func=_adopt)
 
     rollback = sub.add_parser("rollback", help="roll back instants a dead writer left")

@@ -25,14 +25,20 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
    timeline sees through the floor: history before it is Hudi's readers' to read), with
    the cleaning horizon at the newest instant when Hudi cleaned or archived (files its
    commits list may be gone).
-5. **Index** (``build_index.py``). The record-level index, one base file per partition
+5. **Deduplication**, asked for (``deduplicate.py``): a key with more than one live row
+   keeps the row with the largest ordering value (ties: the latest commit), the others
+   removed in one instant of new file slices (the metadata table goes first, step 6:
+   that instant is not in it). Not asked for, such a table is refused in step 5b, by
+   the option's name.
+5b. **Index** (``build_index.py``). The record-level index, one base file per partition
    under the newest completed instant, from the live keys of every slice, in threads or
    tasks on a cluster; each key's record key and partition path are checked against what
    dynbucket would write for it, each key has one live row, and a bucket index's keys are
    where its hash puts them (such a table gets no index).
 6. **Metadata table.** Removed as Hudi removes it when a writer runs without it: the
    properties name none of its partitions, then its folder goes (dynbucket's writes would
-   leave its file list stale; Hudi builds it again when a writer enables it).
+   leave its file list stale; Hudi builds it again when a writer enables it). The
+   partitions removed are in ``adopted.json`` and the command's output.
 7. **Commit.** ``table.json`` is created last and exclusively: until it is there the table
    is not adopted (a crashed adoption is run again; its files are rewritten the same).
 """
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -49,6 +56,7 @@ from dynbucket.base.beside import Beside
 from dynbucket.base.errors import ConcurrentWriteError, NotATableError, TableExistsError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.adoption.build_index import build_index, in_threads, refused
+from dynbucket.format.adoption.deduplicate import find_duplicates, rewrite_duplicates
 from dynbucket.format.buckets.options import IndexOptions, SimpleBucketIndex
 from dynbucket.format.buckets.scheme import scheme_of
 from dynbucket.format.file_group import adopted
@@ -56,6 +64,7 @@ from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
+from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
@@ -104,6 +113,7 @@ def adopt(
     options: dict[str, str] | None = None,
     slots: int = 1,
     beside: Beside | None = None,
+    deduplicate: bool = False,
 ) -> TableSpec:
     """Adopts the Hudi table at ``store`` (module doc); returns its definition.
 
@@ -114,6 +124,8 @@ def adopt(
         options: dynbucket's own table options (services, lease), as properties.
         slots: the slot count the index files are grouped by (the writes' slot count).
         beside: runs the index build's tasks (default: threads of this process).
+        deduplicate: a key with more than one live row keeps one (step 5); else such a
+            table is refused.
 
     Raises:
         NotATableError: no Hudi table there.
@@ -143,7 +155,7 @@ def adopt(
     try:
         if store.exists(store.path(TABLE_FILE)):
             raise TableExistsError(f"another process adopted {store.uri} just now; open it")
-        spec = _adopt(store, hoodie, bucket_options, options, slots, beside)
+        spec = _adopt(store, hoodie, bucket_options, options, slots, beside, deduplicate, lock)
     except BaseException:
         lock.release()
         # Nothing of a refused or failed adoption stays: its lease file neither (only its
@@ -163,6 +175,8 @@ def _adopt(
     options: dict[str, str] | None,
     slots: int,
     beside: Beside | None,
+    deduplicate: bool,
+    lock: WriterLock,
 ) -> TableSpec:
     """Steps 2-7 (module doc), under the lease."""
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
@@ -183,12 +197,19 @@ def _adopt(
     record = _files(store, floor, replaces, not spec.scheme.indexed)  # 3.
     _newest_files_there(store, hoodie, set(record.replaced))
     written = [store.path(ADOPTED_FILE), store.path(ARCHIVE_DIR), store.path(RLI_DIR)]
+    beside = beside or in_threads()
     try:
         store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
         adopted.remember(store, record)
         _history(store, timeline, floor, replaces)  # 4.
+        found = find_duplicates(store, spec, beside) if floor and deduplicate else None
+        if found:  # 5.
+            removed = _drop_metadata_table(store, hoodie)
+            done = rewrite_duplicates(store, spec, lock, found)
+            floor = done.instant
+            record = replace(record, deduplicated=done.to_json(), metadata_removed=removed)
         if floor:
-            build_index(store, spec, floor, slots, beside or in_threads())  # 5.
+            build_index(store, spec, floor, slots, beside)  # 5b.
     except BaseException:
         # What steps 3-5 wrote goes: a refused table is left as it was (a crash leaves
         # them under .hoodie/.dynbucket/, without table.json: adopt again, or delete it).
@@ -196,7 +217,11 @@ def _adopt(
         for path in written:
             _remove(store, path)
         raise
-    _drop_metadata_table(store, hoodie)  # 6.
+    removed = record.metadata_removed or _drop_metadata_table(store, hoodie)  # 6.
+    if removed or record.deduplicated:
+        record = replace(record, metadata_removed=removed)
+        store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
+        adopted.remember(store, record)
     if timeline.layout == 2 and not store.exists(store.path(LAYOUT_2_DIR)):
         # Every process tells the layout by this folder: a version-8 table with no
         # instant yet may not have it.
@@ -206,17 +231,20 @@ def _adopt(
     return spec
 
 
-def _drop_metadata_table(store: TableStore, hoodie: dict[str, str]) -> None:
-    """Step 6 (module doc)."""
+def _drop_metadata_table(store: TableStore, hoodie: dict[str, str]) -> tuple[str, ...]:
+    """Step 6 (module doc); returns the partitions removed."""
     folder = store.path(HOODIE_DIR, "metadata")
     if not store.exists(folder):
-        return
+        return ()
+    removed = tuple(_list(hoodie.get(METADATA_PARTITIONS, ""))) or ("files",)
     props = {**hoodie, METADATA_PARTITIONS: "", f"{METADATA_PARTITIONS}.inflight": ""}
     store.write_atomic(
         store.path(PROPERTIES_FILE),
         properties.dumps(props, "Properties saved by dynbucket (metadata table removed)"),
     )
+    metadata_writer.remember(store, props)  # this process's writes see it gone
     store.fs.delete_dir(folder)
+    return removed
 
 
 def _gate(store: TableStore, hoodie: dict[str, str]) -> None:

@@ -37,6 +37,12 @@ def refused(store: TableStore, why: str, fix: str) -> AdoptionRefusedError:
     )
 
 
+#: What a table with a key in more than one live row is adopted with.
+DEDUPLICATE_FIX = (
+    "Adopt it with deduplicate=True (dynbucket adopt --deduplicate): each key keeps its row "
+    "with the largest ordering value (ties: the latest commit), the others are removed in "
+    "one commit"
+)
 #: Slices one task of the index build reads.
 SHARE = 8
 
@@ -58,10 +64,10 @@ def slice_entries(
     out = []
     for ref in refs:
         rows = read_slice(store, spec, ref.slice, columns, checked)
-        _check_spelling(store, spec, ref.partition, rows)
+        check_spelling(store, spec, ref.partition, rows)
         rows = rows.select(list(spec.record_key))
         if layouts is not None:
-            _check_placed(store, spec, layouts, ref, rows)
+            check_placed(store, spec, layouts, ref, rows)
         rows = rows.append_column(HASH, pa.array(key_hashes(rows, spec.record_key), pa.int64()))
         out.append(entries_for(rows, spec, ref.slice.bucket, ref.slice.file_id, instant))
     return pa.concat_tables(out) if out else spec.index_schema().empty_table()
@@ -116,11 +122,11 @@ def _check_unique_in_table(
         f"{len(twice)} key(s) have live rows in more than one partition (e.g. {key!r}, in "
         f"{where}), and a global index keeps one row per key in the table",
         "Adopt it with the partition-scoped index (DynamicBucketIndex(), a key unique "
-        "within its partition), or delete each such key's older rows with Hudi first",
+        f"within its partition), or {DEDUPLICATE_FIX[0].lower()}{DEDUPLICATE_FIX[1:]}",
     )
 
 
-def _check_placed(
+def check_placed(
     store: TableStore, spec: TableSpec, layouts: BucketLayouts, ref: SliceRef, rows: pa.Table
 ) -> None:
     """Every key of a bucket-index table is in the file group its bucket hash names (else
@@ -153,12 +159,11 @@ def _check_unique(store: TableStore, spec: TableSpec, partition: str, entries: p
             f"{len(twice)} key(s) of partition {partition!r} have more than one live row "
             f"(e.g. {key!r}, in {twice.field('counts')[0].as_py()} rows: written by Hudi's "
             "insert or bulk_insert), and dynbucket keeps one row per key",
-            "Deduplicate the table with Hudi first (an upsert of each key's latest row), "
-            "then adopt it",
+            DEDUPLICATE_FIX,
         )
 
 
-def _check_spelling(store: TableStore, spec: TableSpec, partition: str, rows: pa.Table) -> None:
+def check_spelling(store: TableStore, spec: TableSpec, partition: str, rows: pa.Table) -> None:
     """Every live row's record key and partition path are what dynbucket would write (a
     key generator spelling them otherwise would make updates new rows)."""
     if not rows.num_rows:

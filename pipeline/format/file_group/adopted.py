@@ -36,6 +36,11 @@ class Adopted:
     """File ids of the groups a replace commit of Hudi's replaced (clustering, insert
     overwrite): no longer the table's, never read (Hudi's readers skip them by the replace
     commit, which stays on the active timeline)."""
+    deduplicated: dict[str, object] = field(default_factory=dict)
+    """Adopted with ``deduplicate=True``: its instant, keys, rows removed, groups rewritten
+    (``adoption/deduplicate.py``; empty: no key had two live rows)."""
+    metadata_removed: tuple[str, ...] = ()
+    """The metadata table's partitions adoption removed."""
 
     def bucket_of(self, file_id: str) -> int:
         """The bucket id of a file group: recorded for an adopted one (-1 for one that was
@@ -51,6 +56,8 @@ class Adopted:
             "buckets": self.buckets,
             "logs": self.logs,
             "replaced": sorted(self.replaced),
+            "deduplicated": self.deduplicated,
+            "metadata_removed": list(self.metadata_removed),
         }
         return json.dumps(doc, sort_keys=True, indent=1).encode()
 
@@ -58,7 +65,12 @@ class Adopted:
     def from_json(cls, data: bytes) -> Adopted:
         doc = json.loads(data)
         return cls(
-            dict(doc["buckets"]), dict(doc["logs"]), doc["floor"], frozenset(doc["replaced"])
+            dict(doc["buckets"]),
+            dict(doc["logs"]),
+            doc["floor"],
+            frozenset(doc["replaced"]),
+            dict(doc.get("deduplicated") or {}),
+            tuple(doc.get("metadata_removed") or ()),
         )
 
 

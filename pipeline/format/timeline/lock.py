@@ -116,6 +116,11 @@ class WriterLock:
         """The lock of a table whose options say ``lease`` (``TableOptions.lease()``)."""
         return cls(store, lease[0], lease[1])
 
+    @property
+    def held(self) -> bool:
+        """Whether this holder took the lease and has not released it."""
+        return self._held
+
     def acquire(self, instant: str | None = None) -> None:
         """Takes the table, or raises :class:`ConcurrentWriteError` naming the holder (after
         waiting up to ``wait_seconds`` for it). ``instant``: the one this holder commits."""

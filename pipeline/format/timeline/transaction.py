@@ -146,6 +146,8 @@ class Transaction:
     unseen_from: str | None = None
     """Several writers: the oldest instant pending when this one began (completed later, it
     is one this write did not see; archived before this one commits, it cannot be checked)."""
+    borrowed: bool = False
+    """The lease was the caller's, held before the instant began: it stays held after."""
 
     @classmethod
     def begin(
@@ -161,8 +163,11 @@ class Transaction:
         """Begins an instant of ``action`` under the table's writer lease. ``hold=False``
         (a data write, with several writers: ``TableOptions.optimistic``): the lease is
         released once the instant is started, and the instant beats a heartbeat until it
-        commits or aborts (the commit takes the lease again and checks for conflicts)."""
+        commits or aborts (the commit takes the lease again and checks for conflicts).
+        ``lock`` held already (an adoption's): the caller's, still held when the instant
+        ends."""
         options = spec.options
+        borrowed = lock is not None and lock.held
         lease = (lease_seconds, 0.0) if lease_seconds else options.lease()
         lock = lock or WriterLock.for_table(store, lease)
         lock.acquire()
@@ -216,6 +221,7 @@ class Transaction:
                 compacting=compacting,
                 last_write=_writes_token(completed, options.optimistic),
                 owner=lock.owner,
+                borrowed=borrowed,
             )
             if options.optimistic:
                 tx.writes_seen = tuple(i.id for i in completed if i.action == "commit")
@@ -226,7 +232,8 @@ class Transaction:
                 lock.release()
             return tx
         except BaseException:
-            lock.release()
+            if not borrowed:
+                lock.release()
             raise
 
     @classmethod
@@ -445,7 +452,7 @@ class Transaction:
         self._release()
 
     def _release(self) -> None:
-        if self.lock is not None:
+        if self.lock is not None and not self.borrowed:
             self.lock.release()
         if self.heartbeat is not None:
             self.heartbeat.stop()

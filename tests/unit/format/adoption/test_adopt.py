@@ -35,14 +35,27 @@ from tests.hudi_tables import DATA, tree, unzipped
 
 TABLES = sorted(str(p.relative_to(DATA))[: -len(".zip")] for p in DATA.rglob("*.zip"))
 #: What dynbucket does not take yet, by a word of the table's name, and why.
-REFUSED = {"lance": "its base files are LANCE",
-           "rollback": "key.* have more than one live row .*'TXN-002', in 2 rows",
-           "v9_timebasedkeygen": "key.* of partition '2024/01/15/(09|10)' have more than one "
-           "live row .*'TXN-001', in 2 rows"}  # fmt: skip
+REFUSED = {"lance": "its base files are LANCE"}
+#: Tables with a key in two live rows (Hudi's insert): refused without ``deduplicate=True``.
+DUPLICATED = {"rollback": "key.* have more than one live row .*'TXN-002', in 2 rows",
+              "v9_timebasedkeygen": "key.* of partition '2024/01/15/(09|10)' have more than "
+              "one live row .*'TXN-001', in 2 rows"}  # fmt: skip
 
 
-def _refusal(name: str) -> str | None:
-    return next((why for word, why in REFUSED.items() if word in name), None)
+def _refusal(name: str, reasons: dict[str, str] = REFUSED) -> str | None:
+    return next((why for word, why in reasons.items() if word in name), None)
+
+
+def _kept(rows: pa.Table, keys: list[str], ordering: str | None) -> pa.Table:
+    """The deduplication rule on a reader's rows: of a key's rows, the largest ordering
+    value, ties to the latest commit."""
+    best: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for i, r in enumerate(rows.to_pylist()):
+        rank = (r[ordering] if ordering else 0, r["_hoodie_commit_time"], i)
+        key = tuple(r[k] for k in keys)
+        if key not in best or rank > best[key]:
+            best[key] = rank
+    return rows.take(sorted(rank[-1] for rank in best.values()))
 
 
 def _changed(column: pa.ChunkedArray, by: int) -> pa.Array:
@@ -100,24 +113,46 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
 ) -> None:
     root = unzipped(name, tmp_path)
     refusal = _refusal(name)
+    duplicated = _refusal(name, DUPLICATED)
     before = tree(root)
-    if refusal is not None:
-        with pytest.raises(AdoptionRefusedError, match=f"{refusal}.*Nothing was written"):
+    for why in (refusal, duplicated):
+        if why is None:
+            continue
+        fix = ".*deduplicate=True" if why == duplicated else ""  # names the option
+        with pytest.raises(AdoptionRefusedError, match=f"{why}.*Nothing was written{fix}"):
             Table.adopt(str(root))
         assert tree(root) == before
-        return
+        if why == refusal:
+            return
     with pytest.raises(NotAdoptedError, match="adopt it"):
         Table.open(str(root))
     hudi_before = hudi_read(str(root))
     metadata_table = (root / ".hoodie" / "metadata").exists()
-    t = Table.adopt(str(root))
+    t = Table.adopt(str(root), deduplicate=duplicated is not None)
     # Adoption added files under .hoodie/.dynbucket/ only, but for a metadata table, gone
-    # as Hudi removes it (its properties then name none of its partitions).
+    # as Hudi removes it (its properties then name none of its partitions), and the
+    # deduplication's instant: its timeline files and one base file per rewritten group.
     ours = (".hoodie/.dynbucket/", ".hoodie/metadata/", *[".hoodie/hoodie.properties"] * (
         metadata_table))  # fmt: skip
-    assert {p: s for p, s in tree(root).items() if not p.startswith(ours)} == {
-        p: s for p, s in before.items() if not p.startswith(ours)
-    }
+    done = adopted.load(t._store).deduplicated
+    new = {p: s for p, s in tree(root).items() if not p.startswith(ours)}
+    if duplicated is not None:
+        assert done["keys"] == done["rows"] == done["groups"] == 1, done
+        made = {p for p in new if str(done["instant"]) in p}
+        assert len([p for p in made if p.endswith(".parquet")]) == 1, made
+        new = {p: s for p, s in new.items() if p not in made}
+        spec = t._spec
+        hudi_before = _kept(hudi_before, [*spec.partition_by, *spec.record_key],
+                            spec.ordering_field)  # fmt: skip
+        # hudi-rs reads each key once: the row the rule keeps.
+        names = spec.schema.names
+        keys = list(dict.fromkeys([*spec.partition_by, *spec.record_key]))
+        assert rows_by_key(hudi_read(str(root)), keys, names) == rows_by_key(
+            hudi_before, keys, names
+        )
+    else:
+        assert done == {}
+    assert new == {p: s for p, s in before.items() if not p.startswith(ours)}
     if metadata_table:
         assert not (root / ".hoodie" / "metadata").exists()
         hoodie = properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())
@@ -499,6 +534,59 @@ def test_a_table_with_hudis_global_record_index_adopts_as_global_and_keys_move(
     scoped.close()
     shutil.rmtree(other / ".hoodie" / ".dynbucket")  # undone: a table Hudi's readers read
     key = twin.column("uuid")[0].as_py()
-    with pytest.raises(AdoptionRefusedError, match=f"more than one partition .*{key}"):
+    with pytest.raises(
+        AdoptionRefusedError, match=f"more than one partition .*{key}.*deduplicate=True"
+    ):
         Table.adopt(str(other), index=DynamicBucketIndex(global_index=True))
     assert not (other / ".hoodie" / ".dynbucket").exists()
+    # Deduplicated in the table's scope: the same ordering value, so the later commit's row.
+    both = Table.adopt(str(other), index=DynamicBucketIndex(global_index=True), deduplicate=True)
+    assert adopted.load(both._store).deduplicated["rows"] == 1
+    for rows in (both.to_arrow(), hudi_read(str(other))):
+        assert [r["city"] for r in rows.to_pylist() if r["uuid"] == key] == ["oslo"]
+    check_hudi_reads(both)
+    both.close()
+
+
+def test_an_adoption_that_fails_after_deduplicating_leaves_a_hudi_table_of_unique_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The deduplication's commit is Hudi's: an adoption that dies after it leaves a table
+    Hudi's readers read with one row per key, which adopts again without the option."""
+    from dynbucket.format.adoption import adopt as adoption
+
+    root = unzipped("sample_table/mor/avro/v9_nonpartitioned_rollback", tmp_path)
+
+    def dies(*args: object) -> None:
+        raise OSError("the machine went away")
+
+    monkeypatch.setattr(adoption, "build_index", dies)
+    with pytest.raises(OSError, match="went away"):
+        Table.adopt(str(root), deduplicate=True)
+    monkeypatch.undo()
+    assert not (root / ".hoodie" / ".dynbucket" / "table.json").exists()
+    ids = [r["txn_id"] for r in hudi_read(str(root)).to_pylist()]
+    assert sorted(ids) == ["TXN-001", "TXN-002", "TXN-003"]
+    assert cli.main(["adopt", str(root)]) == 0  # nothing left to deduplicate
+    assert "deduplicated" not in capsys.readouterr().out
+    t = Table.open(str(root))
+    assert sorted(r["txn_id"] for r in t.to_arrow().to_pylist()) == sorted(ids)
+    assert check(TableStore.at(str(root))).healthy
+    t.close()
+
+
+def test_adopt_deduplicate_on_the_command_line_says_what_it_removed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = unzipped("sample_table/cow/v9_timebasedkeygen_nonhivestyle", tmp_path)
+    assert cli.main(["adopt", str(root), "--deduplicate"]) == 0
+    out = capsys.readouterr().out
+    instant = adopted.load(TableStore.at(str(root))).deduplicated["instant"]
+    assert (
+        f"1 key(s) had more than one live row; 1 row(s) removed from 1 file group(s) in "
+        f"instant {instant}" in out
+    )
+    assert (
+        "removed the metadata table (partitions: column_stats, files, partition_stats, "
+        "record_index)" in out
+    )
