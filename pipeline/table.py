@@ -25,6 +25,7 @@ from dynbucket.base.errors import (
 )
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.adoption.adopt import adopt
+from dynbucket.format.adoption.metadata import undo
 from dynbucket.format.buckets import regroup
 from dynbucket.format.health.check import CheckReport, check
 from dynbucket.format.index.rli import RecordLevelIndex
@@ -214,7 +215,7 @@ class Table:
         """Makes the table Apache Hudi wrote at ``uri`` a dynbucket table, in place, and
         opens it: every file stays where Hudi put it (its file groups become buckets), the
         record-level index is built from its rows, and the table keeps its Hudi version.
-        Deleting ``.hoodie/.dynbucket/`` undoes it.
+        :meth:`undo_adoption` undoes it.
 
         Args:
             uri: the Hudi table's folder.
@@ -248,6 +249,20 @@ class Table:
         tasks = RayTasks(max_retries=1) if runtime is not None else None
         adopt(store, index, own, slots or 1, tasks, deduplicate)
         return cls.open(uri, filesystem, runtime, slots)
+
+    @staticmethod
+    def undo_adoption(uri: str, filesystem: pafs.FileSystem | None = None) -> None:
+        """Undoes :meth:`adopt` of the table at ``uri`` while nothing was written since:
+        its ``hoodie.properties`` and the metadata table partitions adoption removed come
+        back, and ``.hoodie/.dynbucket/`` goes (a deduplication's commit stays: it is a
+        Hudi commit). Close the table first.
+
+        Raises:
+            NotAdoptedError: not a table dynbucket adopted.
+            AdoptionRefusedError: an instant was written since (the removed partitions
+                would be stale); nothing is changed.
+        """
+        undo(TableStore.at(uri, filesystem))
 
     def _prestarted(self) -> Table:
         """With a ``runtime`` given, the assigner actors of Spark writes start now, in the

@@ -281,6 +281,10 @@ def _adopt(args: argparse.Namespace) -> int:
     from dynbucket.format.file_group import adopted
     from dynbucket.table import Table
 
+    if args.undo:
+        Table.undo_adoption(args.table)
+        print(f"adoption of {args.table} undone: it is the Hudi table it was")
+        return 0
     started = time.perf_counter()
     table = Table.adopt(args.table, deduplicate=args.deduplicate)
     record = adopted.load(table._store)
@@ -288,7 +292,8 @@ def _adopt(args: argparse.Namespace) -> int:
     print(
         f"adopted {table.uri}: {len(record.buckets)} file group(s) as buckets, "
         f"{keys} key(s) indexed, as of instant {record.floor or '-'}, in "
-        f"{time.perf_counter() - started:.1f} s (undo: delete .hoodie/.dynbucket/)"
+        f"{time.perf_counter() - started:.1f} s (undo: dynbucket adopt --undo, before "
+        "any write)"
     )
     done = record.deduplicated
     if done:
@@ -299,12 +304,10 @@ def _adopt(args: argparse.Namespace) -> int:
             "commit; a Hudi commit, which undo does not remove: time travel before it "
             "still reads the removed rows until they are cleaned)"
         )
-    if record.metadata_removed:
-        print(
-            "removed the metadata table (partitions: "
-            f"{', '.join(record.metadata_removed)}): dynbucket's writes would leave it "
-            "stale; Hudi builds it again when a writer enables it (undo does not restore it)"
-        )
+    if record.metadata_kept:
+        print(f"metadata table kept in step: {', '.join(record.metadata_kept)}")
+    for partition, why in sorted(record.metadata_removed.items()):
+        print(f"metadata table partition {partition} removed (undo restores it): {why}")
     table.close()
     return 0
 
@@ -608,6 +611,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a key with more than one live row keeps its row with the largest ordering "
         "value (ties: the latest commit); the others are removed in one commit",
+    )
+    adopting.add_argument(
+        "--undo",
+        action="store_true",
+        help="undo the adoption of TABLE (before any write since): its properties and "
+        "metadata table as they were, .hoodie/.dynbucket/ gone",
     )
     adopting.set_defaults(func=_adopt)
 

@@ -1,8 +1,9 @@
 """Adoption: a table Apache Hudi wrote becomes a dynbucket table in place.
 
 Most users start with Hudi tables; adoption keeps every data file where Hudi put it and
-adds only what is dynbucket's, under ``.hoodie/.dynbucket/`` (so deleting that folder
-undoes it, and Hudi's readers see nothing new), except that a metadata table goes:
+adds only what is dynbucket's, under ``.hoodie/.dynbucket/``, but for the metadata table
+partitions it does not continue (step 6) and, when asked, a deduplication (step 5)
+(``Table.undo_adoption`` undoes it; Hudi's readers see nothing new):
 
 1. **Gate.** The table must be one dynbucket can continue in its own version: Hudi table
    version 6 (timeline layout 1), Parquet base files, record keys and partition paths as
@@ -27,18 +28,17 @@ undoes it, and Hudi's readers see nothing new), except that a metadata table goe
    commits list may be gone).
 5. **Deduplication**, asked for (``deduplicate.py``): a key with more than one live row
    keeps the row with the largest ordering value (ties: the latest commit), the others
-   removed in one instant of new file slices (the metadata table goes first, step 6:
-   that instant is not in it). Not asked for, such a table is refused in step 5b, by
-   the option's name.
+   removed in one instant of new file slices. Not asked for, such a table is refused in
+   step 5b, by the option's name.
 5b. **Index** (``build_index.py``). The record-level index, one base file per partition
    under the newest completed instant, from the live keys of every slice, in threads or
    tasks on a cluster; each key's record key and partition path are checked against what
    dynbucket would write for it, each key has one live row, and a bucket index's keys are
    where its hash puts them (such a table gets no index).
-6. **Metadata table.** Removed as Hudi removes it when a writer runs without it: the
-   properties name none of its partitions, then its folder goes (dynbucket's writes would
-   leave its file list stale; Hudi builds it again when a writer enables it). The
-   partitions removed are in ``adopted.json`` and the command's output.
+6. **Metadata table** (``metadata.py``). A version 8 or 9 table's is kept and continued
+   (its ``files`` partition, and its ``record_index`` when whole and the index global);
+   what is not continued goes aside under ``.hoodie/.dynbucket/``, named with its reason
+   in ``adopted.json`` and the command's output, and undo puts it back.
 7. **Commit.** ``table.json`` is created last and exclusively: until it is there the table
    is not adopted (a crashed adoption is run again; its files are rewritten the same).
 """
@@ -57,6 +57,7 @@ from dynbucket.base.errors import ConcurrentWriteError, NotATableError, TableExi
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.adoption.build_index import build_index, in_threads, refused
 from dynbucket.format.adoption.deduplicate import find_duplicates, rewrite_duplicates
+from dynbucket.format.adoption.metadata import keep_metadata_table
 from dynbucket.format.buckets.options import IndexOptions, SimpleBucketIndex
 from dynbucket.format.buckets.scheme import scheme_of
 from dynbucket.format.file_group import adopted
@@ -64,7 +65,6 @@ from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
-from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
@@ -94,7 +94,6 @@ from dynbucket.format.timeline.timeline import (
     remember_layout,
 )
 
-METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 #: Hudi 1.x's key generator types (``hoodie.table.keygenerator.type``) -> their classes.
 _KEY_GENERATOR_TYPES = {"SIMPLE": "SimpleKeyGenerator", "COMPLEX": "ComplexKeyGenerator",
                         "NON_PARTITION": "NonpartitionedKeyGenerator",
@@ -204,10 +203,9 @@ def _adopt(
         _history(store, timeline, floor, replaces)  # 4.
         found = find_duplicates(store, spec, beside) if floor and deduplicate else None
         if found:  # 5.
-            removed = _drop_metadata_table(store, hoodie)
             done = rewrite_duplicates(store, spec, lock, found)
             floor = done.instant
-            record = replace(record, deduplicated=done.to_json(), metadata_removed=removed)
+            record = replace(record, deduplicated=done.to_json())
         if floor:
             build_index(store, spec, floor, slots, beside)  # 5b.
     except BaseException:
@@ -217,11 +215,11 @@ def _adopt(
         for path in written:
             _remove(store, path)
         raise
-    removed = record.metadata_removed or _drop_metadata_table(store, hoodie)  # 6.
-    if removed or record.deduplicated:
-        record = replace(record, metadata_removed=removed)
-        store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
-        adopted.remember(store, record)
+    kept, removed = keep_metadata_table(store, spec, hoodie, floor)  # 6.
+    newest = max((i.id for i in hudi_instants(store)), default="")
+    record = replace(record, newest=newest, metadata_kept=kept, metadata_removed=removed)
+    store.write_atomic(store.path(ADOPTED_FILE), record.to_json())
+    adopted.remember(store, record)
     if timeline.layout == 2 and not store.exists(store.path(LAYOUT_2_DIR)):
         # Every process tells the layout by this folder: a version-8 table with no
         # instant yet may not have it.
@@ -229,22 +227,6 @@ def _adopt(
     if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):  # 7.
         raise TableExistsError(f"another process adopted {store.uri} just now; open it")
     return spec
-
-
-def _drop_metadata_table(store: TableStore, hoodie: dict[str, str]) -> tuple[str, ...]:
-    """Step 6 (module doc); returns the partitions removed."""
-    folder = store.path(HOODIE_DIR, "metadata")
-    if not store.exists(folder):
-        return ()
-    removed = tuple(_list(hoodie.get(METADATA_PARTITIONS, ""))) or ("files",)
-    props = {**hoodie, METADATA_PARTITIONS: "", f"{METADATA_PARTITIONS}.inflight": ""}
-    store.write_atomic(
-        store.path(PROPERTIES_FILE),
-        properties.dumps(props, "Properties saved by dynbucket (metadata table removed)"),
-    )
-    metadata_writer.remember(store, props)  # this process's writes see it gone
-    store.fs.delete_dir(folder)
-    return removed
 
 
 def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
@@ -319,13 +301,13 @@ def _index_of(hoodie: dict[str, str]) -> IndexOptions:
     """The index a table's properties say it was written with: Hudi's simple bucket index
     (``hoodie.index.type=BUCKET`` and its count); else the dynamic one, global when the
     table's keys are unique in the table: a global index type named, or a record index in
-    its metadata table (Hudi 1.0's record index, table version 8, is global)."""
+    its metadata table (Hudi 1.x's record index, table versions 8 and 9, is global)."""
     count = hoodie.get("hoodie.bucket.index.num.buckets", "")
     kind = hoodie.get("hoodie.index.type", "").upper()
     if kind == "BUCKET" and count.isdigit():
         return SimpleBucketIndex(num_buckets=int(count))
     mdt = _list(hoodie.get("hoodie.table.metadata.partitions", ""))
-    record_index = "record_index" in mdt and hoodie.get("hoodie.table.version") == "8"
+    record_index = "record_index" in mdt and hoodie.get("hoodie.table.version") in ("8", "9")
     return DynamicBucketOptions(global_index=kind in GLOBAL_INDEX_TYPES or record_index)
 
 

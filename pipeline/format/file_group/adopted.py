@@ -39,8 +39,13 @@ class Adopted:
     deduplicated: dict[str, object] = field(default_factory=dict)
     """Adopted with ``deduplicate=True``: its instant, keys, rows removed, groups rewritten
     (``adoption/deduplicate.py``; empty: no key had two live rows)."""
-    metadata_removed: tuple[str, ...] = ()
-    """The metadata table's partitions adoption removed."""
+    newest: str = ""
+    """The newest instant on the timeline when adoption finished (any action; a
+    deduplication's included): undo refuses once a newer one is there."""
+    metadata_kept: tuple[str, ...] = ()
+    """The metadata table's partitions kept in step from the adoption on."""
+    metadata_removed: dict[str, str] = field(default_factory=dict)
+    """The metadata table's partitions adoption removed -> why (``adoption/metadata.py``)."""
 
     def bucket_of(self, file_id: str) -> int:
         """The bucket id of a file group: recorded for an adopted one (-1 for one that was
@@ -57,7 +62,9 @@ class Adopted:
             "logs": self.logs,
             "replaced": sorted(self.replaced),
             "deduplicated": self.deduplicated,
-            "metadata_removed": list(self.metadata_removed),
+            "newest": self.newest,
+            "metadata_kept": list(self.metadata_kept),
+            "metadata_removed": self.metadata_removed,
         }
         return json.dumps(doc, sort_keys=True, indent=1).encode()
 
@@ -70,7 +77,9 @@ class Adopted:
             doc["floor"],
             frozenset(doc["replaced"]),
             dict(doc.get("deduplicated") or {}),
-            tuple(doc.get("metadata_removed") or ()),
+            str(doc.get("newest") or ""),
+            tuple(doc.get("metadata_kept") or ()),
+            dict(doc.get("metadata_removed") or {}),
         )
 
 

@@ -503,7 +503,10 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
     strays: dict[str, list[str]] = defaultdict(list)
     index_dir = store.path(RLI_DIR) + "/"
     adopted_logs = adopted.load(store).logs
+    hoodie = store.path(HOODIE_DIR) + "/"
     for info in store.walk(store.root):
+        if info.path.startswith(hoodie) and not info.path.startswith(index_dir):
+            continue  # the metadata table's files (and those adoption set aside)
         parsed = names.parse(info.base_name)
         if parsed is not None:
             instant: str | None = parsed.instant or adopted_logs.get(
@@ -544,6 +547,7 @@ def _metadata_table(
         _metadata_record_index(mdt, spec, rows, report)
     listing = mdt.listing()
     visible = timeline.visible()
+    replaced = adopted.load(store).replaced
     hoodie = store.path(HOODIE_DIR) + "/"
     folders = {
         posixpath.relpath(posixpath.dirname(i.path), store.root)
@@ -553,6 +557,8 @@ def _metadata_table(
     stored_partitions = {"" if f == "." else f for f in folders}
     for partition in sorted(stored_partitions | set(listing)):
         stored = {f.name: f.size for f in data_files(store, partition) if f.instant in visible}
+        if replaced:  # a group Hudi's replace commit replaced stays listed until cleaned
+            stored |= _replaced_files(store, partition, replaced)
         listed = listing.get(partition, {})
         unlisted, gone, sized = _differences(stored, listed)
         for problem, found in (
@@ -567,6 +573,16 @@ def _metadata_table(
                     "restore .hoodie/metadata/ and the partition's files from the same backup; "
                     "a file no instant wrote (a copy) can be deleted",
                 )
+
+
+def _replaced_files(store: TableStore, partition: str, replaced: frozenset[str]) -> dict[str, int]:
+    """The files of a partition's groups that a replace commit of Hudi's replaced."""
+    out = {}
+    for info in store.list_files(store.path(partition)):
+        parsed = names.parse(info.base_name)
+        if parsed is not None and parsed.file_id in replaced:
+            out[info.base_name] = int(info.size or 0)
+    return out
 
 
 def _metadata_record_index(

@@ -41,6 +41,10 @@ LOG_NAME = re.compile(
 )
 
 
+#: Base file path -> the record schema it was written with (a file never changes).
+_SCHEMAS: dict[str, str | None] = {}
+
+
 def metadata_store(store: TableStore) -> TableStore:
     """The metadata table of the table at ``store``, as a table of its own (layout 2)."""
     mdt = TableStore(store.fs, store.path(METADATA_DIR), f"{store.uri}/{METADATA_DIR}")
@@ -148,6 +152,20 @@ class MetadataTable:
                 base, names, sizes.get(base or "", 0), sum(sizes[n] for n in names)
             )
         return out
+
+    def writer_schema(self, file_slice: _Slice | None) -> str | None:
+        """The record schema a slice's base file was written with (None: no base): what
+        a writer keeping the metadata table in step encodes its records with."""
+        if file_slice is None or file_slice.base is None:
+            return None
+        key = self.mdt.path(FILES, file_slice.base)
+        found = _SCHEMAS.get(key)
+        if found is None:
+            found = HFile.read(self._read(FILES, file_slice.base), file_slice.base).schema
+            if len(_SCHEMAS) > 256:
+                _SCHEMAS.clear()
+            _SCHEMAS[key] = found
+        return found
 
     def _completed_at(self, instant: str) -> str:
         """When ``instant`` completed (its id where the timeline does not say, or for an

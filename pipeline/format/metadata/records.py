@@ -161,19 +161,24 @@ def schema_json() -> str:
 # --- the files partition ---------------------------------------------------------------------
 
 
-def files_record(listing: Mapping[str, int], deleted: Iterable[str] = ()) -> bytes:
+def files_record(
+    listing: Mapping[str, int], deleted: Iterable[str] = (), schema_json: str | None = None
+) -> bytes:
     """A ``files`` record of one partition: ``listing`` (file name -> size) added, the
-    files ``deleted`` named as deleted."""
+    files ``deleted`` named as deleted (``schema_json``: the metadata table's, when it is
+    not this module's: a table Hudi 1.0 wrote)."""
     files = {name: {"size": size, "isDeleted": False} for name, size in listing.items()}
     files.update({name: {"size": 0, "isDeleted": True} for name in deleted})
-    return _encode(FILES, filesystemMetadata=files)
+    return _encode(FILES, schema_json, filesystemMetadata=files)
 
 
-def all_partitions_record(partitions: Iterable[str], deleted: Iterable[str] = ()) -> bytes:
+def all_partitions_record(
+    partitions: Iterable[str], deleted: Iterable[str] = (), schema_json: str | None = None
+) -> bytes:
     """The ``__all_partitions__`` record: ``partitions`` (``.`` for none) added or deleted."""
     files = {p: {"size": 0, "isDeleted": False} for p in partitions}
     files.update({p: {"size": 0, "isDeleted": True} for p in deleted})
-    return _encode(ALL_PARTITIONS, filesystemMetadata=files)
+    return _encode(ALL_PARTITIONS, schema_json, filesystemMetadata=files)
 
 
 def merge_listing(into: dict[str, int], value: bytes, writer_schema: str | None = None) -> None:
@@ -201,7 +206,7 @@ class Location:
 
 
 @lru_cache(maxsize=4096)
-def record_index_record(location: Location) -> bytes:
+def record_index_record(location: Location, schema_json: str | None = None) -> bytes:
     """The ``record_index`` record of one key (the key itself is the HFile's: every key
     of a file group one instant wrote has the same bytes, encoded once)."""
     info: dict[str, Any] = {
@@ -215,7 +220,7 @@ def record_index_record(location: Location) -> bytes:
         high, low, index = parts
         info.update(fileIdHighBits=high, fileIdLowBits=low, fileIndex=index, fileId="",
                     fileIdEncoding=UUID_ENCODING)  # fmt: skip
-    return _encode(RECORD_INDEX, recordIndexMetadata=info)
+    return _encode(RECORD_INDEX, schema_json, recordIndexMetadata=info)
 
 
 def location_of(value: bytes, writer_schema: str | None = None) -> Location:
@@ -258,10 +263,17 @@ def _signed(n: int) -> int:
 # --- encoding --------------------------------------------------------------------------------
 
 
-def _encode(record_type: int, **fields: Any) -> bytes:
+def _encode(record_type: int, schema_json: str | None, **fields: Any) -> bytes:
     w = Writer()
-    encode(w, schema(), {"key": "", "type": record_type, "filesystemMetadata": None, **fields}, {})
+    record = {"key": "", "type": record_type, "filesystemMetadata": None, **fields}
+    encode(w, _parsed(schema_json) if schema_json else schema(), record, {})
     return w.getvalue()
+
+
+@lru_cache(maxsize=16)
+def _parsed(schema_json: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(schema_json)
+    return parsed
 
 
 def decode(value: bytes, writer_schema: str | None = None) -> dict[str, Any]:

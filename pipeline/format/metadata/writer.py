@@ -87,7 +87,9 @@ def remember(store: TableStore, hoodie: Mapping[str, str]) -> None:
     if len(_PARTITIONS) > 1024:
         _PARTITIONS.clear()
     named = hoodie.get(PARTITIONS_PROPERTY, "").split(",")
-    _PARTITIONS[store.uri] = frozenset(p for p in PARTITIONS if p in named)
+    # Version 6's metadata table is another layout, which this writer does not keep.
+    layout_2 = hoodie.get("hoodie.table.version", "6") not in ("6", "7")
+    _PARTITIONS[store.uri] = frozenset(p for p in PARTITIONS if p in named and layout_2)
 
 
 def partitions(store: TableStore) -> frozenset[str]:
@@ -146,10 +148,11 @@ def create(store: TableStore, table_name: str, kept: tuple[str, ...] = PARTITION
         mdt.write_atomic(
             mdt.path(partition, PARTITION_METADATA), properties.dumps(meta, "partition metadata")
         )
+    ours = records.schema_json()
     files = [_base(FILES, FILE_GROUP, INIT_INSTANT, {
-        records.ALL_PARTITIONS_KEY: records.all_partitions_record([])})]  # fmt: skip
+        records.ALL_PARTITIONS_KEY: records.all_partitions_record([])}, ours)]  # fmt: skip
     files += [
-        _base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, {})
+        _base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, {}, ours)
         for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept else 0)
     ]
     _deltacommit(mdt, INIT_INSTANT, files, next_instant_id(None))
@@ -176,39 +179,58 @@ def record(
     inserted, deleted = record_index.changes(store, document) if RECORD_INDEX in kept else ({}, [])
     if not (added or removed or inserted or deleted):
         return
+    table = MetadataTable(store)
+    slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
+    # Records in the schema the metadata table was written with (Hudi 1.0's is older):
+    # a reader resolves a slice's blocks to one schema.
+    schema = table.writer_schema(slices.get((FILES, FILE_GROUP))) or records.schema_json()
     # 2. Each touched file group's records: the instant's changes to it.
     changed: dict[tuple[str, str], dict[str, bytes | None]] = {}
     if added or removed:
         entries: dict[str, bytes | None] = {
-            _key(p): records.files_record(added.get(p, {}), removed.get(p, ()))
+            _key(p): records.files_record(added.get(p, {}), removed.get(p, ()), schema)
             for p in sorted(set(added) | set(removed))
         }
         entries[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(
-            [_key(p) for p in added]
+            [_key(p) for p in added], schema_json=schema
         )
         changed[(FILES, FILE_GROUP)] = entries
+    # As many record index groups as the table has (Hudi sizes them when it builds one).
+    count = sum(p == RECORD_INDEX for p, _ in slices) or record_index.FILE_GROUPS
     for key in deleted:
-        group = record_index.group_name(record_index.group_of(key))
+        group = record_index.group_name(record_index.group_of(key, count))
         changed.setdefault((RECORD_INDEX, group), {})[key] = None
     for key, location in inserted.items():
-        group = record_index.group_name(record_index.group_of(key))
-        changed.setdefault((RECORD_INDEX, group), {})[key] = records.record_index_record(location)
+        group = record_index.group_name(record_index.group_of(key, count))
+        changed.setdefault((RECORD_INDEX, group), {})[key] = records.record_index_record(
+            location, schema
+        )
     # 3. Logs, and the groups due (when no other instant is pending) rewritten as bases.
-    table = MetadataTable(store)
-    slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
     due = {k for k, s in slices.items() if _due(s)}
     if due and others_pending():
         due = set()
+    elif due:
+        # Read again after the question: an instant that completed since it was first read
+        # is in what the rewrite merges (else its log would fall in the slice replaced).
+        table = MetadataTable(store)
+        slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
+        due = {k for k, s in slices.items() if _due(s)}
     files = [
-        _base(p, g, instant, _merged(table, p, slices[(p, g)], changed.get((p, g), {})))
+        _base(
+            p,
+            g,
+            instant,
+            _merged(table, p, slices[(p, g)], changed.get((p, g), {}), schema),
+            schema,
+        )  # fmt: skip
         for p, g in sorted(due)
     ]
     files += [
-        _log(p, g, instant, changes)
+        _log(p, g, instant, changes, schema)
         for (p, g), changes in sorted(changed.items())
         if (p, g) not in due
     ]
-    _deltacommit(mdt, instant, files, completion)
+    _deltacommit(mdt, instant, files, completion, schema)
     if due:
         _retire(mdt, kept, instant)
 
@@ -222,36 +244,46 @@ def _due(file_slice: Any) -> bool:
 
 
 def _merged(
-    table: MetadataTable, partition: str, file_slice: Any, changes: Mapping[str, bytes | None]
+    table: MetadataTable,
+    partition: str,
+    file_slice: Any,
+    changes: Mapping[str, bytes | None],
+    schema: str,
 ) -> dict[str, bytes]:
-    """A file group's records as of now (its slice merged), then ``changes`` applied."""
+    """A file group's records as of now (its slice merged), then ``changes`` applied (in
+    ``schema``, the metadata table's)."""
     merged: dict[str, bytes] = {}
     listings: dict[str, dict[str, int]] = {}
     slice_records = table.slice_records(partition, file_slice) if file_slice else iter(())
-    ours = ((key, value, None) for key, value in changes.items())
-    for key, value, schema in itertools.chain(slice_records, ours):
+    ours = ((key, value, schema) for key, value in changes.items())
+    for key, value, written in itertools.chain(slice_records, ours):
         if partition == FILES and value is not None:
-            records.merge_listing(listings.setdefault(key, {}), value, schema)
+            records.merge_listing(listings.setdefault(key, {}), value, written)
         elif value is None:
             merged.pop(key, None)
         else:
             merged[key] = value
     if partition == FILES:
         names = [k for k in listings if k != records.ALL_PARTITIONS_KEY]
-        merged = {k: records.files_record(listings[k]) for k in names}
-        merged[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(names)
+        merged = {k: records.files_record(listings[k], schema_json=schema) for k in names}
+        merged[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(
+            names, schema_json=schema
+        )
     return merged
 
 
-def _base(partition: str, group: str, instant: str, entries: Mapping[str, bytes]) -> _File:
+def _base(
+    partition: str, group: str, instant: str, entries: Mapping[str, bytes], schema: str
+) -> _File:
     content = hfile.write(
-        sorted((k.encode(), v) for k, v in entries.items()),
-        {"schema": records.schema_json().encode()},
+        sorted((k.encode(), v) for k, v in entries.items()), {"schema": schema.encode()}
     )
     return partition, group, f"{group}_0-{instant}-0_{instant}.hfile", content, len(entries)
 
 
-def _log(partition: str, group: str, instant: str, changes: Mapping[str, bytes | None]) -> _File:
+def _log(
+    partition: str, group: str, instant: str, changes: Mapping[str, bytes | None], schema: str
+) -> _File:
     """A log of ``changes``: an HFile data block of the records, a delete block of the
     keys gone (``None``)."""
     kept = {k: v for k, v in changes.items() if v is not None}
@@ -259,10 +291,9 @@ def _log(partition: str, group: str, instant: str, changes: Mapping[str, bytes |
     blocks = []
     if kept:
         content = hfile.write(
-            sorted((k.encode(), v) for k, v in kept.items()),
-            {"schema": records.schema_json().encode()},
+            sorted((k.encode(), v) for k, v in kept.items()), {"schema": schema.encode()}
         )
-        blocks.append(log_file.hfile_data_block(content, instant, records.schema_json()))
+        blocks.append(log_file.hfile_data_block(content, instant, schema))
     if gone:
         blocks.append(log_file.delete_block(gone, [partition] * len(gone), ("int", 0), instant))
     name = f".{group}_{instant}.log.1_0-{instant}-0"
@@ -334,7 +365,13 @@ def _key(partition: str) -> str:
     return partition or records.NON_PARTITIONED
 
 
-def _deltacommit(mdt: TableStore, instant: str, files: list[_File], completion: str) -> None:
+def _deltacommit(
+    mdt: TableStore,
+    instant: str,
+    files: list[_File],
+    completion: str,
+    schema: str | None = None,
+) -> None:
     """A deltacommit of the metadata table: requested, inflight, its files, completed."""
     for state in ("requested", "inflight"):
         mdt.write_atomic(mdt.path(TIMELINE, f"{instant}.deltacommit.{state}"), b"")
@@ -357,7 +394,7 @@ def _deltacommit(mdt: TableStore, instant: str, files: list[_File], completion: 
                 log_version=1 if is_log else None,
             )
         )
-    doc = commit_metadata(stats, "upsert_prepped", records.schema_json(), {})
+    doc = commit_metadata(stats, "upsert_prepped", schema or records.schema_json(), {})
     mdt.write_atomic(
         mdt.path(TIMELINE, f"{instant}_{completion}.deltacommit"), commit_avro.encode(doc)
     )

@@ -39,6 +39,7 @@ from dynbucket.format.file_group.merge import (
 from dynbucket.format.file_group.slices import DataFile, FileSlice, file_slices, parsed_data_files
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.read import by_metadata
 from dynbucket.format.records.incoming import prepare
 from dynbucket.format.records.partitioning import partition_columns
 from dynbucket.format.storage.store import TableStore
@@ -325,15 +326,27 @@ class Snapshot:
     def lookup(self, keys: pa.Table, meta_columns: bool = True) -> pa.Table:
         """Live rows of the given keys (key fields, plus partition fields when partitioned).
 
-        Each key is found through the record-level index, and of its file group only the
-        row groups of the base file that can hold it are read, and its logs. With a global
-        index the key alone finds the row (a partition value given is ignored).
+        Each key is found through the record-level index (a global index's, as of the
+        newest instant, through Hudi's metadata table's record index when the table keeps
+        one), and of its file group only the row groups of the base file that can hold it
+        are read, and its logs. With a global index the key alone finds the row (a
+        partition value given is ignored).
         """
         wanted = prepare(self.spec, keys, deletes=True)
         return self.consistent(lambda: self._lookup(wanted, meta_columns))
 
     def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:
         spec = self.spec
+        # Hudi's record index answers as of the newest instant (``by_metadata.py``).
+        found = (
+            by_metadata.lookup(self, wanted, meta_columns) if by_metadata.answers(self) else None
+        )
+        if found is not None:
+            return (
+                pa.concat_tables(found)
+                if found
+                else self.output_schema(None, meta_columns).empty_table()
+            )
         index = RecordLevelIndex(self.store, spec)
         layouts = spec.scheme.layouts(self.store, spec.record_key, self.visible)
         out = []

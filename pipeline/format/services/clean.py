@@ -39,6 +39,7 @@ from dynbucket.format.table.paths import (
 )
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.archive import foreign_instants, remove_replaced
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import (
     DETACHED_ACTIONS,
@@ -179,9 +180,26 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
         folders.append(store.path(RLI_DIR, partition))
     removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
     # Only a table with a metadata table needs the names (its ``files`` partition drops them).
-    names = {"removed": sorted(data)} if metadata_writer.enabled(store) else {}
+    names = {}
+    if metadata_writer.enabled(store):
+        gone = _replaced_groups(store, timeline, earliest)
+        removed += len(gone)
+        names = {"removed": sorted(data + gone)}
     txn.commit({"earliest-retained": earliest, "files-removed": removed, **names})
     return ServiceResult("clean", txn.id, 0, removed)
+
+
+def _replaced_groups(store: TableStore, timeline: Timeline, earliest: str | None) -> list[str]:
+    """The files of the groups Hudi's replace commits before ``earliest`` replaced, removed
+    (as Hudi's cleaner removes them): in a table with a metadata table the clean records
+    them there (else the archiver removes them before it archives the replace commit)."""
+    if earliest is None:
+        return []
+    out = []
+    for f in foreign_instants(timeline):
+        if f.done and f.id < earliest:
+            out += remove_replaced(store, f)
+    return out
 
 
 class _RolledBack:

@@ -26,6 +26,7 @@ active: both say completed.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def archive(
         # 2. (a group a replace commit replaced goes first, as Hudi's cleaner removes it
         # before its archiver moves the replace commit that hides it from readers)
         for f in theirs:
-            _remove_replaced(store, f)
+            remove_replaced(store, f)
         hudi = [i for i in chosen if i.action in HUDI_ACTIONS]
         if timeline.layout == 2 and (hudi or theirs):
             _write_lsm_history(store, timeline, hudi, theirs)
@@ -118,17 +119,21 @@ def foreign_instants(timeline: Timeline) -> list[HudiInstant]:
     return [h for h in hudi_instants(timeline.store) if h.id not in ours]
 
 
-def _remove_replaced(store: TableStore, f: HudiInstant) -> None:
-    """Removes the files of the groups a completed replace commit replaced."""
+def remove_replaced(store: TableStore, f: HudiInstant) -> list[str]:
+    """Removes the files of the groups a completed replace commit replaced; returns them
+    (paths in the table)."""
     if f.action != "replacecommit":
-        return
+        return []
     doc = document_of(store.read_bytes(store.path(Timeline(store).hudi_dir, f.done)))
+    out = []
     for partition, ids in (doc.get("partitionToReplaceFileIds") or {}).items():
         gone = set(ids)
         for info in store.list_files(store.path(partition)):
             parsed = names.parse(info.base_name)
             if parsed is not None and parsed.file_id in gone:
                 store.delete(info.path)
+                out.append(posixpath.join(partition, info.base_name))
+    return out
 
 
 def _choose(timeline: Timeline, keep_min: int, foreign: list[HudiInstant]) -> list[Instant]:

@@ -128,6 +128,7 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
         Table.open(str(root))
     hudi_before = hudi_read(str(root))
     metadata_table = (root / ".hoodie" / "metadata").exists()
+    before_properties = (root / ".hoodie" / "hoodie.properties").read_bytes()
     t = Table.adopt(str(root), deduplicate=duplicated is not None)
     # Adoption added files under .hoodie/.dynbucket/ only, but for a metadata table, gone
     # as Hudi removes it (its properties then name none of its partitions), and the
@@ -153,10 +154,19 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
     else:
         assert done == {}
     assert new == {p: s for p, s in before.items() if not p.startswith(ours)}
-    if metadata_table:
-        assert not (root / ".hoodie" / "metadata").exists()
+    record = adopted.load(t._store)
+    if metadata_table:  # kept: files, and a whole record index; the rest aside, with why
+        named = properties.loads(before_properties)["hoodie.table.metadata.partitions"]
         hoodie = properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())
-        assert hoodie["hoodie.table.metadata.partitions"] == ""
+        assert hoodie["hoodie.table.metadata.partitions"] == ",".join(record.metadata_kept)
+        assert record.metadata_kept[:1] == ("files",), record
+        assert set(record.metadata_kept) | set(record.metadata_removed) == set(named.split(","))
+        assert ("record_index" in record.metadata_kept) == t._spec.global_index
+        aside = root / ".hoodie" / ".dynbucket" / "metadata-removed" / ".hoodie" / "metadata"
+        for partition in record.metadata_removed:
+            assert (aside / partition).is_dir() and not (
+                root / ".hoodie" / "metadata" / partition
+            ).exists()
     spec, names = t._spec, t._spec.schema.names
     keys = list(dict.fromkeys([*spec.partition_by, *spec.record_key]))
     assert rows_by_key(t.to_arrow(), keys, names) == rows_by_key(hudi_before, keys, names)
@@ -180,6 +190,15 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
     report = check(TableStore.at(str(root)))
     assert report.healthy, report.findings
     t.close()
+    if metadata_table:  # hudi-rs lists files through the kept files partition: a stray
+        # copy of a base file under a new file id stays invisible to it
+        base = next(p for p in sorted(root.rglob("*.parquet")) if ".hoodie" not in p.parts)
+        stray = base.with_name(
+            f"{'0' * 8}-stray-0000-0000-000000000000-0_{base.name.split('_', 1)[1]}"
+        )
+        shutil.copy(base, stray)
+        assert hudi_read(str(root)).num_rows == len(model)
+        stray.unlink()
 
 
 def test_adoption_is_undone_by_deleting_its_folder_and_can_run_again(tmp_path: Path) -> None:
@@ -586,7 +605,32 @@ def test_adopt_deduplicate_on_the_command_line_says_what_it_removed(
         f"1 key(s) had more than one live row; 1 row(s) removed from 1 file group(s) in "
         f"instant {instant}" in out
     )
-    assert (
-        "removed the metadata table (partitions: column_stats, files, partition_stats, "
-        "record_index)" in out
-    )
+    # Hudi's record index stays whole (the deduplication kept the row it pointed at).
+    assert "metadata table kept in step: files, record_index" in out
+    for partition in ("column_stats", "partition_stats"):
+        assert f"metadata table partition {partition} removed (undo restores it): " in out
+
+
+def test_undo_puts_back_what_adoption_changed_until_a_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Undo restores the properties and the metadata table partitions adoption set aside
+    (and removes .hoodie/.dynbucket/): the table is byte for byte the one Hudi wrote.
+    After a write it is refused, changing nothing: a restored column_stats would not
+    describe the new files."""
+    root = unzipped("sample_table/mor/avro/v9_txns_simple_meta", tmp_path)
+    before = tree(root)
+    assert cli.main(["adopt", str(root)]) == 0
+    assert "secondary_index_merchant_idx removed (undo restores it)" in capsys.readouterr().out
+    assert tree(root) != before
+    assert cli.main(["adopt", "--undo", str(root)]) == 0
+    assert tree(root) == before
+    with pytest.raises(NotAdoptedError):
+        Table.open(str(root))
+    t = Table.adopt(str(root))
+    t.upsert(t.to_arrow(columns=t._spec.schema.names).select(t._spec.schema.names).slice(0, 1))
+    t.close()
+    after_write = tree(root)
+    with pytest.raises(AdoptionRefusedError, match="cannot undo .* 1 instant.* since"):
+        Table.undo_adoption(str(root))
+    assert tree(root) == after_write

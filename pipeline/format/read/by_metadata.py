@@ -1,0 +1,69 @@
+"""Key lookups through Hudi's metadata table: the ``record_index`` partition says where a
+key's row is (an HFile key lookup in the key's file group: the index and one block, not a
+scan), as Hudi's readers and writers find it.
+
+It answers for a table whose index is global (a record index holds one location per
+key) as of its newest instant: the metadata table holds the newest state only. A view of
+an older instant, or one an instant completed beside while the lookup ran, is answered
+by dynbucket's own index instead (``Snapshot.lookup``), as is a key whose group the
+view does not have.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from dynbucket.format.file_group.merge import read_slice_of_keys
+from dynbucket.format.hudi.meta_fields import record_keys
+from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
+from dynbucket.format.timeline.timeline import Timeline
+
+if TYPE_CHECKING:
+    from dynbucket.format.read.snapshot import Snapshot
+
+
+def answers(snapshot: Snapshot) -> bool:
+    """Whether the metadata table's record index can answer for ``snapshot``."""
+    return (
+        snapshot.spec.global_index
+        and snapshot.instant is not None
+        and snapshot.instant == snapshot.seen
+        and RECORD_INDEX in metadata_writer.partitions(snapshot.store)
+    )
+
+
+def lookup(snapshot: Snapshot, wanted: pa.Table, meta_columns: bool) -> list[pa.Table] | None:
+    """The rows of ``wanted`` (prepared keys) by the record index, one table per file
+    group (``Snapshot.decorate``d); None when the view cannot be answered so."""
+    from dynbucket.format.read.snapshot import SliceRef, decorate
+
+    spec, store = snapshot.spec, snapshot.store
+    # 1. Each key's location: one HFile key lookup per key, in its group's files.
+    keys = record_keys(wanted, spec.record_key).to_pylist()
+    places = MetadataTable(store).lookup(keys)
+    # 2. Still the newest view (else the index may name a group this view lacks).
+    completed = Timeline(store, spec.options.merge_on_read).completed()
+    if (completed[-1].id if completed else None) != snapshot.seen:
+        return None
+    # 3. Per file group, its keys' rows from its slice.
+    by_group: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        place = places.get(key)
+        if place is not None:
+            by_group[(place.partition, place.file_id)].append(i)
+    out = []
+    for (partition, file_id), rows in sorted(by_group.items()):
+        fslice = next(
+            (s for s in snapshot.bucket_files(partition).values() if s.file_id == file_id), None
+        )
+        if fslice is None:
+            return None
+        mine = wanted.take(pa.array(rows)).select(list(spec.record_key))
+        found = read_slice_of_keys(store, spec, fslice, mine, spec.schema.names)
+        out.append(decorate(spec, SliceRef(partition, fslice), found, spec.schema.names,
+                            meta_columns))  # fmt: skip
+    return out

@@ -1,0 +1,105 @@
+"""Adoption's metadata table step (``adoption/metadata.py``): a Hudi 1.x table's metadata
+table, kept by adoption, stays in step through many writes and services (its groups
+rewritten as bases and its own instants archived by dynbucket's writer, in the schema
+Hudi wrote it with), read through it by hudi-rs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from dynbucket.format.file_group import adopted
+from dynbucket.format.health.check import check
+from dynbucket.format.metadata.reader import MetadataTable
+from dynbucket.format.storage.store import TableStore
+from dynbucket.table import Table
+from tests.hudi_readers import check_hudi_reads, hudi_read
+from tests.hudi_tables import unzipped
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "quickstart_trips_table/mor/avro/v8_trips_8i3u1d",
+        "sample_table/mor/avro/v9_txns_simple_meta",
+    ],
+)
+def test_a_kept_metadata_table_stays_in_step_through_many_writes(tmp_path: Path, name: str) -> None:
+    root = unzipped(name, tmp_path)
+    t = Table.adopt(str(root))
+    record = adopted.load(t._store)
+    assert record.metadata_kept == ("files", "record_index")
+    names, key = t._spec.schema.names, t._spec.record_key[0]
+    rows = t.to_arrow(columns=names).select(names)
+    fields = list(dict.fromkeys([*t._spec.record_key, *t._spec.partition_by]))
+    hudi_rows = rows.num_rows
+    for i in range(45):  # updates, new keys, deletes: compactions, cleans, archival
+        new = rows.slice(0, 3)
+        new = new.set_column(
+            names.index(key), key, pc.binary_join_element_wise(new.column(key), f"_n{i}", "")
+        )
+        t.upsert(pa.concat_tables([rows.slice(i % rows.num_rows, 1), new]))
+        hudi_rows += 3
+        if i % 15 == 7:
+            t.delete(new.slice(0, 1).select(fields))
+            hudi_rows -= 1
+    t.close()
+    store = TableStore.at(str(root))
+    report = check(store)  # files listed = files stored; record index = live rows
+    assert report.healthy, [f.problem for f in report.findings]
+    mdt = root / ".hoodie" / "metadata"
+    # dynbucket's writer rewrote record index groups as bases and archived old instants.
+    rewritten = re.compile(r"_0-(\d{17})-0_\1\.hfile$")  # Hudi names its own by Spark task
+    assert any(rewritten.search(p.name) for p in (mdt / "record_index").glob("*.hfile"))
+    assert list((mdt / ".hoodie" / "timeline" / "history").glob("*"))
+    assert len(MetadataTable(store).record_index()) == hudi_rows
+    t = Table.open(str(root))
+    check_hudi_reads(t, time_travel=False)
+    assert hudi_read(str(root)).num_rows == hudi_rows
+    # hudi-rs lists files through it: a stray copy of a base file stays invisible.
+    base = next(p for p in sorted(root.rglob("*.parquet")) if ".hoodie" not in p.parts)
+    shutil.copy(
+        base,
+        base.with_name("0" * 8 + "-stray-4000-8000-000000000000-0_" + base.name.split("_", 1)[1]),
+    )
+    assert hudi_read(str(root)).num_rows == hudi_rows
+    t.close()
+
+
+def test_lookup_finds_a_global_tables_keys_through_hudis_record_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key lookup of a table whose record index is kept reads it (an HFile key lookup),
+    not dynbucket's own index; as of an older instant it asks dynbucket's index."""
+    from dynbucket.format.index.rli import RecordLevelIndex
+
+    root = unzipped("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
+    t = Table.adopt(str(root))
+    names = t._spec.schema.names
+    rows = t.to_arrow(columns=names).select(names)
+    moved = rows.slice(0, 1).set_column(names.index("city"), "city", pa.array(["oslo"]))
+    moved = moved.set_column(names.index("ts"), "ts", pc.add(moved.column("ts"), 1))
+    before = t.latest_instant()
+    t.upsert(moved)  # a key moves city: the record index follows it
+    keys = pa.concat_tables([rows.slice(0, 3), rows.slice(0, 1)]).select(["uuid", "city"])
+    keys = keys.set_column(0, "uuid", pa.array([*keys.column("uuid").to_pylist()[:3], "absent"]))
+
+    def no_own_index(*args: object, **kwargs: object) -> None:
+        raise AssertionError("dynbucket's own index was asked")
+
+    monkeypatch.setattr(RecordLevelIndex, "lookup", no_own_index)
+    found = {r["uuid"]: r["city"] for r in t.lookup(keys).to_pylist()}
+    live = {r["uuid"]: r["city"] for r in t.to_arrow().to_pylist()}
+    assert found == {k: live[k] for k in keys.column("uuid").to_pylist()[:3]}
+    assert found[moved.column("uuid")[0].as_py()] == "oslo"
+    with pytest.raises(AssertionError, match="own index was asked"):
+        t.lookup(keys, as_of=before)  # the metadata table holds the newest state only
+    monkeypatch.undo()
+    old = {r["uuid"]: r["city"] for r in t.lookup(keys, as_of=before).to_pylist()}
+    assert old[moved.column("uuid")[0].as_py()] == rows.column("city")[0].as_py()
+    t.close()
