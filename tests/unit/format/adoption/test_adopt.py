@@ -615,7 +615,7 @@ def test_undo_puts_back_what_adoption_changed_until_a_write(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Undo restores the properties and the metadata table partitions adoption set aside
-    (and removes .hoodie/.dynbucket/): the table is byte for byte the one Hudi wrote.
+    (and removes .hoodie/.dynbucket/): every file is back, at its path with its size.
     After a write it is refused, changing nothing: a restored column_stats would not
     describe the new files."""
     root = unzipped("sample_table/mor/avro/v9_txns_simple_meta", tmp_path)
