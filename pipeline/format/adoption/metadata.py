@@ -30,13 +30,16 @@ from collections.abc import Mapping
 
 import pyarrow.fs as pafs
 
+from dynbucket.base.columns import FILE_ID
 from dynbucket.base.errors import AdoptionRefusedError, NotAdoptedError
 from dynbucket.format.file_group import adopted
+from dynbucket.format.health.check import differences
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import FILES, METADATA_DIR, RECORD_INDEX, MetadataTable
+from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import META_DIR, PROPERTIES_FILE, TABLE_FILE
 from dynbucket.format.table.spec import TableSpec
@@ -126,7 +129,7 @@ def _unkept(
 
 
 def _differing(
-    store: TableStore, spec: TableSpec, floor: str, indexed: Mapping[str, object]
+    store: TableStore, spec: TableSpec, floor: str, indexed: Mapping[str, Location]
 ) -> str:
     """How the record index ``indexed`` differs from the live keys the index build found
     (empty: it does not)."""
@@ -135,12 +138,10 @@ def _differing(
     for partition in rli.partitions():
         entries = rli.record_index_locations(partition, {floor})
         keys = record_keys(entries, spec.record_key).to_pylist()
-        for key, file_id in zip(keys, entries.column("_file_id").to_pylist(), strict=True):
+        for key, file_id in zip(keys, entries.column(FILE_ID).to_pylist(), strict=True):
             live[key] = (partition, file_id)
-    places = {k: (loc.partition, loc.file_id) for k, loc in indexed.items()}  # type: ignore[attr-defined]
-    missing = sorted(live.keys() - places.keys())
-    extra = sorted(places.keys() - live.keys())
-    moved = sorted(k for k in live.keys() & places.keys() if live[k] != places[k])
+    places = {k: (loc.partition, loc.file_id) for k, loc in indexed.items()}
+    missing, extra, moved = differences(live, places)
     parts = [f"{len(found)} key(s) {what}, e.g. {found[0]!r}" for what, found in (
         ("missing", missing), ("without a live row", extra), ("placed elsewhere", moved))
         if found]  # fmt: skip

@@ -560,7 +560,7 @@ def _metadata_table(
         if replaced:  # a group Hudi's replace commit replaced stays listed until cleaned
             stored |= _replaced_files(store, partition, replaced)
         listed = listing.get(partition, {})
-        unlisted, gone, sized = _differences(stored, listed)
+        unlisted, gone, sized = differences(stored, listed)
         for problem, found in (
             ("not listed in the metadata table (Hudi's readers do not read them)", unlisted),
             ("listed in the metadata table but not stored (Hudi's readers fail on them)", gone),
@@ -593,7 +593,7 @@ def _metadata_record_index(
     places = zip(rows.column(PARTITION).to_pylist(), rows.column(FILE_ID).to_pylist(), strict=True)
     live = dict(zip(keys, places, strict=True))
     indexed = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
-    missing, extra, moved = _differences(live, indexed)
+    missing, extra, moved = differences(live, indexed)
     for problem, found in (
         ("live key(s) missing from the metadata table's record index", missing),
         ("key(s) in the metadata table's record index without a live row", extra),
@@ -607,7 +607,7 @@ def _metadata_record_index(
             )
 
 
-def _differences(
+def differences(
     ours: Mapping[str, Any], theirs: Mapping[str, Any]
 ) -> tuple[list[str], list[str], list[str]]:
     """(keys only in ``ours``, keys only in ``theirs``, keys whose values differ), sorted."""
