@@ -95,6 +95,13 @@ class TableCorruptedError(TableError):
     """Table metadata on storage is not what this version can read."""
 
 
+class DataFileMissingError(TableCorruptedError, FileNotFoundError):
+    """A data file of a completed instant that a read listed is gone. A reader decides
+    what that means (a clean beside it: read again; else a lost file); a writer runs its
+    write again once on a fresh view (``FileNotFoundError``), and fails with
+    :class:`CommitFailedError` if the file is gone from that view too."""
+
+
 class FormatError(TableCorruptedError, ValueError):
     """A file of the table that its parser cannot read as the format says (the message
     names the file and what is wrong in it)."""

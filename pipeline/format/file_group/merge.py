@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import DELETE, OP, SEQ, UPSERT
-from dynbucket.base.errors import FormatError, TableCorruptedError
+from dynbucket.base.errors import DataFileMissingError, FormatError, TableCorruptedError
 from dynbucket.format.file_group.slices import DataFile, FileSlice
 from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi import files as names
@@ -164,7 +164,7 @@ def read_log(store: TableStore, spec: TableSpec, f: DataFile, columns: Sequence[
             f"instant {f.instant} that wrote it"
         ) from e
     except FileNotFoundError as e:
-        raise TableCorruptedError(
+        raise DataFileMissingError(
             f"{f.path}: a log file of completed instant {f.instant} is missing; restore it "
             "from a backup"
         ) from e
@@ -469,7 +469,7 @@ def _read_parquet(
             present = set(parquet.schema_arrow.names)
             return parquet.read(columns=[c for c in columns if c in present])
     except FileNotFoundError as e:
-        raise TableCorruptedError(
+        raise DataFileMissingError(
             f"{path}: a data file of a completed instant is missing; restore it from a backup"
         ) from e
     except (pa.ArrowInvalid, OSError) as e:

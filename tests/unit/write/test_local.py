@@ -4,6 +4,7 @@ with as many slots gives the same buckets is tests/integration/test_ingest_paths
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -79,6 +80,43 @@ def test_a_file_gone_mid_write_makes_it_run_again_once(
 
 
 CHANGES = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
+COW = {"hoodie.table.type": "COPY_ON_WRITE"}
+
+
+def test_a_base_gone_between_listing_and_reading_makes_the_write_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between listing the group's slice and reading its base, another writer rewrote the
+    copy-on-write group and the old base went (a writer of the S3 model test, resumed
+    after a SIGSTOP, found a base a clean had removed): the write runs again on a fresh
+    view, rather than calling the table corrupted. (A write that stalled past its
+    heartbeat and was rolled back is a conflict, and runs again too; a clean keeps what a
+    live write reads, so this clean is made not to count the write.)"""
+    from dynbucket.format.file_group import merge
+    from dynbucket.format.services import clean
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, CHANGES, "id", ordering_field="ts", options=COW)
+    t.upsert(pa.table({"id": ["a"], "v": [1], "ts": [1]}, CHANGES))
+    beside = Table.open(path)
+    real, paused = merge._read_parquet, []
+
+    def pausing(store, path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not paused:  # the first base read is this write's
+            paused.append(path)
+            beside.upsert(pa.table({"id": ["a"], "v": [2], "ts": [2]}, CHANGES))
+            with monkeypatch.context() as m:  # a clean that does not count this write
+                m.setattr(clean, "_horizon", lambda _t, _c, retained, _p: retained)
+                assert beside.clean(retain=1).files_removed == 1
+            assert not os.path.exists(path)
+        return real(store, path, *args, **kwargs)
+
+    monkeypatch.setattr(merge, "_read_parquet", pausing)
+    r = t.upsert(pa.table({"id": ["a", "b"], "v": [3, 3], "ts": [3, 3]}, CHANGES))
+    assert (r.keys_updated, r.keys_inserted) == (1, 1)
+    rows = t.to_arrow(meta_columns=False).to_pylist()
+    assert sorted(rows, key=str) == [{"id": "a", "v": 3, "ts": 3}, {"id": "b", "v": 3, "ts": 3}]
+    assert len(t.history()) == 4 and t.check().healthy  # two upserts, the clean, this
 
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
