@@ -87,6 +87,7 @@ def main(argv: list[str]) -> None:
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFLICTS: list[int] = []  # per run: writes run again after a conflict (a figure)
+FILES_GONE: list[int] = []  # per run: writes run again after a file they read went
 
 
 def options(rng: random.Random) -> TableOptions:
@@ -223,10 +224,16 @@ def run_model(
                 p.send_signal(signal.SIGCONT)
                 p.kill()
     errors = [p.stderr.read().decode() if p.stderr else "" for p in procs]
-    for w, p in enumerate(procs):
-        if w != killed:
-            assert p.returncode == 0, errors[w][-3000:]
+    failed = [w for w, p in enumerate(procs) if w != killed and p.returncode != 0]
+    if failed:
+        _copy_table(uri, logs_dir / "as-left")
+        for w in failed:
+            (logs_dir / f"writer{w}.stderr").write_text(errors[w])
+        raise AssertionError(
+            f"{errors[failed[0]][-3000:]} (table and writer logs kept in {_keep(logs_dir)})"
+        )
     CONFLICTS.append(sum(e.count("after a conflict") for e in errors))
+    FILES_GONE.append(sum(e.count("a file this write read is gone") for e in errors))
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
     time.sleep(HEARTBEAT + 0.5)  # the killed writer's instant is a dead one's now
