@@ -234,6 +234,10 @@ def run_model(
         )
     CONFLICTS.append(sum(e.count("after a conflict") for e in errors))
     FILES_GONE.append(sum(e.count("a file this write read is gone") for e in errors))
+    print(
+        f"writers run {seed}: written again {CONFLICTS[-1]} time(s) after a conflict, "
+        f"{FILES_GONE[-1]} after a file they read went"
+    )
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
     time.sleep(HEARTBEAT + 0.5)  # the killed writer's instant is a dead one's now

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.hudi_readers import check_hudi_reads
-from tests.writers import CONFLICTS, FILES_GONE, run_model
+from tests.writers import run_model
 
 RUNS = int(os.environ.get("DYNBUCKET_WRITERS_RUNS", "2"))
 
@@ -36,7 +36,3 @@ def test_several_writers_match_the_model(tmp_path: Path, seed: int) -> None:
         check_hudi_reads(table, time_travel=False)
     finally:
         table.close()
-    print(
-        f"writers run {seed}: written again {CONFLICTS[-1]} time(s) after a conflict, "
-        f"{FILES_GONE[-1]} after a file they read went"
-    )
