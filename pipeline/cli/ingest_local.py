@@ -9,16 +9,17 @@ that a table created from a small file is the table the Spark path would create:
 * ``--schema`` (Spark DDL) or an existing table's schema types CSV and JSON columns by
   name (CSV by its header's names; by position only with ``--no-header``);
 * otherwise CSV columns are inferred as Spark's ``inferSchema`` does: ``int`` when every
-  value fits 32 bits, else ``bigint``, ``double``, ``boolean``, else ``string``; JSON
+  value fits 32 bits, else ``bigint``, ``double``, ``boolean``, ``date``, ``timestamp``
+  (in their plainest forms, ``infer_csv_column``), else ``string``; JSON
   numbers are ``bigint`` or ``double``, and JSON fields are sorted by name, as Spark sorts
   them; an empty CSV value, quoted or not, is null;
 * Parquet columns take the types Spark gives them (``timestamp`` with a zone becomes
   microseconds in UTC, ``large_string`` becomes ``string``).
 
 What only Spark decides takes the Spark path, whatever the size, and the command says why
-(:class:`NeedsSpark`): dates and times read from text (Spark's time-zone and pattern
-rules), timestamps without a zone, nested JSON, DDL types this module does not map,
-compressions pyarrow does not stream.
+(:class:`NeedsSpark`): dates and times read from text in other forms, and JSON's (Spark's
+time-zone and pattern rules), times of day, Parquet timestamps without a zone, nested
+JSON, DDL types this module does not map, compressions pyarrow does not stream.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def read(
     source = "--schema" if given is not None else "table"
     first_header: list[str] | None = None
     if typed is not None and fmt in ("csv", "json"):
-        _no_text_times(typed, "the schema")
+        _no_text_times(typed, "the schema", timestamps=fmt == "json")
     parts = []
     for name in files:
         try:
@@ -154,13 +155,24 @@ def _read_csv(
         if header:  # columns by the header's names, each of its type in the schema
             names = pacsv.open_csv(pa.BufferReader(data)).schema.names
             typed = pa.schema([typed.field(n) for n in csv_columns(names, typed.names, source)])
-        return pacsv.read_csv(
+        # Timestamps as text first: pyarrow's parser reads forms Spark's does not.
+        as_read = pa.schema(
+            [f.with_type(pa.string()) if pa.types.is_timestamp(f.type) else f for f in typed]
+        )
+        read = pacsv.read_csv(
             pa.BufferReader(data),
             read_options=pacsv.ReadOptions(column_names=typed.names, skip_rows=int(header)),
             convert_options=pacsv.ConvertOptions(
-                column_types=typed, true_values=_TRUE, false_values=_FALSE, **convert
+                column_types=as_read, true_values=_TRUE, false_values=_FALSE, **convert
             ),
         )
+        for i, f in enumerate(typed):
+            if pa.types.is_timestamp(f.type):
+                times = text_timestamps(read.column(i), f.type)
+                if times is None:
+                    raise NeedsSpark(f"column {f.name!r}: times in a form Spark's rules read")
+                read = read.set_column(i, f, times)
+        return read
     names = pacsv.open_csv(pa.BufferReader(data)).schema.names
     text = pacsv.read_csv(
         pa.BufferReader(data),
@@ -176,6 +188,10 @@ _FALSE = ["false", "False", "FALSE"]
 _INTEGER = r"^[+-]?\d+$"
 _LOOKS_LIKE_TIME = r"^\d{4}-\d{1,2}-\d{1,2}|^\d{1,2}:\d{2}"
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
+#: What Spark's default timestamp parser reads (``DateTimeUtils.stringToTimestamp``), in its
+#: plainest form: a date, or a date and a time to the second with at most six fractional
+#: digits, no zone (the session's, UTC, applies). Any other form: the Spark path decides.
+_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?)?$"
 
 
 def infer_csv_column(name: str, text: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -188,9 +204,12 @@ def infer_csv_column(name: str, text: pa.ChunkedArray) -> pa.ChunkedArray:
     4. Every value ``true``/``false`` (any case): ``boolean``.
     5. Every value a date ``yyyy-MM-dd`` (Spark's ``dateFormat``, taken as a date when
        inferring: ``prefersDate``): ``date``.
-    6. Another value that looks like a date or a time: the Spark path (its patterns and
+    6. Every value a date or a date and time ``yyyy-MM-dd[( |T)HH:mm:ss[.SSSSSS]]``, one
+       with a time: ``timestamp``, read in the session's zone (UTC), as Spark infers and
+       parses it (a date and a timestamp in one column make a timestamp).
+    7. Another value that looks like a date or a time: the Spark path (its patterns and
        time zone decide).
-    7. Otherwise ``string``.
+    8. Otherwise ``string``.
     """
     values = pc.drop_null(text)
     # 1.
@@ -221,10 +240,34 @@ def infer_csv_column(name: str, text: pa.ChunkedArray) -> pa.ChunkedArray:
         except pa.ArrowInvalid:
             pass  # not a calendar date (2024-02-30): Spark decides
     # 6.
+    times = text_timestamps(text, _SPARK_TIMESTAMP)
+    if times is not None:
+        return times
+    # 7.
     if pc.any(pc.match_substring_regex(values, _LOOKS_LIKE_TIME)).as_py():
         raise NeedsSpark(f"column {name!r} looks like dates or times (Spark's patterns and zone)")
-    # 7.
+    # 8.
     return text
+
+
+#: Spark's ``timestamp`` as its Arrow batches carry it (the session's zone is UTC).
+_SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def text_timestamps(text: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray | None:
+    """A text column's values as timestamps of ``kind`` (with a zone: the text read in
+    UTC), when each is in the form Spark's default parser and this one read alike
+    (``_TIMESTAMP``); None when one is a date and time no calendar has (2024-02-30,
+    24:00:00, a leap second): Spark decides what it is."""
+    values = pc.drop_null(text)
+    if not pc.all(pc.match_substring_regex(values, _TIMESTAMP)).as_py():
+        return None
+    try:
+        # A naive time taken as UTC (the session's zone); a cast that would lose digits
+        # (a table's millisecond column) fails rather than truncates: Spark decides.
+        return pc.cast(text, pa.timestamp("us")).cast(kind)
+    except pa.ArrowInvalid:
+        return None
 
 
 def _read_json(stream: pa.NativeFile, typed: pa.Schema | None) -> pa.Table:
@@ -285,9 +328,9 @@ def _common(parts: list[pa.Table]) -> list[pa.Table]:
 def _wider(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     if a == b:
         return a
-    order = [pa.int32(), pa.int64(), pa.float64()]
-    if a in order and b in order:
-        return order[max(order.index(a), order.index(b))]
+    for order in ([pa.int32(), pa.int64(), pa.float64()], [pa.date32(), _SPARK_TIMESTAMP]):
+        if a in order and b in order:  # a date among timestamps: midnight, as Spark reads it
+            return order[max(order.index(a), order.index(b))]
     return pa.string()
 
 
@@ -297,9 +340,12 @@ def spark_type_names(schema: pa.Schema) -> list[tuple[str, str]]:
     return [(f.name, names.get(f.type, str(f.type))) for f in schema]
 
 
-def _no_text_times(schema: pa.Schema, what: str) -> None:
+def _no_text_times(schema: pa.Schema, what: str, timestamps: bool = True) -> None:
+    """Refuses times of day (and, with ``timestamps``, timestamps) read from text: Spark's
+    patterns and zone decide them (a CSV's timestamps in ``_TIMESTAMP``'s form are read
+    here, ``_read_csv``)."""
     for f in schema:
-        if pa.types.is_timestamp(f.type) or pa.types.is_time(f.type):
+        if (timestamps and pa.types.is_timestamp(f.type)) or pa.types.is_time(f.type):
             raise NeedsSpark(f"{what} reads {f.name!r} as a time from text (Spark's zone)")
 
 

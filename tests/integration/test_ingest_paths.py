@@ -68,6 +68,11 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "bare.csv").write_text("k1,7,1.5\nk2,8,\n")
     (tmp_path / "typed.json").write_text('{"v": 2.5, "id": "k1", "ts": 9, "extra": 1}\n')
     (tmp_path / "dates.csv").write_text("id,day,n\nk1,2024-01-15,1\nk2,,2\nk3,2023-12-31,3\n")
+    (tmp_path / "times.csv").write_text(
+        "id,at\nk1,2024-01-15 10:00:00\nk2,\nk3,2023-12-31T23:59:59.123456\nk4,2024-02-01\n"
+        "k5,1969-07-20 20:17:40.5\n"
+    )
+    (tmp_path / "days.csv").write_text("id,at\nk6,2024-03-01\n")  # a date file among times
     cases = [
         (["a.csv", "b.csv"], "csv", None, None),
         (["a.json"], "json", None, None),
@@ -78,6 +83,10 @@ def test_pyarrow_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
         (["bare.csv"], "csv", "id string, ts bigint, v double", None),
         (["typed.json"], "json", None, table),
         (["dates.csv"], "csv", None, None),
+        (["times.csv"], "csv", None, None),
+        (["times.csv", "days.csv"], "csv", None, None),
+        (["times.csv"], "csv", "id string, at timestamp", None),
+        (["times.csv"], "csv", "id string, at timestamp_ntz", None),
     ]
     for inputs, fmt, schema, spec in cases:
         files = [str(tmp_path / n) for n in inputs]

@@ -62,7 +62,8 @@ def test_what_only_spark_decides_takes_the_spark_path(tmp_path: Path) -> None:
         ("n.json", "json", None, "field 'inner' is nested JSON"),
         ("h.csv", "csv", None, "column 'v': integers beyond 64 bits"),
         ("t.parquet", "parquet", None, "column 't': a timestamp without a zone"),
-        ("d.csv", "csv", "id string, day timestamp", "reads 'day' as a time from text"),
+        ("d.csv", "csv", "id string, day timestamp", "column 'day': times in a form Spark"),
+        ("n.json", "json", "id string, day timestamp", "reads 'day' as a time from text"),
         ("d.csv", "csv", "id string, day map<string, int>", "a nested type"),
         ("d.csv", "csv", "id string, day interval", "type 'interval' of 'day'"),
     ]:
@@ -76,11 +77,37 @@ def test_a_csv_column_of_dates_is_a_date_column(tmp_path: Path) -> None:
     assert spark_type_names(t.schema) == [("id", "string"), ("day", "date")]
     assert [str(d) if d else None for d in t.column("day").to_pylist()] == [
         "2024-01-15", None, "2023-12-31"]  # fmt: skip
-    # Not every value a calendar date, or a time among them: Spark decides.
-    for bad in ("2024-02-30", "2024-01-15T10:00:00", "2024-1-5"):
+    # Not every value a calendar date, or not in Spark's date form: Spark decides.
+    for bad in ("2024-02-30", "2024-1-5"):
         (tmp_path / "b.csv").write_text(f"id,day\nk1,2024-01-15\nk2,{bad}\n")
         with pytest.raises(NeedsSpark, match="looks like dates or times"):
             read([str(tmp_path / "b.csv")], "csv", None, None)
+
+
+def test_a_csv_column_of_dates_and_times_is_a_timestamp_column_read_in_utc(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "t.csv").write_text(
+        "id,at\nk1,2024-01-15 10:00:00\nk2,\nk3,2023-12-31T23:59:59.123456\nk4,2024-02-01\n"
+    )
+    (tmp_path / "d.csv").write_text("id,at\nk5,2024-03-01\n")
+    t = read([str(tmp_path / "t.csv"), str(tmp_path / "d.csv")], "csv", None, None)
+    assert spark_type_names(t.schema) == [("id", "string"), ("at", "timestamp")]
+    assert [str(d) if d else None for d in t.column("at").to_pylist()] == [
+        "2024-01-15 10:00:00+00:00", None, "2023-12-31 23:59:59.123456+00:00",
+        "2024-02-01 00:00:00+00:00", "2024-03-01 00:00:00+00:00"]  # fmt: skip
+    # A table's (or --schema's) timestamp column reads the same forms, zone or none.
+    typed = read([str(tmp_path / "t.csv")], "csv", "id string, at timestamp_ntz", None)
+    assert typed.column("at").type == pa.timestamp("us")
+    assert typed.column("at")[2].as_py().isoformat() == "2023-12-31T23:59:59.123456"
+    # No calendar's time, another form, a zone, or a time of day alone: Spark decides.
+    for bad in ("2024-02-30 10:00:00", "2024-01-15 24:00:00", "2024-01-15 10:00",
+                "2024-01-15 10:00:00Z", "2024-01-15 10:00:00.1234567", "10:00:00"):  # fmt: skip
+        (tmp_path / "b.csv").write_text(f"id,at\nk1,2024-01-15 10:00:00\nk2,{bad}\n")
+        with pytest.raises(NeedsSpark, match="looks like dates or times"):
+            read([str(tmp_path / "b.csv")], "csv", None, None)
+        with pytest.raises(NeedsSpark, match="column 'at': times in a form Spark"):
+            read([str(tmp_path / "b.csv")], "csv", "id string, at timestamp", None)
 
 
 def test_json_numbers_are_bigint_and_fields_sorted_by_name(tmp_path: Path) -> None:
