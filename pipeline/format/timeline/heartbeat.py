@@ -9,8 +9,11 @@ whose heartbeat is missing or expired is a dead writer's: the next writer to beg
 it (``transaction.settle``: rolled back, unless its writer had decided it committed).
 
 A writer never renews a heartbeat that expired in its own view (it was paused: a GC pause,
-SIGSTOP, a suspended VM), so it cannot revive an instant another writer may be rolling back;
-its commit is refused (``Heartbeat.verify``, and the exclusive outcome behind it).
+SIGSTOP, a suspended VM), so it cannot revive an instant another writer may be rolling back.
+Its commit is refused once another writer decided the instant rolled back (the exclusive
+outcome, ``outcome.py``, is the commit point); one that nobody settled while it stalled
+commits (``Transaction._verify_not_settled``): a writer that settles it after that finds it
+committed, and publishes it.
 """
 
 from __future__ import annotations
@@ -76,10 +79,14 @@ class Heartbeat:
         )
         self._thread.start()
 
+    def lapsed(self) -> bool:
+        """Whether the heartbeat expired in this writer's own view (another writer may
+        have settled the instant)."""
+        return time.time() >= self._expires_at
+
     def verify(self) -> None:
-        """Raises :class:`ConcurrentWriteError` if the heartbeat expired in this writer's
-        own view (another writer may have settled the instant)."""
-        if time.time() >= self._expires_at:
+        """Raises :class:`ConcurrentWriteError` if the heartbeat :meth:`lapsed`."""
+        if self.lapsed():
             raise ConcurrentWriteError(
                 f"instant {self.instant} of {self.store.uri}: its writer stalled past its "
                 f"heartbeat (heartbeat.expiry-seconds={self.expiry_seconds:g}); another "

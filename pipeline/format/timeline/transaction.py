@@ -352,14 +352,32 @@ class Transaction:
         settles this instant first) and checks this instant against every instant completed
         since it began (``conflicts.check``: ``WriteConflictError``)."""
         assert self.lock is not None and self.heartbeat is not None
-        self.heartbeat.verify()
+        self._verify_not_settled()
         self.lock.acquire(instant=self.id)
         timeline = Timeline(self.store, self.spec.options.merge_on_read)
         _settle_superseded(self.store, timeline, self.lock)
         self.lock.verify()
-        self.heartbeat.verify()
+        self._verify_not_settled()
         self.beside = tuple(conflicts.check(self, timeline, metadata))
         self.timeline = timeline  # the completion time follows what is on it now
+
+    def _verify_not_settled(self) -> None:
+        """Several writers: refuses the commit of an instant whose heartbeat lapsed while
+        this writer stalled, once another writer decided it rolled back. One that nobody
+        settled goes on: the commit point (the outcome's exclusive create) decides between
+        this commit and a settler that comes later, which then publishes it. (Refusing every
+        lapse starved a writer paused again and again while alone on the table.)"""
+        assert self.heartbeat is not None
+        if not self.heartbeat.lapsed():
+            return
+        found = outcome.read(self.store, self.id)
+        if found is not None and found.state == outcome.ROLLED_BACK:
+            raise ConcurrentWriteError(
+                f"instant {self.id} of {self.store.uri}: its writer stalled past its heartbeat "
+                f"(heartbeat.expiry-seconds={self.heartbeat.expiry_seconds:g}) and writer "
+                f"{found.writer} rolled it back; it is not committed"
+            )
+        log.info("instant %s: its writer stalled past its heartbeat, unsettled", self.id)
 
     def caches_match(self) -> str | None:
         """After the commit: what a writer's caches match now that they took this instant's

@@ -287,3 +287,24 @@ def test_a_writers_caches_do_not_miss_keys_of_an_older_instant_completed_after_i
     assert rows == {"k1": (2, 0), "k8": (1, 0), "k9": (3, 0), "k10": (1, 0), "k11": (1, 0),
                     "k12": (3, 1)}  # fmt: skip
     assert t.check().healthy
+
+
+def test_a_writer_paused_past_its_heartbeat_that_nobody_settled_commits(
+    tmp_path: Path,
+) -> None:
+    """Alone on the table, a writer paused past its heartbeat (SIGSTOP) again and again is
+    not refused for the lapse itself: nobody decided its instant rolled back, so its commit
+    point decides. (Refusing every lapse made the last writer of the S3 model, paused by
+    every fault, run out of its conflict retries.) A settler that comes after it committed
+    finds it committed."""
+    t = _table(tmp_path, heartbeat_expiry_seconds=0.5)
+    paused = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    assert paused.heartbeat is not None
+    paused.heartbeat._stop.set()  # SIGSTOP: no beat
+    time.sleep(0.6)
+    assert paused.heartbeat.lapsed() and not heartbeat.is_alive(t._store, paused.id)
+    paused.commit()
+    assert paused.id in {i.id for i in t.snapshot().timeline.completed()}
+    t.upsert(_rows(["k1"], 1))  # begins: nothing of the committed instant is settled
+    assert paused.id in {i.id for i in t.snapshot().timeline.completed()}
+    assert t.check().healthy
