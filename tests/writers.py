@@ -86,8 +86,6 @@ def main(argv: list[str]) -> None:
 # --- the model run (the parent's side) ----------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFLICTS: list[int] = []  # per run: writes run again after a conflict (a figure)
-FILES_GONE: list[int] = []  # per run: writes run again after a file they read went
 
 
 def options(rng: random.Random) -> TableOptions:
@@ -232,11 +230,11 @@ def run_model(
         raise AssertionError(
             f"{errors[failed[0]][-3000:]} (table and writer logs kept in {_keep(logs_dir)})"
         )
-    CONFLICTS.append(sum(e.count("after a conflict") for e in errors))
-    FILES_GONE.append(sum(e.count("a file this write read is gone") for e in errors))
+    conflicts = sum(e.count("after a conflict") for e in errors)
+    gone = sum(e.count("a file this write read is gone") for e in errors)
     print(
-        f"writers run {seed}: written again {CONFLICTS[-1]} time(s) after a conflict, "
-        f"{FILES_GONE[-1]} after a file they read went"
+        f"writers run {seed}: written again {conflicts} time(s) after a conflict, "
+        f"{gone} after a file they read went"
     )
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]

@@ -22,7 +22,6 @@ import json
 import threading
 import time
 
-from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 
@@ -83,15 +82,6 @@ class Heartbeat:
         """Whether the heartbeat expired in this writer's own view (another writer may
         have settled the instant)."""
         return time.time() >= self._expires_at
-
-    def verify(self) -> None:
-        """Raises :class:`ConcurrentWriteError` if the heartbeat :meth:`lapsed`."""
-        if self.lapsed():
-            raise ConcurrentWriteError(
-                f"instant {self.instant} of {self.store.uri}: its writer stalled past its "
-                f"heartbeat (heartbeat.expiry-seconds={self.expiry_seconds:g}); another "
-                "writer may have rolled it back, so it is not committed"
-            )
 
     def stop(self) -> None:
         self._stop.set()

@@ -396,9 +396,7 @@ class Transaction:
         write since, it is a conflict to write again, not a fault)."""
         if self.heartbeat is None:
             return False
-        try:
-            self.heartbeat.verify()
-        except ConcurrentWriteError:
+        if self.heartbeat.lapsed():
             return True
         found = outcome.read(self.store, self.id)
         return found is not None and found.state == outcome.ROLLED_BACK
