@@ -5,10 +5,11 @@ A Hudi 1.x table (version 8 or 9) keeps its metadata table: from the adoption on
 every instant, in Hudi's layout, so Hudi's readers go on listing files from it and Hudi's
 writers find every key's location there.
 
-1. **Which partitions stay**: ``files``, and ``record_index`` when the table continues
-   with a global dynamic bucket index (a record index holds one location per key, which a
-   partition-scoped index does not promise) and it is whole: exactly the live keys, each at
-   its row's partition and file group (the entries the index build just wrote). A version
+1. **Which partitions stay**: ``files``, and ``record_index`` when its layout is the one
+   the table continues with (``metadata/record_index.py``: global for a global dynamic
+   bucket index or a table without partitions, partitioned for a partition-scoped index,
+   where a key may be in several partitions) and it is whole: exactly the live keys, each
+   at its row's partition and file group (the entries the index build just wrote). A version
    6 table's metadata table (another layout), one dynbucket cannot read, and every other
    partition (column and partition statistics, secondary and expression indexes, bloom
    filters: dynbucket's writes do not restate them) go, each with its reason.
@@ -39,6 +40,7 @@ from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import FILES, METADATA_DIR, RECORD_INDEX, MetadataTable
+from dynbucket.format.metadata.record_index import Placed
 from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import META_DIR, PROPERTIES_FILE, TABLE_FILE
@@ -115,12 +117,8 @@ def _unkept(
     except Exception as e:  # noqa: BLE001 - any unreadable file: not continued, by name
         return {p: f"dynbucket cannot read it ({e})" for p in named}
     if RECORD_INDEX in named:
-        if not spec.global_index:
-            why[RECORD_INDEX] = (
-                "the table continues with a partition-scoped index, and a record index "
-                "holds one location per key (adopt with DynamicBucketIndex(global_index="
-                "True) to keep it)"
-            )
+        if table.partitioned() != spec.partitioned_record_index:
+            why[RECORD_INDEX] = _LAYOUTS[spec.partitioned_record_index]
         else:
             differ = _differing(store, spec, floor, indexed)
             if differ:
@@ -128,18 +126,33 @@ def _unkept(
     return why
 
 
+#: Why a record index of the other layout goes (``metadata/record_index.py``), by whether
+#: the table continues with the partitioned one.
+_LAYOUTS = {
+    True: (
+        "the table continues with a partition-scoped index, where a key may be in several "
+        "partitions, and this record index has the global layout, which holds one location "
+        "per key (adopt with DynamicBucketIndex(global_index=True) to keep it)"
+    ),
+    False: (
+        "the table continues with a global index (or has no partitions), and this record "
+        "index has the partitioned layout (adopt with a partition-scoped index to keep it)"
+    ),
+}
+
+
 def _differing(
-    store: TableStore, spec: TableSpec, floor: str, indexed: Mapping[str, Location]
+    store: TableStore, spec: TableSpec, floor: str, indexed: Mapping[Placed, Location]
 ) -> str:
     """How the record index ``indexed`` differs from the live keys the index build found
-    (empty: it does not)."""
+    (empty: it does not), by (partition, key)."""
     rli = RecordLevelIndex(store, spec)
-    live: dict[str, tuple[str, str]] = {}
+    live: dict[Placed, tuple[str, str]] = {}
     for partition in rli.partitions():
         entries = rli.record_index_locations(partition, {floor})
         keys = record_keys(entries, spec.record_key).to_pylist()
         for key, file_id in zip(keys, entries.column(FILE_ID).to_pylist(), strict=True):
-            live[key] = (partition, file_id)
+            live[(partition, key)] = (partition, file_id)
     places = {k: (loc.partition, loc.file_id) for k, loc in indexed.items()}
     missing, extra, moved = differences(live, places)
     parts = [f"{len(found)} key(s) {what}, e.g. {found[0]!r}" for what, found in (

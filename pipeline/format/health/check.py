@@ -30,7 +30,7 @@ import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -588,11 +588,26 @@ def _replaced_files(store: TableStore, partition: str, replaced: frozenset[str])
 def _metadata_record_index(
     mdt: MetadataTable, spec: TableSpec, rows: pa.Table, report: CheckReport
 ) -> None:
-    """Step 7's record index: each live key at its row's partition and file group."""
+    """Step 7's record index: each live key at its row's partition and file group (in the
+    partitioned layout, each (partition, key)); the global layout holds a key once."""
     keys = record_keys(rows, spec.record_key).to_pylist()
-    places = zip(rows.column(PARTITION).to_pylist(), rows.column(FILE_ID).to_pylist(), strict=True)
-    live = dict(zip(keys, places, strict=True))
-    indexed = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
+    partitions = rows.column(PARTITION).to_pylist()
+    places = list(zip(partitions, rows.column(FILE_ID).to_pylist(), strict=True))
+    located = mdt.record_index()
+    if mdt.partitioned():
+        live: dict[Any, Any] = dict(zip(zip(partitions, keys, strict=True), places, strict=True))
+        indexed: dict[Any, Any] = {k: (loc.partition, loc.file_id) for k, loc in located.items()}
+    else:
+        live = dict(zip(keys, places, strict=True))
+        indexed = {k: (loc.partition, loc.file_id) for (_, k), loc in located.items()}
+        if len(live) < len(keys):
+            twice = sorted(k for k, n in Counter(keys).items() if n > 1)
+            report.add(
+                f"{len(twice)} key(s) live in more than one partition, e.g. "
+                f"{json.dumps(twice[:3])}, in a table whose metadata table's record index "
+                "has the global layout, which holds one location per key",
+                "deduplicate the keys across partitions, or keep each key in one partition",
+            )
     missing, extra, moved = differences(live, indexed)
     for problem, found in (
         ("live key(s) missing from the metadata table's record index", missing),
@@ -607,9 +622,13 @@ def _metadata_record_index(
             )
 
 
+#: What ``differences`` compares by: names, or (partition, key)s.
+_Key = TypeVar("_Key", str, tuple[str, str])
+
+
 def differences(
-    ours: Mapping[str, Any], theirs: Mapping[str, Any]
-) -> tuple[list[str], list[str], list[str]]:
+    ours: Mapping[_Key, Any], theirs: Mapping[_Key, Any]
+) -> tuple[list[_Key], list[_Key], list[_Key]]:
     """(keys only in ``ours``, keys only in ``theirs``, keys whose values differ), sorted."""
     both = ours.keys() & theirs.keys()
     return (

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
 from dynbucket.format.metadata import records
-from dynbucket.format.metadata.record_index import group_name, group_of
+from dynbucket.format.metadata.record_index import Placed, group_name, group_of, partition_of
 from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
@@ -115,14 +115,18 @@ class MetadataTable:
                 records.merge_listing(merged, value, schema)
         return sorted("" if p == records.NON_PARTITIONED else p for p in merged)
 
-    def record_index(self) -> dict[str, Location]:
-        """Every key's location by the ``record_index`` partition."""
-        out: dict[str, Location] = {}
-        for key, value, schema in self._records(RECORD_INDEX):
-            if value is None:
-                out.pop(key, None)
-            else:
-                out[key] = records.location_of(value, schema)
+    def record_index(self) -> dict[Placed, Location]:
+        """Every live key's location by the ``record_index`` partition, by (data
+        partition, key): in the partitioned layout a key may be in several partitions."""
+        out: dict[Placed, Location] = {}
+        for file_slice in self.file_groups(RECORD_INDEX).values():
+            group: dict[str, Location] = {}  # a key is in one group of a partition
+            for key, value, schema in self.slice_records(RECORD_INDEX, file_slice):
+                if value is None:
+                    group.pop(key, None)
+                else:
+                    group[key] = records.location_of(value, schema)
+            out.update(((loc.partition, key), loc) for key, loc in group.items())
         return out
 
     def file_groups(self, partition: str) -> dict[str, _Slice]:
@@ -205,17 +209,22 @@ class MetadataTable:
                 for key in log_file.delete_keys(block).to_pylist():
                     yield key, None, None
 
-    def lookup(self, keys: Iterable[str]) -> dict[str, Location]:
-        """The locations of ``keys`` (those the index holds): per file group an HFile key
-        lookup in the base file (one block read per key), then its logs' blocks."""
+    def lookup(self, keys: Iterable[str], partition: str | None = None) -> dict[str, Location]:
+        """The locations of ``keys`` (those the index holds; of data partition
+        ``partition`` in the partitioned layout): per file group an HFile key lookup in the
+        base file (one block read per key), then its logs' blocks."""
         wanted = set(keys)
         out: dict[str, Location] = {}
-        groups = self.file_groups(RECORD_INDEX)
-        # Hudi's layout: each key in the group its hash names (any other: every group).
-        named = [group_name(i) for i in range(len(groups))] == sorted(groups)
+        groups = {
+            g: s for g, s in self.file_groups(RECORD_INDEX).items() if partition_of(g) == partition
+        }
+        # Hudi's layouts: each key in the group its hash names (any other: every group).
+        named = [group_name(i, partition) for i in range(len(groups))] == sorted(groups)
         for file_id, file_slice in groups.items():
             if named:
-                mine = {k for k in wanted if group_name(group_of(k, len(groups))) == file_id}
+                mine = {
+                    k for k in wanted if group_name(group_of(k, len(groups)), partition) == file_id
+                }
                 if not mine:
                     continue
             else:
@@ -234,6 +243,10 @@ class MetadataTable:
                     else:
                         out[key] = records.location_of(value, schema)
         return out
+
+    def partitioned(self) -> bool:
+        """Whether the record index has the partitioned layout (``record_index.py``)."""
+        return any(partition_of(g) is not None for g in self.file_groups(RECORD_INDEX))
 
     def _read(self, partition: str, name: str) -> bytes:
         return self.mdt.read_bytes(self.mdt.path(partition, name))

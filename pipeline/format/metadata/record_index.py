@@ -1,10 +1,24 @@
 """The ``record_index`` partition of Hudi's metadata table: where each live key is.
 
-Hudi's layout (``HoodieTableMetadataUtil``): a fixed number of file groups
-``record-index-<i, 4 digits>-0``, a key in group ``|(|h| % n)|`` where ``h`` is Java's
-``String.hashCode`` of the record key (``f:v,f:v`` for several key fields); a key's record
-holds its data partition, file id and the instant that inserted it (``records.Location``).
-Only inserts and deletes change it: an update stays where the key is.
+Hudi's two layouts (``HoodieTableMetadataUtil``), a key's record holding its data
+partition, file id and the instant that inserted it (``records.Location``) in both:
+
+* **global** (a table whose keys are unique in the table: a global index, or no
+  partitions): a fixed number of file groups ``record-index-<i, 4 digits>-0``, a key in
+  group ``|(|h| % n)|`` where ``h`` is Java's ``String.hashCode`` of the record key
+  (``f:v,f:v`` for several key fields);
+* **partitioned** (Hudi 1.1's partitioned record index, for a partition-scoped index, where
+  one key may live in several partitions): each data partition its own file groups
+  ``record-index-<partition, escaped>-<i, 4 digits>-0`` (Hudi's ``escapeFileName``:
+  ``%XX`` for ``/``, ``=``, ``_``, ``-`` and the other characters a file name cannot hold;
+  dots too, which Hudi's log file names cannot hold either), a key in the group the same
+  hash names among its partition's. One group per partition (Hudi's
+  ``hoodie.metadata.record.level.index.min.filegroup.count``), made by the first instant
+  that inserts a key there. A global layout would keep one location of a key in two
+  partitions, and lose the key when one of its rows is deleted.
+
+A table's layout is what its groups' names say (``create`` picks it). Only inserts and
+deletes change the index: an update stays where the key is.
 
 What an instant changes is what it added to dynbucket's own index: its index files (named
 in its commit, ``index-files``) hold an insert entry per new key and a tombstone per
@@ -14,6 +28,7 @@ deleted key, with the key fields, the file id and the instant, per data partitio
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,12 +43,31 @@ from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 
-#: File groups of the partition (Hudi's ``hoodie.metadata.record.index.min.filegroup.count``).
+#: File groups of the global layout (Hudi's ``hoodie.metadata.record.index.min.filegroup.count``).
 FILE_GROUPS = 10
+#: File groups of a data partition in the partitioned layout.
+PARTITION_GROUPS = 1
+PREFIX = "record-index-"
+_GROUP = re.compile(r"^record-index-(?:(?P<partition>.+)-)?(?P<index>\d{4})-0$")
+#: What Hudi's ``PartitionPathEncodeUtils.escapeFileName`` escapes (and ``.``).
+_ESCAPED = frozenset(map(chr, range(32))) | frozenset("\"#%'*/:=?\\\x7f{[]^_-.")
 
 
-def group_name(index: int) -> str:
-    return f"record-index-{index:04d}-0"
+def group_name(index: int, partition: str | None = None) -> str:
+    """The file id of group ``index``: of the global layout, or of data partition
+    ``partition``'s groups in the partitioned layout."""
+    if partition is None:
+        return f"{PREFIX}{index:04d}-0"
+    escaped = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in partition)
+    return f"{PREFIX}{escaped}-{index:04d}-0"
+
+
+def partition_of(file_id: str) -> str | None:
+    """The data partition of a partitioned layout's group (None: a global layout's)."""
+    m = _GROUP.match(file_id)
+    if m is None or m["partition"] is None:
+        return None
+    return re.sub(r"%([0-9A-F]{2})", lambda e: chr(int(e[1], 16)), m["partition"])
 
 
 def group_of(key: str, count: int = FILE_GROUPS) -> int:
@@ -48,13 +82,17 @@ def group_of(key: str, count: int = FILE_GROUPS) -> int:
     return abs(signed) % count
 
 
+#: A key in a data partition: (partition, record key).
+Placed = tuple[str, str]
+
+
 def changes(
     store: TableStore, document: Mapping[str, Any]
-) -> tuple[dict[str, Location], list[str]]:
-    """(key -> its new location, keys deleted) by the index files the instant of
-    ``document`` wrote (deletes first: a key that moved partitions is inserted again)."""
-    inserted: dict[str, Location] = {}
-    deleted: list[str] = []
+) -> tuple[dict[Placed, Location], list[Placed]]:
+    """((partition, key) -> its new location, (partition, key)s deleted) by the index
+    files the instant of ``document`` wrote."""
+    inserted: dict[Placed, Location] = {}
+    deleted: list[Placed] = []
     for path in extra_of(document).get("index-files", []) or []:
         partition = posixpath.dirname(posixpath.relpath(path, RLI_DIR))
         partition = "" if partition == "." else partition
@@ -69,11 +107,11 @@ def changes(
         places: dict[tuple[str, str], Location] = {}  # one per file group and instant
         for key, is_delete, file_id, instant in zip(keys, gone, file_ids, instants, strict=True):
             if is_delete:
-                deleted.append(key)
+                deleted.append((partition, key))
                 continue
             place = places.get((file_id, instant))
             if place is None:
                 millis = records.instant_millis(instant)
                 place = places[(file_id, instant)] = Location(partition, file_id, millis)
-            inserted[key] = place
+            inserted[(partition, key)] = place
     return inserted, [k for k in deleted if k not in inserted]

@@ -136,8 +136,15 @@ def metadata_properties(table_name: str) -> dict[str, str]:
 _File = tuple[str, str, str, bytes, int]
 
 
-def create(store: TableStore, table_name: str, kept: tuple[str, ...] = PARTITIONS) -> None:
-    """Step 1 (module doc): an empty metadata table with the partitions ``kept``."""
+def create(
+    store: TableStore,
+    table_name: str,
+    kept: tuple[str, ...] = PARTITIONS,
+    partitioned: bool = False,
+) -> None:
+    """Step 1 (module doc): an empty metadata table with the partitions ``kept``; its
+    record index in the ``partitioned`` layout (``record_index.py``: no groups until a
+    partition's first key) or the global one."""
     mdt = metadata_store(store)
     mdt.write_atomic(
         mdt.path(HOODIE_DIR, "hoodie.properties"),
@@ -153,7 +160,7 @@ def create(store: TableStore, table_name: str, kept: tuple[str, ...] = PARTITION
         records.ALL_PARTITIONS_KEY: records.all_partitions_record([])}, ours)]  # fmt: skip
     files += [
         _base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, {}, ours)
-        for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept else 0)
+        for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept and not partitioned else 0)
     ]
     _deltacommit(mdt, INIT_INSTANT, files, next_instant_id(None))
     _PARTITIONS[store.uri] = frozenset(kept)
@@ -195,16 +202,14 @@ def record(
             [_key(p) for p in added], schema_json=schema
         )
         changed[(FILES, FILE_GROUP)] = entries
-    # As many record index groups as the table has (Hudi sizes them when it builds one).
-    count = sum(p == RECORD_INDEX for p, _ in slices) or record_index.FILE_GROUPS
-    for key in deleted:
-        group = record_index.group_name(record_index.group_of(key, count))
-        changed.setdefault((RECORD_INDEX, group), {})[key] = None
-    for key, location in inserted.items():
-        group = record_index.group_name(record_index.group_of(key, count))
-        changed.setdefault((RECORD_INDEX, group), {})[key] = records.record_index_record(
-            location, schema
-        )
+    if inserted or deleted:
+        group_of = _record_index_groups([g for p, g in slices if p == RECORD_INDEX])
+        for place in deleted:
+            changed.setdefault((RECORD_INDEX, group_of(*place)), {})[place[1]] = None
+        for place, location in inserted.items():
+            changed.setdefault((RECORD_INDEX, group_of(*place)), {})[place[1]] = (
+                records.record_index_record(location, schema)
+            )
     # 3. Logs, and the groups due (when no other instant is pending) rewritten as bases.
     due = {k for k, s in slices.items() if _due(s)}
     if due and others_pending():
@@ -233,6 +238,27 @@ def record(
     _deltacommit(mdt, instant, files, completion, schema)
     if due:
         _retire(mdt, kept, instant)
+
+
+def _record_index_groups(groups: list[str]) -> Callable[[str, str], str]:
+    """(data partition, key) -> the record index group of the key, in the layout the
+    ``groups`` there have (``record_index.py``), as many as there are (Hudi sizes them
+    when it builds an index): the global layout (a key in one place: a key deleted in one
+    partition and inserted in another only moves) or the partitioned one (a new data
+    partition's groups made by its first key)."""
+    by_partition: dict[str | None, int] = {}
+    for group in groups:
+        partition = record_index.partition_of(group)
+        by_partition[partition] = by_partition.get(partition, 0) + 1
+    if None in by_partition:
+        count = by_partition[None]
+        return lambda _, key: record_index.group_name(record_index.group_of(key, count))
+
+    def partitioned(partition: str, key: str) -> str:
+        count = by_partition.get(partition) or record_index.PARTITION_GROUPS
+        return record_index.group_name(record_index.group_of(key, count), partition)
+
+    return partitioned
 
 
 def _due(file_slice: Any) -> bool:

@@ -2,11 +2,12 @@
 key's row is (an HFile key lookup in the key's file group: the index and one block, not a
 scan), as Hudi's readers and writers find it.
 
-It answers for a table whose index is global (a record index holds one location per
-key) as of its newest instant: the metadata table holds the newest state only. A view of
-an older instant, or one an instant completed beside while the lookup ran, is answered
-by dynbucket's own index instead (``Snapshot.lookup``), as is a key whose group the
-view does not have.
+It answers as of a table's newest instant (the metadata table holds the newest state
+only), in the layout its index calls for (``metadata/record_index.py``): a key alone in
+the global one, a key in its partition's groups in the partitioned one. A view of an
+older instant, one an instant completed beside while the lookup ran, or a record index of
+the other layout (written by an older dynbucket) is answered by dynbucket's own index
+instead (``Snapshot.lookup``), as is a key whose group the view does not have.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from dynbucket.base.columns import PARTITION
 from dynbucket.format.file_group.merge import read_slice_of_keys
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
+from dynbucket.format.metadata.records import Location
 from dynbucket.format.timeline.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 def answers(snapshot: Snapshot) -> bool:
     """Whether the metadata table's record index can answer for ``snapshot``."""
     return (
-        snapshot.spec.global_index
+        snapshot.spec.scheme.indexed
         and snapshot.instant is not None
         and snapshot.instant == snapshot.seen
         and RECORD_INDEX in metadata_writer.partitions(snapshot.store)
@@ -44,7 +47,14 @@ def lookup(snapshot: Snapshot, wanted: pa.Table, meta_columns: bool) -> list[pa.
     spec, store = snapshot.spec, snapshot.store
     # 1. Each key's location: one HFile key lookup per key, in its group's files.
     keys = record_keys(wanted, spec.record_key).to_pylist()
-    places = MetadataTable(store).lookup(keys)
+    table = MetadataTable(store)
+    if table.partitioned() != spec.partitioned_record_index:
+        return None
+    scope = wanted.column(PARTITION).to_pylist() if spec.partitioned_record_index else None
+    places: dict[tuple[str | None, str], Location] = {}
+    for partition in sorted(set(scope)) if scope is not None else [None]:
+        mine = [k for i, k in enumerate(keys) if scope is None or scope[i] == partition]
+        places.update(((partition, k), loc) for k, loc in table.lookup(mine, partition).items())
     # 2. Still the newest view (else the index may name a group this view lacks).
     completed = Timeline(store, spec.options.merge_on_read).completed()
     if (completed[-1].id if completed else None) != snapshot.seen:
@@ -52,7 +62,7 @@ def lookup(snapshot: Snapshot, wanted: pa.Table, meta_columns: bool) -> list[pa.
     # 3. Per file group, its keys' rows from its slice.
     by_group: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
-        place = places.get(key)
+        place = places.get((scope[i] if scope is not None else None, key))
         if place is not None:
             by_group[(place.partition, place.file_id)].append(i)
     out = []

@@ -326,10 +326,10 @@ class Snapshot:
     def lookup(self, keys: pa.Table, meta_columns: bool = True) -> pa.Table:
         """Live rows of the given keys (key fields, plus partition fields when partitioned).
 
-        Each key is found through the record-level index (a global index's, as of the
-        newest instant, through Hudi's metadata table's record index when the table keeps
-        one), and of its file group only the row groups of the base file that can hold it
-        are read, and its logs. With a global index the key alone finds the row (a
+        Each key is found through the record-level index (as of the newest instant,
+        through Hudi's metadata table's record index when the table keeps one), and of its
+        file group only the row groups of the base file that can hold it are read, and its
+        logs. With a global index the key alone finds the row (a
         partition value given is ignored).
         """
         wanted = prepare(self.spec, keys, deletes=True)

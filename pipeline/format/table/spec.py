@@ -296,6 +296,12 @@ class TableSpec:
             return metadata_writer.PARTITIONS
         return metadata_writer.PARTITIONS[:1]
 
+    @property
+    def partitioned_record_index(self) -> bool:
+        """Whether the record index of a version 9 table takes Hudi's partitioned layout:
+        a key unique in its partition only (``metadata/record_index.py``)."""
+        return bool(self.partition_by) and not self.global_index
+
     def _version_9_properties(self) -> dict[str, str]:
         """What Hudi 1.1 writes instead (timeline layout 2, a merge mode and ordering
         fields for the payload class and precombine field) and beside (the metadata table)."""
@@ -538,7 +544,9 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
         remember_layout(store, 2)
         if store.is_local:  # every process tells the layout by this folder
             store.fs.create_dir(store.path(versions.LAYOUT_2_TIMELINE))
-        metadata_writer.create(store, spec.name, spec.metadata_partitions)
+        metadata_writer.create(
+            store, spec.name, spec.metadata_partitions, spec.partitioned_record_index
+        )
     store.write_atomic(
         store.path(PROPERTIES_FILE), properties.dumps(hoodie, "Properties saved by dynbucket")
     )

@@ -36,8 +36,8 @@ def test_spark_writes_keep_the_metadata_table(spark: Any, runtime: Runtime, tmp_
         assert listing[partition] == stored
     rows = t.to_arrow().to_pylist()
     assert len(rows) == 60 + 3 - 2  # k63, k70, k77 new; k3, k4 deleted
-    located = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
-    assert located == {r["id"]: (r["_partition"], r["_file_id"]) for r in rows}
+    located = {k: loc.file_id for k, loc in mdt.record_index().items()}
+    assert located == {(r["_partition"], r["id"]): r["_file_id"] for r in rows}
     assert t.check().healthy
     check_hudi_reads(t)
     t.close()

@@ -161,7 +161,7 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
         assert hoodie["hoodie.table.metadata.partitions"] == ",".join(record.metadata_kept)
         assert record.metadata_kept[:1] == ("files",), record
         assert set(record.metadata_kept) | set(record.metadata_removed) == set(named.split(","))
-        assert ("record_index" in record.metadata_kept) == t._spec.global_index
+        assert ("record_index" in record.metadata_kept) == (not t._spec.partitioned_record_index)
         aside = root / ".hoodie" / ".dynbucket" / "metadata-removed" / ".hoodie" / "metadata"
         for partition in record.metadata_removed:
             assert (aside / partition).is_dir() and not (

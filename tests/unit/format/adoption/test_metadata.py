@@ -103,3 +103,34 @@ def test_lookup_finds_a_global_tables_keys_through_hudis_record_index(
     old = {r["uuid"]: r["city"] for r in t.lookup(keys, as_of=before).to_pylist()}
     assert old[moved.column("uuid")[0].as_py()] == rows.column("city")[0].as_py()
     t.close()
+
+
+def test_a_record_index_is_kept_when_its_layout_is_the_adopting_index(tmp_path: Path) -> None:
+    """Hudi 1.1's partitioned record index (here a version 9 table written by dynbucket
+    with a partition-scoped index, then made Hudi's by removing ``.hoodie/.dynbucket/``)
+    is set aside by an adoption with a global index, which would need one location per
+    key, with the reason; adopted with a partition-scoped index, it is kept and stays in
+    step, a key in two partitions indexed in both."""
+    from dynbucket.options import DynamicBucketIndex, TableOptions
+
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    uri = str(tmp_path / "t")
+    index = DynamicBucketIndex(max_keys_per_bucket=8)
+    t = Table.create(uri, schema, "id", "day", "ts", index, TableOptions(table_version=9))
+    t.upsert(pa.table({"id": [f"k{i}" for i in range(12)], "day": [f"d{i % 2}" for i in range(12)],
+                       "ts": [1] * 12}, schema=schema))  # fmt: skip
+    t.close()
+    shutil.rmtree(tmp_path / "t" / ".hoodie" / ".dynbucket")
+    t = Table.adopt(uri, index=DynamicBucketIndex(max_keys_per_bucket=8, global_index=True))
+    record = adopted.load(t._store)
+    assert record.metadata_kept == ("files",)
+    assert "this record index has the partitioned layout" in record.metadata_removed["record_index"]
+    t.close()
+    Table.undo_adoption(uri)
+    t = Table.adopt(uri, index=index)
+    assert adopted.load(t._store).metadata_kept == ("files", "record_index")
+    t.upsert(pa.table({"id": ["k0", "k99"], "day": ["d1", "d0"], "ts": [2, 2]}, schema=schema))
+    live = {(r["_partition"], r["id"]): r["_file_id"] for r in t.to_arrow().to_pylist()}
+    indexed = {k: loc.file_id for k, loc in MetadataTable(t._store).record_index().items()}
+    assert indexed == live and ("day=d0", "k0") in live and ("day=d1", "k0") in live
+    t.close()

@@ -16,6 +16,7 @@ from dynbucket import DynamicBucketIndex, SimpleBucketIndex, Table, TableOptions
 from dynbucket.base.errors import ConfigError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import properties
+from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import records
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import MetadataTable
@@ -45,16 +46,20 @@ def _listed_is_stored(t: Table) -> None:
         stored = {f.name: f.size for f in data_files(t._store, partition) if f.instant in visible}
         assert listing.get(partition, {}) == stored, partition
     rows = t.to_arrow().to_pylist()
-    live = {r["id"]: (r["_partition"], r["_file_id"]) for r in rows}
+    live = {(r["_partition"], r["id"]): r["_file_id"] for r in rows}
     if not t._spec.scheme.indexed:  # no index of keys, no record index
         assert not (Path(t.uri) / ".hoodie" / "metadata" / "record_index").exists()
         return
-    index = {k: (loc.partition, loc.file_id) for k, loc in mdt.record_index().items()}
+    index = {k: loc.file_id for k, loc in mdt.record_index().items()}
     assert index == live
-    some = sorted(live)[:: max(1, len(live) // 5)] + ["k999"]
-    assert {k: (v.partition, v.file_id) for k, v in mdt.lookup(some).items()} == {
-        k: live[k] for k in some if k in live
-    }
+    assert mdt.partitioned() == t._spec.partitioned_record_index
+    for partition in {p for p, _ in live}:
+        keys = sorted(k for p, k in live if p == partition)
+        some = keys[:: max(1, len(keys) // 5)] + ["k999"]
+        scope = partition if mdt.partitioned() else None
+        assert {k: v.file_id for k, v in mdt.lookup(some, scope).items()} == {
+            k: live[(partition, k)] for k in some if (partition, k) in live
+        }
 
 
 def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
@@ -75,10 +80,25 @@ def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
     assert hoodie["hoodie.table.ordering.fields"] == "ts"
     first = t.upsert(_rows(range(0, 30), 1)).instant
     t.insert(_rows(range(30, 40), 2))
+    # A partition-scoped index: a key in two partitions, each its own entry in Hudi's
+    # partitioned record index (a global one would hold one, and lose it at a delete).
+    t.upsert(pa.table({"id": ["k000"], "day": ["d1"], "v": [2], "ts": [2]}))
+    groups = {
+        p.name.split("_")[0] for p in (tmp_path / "t/.hoodie/metadata/record_index").iterdir()
+    }
+    assert groups >= {".record-index-day%3Dd0-0000-0", ".record-index-day%3Dd1-0000-0"}
+    # A key lookup reads that index (an HFile key lookup in the key's partition's group).
+    with monkeypatch.context() as m:
+        m.setattr(RecordLevelIndex, "lookup", lambda *a, **k: pytest.fail("own index asked"))
+        found = t.lookup(pa.table({"id": ["k000", "k000", "k999"], "day": ["d0", "d1", "d0"]}))
+    assert sorted((r["day"], r["v"]) for r in found.to_pylist()) == [("d0", 1), ("d1", 2)]
     for v in range(3, 9):  # updates: logs, log compactions, compactions, cleans, archival
         t.upsert(_rows(range(v, 40, 3), v))
         _listed_is_stored(t)
-    t.delete(pa.table({"id": ["k001", "k002"], "day": ["d1", "d0"]}))
+    t.delete(pa.table({"id": ["k001", "k002", "k000"], "day": ["d1", "d0", "d1"]}))
+    assert {k for k in MetadataTable(t._store).record_index() if k[1] == "k000"} == {
+        ("day=d0", "k000")
+    }
     # A writer dies mid-write: its file is never listed, and the next writer's rollback of
     # its instant leaves the listing as it was.
     dead = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
@@ -186,4 +206,29 @@ def test_an_instant_completing_while_a_rewrite_is_decided_is_in_the_new_base(
     for key, value, schema in mdt.slice_records("files", type(base)(base.base, ())):
         records.merge_listing(in_base.setdefault(key, {}), value, schema)
     assert {"beside.parquet", "write.parquet"} <= set(in_base["day=d0"])
+    t.close()
+
+
+def test_a_global_record_index_of_a_partition_scoped_table_is_continued_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition-scoped table whose record index has the global layout (as dynbucket
+    made them before the partitioned one) goes on in that layout, its lookups asking
+    dynbucket's own index; ``check`` names a key live in two partitions there, which the
+    global layout cannot hold."""
+    from dynbucket.format.table.spec import TableSpec
+
+    with monkeypatch.context() as m:
+        m.setattr(TableSpec, "partitioned_record_index", property(lambda self: False))
+        t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                         options=TableOptions(table_version=9))  # fmt: skip
+    t.upsert(_rows(range(0, 6), 1))
+    assert not MetadataTable(t._store).partitioned()
+    assert t.check().healthy
+    t.upsert(pa.table({"id": ["k000"], "day": ["d1"], "v": [2], "ts": [2]}))
+    assert not MetadataTable(t._store).partitioned()
+    found = t.lookup(pa.table({"id": ["k000", "k000"], "day": ["d0", "d1"]}))
+    assert sorted((r["day"], r["v"]) for r in found.to_pylist()) == [("d0", 1), ("d1", 2)]
+    (finding,) = [f for f in t.check().findings if "more than one partition" in f.problem]
+    assert '["k000"]' in finding.problem
     t.close()
