@@ -17,7 +17,7 @@ demo: $(STAMP)
 # Two sessions, one Ray each: the suite on an embedded Ray, then tests/cluster on a
 # multi-node Ray cluster (Ray's test cluster: a head and two worker nodes on this machine).
 test: $(STAMP) $(READERS_STAMP)
-	$(VENV)/bin/python -m pytest --durations=20 $(ARGS)
+	$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 lint: $(STAMP)

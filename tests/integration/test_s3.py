@@ -66,7 +66,7 @@ def test_spark_tasks_write_a_table_on_s3_that_hudi_reads(
 
 
 #: Trials of the race; each has three writers start at once.
-RACE_TRIALS = 20
+RACE_TRIALS = 10
 RACERS = 3
 
 

@@ -47,7 +47,7 @@ SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
 )
 #: Workloads in the suite (each path of ``_frames`` takes a third of them); more by env.
-WORKLOADS = int(os.environ.get("DYNBUCKET_MODEL_WORKLOADS", "12"))
+WORKLOADS = int(os.environ.get("DYNBUCKET_MODEL_WORKLOADS", "6"))
 BATCHES = 4
 DAYS = ["d0", "d1", "d2"]
 
