@@ -71,6 +71,7 @@ class MetadataTable:
         self._completion: dict[str, str] = {}
         self._active_from = ""
         self._data_pending: set[str] = set()
+        self._record_index_groups: dict[str, _Slice] | None = None
 
     def exists(self) -> bool:
         return self.store.exists(self.store.path(METADATA_DIR, HOODIE_DIR, "hoodie.properties"))
@@ -215,9 +216,7 @@ class MetadataTable:
         base file (one block read per key), then its logs' blocks."""
         wanted = set(keys)
         out: dict[str, Location] = {}
-        groups = {
-            g: s for g, s in self.file_groups(RECORD_INDEX).items() if partition_of(g) == partition
-        }
+        groups = {g: s for g, s in self._index_groups().items() if partition_of(g) == partition}
         # Hudi's layouts: each key in the group its hash names (any other: every group).
         named = [group_name(i, partition) for i in range(len(groups))] == sorted(groups)
         for file_id, file_slice in groups.items():
@@ -246,7 +245,14 @@ class MetadataTable:
 
     def partitioned(self) -> bool:
         """Whether the record index has the partitioned layout (``record_index.py``)."""
-        return any(partition_of(g) is not None for g in self.file_groups(RECORD_INDEX))
+        return any(partition_of(g) is not None for g in self._index_groups())
+
+    def _index_groups(self) -> dict[str, _Slice]:
+        """The record index's groups, listed once for this object's lookups (a lookup of
+        keys in several partitions asks for each)."""
+        if self._record_index_groups is None:
+            self._record_index_groups = self.file_groups(RECORD_INDEX)
+        return self._record_index_groups
 
     def _read(self, partition: str, name: str) -> bytes:
         return self.mdt.read_bytes(self.mdt.path(partition, name))
