@@ -45,7 +45,8 @@ from __future__ import annotations
 import itertools
 import posixpath
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dynbucket.format.hudi import commit_avro, hfile, log_file, lsm_history, properties
@@ -203,13 +204,17 @@ def record(
         )
         changed[(FILES, FILE_GROUP)] = entries
     if inserted or deleted:
-        group_of = _record_index_groups([g for p, g in slices if p == RECORD_INDEX])
-        for place in deleted:
-            changed.setdefault((RECORD_INDEX, group_of(*place)), {})[place[1]] = None
-        for place, location in inserted.items():
-            changed.setdefault((RECORD_INDEX, group_of(*place)), {})[place[1]] = (
-                records.record_index_record(location, schema)
-            )
+        places = [*deleted, *inserted]
+        groups = _record_index_groups(places, [g for p, g in slices if p == RECORD_INDEX])
+        encoded: dict[records.Location, bytes] = {}  # a write's keys share few locations
+        for i, (place, group) in enumerate(zip(places, groups, strict=True)):
+            value = None
+            if i >= len(deleted):  # inserts after deletes: a key moved in the global layout
+                location = inserted[place]
+                value = encoded.get(location)
+                if value is None:
+                    value = encoded[location] = records.record_index_record(location, schema)
+            changed.setdefault((RECORD_INDEX, group), {})[place[1]] = value
     # 3. Logs, and the groups due (when no other instant is pending) rewritten as bases.
     due = {k for k, s in slices.items() if _due(s)}
     if due and others_pending():
@@ -240,25 +245,27 @@ def record(
         _retire(mdt, kept, instant)
 
 
-def _record_index_groups(groups: list[str]) -> Callable[[str, str], str]:
-    """(data partition, key) -> the record index group of the key, in the layout the
-    ``groups`` there have (``record_index.py``), as many as there are (Hudi sizes them
-    when it builds an index): the global layout (a key in one place: a key deleted in one
-    partition and inserted in another only moves) or the partitioned one (a new data
+def _record_index_groups(places: Sequence[record_index.Placed], groups: list[str]) -> list[str]:
+    """The record index group of each (data partition, key) of ``places``, in the layout
+    the existing ``groups`` have (``record_index.py``), as many as there are (Hudi sizes
+    them when it builds an index): the global layout (a key in one place: a key deleted in
+    one partition and inserted in another only moves) or the partitioned one (a new data
     partition's groups made by its first key)."""
-    by_partition: dict[str | None, int] = {}
-    for group in groups:
-        partition = record_index.partition_of(group)
-        by_partition[partition] = by_partition.get(partition, 0) + 1
-    if None in by_partition:
-        count = by_partition[None]
-        return lambda _, key: record_index.group_name(record_index.group_of(key, count))
-
-    def partitioned(partition: str, key: str) -> str:
-        count = by_partition.get(partition) or record_index.PARTITION_GROUPS
-        return record_index.group_name(record_index.group_of(key, count), partition)
-
-    return partitioned
+    counts = Counter(record_index.partition_of(g) for g in groups)
+    if None in counts:
+        names = [record_index.group_name(i) for i in range(counts[None])]
+        return [names[i] for i in record_index.group_indexes([k for _, k in places], counts[None])]
+    rows: dict[str, list[int]] = defaultdict(list)
+    for i, (partition, _) in enumerate(places):
+        rows[partition].append(i)
+    out = [""] * len(places)
+    for partition, mine in rows.items():
+        count = counts.get(partition) or record_index.PARTITION_GROUPS
+        names = [record_index.group_name(i, partition) for i in range(count)]
+        indexes = record_index.group_indexes([places[i][1] for i in mine], count)
+        for i, index in zip(mine, indexes.tolist(), strict=True):
+            out[i] = names[index]
+    return out
 
 
 def _due(file_slice: Any) -> bool:
