@@ -9,7 +9,8 @@ the ``record_index`` partition, each live key's location (``record_index.py``).
 
 1. ``create``: the metadata table's ``hoodie.properties``, its partitions, and their
    initialisation (instant ``00000000000000000``): a base HFile per file group (``files``:
-   an empty ``__all_partitions__`` record; ``record_index``: 10 empty groups).
+   an empty ``__all_partitions__`` record; ``record_index``: the global layout's 10 empty
+   groups, none in the partitioned layout, where a partition's first key makes its own).
 2. ``record``: each instant the table completes (a write, a compaction, a replace, a
    clean), just before its completed file is published (``timeline/transaction.py``'s one
    publish): a deltacommit of the same id appending one log file to ``files-0000-0``, an
