@@ -55,7 +55,7 @@ SCHEMA = pa.schema(
 )
 KEY_SCHEMA = pa.schema(SCHEMA.field(n) for n in ("id", "region"))
 #: Sequences of the dynamic scheme in the suite (~1.8 s each on 2 cores); more by env.
-SEQUENCES = int(os.environ.get("DYNBUCKET_MODEL_SEQUENCES", "100"))
+SEQUENCES = int(os.environ.get("DYNBUCKET_MODEL_SEQUENCES", "80"))
 #: Sequences of each stateless scheme.
 STATELESS_SEQUENCES = SEQUENCES // 5
 STEPS = 7
