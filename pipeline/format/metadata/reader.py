@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
 from dynbucket.format.metadata import records
-from dynbucket.format.metadata.record_index import Placed, group_name, group_of, partition_of
+from dynbucket.format.metadata.record_index import (
+    Placed,
+    group_indexes,
+    group_name,
+    partition_of,
+)
 from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
@@ -218,16 +223,17 @@ class MetadataTable:
         out: dict[str, Location] = {}
         groups = {g: s for g, s in self._index_groups().items() if partition_of(g) == partition}
         # Hudi's layouts: each key in the group its hash names (any other: every group).
-        named = [group_name(i, partition) for i in range(len(groups))] == sorted(groups)
+        names = [group_name(i, partition) for i in range(len(groups))]
+        named = names == sorted(groups)
+        by_group: dict[str, set[str]] = {}
+        if named:
+            ordered = sorted(wanted)
+            for key, i in zip(ordered, group_indexes(ordered, len(groups)).tolist(), strict=True):
+                by_group.setdefault(names[i], set()).add(key)
         for file_id, file_slice in groups.items():
-            if named:
-                mine = {
-                    k for k in wanted if group_name(group_of(k, len(groups)), partition) == file_id
-                }
-                if not mine:
-                    continue
-            else:
-                mine = wanted
+            mine = by_group.get(file_id, set()) if named else wanted
+            if not mine:
+                continue
             if file_slice.base is not None:
                 base = HFile.read(self._read(RECORD_INDEX, file_slice.base), file_slice.base)
                 for key in mine:
