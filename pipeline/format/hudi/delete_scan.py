@@ -112,10 +112,11 @@ def _scan(
 
 
 @njit(cache=True)
-def _gather(
+def gather(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]:
-    """Arrow string offsets and bytes of the keys."""
+    """Arrow string offsets and bytes of ``data[starts[i] : starts[i] + lengths[i]]`` for
+    each ``i`` (also the HFile scan's: ``hfile_scan.py``)."""
     offsets = np.zeros(len(starts) + 1, np.int32)
     for i in range(len(starts)):
         offsets[i + 1] = offsets[i] + lengths[i]
@@ -138,7 +139,7 @@ def delete_keys(records: bytes | memoryview) -> pa.StringArray:
         raise FormatError(f"Avro data ends at byte {len(data)}, inside record {len(starts) + 1}")
     if error == _BRANCH:
         raise FormatError(f"delete record ordering value of union branch {where}")
-    offsets, chars = _gather(data, starts, lengths)
+    offsets, chars = gather(data, starts, lengths)
     keys = pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(chars))
     try:
         keys.validate(full=True)

@@ -24,6 +24,11 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
 from dynbucket.format.metadata import records
@@ -55,6 +60,122 @@ def metadata_store(store: TableStore) -> TableStore:
     mdt = TableStore(store.fs, store.path(METADATA_DIR), f"{store.uri}/{METADATA_DIR}")
     remember_layout(mdt, 2)
     return mdt
+
+
+#: What :meth:`MetadataTable.record_locations` answers.
+LOCATION_SCHEMA = pa.schema(
+    [("key", pa.string()), ("file_id", pa.string()), ("instant_millis", pa.int64())]
+)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Records of one base file or log block: keys, values (None: a delete block's keys),
+    and the schema the values were written with."""
+
+    keys: pa.BinaryArray
+    values: pa.BinaryArray | None
+    schema: str | None
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A slice's live records: keys ascending, each with its newest value and the schema
+    it was written with (an index into ``schemas``)."""
+
+    keys: pa.BinaryArray
+    values: pa.BinaryArray
+    schema_at: npt.NDArray[np.int64]
+    schemas: tuple[str | None, ...]
+
+    def chunks(self) -> list[Chunk]:
+        """The records as chunks, one per schema (keys are unique: their order is free)."""
+        out = []
+        for s, schema in enumerate(self.schemas):
+            at = pa.array(np.flatnonzero(self.schema_at == s))
+            out.append(Chunk(self.keys.take(at), self.values.take(at), schema))
+        return out
+
+    def locations(self) -> list[Location]:
+        """Each record's location (``record_index`` records)."""
+        table = self.location_table()
+        return [
+            Location(*row)
+            for row in zip(
+                *(table.column(c).to_pylist() for c in ("partition", "file_id", "instant_millis")),
+                strict=True,
+            )
+        ]
+
+    def location_table(self) -> pa.Table:
+        """Each record's location as Arrow (``key``, ``partition``, ``file_id``,
+        ``instant_millis``), each distinct value decoded once: the keys one instant wrote
+        into one file group share their bytes."""
+        parts: list[tuple[npt.NDArray[np.int64], list[pa.Array]]] = []
+        for s, schema in enumerate(self.schemas):
+            at = np.flatnonzero(self.schema_at == s)
+            if not len(at):
+                continue
+            coded = self.values.take(pa.array(at)).dictionary_encode()
+            decoded = [records.location_of(v, schema) for v in coded.dictionary.to_pylist()]
+            columns = [
+                pa.array([d.partition for d in decoded], pa.string()),
+                pa.array([d.file_id for d in decoded], pa.string()),
+                pa.array([d.instant_millis for d in decoded], pa.int64()),
+            ]
+            parts.append((at, [c.take(coded.indices) for c in columns]))
+        order = np.argsort(np.concatenate([at for at, _ in parts] or [np.zeros(0, np.int64)]))
+        columns = [
+            pa.concat_arrays([p[1][i] for p in parts]).take(pa.array(order))
+            if parts
+            else pa.array([], t)
+            for i, t in enumerate((pa.string(), pa.string(), pa.int64()))
+        ]
+        return pa.table(
+            [self.keys.cast(pa.string()), *columns],
+            names=["key", "partition", "file_id", "instant_millis"],
+        )
+
+
+def merge(chunks: Iterable[Chunk]) -> Merged:
+    """The live records of ``chunks`` (oldest first): each key's newest record, unless a
+    delete.
+
+    1. Concatenate the keys, numbering the records in order.
+    2. Sort by key, newest first within a key; the first record of each key wins.
+    3. Drop the keys whose winner is a delete.
+    """
+    keys, values, schema_at, schemas = [], [], [], []
+    for chunk in chunks:  # 1.
+        keys.append(chunk.keys)
+        n = len(chunk.keys)
+        values.append(chunk.values if chunk.values is not None else pa.nulls(n, pa.binary()))
+        if chunk.schema not in schemas:
+            schemas.append(chunk.schema)
+        schema_at.append(np.full(n, schemas.index(chunk.schema), np.int64))
+    if not keys:
+        return Merged(
+            pa.array([], pa.binary()), pa.array([], pa.binary()), np.zeros(0, np.int64), ()
+        )
+    all_keys = pa.concat_arrays(keys)
+    order = pc.sort_indices(  # 2.
+        pa.table({"k": all_keys, "n": np.arange(len(all_keys))}),
+        [("k", "ascending"), ("n", "descending")],
+    )
+    sorted_keys = all_keys.take(order)
+    first = np.ones(len(sorted_keys), np.bool_)
+    if len(sorted_keys) > 1:
+        first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(zero_copy_only=False)
+    winners = order.to_numpy()[first]
+    all_values = pa.concat_arrays(values)
+    live = winners[pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)]
+    taken = pa.array(live)  # 3.
+    return Merged(
+        all_keys.take(taken),
+        all_values.take(taken),
+        np.concatenate(schema_at)[live],
+        tuple(schemas),
+    )
 
 
 @dataclass(frozen=True)
@@ -126,14 +247,60 @@ class MetadataTable:
         partition, key): in the partitioned layout a key may be in several partitions."""
         out: dict[Placed, Location] = {}
         for file_slice in self.file_groups(RECORD_INDEX).values():
-            group: dict[str, Location] = {}  # a key is in one group of a partition
-            for key, value, schema in self.slice_records(RECORD_INDEX, file_slice):
-                if value is None:
-                    group.pop(key, None)
-                else:
-                    group[key] = records.location_of(value, schema)
-            out.update(((loc.partition, key), loc) for key, loc in group.items())
+            live = self.merged(RECORD_INDEX, file_slice)  # a key is in one group of a partition
+            locations = live.locations()
+            out.update(
+                ((loc.partition, key), loc)
+                for key, loc in zip(live.keys.cast(pa.string()).to_pylist(), locations, strict=True)
+            )
         return out
+
+    def record_locations(self, data_partition: str) -> pa.Table:
+        """The live keys of data partition ``data_partition`` by the record index, as
+        Arrow (``key``, ``file_id``, ``instant_millis``): the proposal's
+        ``readRecordIndexLocations(partition)``, what a slot bootstraps from. In the
+        partitioned layout it reads the partition's groups only; in the global one, every
+        group, keeping the partition's keys."""
+        partitioned = self.partitioned()
+        tables = []
+        for group, file_slice in self._index_groups().items():
+            if partitioned and partition_of(group) != data_partition:
+                continue
+            live = self.merged(RECORD_INDEX, file_slice)
+            table = live.location_table()
+            if not partitioned:
+                table = table.filter(pc.equal(table.column("partition"), data_partition))
+            tables.append(table.drop_columns(["partition"]))
+        if not tables:
+            return LOCATION_SCHEMA.empty_table()
+        return pa.concat_tables(tables)
+
+    def merged(self, partition: str, file_slice: _Slice) -> Merged:
+        """One slice's live records, its base and log blocks merged (:func:`merge`): the
+        whole-group read, compiled (``hfile_scan.py``); :meth:`slice_records` walks the
+        same records one by one."""
+        return merge(self._chunks(partition, file_slice))
+
+    def _chunks(self, partition: str, file_slice: _Slice) -> Iterator[Chunk]:
+        """The slice's records as Arrow, oldest first: the base, then each valid block."""
+        if file_slice.base is not None:
+            base = HFile.read(self._read(partition, file_slice.base), file_slice.base)
+            yield Chunk(*base.arrays(), base.schema)
+        blocks = [
+            b
+            for name in file_slice.logs
+            for b in log_file.read_blocks(self._read(partition, name), skip_corrupt=True)
+        ]
+        rolled_back = log_file.rolled_back(blocks)
+        for block in blocks:
+            if not self.is_valid(block.instant) or block.instant in rolled_back:
+                continue
+            if block.type == log_file.HFILE_DATA:
+                content = HFile.read(bytes(block.content), f"{partition} log block {block.instant}")
+                yield Chunk(*content.arrays(), block.header.get(log_file.SCHEMA))
+            elif block.type == log_file.DELETE:
+                keys = log_file.delete_keys(block).cast(pa.binary())
+                yield Chunk(keys, None, None)
 
     def file_groups(self, partition: str) -> dict[str, _Slice]:
         """The latest slice of each file group of the metadata partition ``partition``."""

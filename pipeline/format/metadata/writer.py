@@ -50,6 +50,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from dynbucket.format.hudi import commit_avro, hfile, log_file, lsm_history, properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata
 from dynbucket.format.hudi.files import PARTITION_METADATA
@@ -59,7 +61,9 @@ from dynbucket.format.metadata.reader import (
     FILES,
     LOG_NAME,
     RECORD_INDEX,
+    Chunk,
     MetadataTable,
+    merge,
     metadata_store,
 )
 from dynbucket.format.storage.store import TableStore
@@ -158,10 +162,10 @@ def create(
             mdt.path(partition, PARTITION_METADATA), properties.dumps(meta, "partition metadata")
         )
     ours = records.schema_json()
-    files = [_base(FILES, FILE_GROUP, INIT_INSTANT, {
-        records.ALL_PARTITIONS_KEY: records.all_partitions_record([])}, ours)]  # fmt: skip
+    files = [_base(FILES, FILE_GROUP, INIT_INSTANT, _arrays({
+        records.ALL_PARTITIONS_KEY: records.all_partitions_record([])}), ours)]  # fmt: skip
     files += [
-        _base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, {}, ours)
+        _base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, _arrays({}), ours)
         for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept and not partitioned else 0)
     ]
     _deltacommit(mdt, INIT_INSTANT, files, next_instant_id(None))
@@ -283,36 +287,46 @@ def _merged(
     file_slice: Any,
     changes: Mapping[str, bytes | None],
     schema: str,
-) -> dict[str, bytes]:
+) -> tuple[pa.BinaryArray, pa.BinaryArray]:
     """A file group's records as of now (its slice merged), then ``changes`` applied (in
-    ``schema``, the metadata table's)."""
-    merged: dict[str, bytes] = {}
+    ``schema``, the metadata table's): keys ascending and their values."""
+    ours = Chunk(*_arrays(changes), schema)
+    if partition != FILES:  # the record index: a group of many keys, merged as Arrow
+        live = merge(
+            [*table.merged(partition, file_slice).chunks(), ours] if file_slice else [ours]
+        )
+        return live.keys, live.values
     listings: dict[str, dict[str, int]] = {}
     slice_records = table.slice_records(partition, file_slice) if file_slice else iter(())
-    ours = ((key, value, schema) for key, value in changes.items())
-    for key, value, written in itertools.chain(slice_records, ours):
-        if partition == FILES and value is not None:
+    ours_records = ((key, value, schema) for key, value in changes.items())
+    for key, value, written in itertools.chain(slice_records, ours_records):
+        if value is not None:
             records.merge_listing(listings.setdefault(key, {}), value, written)
-        elif value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    if partition == FILES:
-        names = [k for k in listings if k != records.ALL_PARTITIONS_KEY]
-        merged = {k: records.files_record(listings[k], schema_json=schema) for k in names}
-        merged[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(
-            names, schema_json=schema
-        )
-    return merged
+    names = sorted(k for k in listings if k != records.ALL_PARTITIONS_KEY)
+    merged = {k: records.files_record(listings[k], schema_json=schema) for k in names}
+    merged[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(names, schema_json=schema)
+    return _arrays(merged)
+
+
+def _arrays(entries: Mapping[str, bytes | None]) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    """``entries`` as Arrow, keys ascending (None: a delete's null value)."""
+    ordered = sorted(entries)
+    return (
+        pa.array([k.encode() for k in ordered], pa.binary()),
+        pa.array([entries[k] for k in ordered], pa.binary()),
+    )
 
 
 def _base(
-    partition: str, group: str, instant: str, entries: Mapping[str, bytes], schema: str
+    partition: str,
+    group: str,
+    instant: str,
+    entries: tuple[pa.BinaryArray, pa.BinaryArray],
+    schema: str,
 ) -> _File:
-    content = hfile.write(
-        sorted((k.encode(), v) for k, v in entries.items()), {"schema": schema.encode()}
-    )
-    return partition, group, f"{group}_0-{instant}-0_{instant}.hfile", content, len(entries)
+    keys, values = entries
+    content = hfile.write_arrays(keys, values, {"schema": schema.encode()})
+    return partition, group, f"{group}_0-{instant}-0_{instant}.hfile", content, len(keys)
 
 
 def _log(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynbucket.base.errors import FormatError
-from dynbucket.format.hudi import hfile
+from dynbucket.format.hudi import hfile, hfile_scan
 from dynbucket.format.hudi.hfile import HFile
 from tests.hudi_tables import unzipped
 
@@ -29,6 +29,8 @@ def test_what_is_written_reads_back_whole_and_by_key(codec: int) -> None:
     assert len(f.blocks) > 20  # many blocks: the index, not one scan, finds a key
     assert f.entry_count == 3000 and f.codec == codec
     assert list(f.items()) == items
+    keys, values = f.arrays()  # the compiled scan: the same entries
+    assert list(zip(keys.to_pylist(), values.to_pylist(), strict=True)) == items
     assert all(f.get(k) == v for k, v in items)
     assert f.schema == "{}"
     assert f.meta_block("bloomFilter") == b"\x01" * 100 and f.meta_block("other") is None
@@ -49,6 +51,13 @@ def test_keys_out_of_order_are_refused() -> None:
         hfile.write([(b"b", b""), (b"a", b"")])
     with pytest.raises(ValueError, match="strictly ascending"):
         hfile.write([(b"a", b""), (b"a", b"")])
+
+
+def test_a_data_block_cut_short_is_a_format_error() -> None:
+    f = HFile.read(hfile.write(_items(50), codec=hfile.NONE))
+    payload = bytes(f.data[f.blocks[0].offset + hfile.HEADER_SIZE : f.blocks[0].offset + 200])
+    with pytest.raises(FormatError, match="ends inside entry"):
+        hfile_scan.entries(payload)
 
 
 def test_what_is_not_an_hfile_is_a_format_error_naming_the_file() -> None:
@@ -76,6 +85,8 @@ def test_the_hfiles_hudi_wrote_read_whole_and_by_key(tmp_path: Path, name: str) 
         f = HFile.read(path.read_bytes(), path.name)
         items = list(f.items())
         assert len(items) == f.entry_count
+        keys, values = f.arrays()
+        assert list(zip(keys.to_pylist(), values.to_pylist(), strict=True)) == items
         assert [k for k, _ in items] == sorted({k for k, _ in items})
         assert all(f.get(k) == v for k, v in items)
         assert f.schema is not None and "HoodieMetadataRecord" in f.schema

@@ -7,9 +7,10 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
-from dynbucket.format.metadata.reader import MetadataTable
+from dynbucket.format.metadata.reader import Chunk, MetadataTable, merge
 from dynbucket.format.storage.store import TableStore
 from tests.hudi_readers import hudi_read
 from tests.hudi_tables import DATA, unzipped
@@ -68,3 +69,28 @@ def test_the_record_index_holds_each_live_key_where_hudi_rs_reads_it(
     assert all((loc.partition, loc.file_id) in where[k] for k, loc in index.items())
     some = sorted(index)[:3]
     assert mdt.lookup([*some, "no such key"]) == {k: index[k] for k in some}
+    # A data partition's keys read as Arrow (what a slot bootstraps from): the same.
+    for partition in {loc.partition for loc in index.values()}:
+        located = mdt.record_locations(partition).to_pylist()
+        assert {r["key"]: (r["file_id"], r["instant_millis"]) for r in located} == {
+            k: (loc.file_id, loc.instant_millis)
+            for k, loc in index.items()
+            if loc.partition == partition
+        }
+
+
+def test_a_slice_merges_to_each_keys_newest_record_and_drops_deleted_keys() -> None:
+    def binary(*values: bytes | None) -> pa.BinaryArray:
+        return pa.array(values, pa.binary())
+
+    merged = merge(
+        [
+            Chunk(binary(b"a", b"b", b"c"), binary(b"a1", b"b1", b"c1"), "old"),
+            Chunk(binary(b"b", b"d"), None, None),  # a delete block: b goes, d was never
+            Chunk(binary(b"a", b"b"), binary(b"a2", b"b2"), "new"),  # b comes back
+        ]
+    )
+    assert merged.keys.to_pylist() == [b"a", b"b", b"c"]
+    assert merged.values.to_pylist() == [b"a2", b"b2", b"c1"]
+    assert [merged.schemas[i] for i in merged.schema_at] == ["new", "new", "old"]
+    assert merge([]).keys.to_pylist() == []
