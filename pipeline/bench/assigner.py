@@ -6,6 +6,9 @@ In one run, side by side:
   checkpoint's mappings into the sorted run at commit), bytes per cached key;
 * the same lookups and inserts with a Python ``dict`` (the baseline the compact map replaces);
 * bootstrap of the partition's cache from a real table's record-level index;
+* the same from a version 9 table's metadata table (Hudi's partitioned record index, read
+  whole by every slot) against dynbucket's index of that table (the slot's section), side
+  by side, for 1 and 4 slots (up to ``METADATA_KEYS`` keys: the table is built in process);
 * an update-only stream (10 micro-batches of 10k known keys) over that index, by the
   proposal's eviction flags alone and with ``dynamic-bucket.cache.max-bytes``: bootstraps
   counted and timed;
@@ -33,8 +36,9 @@ from dynbucket.actors.keys import to_cache_keys
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.bench.report import Measurement, print_report, timed
 from dynbucket.format.table.context import TableRef
+from dynbucket.options import TableOptions
 from dynbucket.table import Table
-from dynbucket.write.index_source import RLIIndexSource
+from dynbucket.write.index_source import MetadataIndexSource, RLIIndexSource
 
 BATCH = 100_000
 OPTIONS = DynamicBucketOptions(max_keys_per_bucket=2_000_000)
@@ -162,6 +166,41 @@ def bootstrap_case(table: Table, keys: int, runs: int) -> Measurement:
     return m
 
 
+#: Keys of the version 9 table of the metadata table's bootstrap cases.
+METADATA_KEYS = 1_000_000
+
+
+def metadata_bootstrap_cases(keys: int, runs: int, folder: str) -> list[Measurement]:
+    """One slot's bootstrap from a version 9 table's partitioned record index
+    (``MetadataIndexSource``) and from dynbucket's index of the same table
+    (``RLIIndexSource``), interleaved, with 1 and 4 slots."""
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.int8())])
+    table = Table.create(
+        str(Path(folder) / "v9"), schema, "id", "p", index=OPTIONS,
+        options=TableOptions(table_version=9),
+    )  # fmt: skip
+    for lo in range(0, keys, 500_000):
+        ids = np.arange(lo, min(keys, lo + 500_000))
+        n = len(ids)
+        table.upsert(pa.table({"id": ids, "p": ["a"] * n, "v": np.zeros(n, np.int8)}))
+    ref = TableRef.of(table._store, table._spec)
+    sources = {"metadata table": MetadataIndexSource(ref), "dynbucket index": RLIIndexSource(ref)}
+    out: list[Measurement] = []
+    for slots in (1, 4):
+        cases = {
+            name: Measurement(f"v9 bootstrap, {slots} slot(s), from the {name}", keys // slots)
+            for name in sources
+        }
+        for _ in range(runs):
+            for name, source in sources.items():
+                s, load = timed(functools.partial(source.load, "p=a", 0, slots))
+                cases[name].seconds.append(s)
+                cases[name].extra["keys_loaded"] = len(load.keys)
+        out += cases.values()
+    table.close()
+    return out
+
+
 def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]:
     """A CDC stream: 10 micro-batches of 10k updates of known keys (no new key) through the
     core over the real index, by the proposal's flags alone and with a cache budget: the
@@ -236,6 +275,8 @@ def run(keys: int, runs: int, actor: bool, workdir: str | None) -> dict[str, Any
         rows.append(bootstrap_case(table, keys, runs))
         flags, budget = update_stream_cases(table, keys, runs)
         rows += [flags, budget]
+        metadata = metadata_bootstrap_cases(min(keys, METADATA_KEYS), runs, tmp)
+        rows += metadata
     if actor:
         rows.append(actor_case(keys, 30, runs))
     core_look, core_ins, dict_look, dict_ins = rows[:4]
@@ -247,6 +288,10 @@ def run(keys: int, runs: int, actor: bool, workdir: str | None) -> dict[str, Any
         core_vs_dict_lookup=round(core_look.per_second / dict_look.per_second, 2),
         core_vs_dict_insert=round(core_ins.per_second / dict_ins.per_second, 2),
         update_stream_flags_vs_budget=round(flags.median / budget.median, 2),
+        v9_bootstrap_metadata_vs_own={
+            f"{slots} slot(s)": round(metadata[2 * i].median / metadata[2 * i + 1].median, 2)
+            for i, slots in enumerate((1, 4))
+        },
         update_stream_bootstraps={
             "flags alone": flags.extra["bootstraps"],
             "budget": budget.extra["bootstraps"],

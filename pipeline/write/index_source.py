@@ -1,11 +1,23 @@
 """The assigner's view of the record-level index: bootstrap loads and file-group sizes.
 
 Picklable, so each assigner actor builds its own. Reads only committed files (the instant in
-flight is invisible), only the ``_hash`` and ``_bucket`` columns, and only the slot's own
-section of each index file, sorted by hash already: the slot's run is a merge, not a sort.
+flight is invisible). Two sources, one contract (``index_source``):
+
+* :class:`RLIIndexSource`: dynbucket's own index (``format/index/rli.py``), only the
+  ``_hash`` and ``_bucket`` columns of the slot's own section of each index file, sorted by
+  hash already: the slot's run is a merge, not a sort.
+* :class:`MetadataIndexSource`: Hudi's partitioned record index in the metadata table, the
+  proposal's source of truth, for a table that keeps one (version 9 with a
+  partition-scoped index). A slot reads its data partition's record-index groups whole
+  (Hudi groups keys by Java's ``hashCode`` of the key's text, not by slot) and keeps its
+  own keys.
 """
 
 from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -15,11 +27,18 @@ from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.memory import release_unused_memory
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.base.columns import BUCKET, HASH
+from dynbucket.base.keyhash import key_hashes, slot_of
+from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.slices import data_files, file_slices
+from dynbucket.format.hudi.meta_fields import parse_record_keys
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.timeline import Timeline
+
+log = logging.getLogger(__name__)
 
 
 class RLIIndexSource:
@@ -75,3 +94,78 @@ class RLIIndexSource:
         for s in slices:
             out[s.bucket] += s.size
         return out
+
+
+class MetadataIndexSource(RLIIndexSource):
+    """``IndexSource`` over Hudi's partitioned record index (the metadata table's
+    ``record_index``), dynbucket's own index where the metadata table cannot answer."""
+
+    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
+        """``slot``'s keys of ``partition`` by the record index, with every slot's key
+        count per bucket.
+
+        1. The partition's live keys and their file groups (``record_locations``: its
+           groups read whole, as Arrow).
+        2. Each key's fields read back from its text and hashed as every write hashes
+           them; the keys of ``slot`` kept, sorted.
+        3. Each key's bucket by its file group; the keys per bucket counted over all.
+
+        Answered by dynbucket's own index instead when the table keeps no partitioned
+        record index (a version 6 table, an adopted one whose record index was set aside,
+        one created with the global layout) or a key's text does not read back
+        (``parse_record_keys``).
+        """
+        located = self._located(partition)
+        if located is None:
+            return super().load(partition, slot, num_slots)
+        hashes, buckets = located
+        mine = slot_of(hashes, num_slots) == slot  # 2.
+        keys = to_cache_keys(hashes[mine])
+        order = np.argsort(keys)  # keys are unique: any sort is the one order
+        return PartitionLoad(
+            keys=keys[order],
+            buckets=buckets[mine][order].astype(np.uint16),
+            bucket_keys=np.bincount(buckets).astype(np.int64),  # 3.
+            bucket_bytes=self.bucket_bytes(partition)
+            if self.spec.dynamic_options.by_bytes
+            else None,
+            entries_scanned=len(hashes),
+        )
+
+    def _located(
+        self, partition: str
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """Steps 1-3: every key's hash and bucket, or None where dynbucket's index answers."""
+        if RECORD_INDEX not in metadata_writer.partitions(self.store):
+            return None
+        mdt = MetadataTable(self.store)
+        if not mdt.partitioned():
+            return None
+        located = mdt.record_locations(partition)  # 1.
+        fields = [self.spec.schema.field(name) for name in self.spec.record_key]
+        values = parse_record_keys(located.column("key"), fields)
+        if values is None:
+            log.warning(
+                "partition %r: a record key in the metadata table's record index does not "
+                "read back into its fields; its slots load from dynbucket's index",
+                partition,
+            )
+            return None
+        hashes = key_hashes(values, self.spec.record_key)
+        coded = located.column("file_id").combine_chunks().dictionary_encode()
+        files = adopted.load(self.store)
+        group_buckets = np.array(
+            [files.bucket_of(f) for f in coded.dictionary.to_pylist()], np.int64
+        )
+        buckets = group_buckets[coded.indices.to_numpy()] if len(coded) else group_buckets[:0]
+        if (buckets < 0).any():
+            return None
+        return hashes, buckets
+
+
+def index_source(table: TableRef) -> Callable[[], RLIIndexSource]:
+    """What each slot of ``table`` builds its index source with: the metadata table's
+    record index for a table that may keep a partitioned one, else dynbucket's index."""
+    if table.spec.table_version >= 8 and table.spec.partitioned_record_index:
+        return functools.partial(MetadataIndexSource, table)
+    return functools.partial(RLIIndexSource, table)

@@ -17,7 +17,6 @@ shuffle by (partition, bucket) brings each file group's rows to one task for sta
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,7 +41,7 @@ from dynbucket.format.records.incoming import refuse_known
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
 from dynbucket.write.caches import CacheMatch
-from dynbucket.write.index_source import RLIIndexSource
+from dynbucket.write.index_source import index_source
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
 from dynbucket.write.moves import one_per_key, with_move_outs
@@ -101,7 +100,7 @@ class AssignerScheme:
                 spec.table_id[:8],
                 num_slots,
                 spec.dynamic_options,
-                functools.partial(RLIIndexSource, self.table),
+                index_source(self.table),
                 wait=False,
             )
             self.caches.emptied(last_write)
@@ -191,7 +190,7 @@ class InProcessSlots:
 
     def assigners(self, num_slots: int, last_write: str | None) -> Assigners:
         if len(self.slots) != num_slots:
-            source = functools.partial(RLIIndexSource, self.table)
+            source = index_source(self.table)
             opts = self.table.spec.dynamic_options
             self.slots = [AssignerActor(i, num_slots, opts, source) for i in range(num_slots)]
             self.caches.emptied(last_write)

@@ -28,6 +28,7 @@ import bisect
 import gzip
 import struct
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -148,14 +149,11 @@ class HFile:
     def arrays(self) -> tuple[pa.BinaryArray, pa.BinaryArray]:
         """Every key and value in key order, as Arrow (a compiled scan per block:
         ``hfile_scan.py``; what a whole-file read takes instead of :meth:`items`)."""
-        keys, values = [], []
-        for block in self.blocks:
-            k, v = hfile_scan.entries(_read_block(self.data, block.offset, self.codec, (DATA,))[0])
-            keys.append(k)
-            values.append(v)
-        if not keys:
-            return pa.array([], pa.binary()), pa.array([], pa.binary())
-        return pa.concat_arrays(keys), pa.concat_arrays(values)
+        # Blocks end between entries: their payloads together are one run of entries.
+        payloads = b"".join(
+            _read_block(self.data, block.offset, self.codec, (DATA,))[0] for block in self.blocks
+        )
+        return hfile_scan.entries(payloads)
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``, reading only the one block that can hold it."""
@@ -192,8 +190,8 @@ def _read_block(
         ">iiqbii", view, at + 8
     )
     payload = bytes(view[at + HEADER_SIZE : at + with_header])
-    if codec == GZ:
-        payload = gzip.decompress(payload) if payload else b""
+    if codec == GZ:  # one gzip member (zlib checks its CRC, as gzip's module does, in C)
+        payload = zlib.decompress(payload, wbits=31) if payload else b""
     if len(payload) != uncompressed:
         raise FormatError(f"block at byte {at}: {len(payload)} bytes, header says {uncompressed}")
     return payload, at + HEADER_SIZE + on_disk

@@ -11,6 +11,7 @@ and answer incremental queries by the commit time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,6 +42,42 @@ def record_keys(rows: pa.Table, key_fields: Sequence[str]) -> pa.Array:
         pc.binary_join_element_wise(parts[i], parts[i + 1], "") for i in range(0, len(parts), 2)
     ]
     return pc.binary_join_element_wise(*pairs, ",")
+
+
+def parse_record_keys(
+    keys: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field]
+) -> pa.Table | None:
+    """The key fields' values ``keys`` spell (:func:`record_keys` read back), or None when
+    a key does not read back: text that does not cast to its field's type, a composite key
+    whose separator ``,<field>:`` is not there exactly once (a value holding it could be
+    split two ways), or values that spell the key otherwise. Every key read back is spelled
+    again and compared, so what is returned is exactly what was spelled."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    keys = keys.cast(pa.string())
+    if len(fields) == 1:
+        texts = [keys]
+    else:
+        head = f"{fields[0].name}:"
+        if not pc.all(pc.starts_with(keys, head)).as_py():
+            return None
+        for f in fields[1:]:
+            if not pc.all(pc.equal(pc.count_substring(keys, f",{f.name}:"), 1)).as_py():
+                return None
+        pattern = "^" + ",".join(f"{re.escape(f.name)}:(?P<f{i}>.*)" for i, f in enumerate(fields))
+        parts = pc.extract_regex(keys, pattern + "$")
+        texts = [parts.field(f"f{i}") for i in range(len(fields))]
+    try:
+        values = pa.table(
+            [pc.cast(t, f.type) for t, f in zip(texts, fields, strict=True)],
+            schema=pa.schema(fields),
+        )
+        again = record_keys(values, [f.name for f in fields])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if again.null_count or not pc.all(pc.equal(again, keys)).as_py():
+        return None
+    return values
 
 
 def key_text(column: pa.Array | pa.ChunkedArray) -> pa.Array:

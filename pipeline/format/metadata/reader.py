@@ -29,6 +29,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dynbucket.base.keyhash import hash_columns
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
 from dynbucket.format.metadata import records
@@ -124,26 +125,28 @@ class Merged:
                 pa.array([d.instant_millis for d in decoded], pa.int64()),
             ]
             parts.append((at, [c.take(coded.indices) for c in columns]))
-        order = np.argsort(np.concatenate([at for at, _ in parts] or [np.zeros(0, np.int64)]))
-        columns = [
-            pa.concat_arrays([p[1][i] for p in parts]).take(pa.array(order))
-            if parts
-            else pa.array([], t)
-            for i, t in enumerate((pa.string(), pa.string(), pa.int64()))
-        ]
+        if not parts:
+            columns = [pa.array([], t) for t in (pa.string(), pa.string(), pa.int64())]
+        elif len(parts) == 1:  # one schema: the records in their order already
+            columns = parts[0][1]
+        else:
+            order = pa.array(np.argsort(np.concatenate([at for at, _ in parts])))
+            columns = [pa.concat_arrays([p[1][i] for p in parts]).take(order) for i in range(3)]
         return pa.table(
             [self.keys.cast(pa.string()), *columns],
             names=["key", "partition", "file_id", "instant_millis"],
         )
 
 
-def merge(chunks: Iterable[Chunk]) -> Merged:
+def merge(chunks: Iterable[Chunk], sort_keys: bool = True) -> Merged:
     """The live records of ``chunks`` (oldest first): each key's newest record, unless a
-    delete.
+    delete; keys ascending (``sort_keys``; else in no order: a bootstrap needs none).
 
-    1. Concatenate the keys, numbering the records in order.
-    2. Sort by key, newest first within a key; the first record of each key wins.
-    3. Drop the keys whose winner is a delete.
+    1. Concatenate the keys, in record order.
+    2. The newest record of each key: records sorted (stably) by the 64-bit hash of their
+       key's bytes, the last of each run of one hash; a run whose keys differ (two keys of
+       one hash) sorts the keys themselves instead.
+    3. Drop the keys whose newest record is a delete; sort the rest by key when asked.
     """
     keys, values, schema_at, schemas = [], [], [], []
     for chunk in chunks:  # 1.
@@ -157,25 +160,49 @@ def merge(chunks: Iterable[Chunk]) -> Merged:
         return Merged(
             pa.array([], pa.binary()), pa.array([], pa.binary()), np.zeros(0, np.int64), ()
         )
-    all_keys = pa.concat_arrays(keys)
-    order = pc.sort_indices(  # 2.
-        pa.table({"k": all_keys, "n": np.arange(len(all_keys))}),
-        [("k", "ascending"), ("n", "descending")],
-    )
-    sorted_keys = all_keys.take(order)
-    first = np.ones(len(sorted_keys), np.bool_)
-    if len(sorted_keys) > 1:
-        first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(zero_copy_only=False)
-    winners = order.to_numpy()[first]
-    all_values = pa.concat_arrays(values)
-    live = winners[pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)]
-    taken = pa.array(live)  # 3.
+    all_keys = pa.concat_arrays(keys) if len(keys) > 1 else keys[0]
+    all_values = pa.concat_arrays(values) if len(values) > 1 else values[0]
+    winners = _newest(all_keys) if len(keys) > 1 else np.arange(len(all_keys))  # 2.
+    valid = pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)
+    live = winners[valid]  # 3.
+    if sort_keys and len(keys) > 1:
+        live = live[pc.sort_indices(all_keys.take(pa.array(live))).to_numpy()]
+    taken = pa.array(live)
     return Merged(
         all_keys.take(taken),
         all_values.take(taken),
         np.concatenate(schema_at)[live],
         tuple(schemas),
     )
+
+
+def _newest(keys: pa.BinaryArray) -> npt.NDArray[np.int64]:
+    """The position of each distinct key's last record, ascending (step 2 of
+    :func:`merge`; in record order, so that taking them reads the arrays in order)."""
+    hashes = hash_columns([keys])
+    order = np.argsort(hashes)
+    ordered = hashes[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    winners = np.maximum.reduceat(order, starts) if len(order) else order
+    # Each record's run's winner; a record whose key is not its winner's shares a hash with
+    # another key: rare past belief, and then the keys' own order decides.
+    winner_of = np.repeat(winners, np.diff(np.r_[starts, len(order)]))
+    shared = np.flatnonzero(winner_of != order)
+    if len(shared):
+        mine = keys.take(pa.array(order[shared]))
+        theirs = keys.take(pa.array(winner_of[shared]))
+        if not pc.all(pc.equal(mine, theirs)).as_py():
+            by_key = pc.sort_indices(
+                pa.table({"k": keys, "n": np.arange(len(keys))}),
+                [("k", "ascending"), ("n", "descending")],
+            ).to_numpy()
+            sorted_keys = keys.take(pa.array(by_key))
+            first = np.ones(len(by_key), np.bool_)
+            first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(
+                zero_copy_only=False
+            )
+            winners = by_key[first]
+    return np.sort(np.asarray(winners, np.int64))
 
 
 @dataclass(frozen=True)
@@ -276,10 +303,10 @@ class MetadataTable:
         return pa.concat_tables(tables)
 
     def merged(self, partition: str, file_slice: _Slice) -> Merged:
-        """One slice's live records, its base and log blocks merged (:func:`merge`): the
-        whole-group read, compiled (``hfile_scan.py``); :meth:`slice_records` walks the
-        same records one by one."""
-        return merge(self._chunks(partition, file_slice))
+        """One slice's live records in no order, its base and log blocks merged
+        (:func:`merge`): the whole-group read, compiled (``hfile_scan.py``);
+        :meth:`slice_records` walks the same records one by one."""
+        return merge(self._chunks(partition, file_slice), sort_keys=False)
 
     def _chunks(self, partition: str, file_slice: _Slice) -> Iterator[Chunk]:
         """The slice's records as Arrow, oldest first: the base, then each valid block."""

@@ -3,9 +3,17 @@ sequence numbers that sort as they count."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pyarrow as pa
 
-from dynbucket.format.hudi.meta_fields import meta_columns, record_keys, sequence_numbers
+from dynbucket.base.keyhash import key_hashes
+from dynbucket.format.hudi.meta_fields import (
+    meta_columns,
+    parse_record_keys,
+    record_keys,
+    sequence_numbers,
+)
 
 
 def test_sequence_numbers_count_and_sort_as_they_count() -> None:
@@ -20,6 +28,31 @@ def test_record_keys_single_and_composite() -> None:
     rows = pa.table({"id": [7, 8], "region": ["eu", "us"]})
     assert record_keys(rows, ["id"]).to_pylist() == ["7", "8"]
     assert record_keys(rows, ["id", "region"]).to_pylist() == ["id:7,region:eu", "id:8,region:us"]
+
+
+def test_record_keys_read_back_into_their_fields_or_not_at_all() -> None:
+    rows = pa.table(
+        {
+            "id": pa.array(["a", "b:c", "d"]),
+            "n": pa.array([1, -2, 3], pa.int32()),
+            "day": pa.array([dt.date(2026, 1, i) for i in (1, 2, 3)]),
+            "at": pa.array(
+                [dt.datetime(2026, 1, 1, 0, 0, i, 5) for i in (1, 2, 3)], pa.timestamp("us")
+            ),
+        }
+    )
+    for names in (["id"], ["n"], ["day", "id"], ["n", "at"], ["id", "n", "day", "at"]):
+        fields = [rows.schema.field(n) for n in names]
+        back = parse_record_keys(record_keys(rows, names), fields)
+        assert back is not None and back.equals(rows.select(names)), names
+        assert (key_hashes(back, names) == key_hashes(rows, names)).all()
+    fields = [rows.schema.field(n) for n in ("id", "n")]
+    # Two ways to split (``id`` = "x,n:1" and n = 2, or "x" and "1,n:2"), a value that is
+    # not its type's, a key of another generator: none reads back.
+    assert parse_record_keys(pa.array(["id:x,n:1,n:2"]), fields) is None
+    assert parse_record_keys(pa.array(["id:x,n:one"]), fields) is None
+    assert parse_record_keys(pa.array(["x"]), fields) is None
+    assert parse_record_keys(pa.array(["01"]), [rows.schema.field("n")]) is None  # spelt "1"
 
 
 def test_meta_columns_of_one_file() -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
+from dynbucket.format.metadata import reader
 from dynbucket.format.metadata.reader import Chunk, MetadataTable, merge
 from dynbucket.format.storage.store import TableStore
 from tests.hudi_readers import hudi_read
@@ -79,18 +81,28 @@ def test_the_record_index_holds_each_live_key_where_hudi_rs_reads_it(
         }
 
 
-def test_a_slice_merges_to_each_keys_newest_record_and_drops_deleted_keys() -> None:
+@pytest.mark.parametrize("one_hash", [False, True])
+def test_a_slice_merges_to_each_keys_newest_record_and_drops_deleted_keys(
+    one_hash: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def binary(*values: bytes | None) -> pa.BinaryArray:
         return pa.array(values, pa.binary())
 
-    merged = merge(
-        [
-            Chunk(binary(b"a", b"b", b"c"), binary(b"a1", b"b1", b"c1"), "old"),
-            Chunk(binary(b"b", b"d"), None, None),  # a delete block: b goes, d was never
-            Chunk(binary(b"a", b"b"), binary(b"a2", b"b2"), "new"),  # b comes back
-        ]
-    )
+    if one_hash:  # every key's hash the same: the merge sorts the keys themselves
+        monkeypatch.setattr(reader, "hash_columns", lambda c: np.zeros(len(c[0]), np.int64))
+    chunks = [
+        Chunk(binary(b"a", b"b", b"c"), binary(b"a1", b"b1", b"c1"), "old"),
+        Chunk(binary(b"b", b"d"), None, None),  # a delete block: b goes, d was never
+        Chunk(binary(b"a", b"b"), binary(b"a2", b"b2"), "new"),  # b comes back
+        Chunk(binary(b"c", b"e"), binary(b"c3", b"e3"), "new"),
+        Chunk(binary(b"e"), None, None),
+    ]
+    merged = merge(chunks)
     assert merged.keys.to_pylist() == [b"a", b"b", b"c"]
-    assert merged.values.to_pylist() == [b"a2", b"b2", b"c1"]
-    assert [merged.schemas[i] for i in merged.schema_at] == ["new", "new", "old"]
+    assert merged.values.to_pylist() == [b"a2", b"b2", b"c3"]
+    assert [merged.schemas[i] for i in merged.schema_at] == ["new", "new", "new"]
+    unsorted = merge(chunks, sort_keys=False)
+    assert sorted(zip(unsorted.keys.to_pylist(), unsorted.values.to_pylist(), strict=True)) == [
+        (b"a", b"a2"), (b"b", b"b2"), (b"c", b"c3")
+    ]  # fmt: skip
     assert merge([]).keys.to_pylist() == []
