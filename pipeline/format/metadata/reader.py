@@ -138,9 +138,10 @@ class Merged:
         )
 
 
-def merge(chunks: Iterable[Chunk], sort_keys: bool = True) -> Merged:
+def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = False) -> Merged:
     """The live records of ``chunks`` (oldest first): each key's newest record, unless a
-    delete; keys ascending (``sort_keys``; else in no order: a bootstrap needs none).
+    delete (``keep_deletes``: as a null value); keys ascending (``sort_keys``; else in no
+    order: a bootstrap needs none).
 
     1. Concatenate the keys, in record order.
     2. The newest record of each key: records sorted (stably) by the 64-bit hash of their
@@ -162,10 +163,17 @@ def merge(chunks: Iterable[Chunk], sort_keys: bool = True) -> Merged:
         )
     all_keys = pa.concat_arrays(keys) if len(keys) > 1 else keys[0]
     all_values = pa.concat_arrays(values) if len(values) > 1 else values[0]
-    winners = _newest(all_keys) if len(keys) > 1 else np.arange(len(all_keys))  # 2.
-    valid = pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)
-    live = winners[valid]  # 3.
-    if sort_keys and len(keys) > 1:
+    # One run of strictly ascending keys (a base file, a block) is its own merge.
+    ascending = len(keys) == 1 and (
+        len(all_keys) < 2 or not pc.any(pc.less_equal(all_keys[1:], all_keys[:-1])).as_py()
+    )
+    winners = np.arange(len(all_keys)) if ascending else _newest(all_keys)  # 2.
+    if keep_deletes:
+        live = winners
+    else:
+        valid = pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)
+        live = winners[valid]  # 3.
+    if sort_keys and not ascending:
         live = live[pc.sort_indices(all_keys.take(pa.array(live))).to_numpy()]
     taken = pa.array(live)
     return Merged(

@@ -34,14 +34,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import DELETE, FILE_ID, HASH, INSTANT, OP
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.meta_fields import record_keys
-from dynbucket.format.metadata import records
-from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 
@@ -105,14 +104,24 @@ def group_indexes(keys: Sequence[str], count: int) -> npt.NDArray[np.int64]:
 #: A key in a data partition: (partition, record key).
 Placed = tuple[str, str]
 
+#: What an instant changes (:func:`changes`): a row per key inserted (its location) or
+#: deleted (no file id).
+CHANGES_SCHEMA = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("key", pa.string()),
+        ("file_id", pa.string()),
+        ("instant", pa.string()),
+    ]
+)
 
-def changes(
-    store: TableStore, document: Mapping[str, Any]
-) -> tuple[dict[Placed, Location], list[Placed]]:
-    """((partition, key) -> its new location, (partition, key)s deleted) by the index
-    files the instant of ``document`` wrote."""
-    inserted: dict[Placed, Location] = {}
-    deleted: list[Placed] = []
+
+def changes(store: TableStore, document: Mapping[str, Any]) -> pa.Table:
+    """The keys the instant of ``document`` inserted (with their file id and instant) and
+    deleted (file id null), by the index files it wrote: deletes first, so that where a
+    key is deleted and inserted at once (a key moving in the global layout) the insert,
+    later, wins."""
+    tables = []
     for path in extra_of(document).get("index-files", []) or []:
         partition = posixpath.dirname(posixpath.relpath(path, RLI_DIR))
         partition = "" if partition == "." else partition
@@ -120,18 +129,19 @@ def changes(
         if entries.num_rows == 0:
             continue
         fields: Sequence[str] = entries.column_names[: entries.column_names.index(HASH)]
-        keys = record_keys(entries, fields).to_pylist()
-        gone = pc.equal(entries.column(OP), DELETE).to_pylist()
-        file_ids = entries.column(FILE_ID).to_pylist()
-        instants = entries.column(INSTANT).to_pylist()
-        places: dict[tuple[str, str], Location] = {}  # one per file group and instant
-        for key, is_delete, file_id, instant in zip(keys, gone, file_ids, instants, strict=True):
-            if is_delete:
-                deleted.append((partition, key))
-                continue
-            place = places.get((file_id, instant))
-            if place is None:
-                millis = records.instant_millis(instant)
-                place = places[(file_id, instant)] = Location(partition, file_id, millis)
-            inserted[(partition, key)] = place
-    return inserted, [k for k in deleted if k not in inserted]
+        gone = pc.equal(entries.column(OP), DELETE)
+        tables.append(
+            pa.table(
+                [
+                    pa.repeat(pa.scalar(partition), entries.num_rows),
+                    record_keys(entries, fields),
+                    pc.if_else(gone, pa.scalar(None, pa.string()), entries.column(FILE_ID)),
+                    entries.column(INSTANT).cast(pa.string()),
+                ],
+                schema=CHANGES_SCHEMA,
+            )
+        )
+    if not tables:
+        return CHANGES_SCHEMA.empty_table()
+    table = pa.concat_tables(tables)
+    return table.take(pc.sort_indices(pc.is_valid(table.column("file_id"))))

@@ -46,11 +46,14 @@ from __future__ import annotations
 import itertools
 import posixpath
 import zlib
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dynbucket.format.hudi import commit_avro, hfile, log_file, lsm_history, properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata
@@ -189,8 +192,12 @@ def record(
     kept = partitions(store)
     # 1. What changed: files added and removed; keys inserted and deleted.
     added, removed = _changes(document)
-    inserted, deleted = record_index.changes(store, document) if RECORD_INDEX in kept else ({}, [])
-    if not (added or removed or inserted or deleted):
+    keyed = (
+        record_index.changes(store, document)
+        if RECORD_INDEX in kept
+        else record_index.CHANGES_SCHEMA.empty_table()
+    )
+    if not (added or removed or keyed.num_rows):
         return
     table = MetadataTable(store)
     slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
@@ -198,7 +205,7 @@ def record(
     # a reader resolves a slice's blocks to one schema.
     schema = table.writer_schema(slices.get((FILES, FILE_GROUP))) or records.schema_json()
     # 2. Each touched file group's records: the instant's changes to it.
-    changed: dict[tuple[str, str], dict[str, bytes | None]] = {}
+    changed: dict[tuple[str, str], _Changes] = {}
     if added or removed:
         entries: dict[str, bytes | None] = {
             _key(p): records.files_record(added.get(p, {}), removed.get(p, ()), schema)
@@ -207,19 +214,19 @@ def record(
         entries[records.ALL_PARTITIONS_KEY] = records.all_partitions_record(
             [_key(p) for p in added], schema_json=schema
         )
-        changed[(FILES, FILE_GROUP)] = entries
-    if inserted or deleted:
-        places = [*deleted, *inserted]
-        groups = _record_index_groups(places, [g for p, g in slices if p == RECORD_INDEX])
-        encoded: dict[records.Location, bytes] = {}  # a write's keys share few locations
-        for i, (place, group) in enumerate(zip(places, groups, strict=True)):
-            value = None
-            if i >= len(deleted):  # inserts after deletes: a key moved in the global layout
-                location = inserted[place]
-                value = encoded.get(location)
-                if value is None:
-                    value = encoded[location] = records.record_index_record(location, schema)
-            changed.setdefault((RECORD_INDEX, group), {})[place[1]] = value
+        changed[(FILES, FILE_GROUP)] = _arrays(entries)
+    if keyed.num_rows:
+        groups = _record_index_groups(keyed, [g for p, g in slices if p == RECORD_INDEX])
+        values = _locations(keyed, schema)
+        keys = keyed.column("key").combine_chunks().cast(pa.binary())
+        for group in np.unique(groups):
+            at = pa.array(np.flatnonzero(groups == group))
+            # Deletes before inserts: where a key is both (moved), the insert wins.
+            mine = merge(
+                [Chunk(keys.take(at), values.take(at), schema)],
+                keep_deletes=True,
+            )
+            changed[(RECORD_INDEX, str(group))] = (mine.keys, mine.values)
     # 3. Logs, and the groups due (when no other instant is pending) rewritten as bases.
     due = {k for k, s in slices.items() if _due(s)}
     if due and others_pending():
@@ -235,7 +242,7 @@ def record(
             p,
             g,
             instant,
-            _merged(table, p, slices[(p, g)], changed.get((p, g), {}), schema),
+            _merged(table, p, slices[(p, g)], changed.get((p, g), _arrays({})), schema),
             schema,
         )  # fmt: skip
         for p, g in sorted(due)
@@ -250,27 +257,48 @@ def record(
         _retire(mdt, kept, instant)
 
 
-def _record_index_groups(places: Sequence[record_index.Placed], groups: list[str]) -> list[str]:
-    """The record index group of each (data partition, key) of ``places``, in the layout
-    the existing ``groups`` have (``record_index.py``), as many as there are (Hudi sizes
-    them when it builds an index): the global layout (a key in one place: a key deleted in
-    one partition and inserted in another only moves) or the partitioned one (a new data
-    partition's groups made by its first key)."""
+#: A file group's changes: keys ascending and their records (null: the key is deleted).
+_Changes = tuple[pa.BinaryArray, pa.BinaryArray]
+
+
+def _record_index_groups(keyed: pa.Table, groups: list[str]) -> npt.NDArray[np.str_]:
+    """The record index group of each key of ``keyed`` (``record_index.changes``), in the
+    layout the existing ``groups`` have (``record_index.py``), as many as there are (Hudi
+    sizes them when it builds an index): the global layout (a key in one place: a key
+    deleted in one partition and inserted in another only moves) or the partitioned one (a
+    new data partition's groups made by its first key)."""
     counts = Counter(record_index.partition_of(g) for g in groups)
+    keys = keyed.column("key").to_pylist()
     if None in counts:
-        names = [record_index.group_name(i) for i in range(counts[None])]
-        return [names[i] for i in record_index.group_indexes([k for _, k in places], counts[None])]
-    rows: dict[str, list[int]] = defaultdict(list)
-    for i, (partition, _) in enumerate(places):
-        rows[partition].append(i)
-    out = [""] * len(places)
-    for partition, mine in rows.items():
+        names = np.array([record_index.group_name(i) for i in range(counts[None])])
+        return names[record_index.group_indexes(keys, counts[None])]
+    partitions = keyed.column("partition").combine_chunks().dictionary_encode()
+    out = np.empty(len(keys), object)
+    for code, partition in enumerate(partitions.dictionary.to_pylist()):
+        mine = np.flatnonzero(partitions.indices.to_numpy() == code)
         count = counts.get(partition) or record_index.PARTITION_GROUPS
-        names = [record_index.group_name(i, partition) for i in range(count)]
-        indexes = record_index.group_indexes([places[i][1] for i in mine], count)
-        for i, index in zip(mine, indexes.tolist(), strict=True):
-            out[i] = names[index]
-    return out
+        names = np.array([record_index.group_name(i, partition) for i in range(count)])
+        out[mine] = names[record_index.group_indexes([keys[i] for i in mine], count)]
+    return out.astype(str)
+
+
+def _locations(keyed: pa.Table, schema: str) -> pa.BinaryArray:
+    """Each inserted key's ``record_index`` record (null for a deleted one), each distinct
+    location encoded once: a write's keys share few (partition, file group, instant)."""
+    places = pa.StructArray.from_arrays(
+        [keyed.column(c).combine_chunks() for c in ("partition", "file_id", "instant")],
+        ["partition", "file_id", "instant"],
+    )
+    coded = pc.binary_join_element_wise(
+        *(places.field(i) for i in range(3)), "\x00", null_handling="emit_null"
+    ).dictionary_encode()
+    encoded = [
+        records.record_index_record(
+            records.Location(partition, file_id, records.instant_millis(instant)), schema
+        )
+        for partition, file_id, instant in (d.split("\x00") for d in coded.dictionary.to_pylist())
+    ]
+    return pa.array(encoded, pa.binary()).take(coded.indices)
 
 
 def _due(file_slice: Any) -> bool:
@@ -285,12 +313,12 @@ def _merged(
     table: MetadataTable,
     partition: str,
     file_slice: Any,
-    changes: Mapping[str, bytes | None],
+    changes: _Changes,
     schema: str,
 ) -> tuple[pa.BinaryArray, pa.BinaryArray]:
     """A file group's records as of now (its slice merged), then ``changes`` applied (in
     ``schema``, the metadata table's): keys ascending and their values."""
-    ours = Chunk(*_arrays(changes), schema)
+    ours = Chunk(*changes, schema)
     if partition != FILES:  # the record index: a group of many keys, merged as Arrow
         live = merge(
             [*table.merged(partition, file_slice).chunks(), ours] if file_slice else [ours]
@@ -298,7 +326,10 @@ def _merged(
         return live.keys, live.values
     listings: dict[str, dict[str, int]] = {}
     slice_records = table.slice_records(partition, file_slice) if file_slice else iter(())
-    ours_records = ((key, value, schema) for key, value in changes.items())
+    ours_records = (
+        (key.decode(), value, schema)
+        for key, value in zip(changes[0].to_pylist(), changes[1].to_pylist(), strict=True)
+    )
     for key, value, written in itertools.chain(slice_records, ours_records):
         if value is not None:
             records.merge_listing(listings.setdefault(key, {}), value, written)
@@ -329,23 +360,21 @@ def _base(
     return partition, group, f"{group}_0-{instant}-0_{instant}.hfile", content, len(keys)
 
 
-def _log(
-    partition: str, group: str, instant: str, changes: Mapping[str, bytes | None], schema: str
-) -> _File:
+def _log(partition: str, group: str, instant: str, changes: _Changes, schema: str) -> _File:
     """A log of ``changes``: an HFile data block of the records, a delete block of the
-    keys gone (``None``)."""
-    kept = {k: v for k, v in changes.items() if v is not None}
-    gone = sorted(k for k, v in changes.items() if v is None)
+    keys gone (null values)."""
+    keys, values = changes
+    valid = pc.is_valid(values)
+    kept = pc.filter(keys, valid), pc.filter(values, valid)
+    gone = [k.decode() for k in pc.filter(keys, pc.invert(valid)).to_pylist()]
     blocks = []
-    if kept:
-        content = hfile.write(
-            sorted((k.encode(), v) for k, v in kept.items()), {"schema": schema.encode()}
-        )
+    if len(kept[0]):
+        content = hfile.write_arrays(*kept, {"schema": schema.encode()})
         blocks.append(log_file.hfile_data_block(content, instant, schema))
     if gone:
         blocks.append(log_file.delete_block(gone, [partition] * len(gone), ("int", 0), instant))
     name = f".{group}_{instant}.log.1_0-{instant}-0"
-    return partition, group, name, b"".join(blocks), len(changes)
+    return partition, group, name, b"".join(blocks), len(keys)
 
 
 def _retire(mdt: TableStore, kept: Iterable[str], newest: str) -> None:
