@@ -9,11 +9,13 @@ only when the latest completed data write (``commit`` action) is that one; when 
 writer (or another handle of the table) wrote in between, the caches are emptied
 (``reset``: the processes stay) and every partition bootstraps again from the record-level
 index at its next touch. Table services, whoever runs them (compaction, also beside the
-writes; cleaning; index compaction; archival; rollback of what was never committed), move
-no key, so they never break a match.
+writes; cleaning; index compaction; archival, which takes the oldest data writes off the
+set; rollback of what was never committed), move no key, so they never break a match.
 """
 
 from __future__ import annotations
+
+from dynbucket.format.timeline.transaction import caches_hold
 
 #: What caches that miss another writer's keys match: no instant.
 _NOTHING = "caches missing another writer's keys"
@@ -28,7 +30,7 @@ class CacheMatch:
     def holds(self, last_write: str | None) -> bool:
         """Whether a write whose latest completed data write is ``last_write`` may use the
         caches as they are."""
-        return last_write == self.instant
+        return caches_hold(self.instant, last_write)
 
     def emptied(self, last_write: str | None) -> None:
         """The caches were emptied: empty caches match any committed state."""

@@ -395,27 +395,11 @@ class MetadataTable:
     ) -> Iterator[tuple[str, bytes | None, str | None]]:
         """(key, value or None for a delete, writer schema) of one slice's records, oldest
         first."""
-        if file_slice.base is not None:
-            base = HFile.read(self._read(partition, file_slice.base), file_slice.base)
-            for key, value in base.items():
-                yield key.decode(), value, base.schema
-        blocks = [
-            b
-            for name in file_slice.logs
-            for b in log_file.read_blocks(self._read(partition, name), skip_corrupt=True)
-        ]
-        rolled_back = log_file.rolled_back(blocks)
-        for block in blocks:
-            if not self.is_valid(block.instant) or block.instant in rolled_back:
-                continue
-            if block.type == log_file.HFILE_DATA:
-                content = HFile.read(bytes(block.content), f"{partition} log block {block.instant}")
-                schema = block.header.get(log_file.SCHEMA)
-                for key, value in content.items():
-                    yield key.decode(), value, schema
-            elif block.type == log_file.DELETE:
-                for key in log_file.delete_keys(block).to_pylist():
-                    yield key, None, None
+        for chunk in self._chunks(partition, file_slice):
+            keys = chunk.keys.to_pylist()
+            values = chunk.values.to_pylist() if chunk.values is not None else [None] * len(keys)
+            for key, value in zip(keys, values, strict=True):
+                yield key.decode(), value, chunk.schema
 
     def lookup(self, keys: Iterable[str], partition: str | None = None) -> dict[str, Location]:
         """The locations of ``keys`` (those the index holds; of data partition

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import posixpath
 import re
@@ -606,8 +605,28 @@ def _writes_token(completed: list[Instant], optimistic: bool) -> str | None:
     return _token(writes) if writes else None
 
 
+_WRITES = "writes:"
+
+
 def _token(ids: list[str]) -> str:
-    return "writes:" + hashlib.sha1(",".join(sorted(ids)).encode()).hexdigest()
+    """The set of data writes ``ids`` as a token: the ids themselves (the active
+    timeline's, so a few dozen), which ``caches_hold`` compares."""
+    return _WRITES + ",".join(sorted(ids))
+
+
+def caches_hold(cached: str | None, now: str | None) -> bool:
+    """Whether caches that match ``cached`` (``caches_match``) match a write whose
+    ``_writes_token`` is ``now``: the same, or, with several writers, the same set of data
+    writes less its oldest, which archival moved off the active timeline since (archival
+    moves no key; it takes the oldest instants only, so a data write the caches do not
+    reflect is among those left)."""
+    if cached == now:
+        return True
+    if not (cached and now and cached.startswith(_WRITES) and now.startswith(_WRITES)):
+        return False
+    had = set(cached[len(_WRITES) :].split(","))
+    have = now[len(_WRITES) :].split(",")  # sorted
+    return had.issuperset(have) and all(i < have[0] for i in had.difference(have))
 
 
 def _settle_superseded(store: TableStore, timeline: Timeline, lock: WriterLock) -> dict[str, str]:

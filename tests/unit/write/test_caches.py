@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dynbucket.actors import DynamicBucketOptions
+from dynbucket.options import TableOptions
 from dynbucket.table import Table
 from dynbucket.write.caches import CacheMatch
 
@@ -21,6 +22,17 @@ def test_a_match_holds_for_the_last_data_write() -> None:
     assert match.holds("1") and not match.holds("2")
     match.emptied("7")
     assert match.holds("7") and not match.holds("1")
+
+
+def test_with_several_writers_a_match_holds_for_the_set_of_data_writes_less_its_archived() -> None:
+    match = CacheMatch()
+    match.committed("writes:1,2,3")
+    assert match.holds("writes:1,2,3")
+    assert match.holds("writes:2,3") and match.holds("writes:3")  # the oldest archived
+    assert not match.holds("writes:1,2,3,4")  # another writer's data write
+    assert not match.holds("writes:2,3,4")  # archived, and another's write
+    assert not match.holds("writes:1,3")  # not the oldest gone: not archival
+    assert not match.holds("3")
 
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -73,3 +85,26 @@ def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
     other.upsert(_rows(["k5"], 4))  # a data write: now the caches must go
     mine.upsert(_rows(["k6"], 5))
     assert resets == [1]
+
+
+def test_archival_keeps_the_caches(tmp_path: Path) -> None:
+    """Archival takes the oldest data writes off the active timeline, which is what the
+    caches of several writers match: they stay (a version 9 slot would read its
+    partition's record index again)."""
+    mine = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day",
+        index=DynamicBucketOptions(max_keys_per_bucket=100),
+        options=TableOptions(keep_min_commits=2, keep_max_commits=3, cleaner_commits_retained=1),
+    )  # fmt: skip
+    mine.upsert(_rows(["k0"], 0))
+    [slot] = mine._writer().scheme.slots
+    resets = []
+    reset = slot.reset
+    slot.reset = lambda: resets.append(1) or reset()  # type: ignore[method-assign]
+    for i in range(1, 8):
+        mine.upsert(_rows([f"k{i}"], i))
+    mine.wait_for_services()
+    assert mine.snapshot().timeline.archived().floor  # archival ran
+    mine.upsert(_rows(["k8"], 8))
+    assert resets == []
+    assert len(_buckets(mine)) == 9
