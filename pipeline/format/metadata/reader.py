@@ -310,6 +310,21 @@ class MetadataTable:
             return LOCATION_SCHEMA.empty_table()
         return pa.concat_tables(tables)
 
+    def record_index_state(self, data_partition: str) -> tuple[str, ...]:
+        """What the record index of ``data_partition`` (partitioned layout) is made of
+        now: its groups' base files and the logs of valid instants. Files never change
+        once written, so two equal states hold the same keys."""
+        out: list[str] = []
+        for group, file_slice in sorted(self._index_groups().items()):
+            if partition_of(group) != data_partition:
+                continue
+            out.append(file_slice.base or "")
+            for name in file_slice.logs:
+                m = LOG_NAME.match(name)
+                if m is not None and self.is_valid(m["instant"]):
+                    out.append(name)
+        return tuple(out)
+
     def merged(self, partition: str, file_slice: _Slice) -> Merged:
         """One slice's live records in no order, its base and log blocks merged
         (:func:`merge`): the whole-group read, compiled (``hfile_scan.py``);

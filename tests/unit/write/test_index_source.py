@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from dynbucket import DynamicBucketIndex, Table, TableOptions
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.table.context import TableRef
 from dynbucket.write.index_source import MetadataIndexSource, RLIIndexSource, index_source
 
@@ -65,6 +67,24 @@ def test_a_slot_loads_from_hudis_record_index_what_dynbuckets_index_holds(
     t.upsert(_rows(range(0, 4), 4))  # k000, k002 come back: new keys again
     t.compact()
     _same_loads(t, ["day=d0", "day=d1", "day=d9"])
+    # Loaded again while the partition's record index is the same files, dynbucket's index
+    # answers (it agreed); once a write inserts keys there, the record index is read again.
+    source = MetadataIndexSource(TableRef.of(t._store, t._spec))
+    first = source.load("day=d0", 0, 1)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(MetadataTable, "record_locations", lambda *a: pytest.fail("read again"))
+        again = source.load("day=d0", 0, 1)
+        assert np.array_equal(again.keys, first.keys)
+        t.upsert(_rows(range(3, 30, 2), 6))  # updates only: the record index is as it was
+        source.load("day=d0", 0, 1)
+    t.upsert(_rows(range(100, 104), 7))  # new keys in both partitions
+    read = []
+    record_locations = MetadataTable.record_locations
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(
+            MetadataTable, "record_locations", lambda *a: read.append(1) or record_locations(*a)
+        )
+        assert len(source.load("day=d0", 0, 1).keys) == len(first.keys) + 2 and read == [1]
     # With dynbucket's index of day=d0 gone, a new writer's slots still know its keys:
     # an update lands on the key's row, no second row.
     shutil.rmtree(tmp_path / "t" / ".hoodie" / ".dynbucket" / "rli" / "day=d0")
@@ -79,6 +99,6 @@ def test_a_slot_loads_from_hudis_record_index_what_dynbuckets_index_holds(
     again.upsert(_rows(range(0, 30, 2), 5, day="d0"))
     rows = again.to_arrow().to_pylist()
     d0 = [(r["id"], r["n"]) for r in rows if r["day"] == "d0"]
-    assert len(d0) == len(set(d0)) == 15
-    assert {r["v"] for r in rows if r["day"] == "d0" and int(r["id"][1:]) % 2 == 0} == {5}
+    assert len(d0) == len(set(d0)) == 17  # 15, and k100 and k102
+    assert {r["v"] for r in rows if r["day"] == "d0" and int(r["id"][1:]) < 30} == {5}
     again.close()
