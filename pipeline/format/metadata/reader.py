@@ -81,8 +81,9 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Merged:
-    """A slice's live records: keys ascending, each with its newest value and the schema
-    it was written with (an index into ``schemas``)."""
+    """A slice's live records (keys ascending when :func:`merge` was asked to sort them),
+    each with its newest value and the schema it was written with (an index into
+    ``schemas``)."""
 
     keys: pa.BinaryArray
     values: pa.BinaryArray
@@ -144,9 +145,10 @@ def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = 
     order: a bootstrap needs none).
 
     1. Concatenate the keys, in record order.
-    2. The newest record of each key: records sorted (stably) by the 64-bit hash of their
-       key's bytes, the last of each run of one hash; a run whose keys differ (two keys of
-       one hash) sorts the keys themselves instead.
+    2. The newest record of each key: records sorted by the 64-bit hash of their key's
+       bytes, the latest of each run of one hash; a run whose keys differ (two keys of
+       one hash) sorts the keys themselves instead. One chunk of strictly ascending keys
+       (a base file, a block) is its own merge.
     3. Drop the keys whose newest record is a delete; sort the rest by key when asked.
     """
     keys, values, schema_at, schemas = [], [], [], []
@@ -163,7 +165,6 @@ def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = 
         )
     all_keys = pa.concat_arrays(keys) if len(keys) > 1 else keys[0]
     all_values = pa.concat_arrays(values) if len(values) > 1 else values[0]
-    # One run of strictly ascending keys (a base file, a block) is its own merge.
     ascending = len(keys) == 1 and (
         len(all_keys) < 2 or not pc.any(pc.less_equal(all_keys[1:], all_keys[:-1])).as_py()
     )

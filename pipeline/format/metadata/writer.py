@@ -285,12 +285,11 @@ def _record_index_groups(keyed: pa.Table, groups: list[str]) -> npt.NDArray[np.s
 def _locations(keyed: pa.Table, schema: str) -> pa.BinaryArray:
     """Each inserted key's ``record_index`` record (null for a deleted one), each distinct
     location encoded once: a write's keys share few (partition, file group, instant)."""
-    places = pa.StructArray.from_arrays(
-        [keyed.column(c).combine_chunks() for c in ("partition", "file_id", "instant")],
-        ["partition", "file_id", "instant"],
-    )
+    # NUL joins them: no path (partition folder, file name) or instant id can hold one.
     coded = pc.binary_join_element_wise(
-        *(places.field(i) for i in range(3)), "\x00", null_handling="emit_null"
+        *(keyed.column(c).combine_chunks() for c in ("partition", "file_id", "instant")),
+        "\x00",
+        null_handling="emit_null",
     ).dictionary_encode()
     encoded = [
         records.record_index_record(
