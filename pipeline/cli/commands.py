@@ -11,6 +11,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from dynbucket.format.table.spec import TableSpec
+    from dynbucket.runtime import Runtime
     from dynbucket.table import Table
     from dynbucket.write.results import WriteResult
 
@@ -30,9 +32,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from dynbucket.base.errors import DynBucketError
     from dynbucket.cli import ingest, ingest_local
-    from dynbucket.console import Progress, spark_tasks
+    from dynbucket.console import Progress
     from dynbucket.options import TableOptions
     from dynbucket.runtime import Runtime, spark_parallelism
     from dynbucket.table import Table
@@ -90,35 +91,49 @@ def _ingest(args: argparse.Namespace) -> int:
         where += f", at or over --local-max-mb {args.local_max_mb}"
     print(f"ingest: Spark on Ray ({where})", flush=True)
     with Runtime() as rt:
-        try:
-            df = ingest.read(rt.spark, args.files, fmt, args.schema, spec, args.header)
-            if spec is None:
-                from pyspark.sql.pandas.types import to_arrow_schema
-
-                ingest.check_new_ordering(df, args.ordering, fmt, args.schema)
-                table = Table.create(
-                    args.table,
-                    ingest.new_table_schema(to_arrow_schema(df.schema), inferred),
-                    list(args.key),
-                    args.partition_by or (),
-                    args.ordering,
-                    options=TableOptions(table_type=args.table_type or "MERGE_ON_READ"),
-                    runtime=rt,
-                )
-            else:
-                table = Table.open(args.table, runtime=rt)
-            progress = Progress("ingest", "Spark tasks", args.terminal)
-            with table, progress, spark_tasks(rt.spark, progress):
-                result = _write(table, args, df, None)
-        except DynBucketError:
-            raise
-        except Exception as e:
-            unreadable = ingest.read_error(e, args.files, fmt)
-            if unreadable is None:
-                raise
-            raise unreadable from e
+        table, result = _ingest_on_spark(rt, args, spec, fmt, inferred)
         _print_written(table, result)
     return 0
+
+
+def _ingest_on_spark(
+    rt: Runtime, args: argparse.Namespace, spec: TableSpec | None, fmt: str, inferred: bool
+) -> tuple[Table, WriteResult]:
+    """``ingest``'s Spark path in a running ``rt``: reads the files with Spark, creates the
+    table if ``spec`` is None, writes; an unreadable input is an ``InvalidInputError``."""
+    from dynbucket.base.errors import DynBucketError
+    from dynbucket.cli import ingest
+    from dynbucket.console import Progress, spark_tasks
+    from dynbucket.options import TableOptions
+    from dynbucket.table import Table
+
+    try:
+        df = ingest.read(rt.spark, args.files, fmt, args.schema, spec, args.header)
+        if spec is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            ingest.check_new_ordering(df, args.ordering, fmt, args.schema)
+            table = Table.create(
+                args.table,
+                ingest.new_table_schema(to_arrow_schema(df.schema), inferred),
+                list(args.key),
+                args.partition_by or (),
+                args.ordering,
+                options=TableOptions(table_type=args.table_type or "MERGE_ON_READ"),
+                runtime=rt,
+            )
+        else:
+            table = Table.open(args.table, runtime=rt)
+        progress = Progress("ingest", "Spark tasks", args.terminal)
+        with table, progress, spark_tasks(rt.spark, progress):
+            return table, _write(table, args, df, None)
+    except DynBucketError:
+        raise
+    except Exception as e:
+        unreadable = ingest.read_error(e, args.files, fmt)
+        if unreadable is None:
+            raise
+        raise unreadable from e
 
 
 def _print_written(table: Table, result: WriteResult) -> None:

@@ -177,3 +177,31 @@ def test_spark_refuses_csv_headers_the_table_does_not_explain(spark: Any, tmp_pa
     (tmp_path / "other" / "b.csv").write_text("ts,id\n2,k2\n")
     with pytest.raises(InvalidInputError, match="headers differ"):
         ingest.read(spark, [str(tmp_path / "other")], "csv", None, table)
+
+
+def test_a_bad_csv_on_spark_is_one_error_and_nothing_is_written(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    """``ingest``'s Spark path: a value Spark cannot read as the table's type fails Spark's
+    job; what reaches the user is one ``InvalidInputError`` naming the file and Spark's
+    reason (the command prints it as one line, ``test_cli.py`` shows that for the
+    in-process path), and the table has no instant."""
+    import sys
+
+    import pytest
+
+    from dynbucket.base.errors import InvalidInputError
+    from dynbucket.cli.commands import _ingest_on_spark, parser
+
+    uri = str(tmp_path / "t")
+    Table.create(
+        uri, pa.schema([("id", pa.string()), ("ts", pa.int64())]), "id", ordering_field="ts"
+    ).close()
+    (tmp_path / "bad.csv").write_text("id,ts\na,1\nb,two\n")
+    args = parser().parse_args(["ingest", uri, str(tmp_path / "bad.csv")])
+    args.terminal = sys.stderr  # where ``main`` sends progress reports
+    spec = ingest.table_definition(uri, ingest.Definition(None, None, None, None))
+    with pytest.raises(InvalidInputError, match=r"could not read .*bad.csv.*Malformed") as e:
+        _ingest_on_spark(runtime, args, spec, "csv", inferred=False)
+    assert "\n" not in str(e.value)
+    assert Table.open(uri).history() == []
