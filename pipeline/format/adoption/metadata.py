@@ -29,19 +29,18 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dynbucket.base.columns import FILE_ID
 from dynbucket.base.errors import AdoptionRefusedError, NotAdoptedError
 from dynbucket.format.file_group import adopted
-from dynbucket.format.health.check import differences
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata.agreement import disagreement
 from dynbucket.format.metadata.reader import FILES, METADATA_DIR, RECORD_INDEX, MetadataTable
-from dynbucket.format.metadata.record_index import Placed
-from dynbucket.format.metadata.records import Location
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import META_DIR, PROPERTIES_FILE, TABLE_FILE
 from dynbucket.format.table.spec import TableSpec
@@ -112,11 +111,11 @@ def _unkept(
         return {p: f"a table version {version} metadata table is not continued" for p in named}
     table = MetadataTable(store)
     try:
-        indexed = table.record_index() if RECORD_INDEX in named else {}
+        indexed = table.record_index_table() if RECORD_INDEX in named else None
         table.listing()
     except Exception as e:  # noqa: BLE001 - any unreadable file: not continued, by name
         return {p: f"dynbucket cannot read it ({e})" for p in named}
-    if RECORD_INDEX in named:
+    if indexed is not None:
         if table.partitioned() != spec.partitioned_record_index:
             why[RECORD_INDEX] = _LAYOUTS[spec.partitioned_record_index]
         else:
@@ -141,24 +140,25 @@ _LAYOUTS = {
 }
 
 
-def _differing(
-    store: TableStore, spec: TableSpec, floor: str, indexed: Mapping[Placed, Location]
-) -> str:
-    """How the record index ``indexed`` differs from the live keys the index build found
-    (empty: it does not), by (partition, key)."""
+def _differing(store: TableStore, spec: TableSpec, floor: str, indexed: pa.Table) -> str:
+    """How the record index ``indexed`` (``MetadataTable.record_index_table``) differs
+    from the live keys the index build found (empty: it does not)."""
     rli = RecordLevelIndex(store, spec)
-    live: dict[Placed, tuple[str, str]] = {}
+    live = []
     for partition in rli.partitions():
         entries = rli.record_index_locations(partition, {floor})
-        keys = record_keys(entries, spec.record_key).to_pylist()
-        for key, file_id in zip(keys, entries.column(FILE_ID).to_pylist(), strict=True):
-            live[(partition, key)] = (partition, file_id)
-    places = {k: (loc.partition, loc.file_id) for k, loc in indexed.items()}
-    missing, extra, moved = differences(live, places)
-    parts = [f"{len(found)} key(s) {what}, e.g. {found[0]!r}" for what, found in (
-        ("missing", missing), ("without a live row", extra), ("placed elsewhere", moved))
-        if found]  # fmt: skip
-    return "; ".join(parts)
+        live.append(
+            pa.table(
+                {
+                    "key": record_keys(entries, spec.record_key),
+                    "partition": pa.repeat(pa.scalar(partition, pa.string()), entries.num_rows),
+                    "file_id": entries.column(FILE_ID),
+                }
+            )
+        )
+    columns = ["key", "partition", "file_id"]
+    found = pa.concat_tables(live) if live else indexed.select(columns).slice(0, 0)
+    return disagreement(found, indexed, spec.partitioned_record_index).said()
 
 
 def undo(store: TableStore) -> None:

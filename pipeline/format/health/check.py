@@ -53,6 +53,7 @@ from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata.agreement import disagreement
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
@@ -590,34 +591,31 @@ def _metadata_record_index(
 ) -> None:
     """Step 7's record index: each live key at its row's partition and file group (in the
     partitioned layout, each (partition, key)); the global layout holds a key once."""
-    keys = record_keys(rows, spec.record_key).to_pylist()
-    partitions = rows.column(PARTITION).to_pylist()
-    places = list(zip(partitions, rows.column(FILE_ID).to_pylist(), strict=True))
-    located = mdt.record_index()
-    if mdt.partitioned():
-        live: dict[Any, Any] = dict(zip(zip(partitions, keys, strict=True), places, strict=True))
-        indexed: dict[Any, Any] = {k: (loc.partition, loc.file_id) for k, loc in located.items()}
-    else:
-        live = dict(zip(keys, places, strict=True))
-        indexed = {k: (loc.partition, loc.file_id) for (_, k), loc in located.items()}
-        if len(live) < len(keys):
-            twice = sorted(k for k, n in Counter(keys).items() if n > 1)
+    keys = record_keys(rows, spec.record_key)
+    live = pa.table(
+        {"key": keys, "partition": rows.column(PARTITION), "file_id": rows.column(FILE_ID)}
+    )
+    partitioned = mdt.partitioned()
+    if not partitioned:
+        counts = pc.value_counts(keys)
+        twice = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
+        if len(twice):
             report.add(
                 f"{len(twice)} key(s) live in more than one partition, e.g. "
-                f"{json.dumps(twice[:3])}, in a table whose metadata table's record index "
-                "has the global layout, which holds one location per key",
+                f"{json.dumps(sorted(twice.to_pylist())[:3])}, in a table whose metadata "
+                "table's record index has the global layout, which holds one location per key",
                 "deduplicate the keys across partitions, or keep each key in one partition",
             )
-    missing, extra, moved = differences(live, indexed)
-    for problem, found in (
-        ("live key(s) missing from the metadata table's record index", missing),
-        ("key(s) in the metadata table's record index without a live row", extra),
-        ("key(s) the metadata table's record index places elsewhere than their row", moved),
+    found = disagreement(live, mdt.record_index_table(), partitioned)
+    for problem, keys_found in (
+        ("live key(s) missing from the metadata table's record index", found.missing),
+        ("key(s) in the metadata table's record index without a live row", found.extra),
+        ("key(s) the metadata table's record index places elsewhere than their row", found.moved),
     ):
-        if found:
+        if keys_found:
             report.add(
-                f"{len(found)} {problem}, e.g. {json.dumps(found[:3])} (Hudi's readers and "
-                "writers that look keys up there get them wrong)",
+                f"{len(keys_found)} {problem}, e.g. {json.dumps(keys_found[:3])} (Hudi's "
+                "readers and writers that look keys up there get them wrong)",
                 "restore .hoodie/metadata/ and the table's files from the same backup",
             )
 

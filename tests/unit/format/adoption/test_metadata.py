@@ -134,3 +134,35 @@ def test_a_record_index_is_kept_when_its_layout_is_the_adopting_index(tmp_path: 
     indexed = {k: loc.file_id for k, loc in MetadataTable(t._store).record_index().items()}
     assert indexed == live and ("day=d0", "k0") in live and ("day=d1", "k0") in live
     t.close()
+
+
+def test_a_record_index_missing_a_writes_keys_is_reported_and_set_aside(tmp_path: Path) -> None:
+    """A record index that lost a write's entries (its folder restored from before that
+    write): ``check`` names the missing keys, and an adoption sets it aside as not whole,
+    keeping ``files``; a key the index places elsewhere is named as such."""
+    from dynbucket.options import DynamicBucketIndex, TableOptions
+
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    uri = str(tmp_path / "t")
+    index = DynamicBucketIndex(max_keys_per_bucket=4)
+    t = Table.create(uri, schema, "id", "day", "ts", index, TableOptions(table_version=9))
+    t.upsert(pa.table({"id": ["a", "b"], "day": ["d0", "d1"], "ts": [1, 1]}, schema=schema))
+    folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
+    shutil.copytree(folder, tmp_path / "before")
+    t.upsert(pa.table({"id": ["c", "d", "e"], "day": ["d0"] * 3, "ts": [2] * 3}, schema=schema))
+    t.close()
+    shutil.rmtree(folder)
+    shutil.copytree(tmp_path / "before", folder)
+    report = check(TableStore.at(uri))
+    [problem] = [f.problem for f in report.findings if "record index" in f.problem]
+    assert problem.startswith("3 live key(s) missing from the metadata table's record index")
+    assert '["day=d0", "c"]' in problem
+    shutil.rmtree(tmp_path / "t" / ".hoodie" / ".dynbucket")
+    t = Table.adopt(uri, index=index)
+    record = adopted.load(t._store)
+    assert record.metadata_kept == ("files",)
+    assert record.metadata_removed["record_index"] == (
+        "it is not whole: 3 key(s) missing, e.g. ('day=d0', 'c')"
+    )
+    assert t.to_arrow().num_rows == 5
+    t.close()
