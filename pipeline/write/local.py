@@ -72,8 +72,11 @@ class LocalWriter:
         retries = FILE_RETRIES.with_conflicts(spec.options)
 
         def again(error: BaseException) -> None:
-            if not after_conflict(error, retries.retried):
-                log.warning("a file this write read is gone (%s); writing again", error)
+            if after_conflict(error, retries.retried):
+                # The attempt's checkpoint was aborted: the caches are as committed, and
+                # the next attempt's follow the table (CacheMatch), as the Spark writer's.
+                return
+            log.warning("a file this write read is gone (%s); writing again", error)
             if isinstance(self.scheme, InProcessSlots):
                 self.scheme.reset()  # what a slot bootstrapped may be of the old view
             self.caches.emptied(None)
