@@ -26,7 +26,9 @@ the ``record_index`` partition, each live key's location (``record_index.py``).
    ``MAX_LOGS`` logs whatever their size: the work per write stays that of the write's
    own records, not the index's size (a base of many keys is rewritten once per that
    fraction of it written), and a reader merges a base and a bounded number of logs, at
-   the ten-thousandth instant as at the tenth. Only
+   the ten-thousandth instant as at the tenth. One ``record_index`` group is rewritten
+   per instant (the one with the most logs; any at ``MAX_LOGS`` too), so that the groups
+   of partitions written together do not all fall due in one write. Only
    when no other instant of the table is pending: a pending instant completes with a
    completion time after this one's id (its log then belongs to the new slice), except
    one that committed before this instant began and has not published yet, which a
@@ -87,6 +89,8 @@ PARTITIONS = (FILES, RECORD_INDEX)
 MAX_DELTAS = 10
 LOG_RATIO = 0.2
 MAX_LOGS = 40
+#: ``record_index`` groups one instant rewrites, of those due (but any at ``MAX_LOGS``).
+REWRITES_PER_INSTANT = 1
 #: The metadata partitions of each store, learnt from its properties when the table opens.
 _PARTITIONS: dict[str, frozenset[str]] = {}
 
@@ -236,7 +240,7 @@ def record(
         # is in what the rewrite merges (else its log would fall in the slice replaced).
         table = MetadataTable(store)
         slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
-        due = {k for k, s in slices.items() if _due(s)}
+        due = _bounded({k for k, s in slices.items() if _due(s)}, slices)
     files = [
         _base(
             p,
@@ -298,6 +302,25 @@ def _locations(keyed: pa.Table, schema: str) -> pa.BinaryArray:
         for partition, file_id, instant in (d.split("\x00") for d in coded.dictionary.to_pylist())
     ]
     return pa.array(encoded, pa.binary()).take(coded.indices)
+
+
+def _bounded(
+    due: set[tuple[str, str]], slices: Mapping[tuple[str, str], Any]
+) -> set[tuple[str, str]]:
+    """Step 3's bound: of the ``record_index`` groups due, one per instant (the one with
+    the most logs), and those at ``MAX_LOGS``. The groups of partitions written together
+    fill together: rewritten in one instant, their rewrites add up in one write (the
+    soak's slowest writes, one group's rewrite per partition); one at a time, each
+    write pays one, the others waiting a write or a few."""
+    groups = sorted(
+        (k for k in due if k[0] == RECORD_INDEX),
+        key=lambda k: (-len(slices[k].logs), -slices[k].logs_size, k),
+    )
+    return (
+        {k for k in due if k[0] != RECORD_INDEX}
+        | set(groups[:REWRITES_PER_INSTANT])
+        | {k for k in groups if len(slices[k].logs) >= MAX_LOGS}
+    )
 
 
 def _due(file_slice: Any) -> bool:

@@ -232,3 +232,41 @@ def test_a_global_record_index_of_a_partition_scoped_table_is_continued_and_chec
     (finding,) = [f for f in t.check().findings if "more than one partition" in f.problem]
     assert '["k000"]' in finding.problem
     t.close()
+
+
+@pytest.mark.parametrize("max_logs", [40, 2])
+def test_one_record_index_group_is_rewritten_per_write_unless_at_most_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_logs: int
+) -> None:
+    """Three partitions written together fall due together: each write rewrites one of
+    their record index groups, the one with the most logs, and each is rewritten in turn;
+    groups at ``MAX_LOGS`` are rewritten all at once, the bound a reader relies on. The
+    index stays equal to the live keys throughout."""
+    from dynbucket.format.metadata.reader import BASE_NAME
+
+    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
+    monkeypatch.setattr(metadata_writer, "LOG_RATIO", 0.0)
+    monkeypatch.setattr(metadata_writer, "MAX_LOGS", max_logs)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                     DynamicBucketIndex(max_keys_per_bucket=100),
+                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
+    folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
+    rewrites: dict[str, set[str]] = {}  # instant -> groups it rewrote
+    for n in range(9):
+        keys = [f"k{n:02d}{p}" for p in range(3)]
+        t.upsert(pa.table({"id": keys, "day": [f"d{p}" for p in range(3)], "v": [n] * 3,
+                           "ts": [n] * 3}))  # fmt: skip
+        for f in folder.glob("*.hfile"):
+            m = BASE_NAME.match(f.name)
+            assert m is not None
+            rewrites.setdefault(m["instant"], set()).add(m["file_id"])
+        slices = MetadataTable(t._store).file_groups("record_index")
+        assert max(len(s.logs) for s in slices.values()) <= max(max_logs, 2 + 2)
+    per_write = sorted(len(g) for i, g in rewrites.items() if i != metadata_writer.INIT_INSTANT)
+    if max_logs == 40:
+        assert per_write and per_write[-1] == 1  # never two in one write
+        assert len(set().union(*rewrites.values())) == 3  # each group in turn
+    else:
+        assert per_write[-1] == 3  # all three at the bound, in one write
+    _listed_is_stored(t)
+    t.close()
