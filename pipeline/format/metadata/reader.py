@@ -98,17 +98,6 @@ class Merged:
             out.append(Chunk(self.keys.take(at), self.values.take(at), schema))
         return out
 
-    def locations(self) -> list[Location]:
-        """Each record's location (``record_index`` records)."""
-        table = self.location_table()
-        return [
-            Location(*row)
-            for row in zip(
-                *(table.column(c).to_pylist() for c in ("partition", "file_id", "instant_millis")),
-                strict=True,
-            )
-        ]
-
     def location_table(self) -> pa.Table:
         """Each record's location as Arrow (``key``, ``partition``, ``file_id``,
         ``instant_millis``), each distinct value decoded once: the keys one instant wrote
@@ -280,16 +269,15 @@ class MetadataTable:
 
     def record_index(self) -> dict[Placed, Location]:
         """Every live key's location by the ``record_index`` partition, by (data
-        partition, key): in the partitioned layout a key may be in several partitions."""
-        out: dict[Placed, Location] = {}
-        for file_slice in self.file_groups(RECORD_INDEX).values():
-            live = self.merged(RECORD_INDEX, file_slice)  # a key is in one group of a partition
-            locations = live.locations()
-            out.update(
-                ((loc.partition, key), loc)
-                for key, loc in zip(live.keys.cast(pa.string()).to_pylist(), locations, strict=True)
-            )
-        return out
+        partition, key): in the partitioned layout a key may be in several partitions
+        (:meth:`record_index_table` as objects)."""
+        table = self.record_index_table()
+        columns = [table.column(c).to_pylist() for c in ("key", "partition", "file_id")]
+        millis = table.column("instant_millis").to_pylist()
+        return {
+            (partition, key): Location(partition, file_id, at)
+            for key, partition, file_id, at in zip(*columns, millis, strict=True)
+        }
 
     def record_index_table(self) -> pa.Table:
         """Every live key's location by the ``record_index`` partition, as Arrow (``key``,
