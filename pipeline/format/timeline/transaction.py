@@ -205,6 +205,17 @@ class Transaction:
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
                 plan = commit_metadata([], operation, spec.avro_schema(), plan)
             instant = timeline.start(instant, plan)
+            # A begin paused past its lease between its look at the timeline and the
+            # create of its instant made an instant the writers since never saw: its id
+            # may be below theirs, even below an archival's floor (taken for an archived
+            # leftover, its files would read as committed). It goes; the begin fails as a
+            # lost lease does. Once the lease is seen held here, no writer or archival
+            # came in between, and from now on the instant is pending where all see it.
+            try:
+                lock.verify()
+            except ConcurrentWriteError:
+                timeline.discard(instant)
+                raise
             tx = cls(
                 store,
                 spec,
@@ -316,13 +327,16 @@ class Transaction:
                 self._check_alone()
             body = self._document(metadata)
             assert self.lock is not None
-            outcome.decide_commit(self.store, self.instant.id, body, self.lock.owner)
+            standing = self._decide(body)
         except BaseException as e:
             self.abort()
             if isinstance(e, CommitFailedError | ConcurrentWriteError):
                 raise
             raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
         self.done = True  # committed: from here on nothing of it is rolled back
+        if standing is not None:
+            self._release()
+            return standing
         try:
             _publish(self.store, self.timeline, self.instant, body)
         except Exception as e:
@@ -406,7 +420,9 @@ class Transaction:
         body = self._document(metadata)
         self.done = True
         try:
-            outcome.decide_commit(self.store, self.instant.id, body, self.owner)
+            standing = self._decide(body)
+            if standing is not None:
+                return standing
         except ConcurrentWriteError:
             found = outcome.read(self.store, self.instant.id)
             if found is not None and found.state == outcome.COMMITTED:
@@ -419,6 +435,27 @@ class Transaction:
                 raise
         _publish(self.store, self.timeline, self.instant, body)
         return body
+
+    def _decide(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The commit point (module doc, 5.); None: this commit decided the instant. A
+        detached instant may have another executor (``DETACHED_ACTIONS``), whose commit
+        outcome is forgotten once it published: an executor paused before this point
+        would then decide it a second time, and publish it again (a second completed file
+        under layout 2, or, once archival took the instant, a completed file below the
+        archive's floor, where Hudi's readers take the active timeline to begin). So a
+        detached instant found completed after this decision takes back the decision and
+        returns the document that stands (archived: this one, never published)."""
+        outcome.decide_commit(self.store, self.instant.id, body, self.owner)
+        if self.instant.action not in DETACHED_ACTIONS:
+            return None
+        archived = self.instant.id <= self.timeline.archived().floor
+        if not archived and not self.timeline.is_published(self.instant):
+            return None
+        outcome.forget(self.store, self.instant.id)
+        log.info("%s %s was completed by another executor", self.instant.action, self.id)
+        if archived:
+            return body
+        return self.timeline.raw(Instant(self.instant.id, self.instant.action, State.COMPLETED))
 
     def _document(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """What the completed instant holds: Hudi's commit metadata for writes and
@@ -576,7 +613,17 @@ _PUBLISH_TRIES = 3
 
 def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]) -> None:
     """Publishes a committed instant (a few attempts), then forgets its outcome. A table
-    with Hudi's metadata table records the instant's files there first (``metadata/``)."""
+    with Hudi's metadata table records the instant's files there first (``metadata/``).
+
+    A publisher paused before its publish (past its lease, or a detached executor) may
+    wake after another published the instant and archival took it off the active
+    timeline: a completed file published again there would sit below the archive's floor,
+    where Hudi's readers take the active timeline to begin (every archived instant above
+    it then reads as uncommitted). So an archived instant is not published, and one that
+    archival took while it was being published is removed again."""
+    if instant.id <= timeline.archived().floor:
+        outcome.forget(store, instant.id)
+        return
     for attempt in range(_PUBLISH_TRIES):
         try:
             if metadata_writer.enabled(store):
@@ -593,6 +640,8 @@ def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict
                 raise
             time.sleep(0.1 * (attempt + 1))
     outcome.forget(store, instant.id)
+    if instant.id <= timeline.archived().floor:
+        timeline.forget_archived(instant)
 
 
 def _writes_token(completed: list[Instant], optimistic: bool) -> str | None:

@@ -207,3 +207,144 @@ def test_a_rollback_removes_only_the_files_its_instant_wrote(tmp_path: Path) -> 
     assert names.parse(merged.name).merges_from == txn.id  # a run that starts at txn
     txn.abort()
     assert not own.exists() and theirs.exists() and merged.exists()
+
+
+#: One writer's table whose services run only when a test runs them.
+_BY_HAND = TableOptions(
+    lock_lease_seconds=0.2,
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+)
+
+
+def _rows(v: int) -> pa.Table:
+    return pa.table({"id": ["a", "b"], "day": ["d", "d"], "v": [v, v]}, schema=SCHEMA)
+
+
+def _archive_all_but_one(t: Table) -> str:
+    """Archives every completed instant but the newest; returns the archive's floor."""
+    from dynbucket.format.timeline import archive
+
+    done = archive.archive(t._store, True, keep_min=1, keep_max=2, lease_seconds=5.0)
+    assert done.archived
+    return done.floor
+
+
+def test_a_begin_paused_before_its_instant_exists_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer paused past its lease between its look at the timeline and the create of
+    its instant (the writers' model: a compaction completed below an archival's floor, and
+    hudi-rs read the archived instants above it as uncommitted). Meanwhile others wrote and
+    archived past the id it had chosen. Its begin fails as a lost lease does and leaves no
+    instant: none is ever pending at or below the floor."""
+    from dynbucket.base.errors import ConcurrentWriteError
+    from dynbucket.format.timeline import timeline as timeline_module
+    from dynbucket.format.timeline.lock import WriterLock
+    from dynbucket.format.timeline.timeline import Timeline
+    from dynbucket.format.timeline.transaction import Transaction
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=_BY_HAND)
+    for v in range(2):
+        t.upsert(_rows(v))
+    lock = WriterLock(t._store, 0.2)
+    chosen: list[str] = []
+    real = timeline_module.next_instant_id
+
+    def paused_after_choosing(after: str | None, now: object = None) -> str:
+        instant = real(after)
+        if not chosen:  # the paused writer's; the others' go on as usual
+            chosen.append(instant)
+            lock._stop.set()  # paused: its heartbeat stops, its lease runs out
+            time.sleep(0.3)
+            for v in range(3):
+                t.upsert(_rows(v + 10))
+            chosen.append(_archive_all_but_one(t))
+        return instant
+
+    monkeypatch.setattr(timeline_module, "next_instant_id", paused_after_choosing)
+    with pytest.raises(ConcurrentWriteError, match="lease"):
+        Transaction.begin(t._store, t._spec, "clean", "clean", lock=lock)
+    monkeypatch.undo()
+    paused, floor = chosen
+    assert paused < floor  # archival passed the id it had chosen
+    timeline = Timeline(t._store, True)
+    assert timeline.pending() == []
+    assert min(i.id for i in timeline.instants()) > floor
+    t.upsert(_rows(20))
+    assert t.check().healthy and t.to_arrow(meta_columns=False)["v"].to_pylist() == [20, 20]
+
+
+@pytest.mark.parametrize(
+    ("executor", "then", "version"),
+    [("detached", "archived", 6), ("under-lease", "archived", 6), ("detached", "published", 9)],
+)
+def test_a_second_executor_paused_before_its_commit_point_completes_nothing(
+    tmp_path: Path, executor: str, then: str, version: int
+) -> None:
+    """Two executors of one compaction (a writer runs one left pending past a lease: its
+    first executor seemed dead). The second was paused just before its commit point while
+    the first completed it (its commit outcome is then forgotten) and, in one case, archival
+    took it. Waking up, the second decides it again; it must not publish it again: a
+    second completed file (layout 2), or one below the archive's floor (the writers'
+    model, where hudi-rs then read 19 keys of 33)."""
+    from dynbucket.format.services import compaction
+    from dynbucket.format.timeline.timeline import Timeline
+    from dynbucket.format.timeline.transaction import Transaction
+
+    options = TableOptions(**{**_BY_HAND.__dict__, "table_version": version})
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    for v in range(3):
+        t.upsert(_rows(v))
+    planned = compaction.schedule(t._store, t._spec)
+    assert planned is not None
+    (pending,) = Timeline(t._store, True).pending()
+    if executor == "detached":
+        late = Transaction.resume(t._store, t._spec, pending, "late")
+    else:  # its last step under the lease, paused past its checks
+        late = Transaction.take_over(t._store, t._spec, pending, lease_seconds=0.2)
+        late._check_alone = lambda: None  # type: ignore[method-assign]
+        assert late.lock is not None
+        late.lock._stop.set()
+        time.sleep(0.3)
+    for f in compaction.execute(t._store, t._spec, planned):
+        late.add(f)
+    assert compaction.run(t._store, t._spec, planned).instant == planned  # the first
+    floor = ""
+    if then == "archived":
+        for v in range(3):
+            t.upsert(_rows(v + 10))
+        floor = _archive_all_but_one(t)
+        assert planned < floor
+    late.commit({})
+
+    timeline = Timeline(t._store, True)
+    assert outcome.read(t._store, planned) is None
+    assert timeline.pending() == []
+    if then == "archived":
+        assert min(i.id for i in timeline.instants()) > floor
+    else:
+        done = [p.name for p in Path(t._store.path(timeline.hudi_dir)).iterdir()]
+        assert len([n for n in done if n.startswith(planned) and n.endswith(".commit")]) == 1
+    assert t.check().healthy and t.to_arrow(meta_columns=False).num_rows == 2
+
+
+def test_a_publish_paused_until_archival_took_its_instant_brings_nothing_back(
+    tmp_path: Path,
+) -> None:
+    """A committed instant's publisher (its writer, or one that found it committed) paused
+    while another published it and archival took it: waking up, it publishes nothing."""
+    from dynbucket.format.timeline.timeline import Instant, State, Timeline
+    from dynbucket.format.timeline.transaction import _publish
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=_BY_HAND)
+    for v in range(4):
+        t.upsert(_rows(v))
+    timeline = Timeline(t._store, True)
+    first = timeline.completed()[0]
+    document = timeline.raw(first)
+    floor = _archive_all_but_one(t)
+    _publish(t._store, timeline, Instant(first.id, first.action, State.INFLIGHT), document)
+    assert min(i.id for i in Timeline(t._store, True).instants()) > floor
