@@ -10,9 +10,12 @@
 * ``_version_``: the latest ``N``, written last (a reader follows it, else the largest
   manifest).
 
-Each archival adds one layer-0 file and a manifest naming every file so far; Hudi's writers
-merge a layer's files into the next once there are 10 of them, which readers need not see
-done (they read every file a manifest names).
+Each archival adds one layer-0 file and a manifest naming the files in force. As Hudi's
+writers do, once a layer holds ``MERGE_FILES`` files its oldest ``MERGE_FILES`` are merged
+into one file of the next layer (``<min>_<max>_<layer + 1>.parquet``), so that a table
+archived every few writes for months keeps a few dozen files, not one per archival; files
+and manifests that none of the ``KEEP_VERSIONS`` latest snapshots names are removed (a
+reader that followed an older ``_version_`` has had three snapshots' time to finish).
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from dynbucket.format.storage.store import TableStore
 HISTORY_DIR = ".hoodie/timeline/history"
 VERSION_FILE = "_version_"
 _MANIFEST = re.compile(r"^manifest_(\d+)$")
+_LAYER_FILE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
+#: Files of one layer merged into one of the next (Hudi's
+#: ``hoodie.timeline.compaction.batch.size``).
+MERGE_FILES = 10
+#: Snapshots whose files and manifests are kept (older ones are removed).
+KEEP_VERSIONS = 3
 #: The Avro schema Hudi reads the files by (kept in each file's footer, as Hudi's
 #: writer keeps it).
 AVRO_SCHEMA = json.dumps({
@@ -101,10 +110,63 @@ def append(store: TableStore, entries: list[Entry]) -> str:
     version = latest_version(store)
     files = [f for f in files_of(store, version) if f.get("fileName") != name]
     files.append({"fileName": name, "fileLen": size})
+    files = _merged(store, files)
     manifest = json.dumps({"files": sorted(files, key=lambda f: str(f["fileName"]))}, indent=2)
     store.write_atomic(store.path(HISTORY_DIR, f"manifest_{version + 1}"), manifest.encode())
     store.write_atomic(store.path(HISTORY_DIR, VERSION_FILE), str(version + 1).encode())
+    _clean(store, version + 1)
     return name
+
+
+def _merged(store: TableStore, files: list[dict[str, object]]) -> list[dict[str, object]]:
+    """``files`` with the oldest ``MERGE_FILES`` of each layer that holds as many merged
+    into one file of the next layer (again while a layer fills up)."""
+    import pyarrow.parquet as pq
+
+    while True:
+        layers: dict[int, list[dict[str, object]]] = {}
+        for f in files:
+            m = _LAYER_FILE.match(str(f["fileName"]))
+            if m is not None:
+                layers.setdefault(int(m.group(3)), []).append(f)
+        full = sorted(layer for layer, found in layers.items() if len(found) >= MERGE_FILES)
+        if not full:
+            return files
+        layer = full[0]
+        merging = sorted(layers[layer], key=lambda f: str(f["fileName"]))[:MERGE_FILES]
+        rows = pa.concat_tables(
+            pq.read_table(
+                store.path(HISTORY_DIR, str(f["fileName"])),
+                columns=SCHEMA.names,
+                filesystem=store.fs,
+            ).cast(SCHEMA)  # fmt: skip
+            for f in merging
+        )
+        rows = rows.sort_by("instantTime")
+        first, last = rows["instantTime"][0].as_py(), rows["instantTime"][-1].as_py()
+        name = f"{first}_{last}_{layer + 1}.parquet"
+        size = store.write_parquet(store.path(HISTORY_DIR, name), rows)
+        gone = {str(f["fileName"]) for f in merging}
+        files = [f for f in files if str(f["fileName"]) not in gone]
+        files.append({"fileName": name, "fileLen": size})
+
+
+def _clean(store: TableStore, version: int) -> None:
+    """Removes the manifests older than the ``KEEP_VERSIONS`` latest and the files none of
+    those names."""
+    kept = range(max(1, version - KEEP_VERSIONS + 1), version + 1)
+    named = set()
+    for v in kept:
+        try:
+            named.update(str(f["fileName"]) for f in files_of(store, v))
+        except FileNotFoundError:
+            continue
+    for info in store.list_files(store.path(HISTORY_DIR)):
+        m = _MANIFEST.match(info.base_name)
+        old_manifest = m is not None and int(m.group(1)) < kept[0]
+        unnamed = _LAYER_FILE.match(info.base_name) is not None and info.base_name not in named
+        if old_manifest or unnamed:
+            store.delete(info.path)
 
 
 def read(store: TableStore) -> list[Entry]:
