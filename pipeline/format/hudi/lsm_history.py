@@ -155,7 +155,7 @@ def _clean(store: TableStore, version: int) -> None:
     """Removes the manifests older than the ``KEEP_VERSIONS`` latest and the files none of
     those names."""
     kept = range(max(1, version - KEEP_VERSIONS + 1), version + 1)
-    named = set()
+    named: set[str] = set()
     for v in kept:
         try:
             named.update(str(f["fileName"]) for f in files_of(store, v))
