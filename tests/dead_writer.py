@@ -19,7 +19,7 @@ def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
     """Begins an instant, writes ``rows`` into bucket 0 of their partitions (data and index
     files, as a real writer would), then dies: its heartbeat stops and its lease runs out at
     once. Returns the instant, which stays pending until the next writer rolls it back."""
-    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", lease_seconds=0.05)
+    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", lease_seconds=0.5)
     prepared = prepare(table._spec, pa.Table.from_pylist(rows, table._spec.schema))
     n = prepared.num_rows
     prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
@@ -29,5 +29,6 @@ def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
                        Operation.UPSERT)  # fmt: skip
     write_file_groups(ctx, prepared)
     txn.lock._stop.set()  # the heartbeat dies with the writer
-    time.sleep(0.1)  # and its lease runs out
+    # and its lease runs out (a lease shorter than a begin takes on S3 would lapse in it)
+    time.sleep(max(0.0, txn.lock._expires_at - time.time()) + 0.05)
     return txn.id

@@ -125,7 +125,7 @@ def _second_group(t: Table) -> None:
 
 
 def _dead_writer(t: Table) -> None:
-    txn = Transaction.begin(t._store, t._spec, "commit", "upsert", lease_seconds=0.01)
+    txn = Transaction.begin(t._store, t._spec, "commit", "upsert", lease_seconds=5.0)
     txn.lock.release()  # the process died: its instant stays pending, its lease lapses
 
 
