@@ -14,8 +14,9 @@ Each archival adds one layer-0 file and a manifest naming the files in force. As
 writers do, once a layer holds ``MERGE_FILES`` files its oldest ``MERGE_FILES`` are merged
 into one file of the next layer (``<min>_<max>_<layer + 1>.parquet``), so that a table
 archived every few writes for months keeps a few dozen files, not one per archival; files
-and manifests that none of the ``KEEP_VERSIONS`` latest snapshots names are removed (a
-reader that followed an older ``_version_`` has had three snapshots' time to finish).
+and, after a merge, manifests and files that none of the ``KEEP_VERSIONS`` latest snapshots
+names are removed (a reader that followed an older ``_version_`` has had three snapshots'
+time to finish; between merges, appends read and remove nothing more).
 """
 
 from __future__ import annotations
@@ -110,11 +111,13 @@ def append(store: TableStore, entries: list[Entry]) -> str:
     version = latest_version(store)
     files = [f for f in files_of(store, version) if f.get("fileName") != name]
     files.append({"fileName": name, "fileLen": size})
+    unmerged = len(files)
     files = _merged(store, files)
     manifest = json.dumps({"files": sorted(files, key=lambda f: str(f["fileName"]))}, indent=2)
     store.write_atomic(store.path(HISTORY_DIR, f"manifest_{version + 1}"), manifest.encode())
     store.write_atomic(store.path(HISTORY_DIR, VERSION_FILE), str(version + 1).encode())
-    _clean(store, version + 1)
+    if len(files) < unmerged:  # only a merge takes files out of the snapshot
+        _clean(store, version + 1)
     return name
 
 
