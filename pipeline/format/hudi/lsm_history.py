@@ -13,9 +13,9 @@
 Each archival adds one layer-0 file and a manifest naming the files in force. As Hudi's
 writers do, once a layer holds ``MERGE_FILES`` files its oldest ``MERGE_FILES`` are merged
 into one file of the next layer (``<min>_<max>_<layer + 1>.parquet``), so that a table
-archived every few writes for months keeps a few dozen files, not one per archival; files
-and, after a merge, manifests and files that none of the ``KEEP_VERSIONS`` latest snapshots
-names are removed (a reader that followed an older ``_version_`` has had three snapshots'
+archived every few writes for months keeps a few dozen files, not one per archival. After
+a merge, manifests and files that none of the ``KEEP_VERSIONS`` latest snapshots names are
+removed (a reader that followed an older ``_version_`` has had three snapshots'
 time to finish; between merges, appends read and remove nothing more).
 """
 
