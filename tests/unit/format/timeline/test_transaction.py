@@ -5,6 +5,7 @@ its completed file not yet published) the next writer publishes it and nothing i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -294,7 +295,7 @@ def test_a_second_executor_paused_before_its_commit_point_completes_nothing(
     from dynbucket.format.timeline.timeline import Timeline
     from dynbucket.format.timeline.transaction import Transaction
 
-    options = TableOptions(**{**_BY_HAND.__dict__, "table_version": version})
+    options = dataclasses.replace(_BY_HAND, table_version=version)
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
     for v in range(3):
         t.upsert(_rows(v))
