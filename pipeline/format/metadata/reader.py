@@ -209,6 +209,8 @@ class _Slice:
     logs: tuple[str, ...]
     base_size: int = 0
     logs_size: int = 0
+    #: Each log's bytes, in ``logs``' order.
+    log_sizes: tuple[int, ...] = ()
 
 
 class MetadataTable:
@@ -378,9 +380,8 @@ class MetadataTable:
                 e for e in logs.get(file_id, []) if self._completed_at(e[0]) >= base_instant
             )
             names = tuple(e[3] for e in after)
-            out[file_id] = _Slice(
-                base, names, sizes.get(base or "", 0), sum(sizes[n] for n in names)
-            )
+            each = tuple(sizes[n] for n in names)
+            out[file_id] = _Slice(base, names, sizes.get(base or "", 0), sum(each), each)
         return out
 
     def writer_schema(self, file_slice: _Slice | None) -> str | None:

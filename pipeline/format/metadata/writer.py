@@ -22,13 +22,18 @@ the ``record_index`` partition, each live key's location (``record_index.py``).
    completed and adds nothing.
 3. A file group is rewritten as a whole base file (its records as of the instant: the
    latest slice merged, then the instant's changes; Hudi's metadata compaction) once it
-   holds ``MAX_DELTAS`` logs whose bytes reach ``LOG_RATIO`` of its base's, or
-   ``MAX_LOGS`` logs whatever their size: the work per write stays that of the write's
-   own records, not the index's size (a base of many keys is rewritten once per that
-   fraction of it written), and a reader merges a base and a bounded number of logs, at
-   the ten-thousandth instant as at the tenth. One ``record_index`` group is rewritten
-   per instant (the one with the most logs; any at ``MAX_LOGS`` too), so that the groups
-   of partitions written together do not all fall due in one write. Only
+   holds ``MAX_DELTAS`` logs whose records' bytes reach ``LOG_RATIO`` of its base's (a
+   file's bytes less those of a file of one record: the record schema, twice in a log, is
+   most of a small one, and counted would make a group due every ``MAX_DELTAS`` writes
+   however large its base), or ``MAX_LOGS`` logs whatever their size. So a base of many
+   keys is rewritten once per that fraction of it written, and the work per write is that
+   of the write's own records, not the index's size, until writes of few keys per group
+   take ``MAX_LOGS`` logs to reach it: from then on a group is rewritten every
+   ``MAX_LOGS`` writes that touch it, a fortieth of the group per write. A reader merges a
+   base and at most ``MAX_LOGS`` logs, at the ten-thousandth instant as at the tenth.
+   One ``record_index`` group is rewritten per instant (the one with the most logs; any
+   at ``MAX_LOGS`` too), so that the groups of partitions written together do not all
+   fall due in one write. Only
    when no other instant of the table is pending: a pending instant completes with a
    completion time after this one's id (its log then belongs to the new slice), except
    one that committed before this instant began and has not published yet, which a
@@ -45,6 +50,7 @@ finds it completed while the table's instant is not yet skips it (``reader.py``)
 
 from __future__ import annotations
 
+import functools
 import itertools
 import posixpath
 import zlib
@@ -232,7 +238,8 @@ def record(
             )
             changed[(RECORD_INDEX, str(group))] = (mine.keys, mine.values)
     # 3. Logs, and the groups due (when no other instant is pending) rewritten as bases.
-    due = {k for k, s in slices.items() if _due(s)}
+    overhead = _overhead(schema)
+    due = {k for k, s in slices.items() if _due(s, overhead)}
     if due and others_pending():
         due = set()
     elif due:
@@ -240,7 +247,7 @@ def record(
         # is in what the rewrite merges (else its log would fall in the slice replaced).
         table = MetadataTable(store)
         slices = {(p, g): s for p in kept for g, s in table.file_groups(p).items()}
-        due = _bounded({k for k, s in slices.items() if _due(s)}, slices)
+        due = _bounded({k for k, s in slices.items() if _due(s, overhead)}, slices)
     files = [
         _base(
             p,
@@ -323,12 +330,26 @@ def _bounded(
     )
 
 
-def _due(file_slice: Any) -> bool:
-    """Step 3's rule (module doc)."""
+def _due(file_slice: Any, overhead: tuple[int, int]) -> bool:
+    """Step 3's rule (module doc); ``overhead``: the bytes of a base and of a log of one
+    record, what a file carries whatever its records."""
     logs = len(file_slice.logs)
     if logs >= MAX_LOGS:
         return True
-    return logs >= MAX_DELTAS and file_slice.logs_size >= LOG_RATIO * file_slice.base_size
+    base = max(0, file_slice.base_size - overhead[0]) if file_slice.base else 0
+    records = sum(max(0, size - overhead[1]) for size in file_slice.log_sizes)
+    return logs >= MAX_DELTAS and records >= LOG_RATIO * base
+
+
+@functools.lru_cache(maxsize=8)
+def _overhead(schema: str) -> tuple[int, int]:
+    """The bytes of a base and of a log of one tiny record in ``schema``: the headers and
+    the schema every file carries (step 3 counts the bytes beyond them)."""
+    one = (pa.array([b"k"], pa.binary()), pa.array([b"v"], pa.binary()))
+    return (
+        len(_base(RECORD_INDEX, "g", INIT_INSTANT, one, schema)[3]),
+        len(_log(RECORD_INDEX, "g", INIT_INSTANT, one, schema)[3]),
+    )
 
 
 def _merged(

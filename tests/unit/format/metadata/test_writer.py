@@ -270,3 +270,43 @@ def test_one_record_index_group_is_rewritten_per_write_unless_at_most_logs(
         assert per_write[-1] == 3  # all three at the bound, in one write
     _listed_is_stored(t)
     t.close()
+
+
+def test_a_group_is_due_by_its_logs_records_not_the_schema_each_log_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each log carries the record schema twice (about 10 KB): counted as written, two
+    logs of one key each outweigh a fifth of a base of thousands of keys, and the group
+    would be rewritten every ``MAX_DELTAS`` writes however large it is. Counted by its
+    records' bytes, single-key logs wait for ``MAX_LOGS``; logs of many new keys (a
+    fifth of the base's) make the group due at ``MAX_DELTAS``. A write rewrites a group
+    its slice made due before it, its own changes merged in."""
+    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
+    monkeypatch.setattr(metadata_writer, "MAX_LOGS", 6)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                     DynamicBucketIndex(max_keys_per_bucket=10_000),
+                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
+    written = iter(range(1_000_000))
+
+    def write(count: int) -> tuple[str | None, int]:
+        """Upsert ``count`` new keys into day d0: its group's base and logs after it."""
+        keys = [f"k{next(written):06d}" for _ in range(count)]
+        t.upsert(pa.table({"id": keys, "day": ["d0"] * count, "v": [1] * count,
+                           "ts": [1] * count}))  # fmt: skip
+        (group,) = MetadataTable(t._store).file_groups("record_index").values()
+        return group.base, len(group.logs)
+
+    assert write(3000) == (None, 1)
+    assert write(1) == (None, 2)
+    base, logs = write(1)  # its slice had MAX_DELTAS logs and no base: a base of 3,002 keys
+    assert base is not None and logs == 0
+    for n in range(1, 7):  # single-key logs: six of them are far from a fifth of the base
+        assert write(1) == (base, n)
+    second, logs = write(1)  # six logs: MAX_LOGS, whatever their bytes
+    assert second != base and logs == 0
+    assert write(700) == (second, 1)
+    assert write(700) == (second, 2)  # two logs of a fifth of the base's keys: due
+    third, logs = write(1)
+    assert third != second and logs == 0
+    _listed_is_stored(t)
+    t.close()
