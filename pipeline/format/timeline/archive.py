@@ -239,9 +239,4 @@ def _write_hudi_archive(
         for name in ("REQUESTED", "INFLIGHT", "COMPLETED"):
             entries.append((f.id, f.action, name))
     entries.sort()
-    body = archived.entries_file(entries, floor)
-    folder = store.path(archived.ARCHIVED_DIR)
-    versions = [archived.version_of(i.base_name) for i in store.list_files(folder)]
-    version = max((v for v in versions if v is not None), default=0) + 1
-    while not store.create_exclusive(store.path(folder, archived.file_name(version)), body):
-        version += 1
+    archived.append(store, archived.entries_file(entries, floor))
