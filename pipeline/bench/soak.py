@@ -12,7 +12,8 @@ that the ten-thousandth write costs what the thousandth did. Two runs, default o
 
 Per window of ``window`` writes (``stream_window`` batches) it prints the write p50 and
 p99, the full-read time per row, the data files, the most files of one file group, the
-entries of ``.hoodie/`` and the most index files of a partition; a PNG of these over the
+entries of ``.hoodie/``, the most index files of a partition and the files of the archived
+timeline (``HISTORY_DIRS``: merged as they accrue, so they stay few); a PNG of these over the
 run; and at the end, whether hudi-rs reads the table as dynbucket does (snapshot, and as of
 every instant on the active timeline) and whether ``dynbucket check`` finds it healthy.
 docs/soak.md holds a run and the bounds the defaults give.
@@ -45,6 +46,12 @@ SCHEMA = pa.schema(
     [("id", pa.string()), ("region", pa.string()), ("amount", pa.int64()), ("ts", pa.int64())]
 )
 REGIONS = ["eu", "us", "ap", "sa"]
+#: Where the archived timeline goes: version 6's, version 9's and its metadata table's.
+HISTORY_DIRS = (
+    ".hoodie/archived",
+    ".hoodie/timeline/history",
+    ".hoodie/metadata/.hoodie/timeline/history",
+)
 
 
 def batch(i: int, rows: int, rng: np.random.Generator) -> pa.Table:
@@ -79,6 +86,7 @@ class Window:
     most_files_per_group: int = 0
     hoodie_entries: int = 0
     most_index_files: int = 0
+    history_files: int = 0
 
     def row(self) -> dict[str, Any]:
         s = sorted(self.seconds)
@@ -92,6 +100,7 @@ class Window:
             "most_files_per_group": self.most_files_per_group,
             "hoodie_entries": self.hoodie_entries,
             "most_index_files": self.most_index_files,
+            "history_files": self.history_files,
         }
 
 
@@ -114,6 +123,11 @@ def measure(table: Table, window: Window) -> None:
     window.data_files = sum(groups.values())
     window.most_files_per_group = max(groups.values(), default=0)
     window.hoodie_entries = len(os.listdir(os.path.join(table.uri, ".hoodie")))
+    window.history_files = sum(
+        len(os.listdir(folder))
+        for folder in (os.path.join(table.uri, d) for d in HISTORY_DIRS)
+        if os.path.isdir(folder)
+    )
 
 
 def new_table(path: Path, rt: Runtime | None = None, version: int = 6) -> Table:

@@ -25,12 +25,12 @@ the ``record_index`` partition, each live key's location (``record_index.py``).
    holds ``MAX_DELTAS`` logs whose records' bytes reach ``LOG_RATIO`` of its base's (a
    file's bytes less those of a file of one record: the record schema, twice in a log, is
    most of a small one, and counted would make a group due every ``MAX_DELTAS`` writes
-   however large its base), or ``MAX_LOGS`` logs whatever their size. So a base of many
+   however large its base), or ``SOFT_LOGS`` logs whatever their size. So a base of many
    keys is rewritten once per that fraction of it written, and the work per write is that
    of the write's own records, not the index's size, until writes of few keys per group
-   take ``MAX_LOGS`` logs to reach it: from then on a group is rewritten every
-   ``MAX_LOGS`` writes that touch it, a fortieth of the group per write. A reader merges a
-   base and at most ``MAX_LOGS`` logs, at the ten-thousandth instant as at the tenth.
+   take ``SOFT_LOGS`` logs to reach it: from then on a group is rewritten about every
+   ``SOFT_LOGS`` writes that touch it, a thirtieth of the group per write. A reader merges
+   a base and at most ``MAX_LOGS`` logs, at the ten-thousandth instant as at the tenth.
    One ``record_index`` group is rewritten per instant (the one with the most logs; any
    at ``MAX_LOGS`` too), so that the groups of partitions written together do not all
    fall due in one write. Only
@@ -95,6 +95,11 @@ PARTITIONS = (FILES, RECORD_INDEX)
 MAX_DELTAS = 10
 LOG_RATIO = 0.2
 MAX_LOGS = 40
+#: Logs at which a group is due whatever their bytes, though one per instant (below): the
+#: groups of partitions written together reach it together, and up to ``MAX_LOGS -
+#: SOFT_LOGS`` of them are rewritten in turn before ``MAX_LOGS``, which would rewrite them
+#: all in one write.
+SOFT_LOGS = 30
 #: ``record_index`` groups one instant rewrites, of those due (but any at ``MAX_LOGS``).
 REWRITES_PER_INSTANT = 1
 #: The metadata partitions of each store, learnt from its properties when the table opens.
@@ -338,7 +343,7 @@ def _due(file_slice: Any, overhead: tuple[int, int]) -> bool:
         return True
     base = max(0, file_slice.base_size - overhead[0]) if file_slice.base else 0
     records = sum(max(0, size - overhead[1]) for size in file_slice.log_sizes)
-    return logs >= MAX_DELTAS and records >= LOG_RATIO * base
+    return logs >= MAX_DELTAS and (records >= LOG_RATIO * base or logs >= SOFT_LOGS)
 
 
 @functools.lru_cache(maxsize=8)
