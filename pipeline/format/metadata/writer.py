@@ -31,9 +31,10 @@ the ``record_index`` partition, each live key's location (``record_index.py``).
    take ``SOFT_LOGS`` logs to reach it: from then on a group is rewritten about every
    ``SOFT_LOGS`` writes that touch it, a thirtieth of the group per write. A reader merges
    a base and at most ``MAX_LOGS`` logs, at the ten-thousandth instant as at the tenth.
-   One ``record_index`` group is rewritten per instant (the one with the most logs; any
-   at ``MAX_LOGS`` too), so that the groups of partitions written together do not all
-   fall due in one write. Only
+   One ``record_index`` group is rewritten per instant (the one with the most logs), or as
+   many as rewrite every group due before the first reaches ``MAX_LOGS`` (any there
+   too), so that the groups of partitions written together are not all rewritten in one
+   write. Only
    when no other instant of the table is pending: a pending instant completes with a
    completion time after this one's id (its log then belongs to the new slice), except
    one that committed before this instant began and has not published yet, which a
@@ -95,12 +96,11 @@ PARTITIONS = (FILES, RECORD_INDEX)
 MAX_DELTAS = 10
 LOG_RATIO = 0.2
 MAX_LOGS = 40
-#: Logs at which a group is due whatever their bytes, though one per instant (below): the
-#: groups of partitions written together reach it together, and up to ``MAX_LOGS -
-#: SOFT_LOGS`` of them are rewritten in turn before ``MAX_LOGS``, which would rewrite them
-#: all in one write.
+#: Logs at which a group is due whatever their bytes, though rewritten in turn (``_bounded``):
+#: the groups of partitions written together reach it together, and are spread over the
+#: ``MAX_LOGS - SOFT_LOGS`` writes before ``MAX_LOGS``, which would rewrite them all in one.
 SOFT_LOGS = 30
-#: ``record_index`` groups one instant rewrites, of those due (but any at ``MAX_LOGS``).
+#: ``record_index`` groups one instant rewrites at least, of those due (``_bounded``).
 REWRITES_PER_INSTANT = 1
 #: The metadata partitions of each store, learnt from its properties when the table opens.
 _PARTITIONS: dict[str, frozenset[str]] = {}
@@ -319,18 +319,21 @@ def _locations(keyed: pa.Table, schema: str) -> pa.BinaryArray:
 def _bounded(
     due: set[tuple[str, str]], slices: Mapping[tuple[str, str], Any]
 ) -> set[tuple[str, str]]:
-    """Step 3's bound: of the ``record_index`` groups due, one per instant (the one with
-    the most logs), and those at ``MAX_LOGS``. The groups of partitions written together
-    fill together: rewritten in one instant, their rewrites add up in one write (the
-    soak's slowest writes, one group's rewrite per partition); one at a time, each
-    write pays one, the others waiting a write or a few."""
+    """Step 3's bound: of the ``record_index`` groups due, those with the most logs, one
+    per instant or as many as rewrite them all before the first reaches ``MAX_LOGS`` (a
+    write adds a log to each), and any at ``MAX_LOGS``. The groups of partitions written
+    together fill together: rewritten in one instant, their rewrites add up in one write
+    (the soak's slowest writes, one group's rewrite per partition); spread so, each write
+    pays one or a few, the others waiting their turn."""
     groups = sorted(
         (k for k in due if k[0] == RECORD_INDEX),
         key=lambda k: (-len(slices[k].logs), -slices[k].logs_size, k),
     )
+    most = len(slices[groups[0]].logs) if groups else 0
+    per_instant = max(REWRITES_PER_INSTANT, -(-len(groups) // max(1, MAX_LOGS - most)))
     return (
         {k for k in due if k[0] != RECORD_INDEX}
-        | set(groups[:REWRITES_PER_INSTANT])
+        | set(groups[:per_instant])
         | {k for k in groups if len(slices[k].logs) >= MAX_LOGS}
     )
 

@@ -320,3 +320,38 @@ def test_a_group_is_due_by_its_logs_records_not_the_schema_each_log_carries(
     assert third != second and logs == 0
     _listed_is_stored(t)
     t.close()
+
+
+def test_groups_of_many_partitions_written_together_are_spread_over_the_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve partitions written by every write fall due together, more than one a write
+    can take before the first reaches ``MAX_LOGS`` (three writes later here): each write
+    rewrites as many as finish them all in time, never all twelve in one write, and no
+    slice holds more than ``MAX_LOGS`` logs."""
+    from dynbucket.format.metadata.reader import BASE_NAME
+
+    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
+    monkeypatch.setattr(metadata_writer, "LOG_RATIO", 1e9)  # due by their count only
+    monkeypatch.setattr(metadata_writer, "SOFT_LOGS", 3)
+    monkeypatch.setattr(metadata_writer, "MAX_LOGS", 6)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                     DynamicBucketIndex(max_keys_per_bucket=100),
+                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
+    folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
+    rewrites: dict[str, set[str]] = {}  # instant -> groups it rewrote
+    for n in range(12):
+        keys = [f"k{n:02d}{p:02d}" for p in range(12)]
+        t.upsert(pa.table({"id": keys, "day": [f"d{p:02d}" for p in range(12)],
+                           "v": [n] * 12, "ts": [n] * 12}))  # fmt: skip
+        for f in folder.glob("*.hfile"):
+            m = BASE_NAME.match(f.name)
+            assert m is not None
+            rewrites.setdefault(m["instant"], set()).add(m["file_id"])
+        slices = MetadataTable(t._store).file_groups("record_index")
+        assert len(slices) == 12 and max(len(s.logs) for s in slices.values()) <= 6
+    per_write = Counter(len(g) for i, g in rewrites.items() if i != metadata_writer.INIT_INSTANT)
+    # At most 12 due over the 3 or 4 writes left before 6 logs: 4 a write, 3 once spread.
+    assert 1 < max(per_write) <= 4, per_write
+    _listed_is_stored(t)
+    t.close()
