@@ -248,33 +248,12 @@ def test_one_record_index_group_is_rewritten_per_write_unless_at_most_logs(
     index groups, the one with the most logs, and each is rewritten in turn; groups at
     ``MAX_LOGS`` are rewritten all at once, the bound a reader relies on. The index stays
     equal to the live keys throughout."""
-    from dynbucket.format.metadata.reader import BASE_NAME
-
-    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
-    monkeypatch.setattr(metadata_writer, "LOG_RATIO", ratio)
-    monkeypatch.setattr(metadata_writer, "MAX_LOGS", max_logs)
-    monkeypatch.setattr(metadata_writer, "SOFT_LOGS", soft)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=100),
-                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
-    folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
-    rewrites: dict[str, set[str]] = {}  # instant -> groups it rewrote
-    for n in range(9):
-        keys = [f"k{n:02d}{p}" for p in range(3)]
-        t.upsert(pa.table({"id": keys, "day": [f"d{p}" for p in range(3)], "v": [n] * 3,
-                           "ts": [n] * 3}))  # fmt: skip
-        for f in folder.glob("*.hfile"):
-            m = BASE_NAME.match(f.name)
-            assert m is not None
-            rewrites.setdefault(m["instant"], set()).add(m["file_id"])
-        slices = MetadataTable(t._store).file_groups("record_index")
-        assert max(len(s.logs) for s in slices.values()) <= max(max_logs, 2 + 2)
-    per_write = sorted(len(g) for i, g in rewrites.items() if i != metadata_writer.INIT_INSTANT)
+    t, rewrites, most = _write_rounds(tmp_path, monkeypatch, 3, 9, ratio, soft, max_logs)
+    assert most <= max(max_logs, 2 + 2)
+    per_write = sorted(len(g) for g in rewrites.values())
     if max_logs == 40:
         assert per_write and per_write[-1] == 1  # never two in one write
-        each = Counter(
-            g for i, gs in rewrites.items() for g in gs if i != metadata_writer.INIT_INSTANT
-        )
+        each = Counter(g for gs in rewrites.values() for g in gs)
         assert len(each) == 3 and min(each.values()) >= 2, each  # each group in turn, again
     else:
         assert per_write[-1] == 3  # all three at the bound, in one write
@@ -329,29 +308,50 @@ def test_groups_of_many_partitions_written_together_are_spread_over_the_writes(
     can take before the first reaches ``MAX_LOGS`` (three writes later here): each write
     rewrites as many as finish them all in time, never all twelve in one write, and no
     slice holds more than ``MAX_LOGS`` logs."""
-    from dynbucket.format.metadata.reader import BASE_NAME
-
-    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
-    monkeypatch.setattr(metadata_writer, "LOG_RATIO", 1e9)  # due by their count only
-    monkeypatch.setattr(metadata_writer, "SOFT_LOGS", 3)
-    monkeypatch.setattr(metadata_writer, "MAX_LOGS", 6)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=100),
-                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
-    folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
-    rewrites: dict[str, set[str]] = {}  # instant -> groups it rewrote
-    for n in range(12):
-        keys = [f"k{n:02d}{p:02d}" for p in range(12)]
-        t.upsert(pa.table({"id": keys, "day": [f"d{p:02d}" for p in range(12)],
-                           "v": [n] * 12, "ts": [n] * 12}))  # fmt: skip
-        for f in folder.glob("*.hfile"):
-            m = BASE_NAME.match(f.name)
-            assert m is not None
-            rewrites.setdefault(m["instant"], set()).add(m["file_id"])
-        slices = MetadataTable(t._store).file_groups("record_index")
-        assert len(slices) == 12 and max(len(s.logs) for s in slices.values()) <= 6
-    per_write = Counter(len(g) for i, g in rewrites.items() if i != metadata_writer.INIT_INSTANT)
+    # Due by their count only (3 logs), rewritten before 6.
+    t, rewrites, most = _write_rounds(tmp_path, monkeypatch, 12, 12, 1e9, 3, 6)
+    assert most <= 6
+    per_write = Counter(len(g) for g in rewrites.values())
     # At most 12 due over the 3 or 4 writes left before 6 logs: 4 a write, 3 once spread.
     assert 1 < max(per_write) <= 4, per_write
     _listed_is_stored(t)
     t.close()
+
+
+def _write_rounds(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    partitions: int,
+    writes: int,
+    ratio: float,
+    soft: int,
+    max_logs: int,
+) -> tuple[Table, dict[str, set[str]], int]:
+    """``writes`` writes of a new key into each of ``partitions`` partitions, with the
+    rewrite rule's bounds set (``MAX_DELTAS`` 2): the table, the record index groups each
+    instant rewrote, and the most logs a group's slice held after a write."""
+    from dynbucket.format.metadata.reader import BASE_NAME
+
+    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
+    monkeypatch.setattr(metadata_writer, "LOG_RATIO", ratio)
+    monkeypatch.setattr(metadata_writer, "SOFT_LOGS", soft)
+    monkeypatch.setattr(metadata_writer, "MAX_LOGS", max_logs)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
+                     DynamicBucketIndex(max_keys_per_bucket=100),
+                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
+    folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
+    rewrites: dict[str, set[str]] = {}
+    most = 0
+    for n in range(writes):
+        keys = [f"k{n:02d}{p:02d}" for p in range(partitions)]
+        t.upsert(pa.table({"id": keys, "day": [f"d{p:02d}" for p in range(partitions)],
+                           "v": [n] * partitions, "ts": [n] * partitions}))  # fmt: skip
+        for f in folder.glob("*.hfile"):
+            m = BASE_NAME.match(f.name)
+            assert m is not None
+            if m["instant"] != metadata_writer.INIT_INSTANT:
+                rewrites.setdefault(m["instant"], set()).add(m["file_id"])
+        slices = MetadataTable(t._store).file_groups("record_index")
+        assert len(slices) == partitions
+        most = max(most, *(len(s.logs) for s in slices.values()))
+    return t, rewrites, most
