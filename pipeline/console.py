@@ -154,23 +154,40 @@ class Progress:
 
 
 class SparkTasks:
-    """The tasks of the Spark stages seen since it started, as ``(done, total)``: what
-    :func:`spark_tasks` reports. ``tracker`` is pyspark's ``StatusTracker``."""
+    """The tasks of the Spark jobs started since it started, as ``(done, total)``: what
+    :func:`spark_tasks` reports. ``tracker`` is pyspark's ``StatusTracker``; ``group`` the
+    job group of the thread that runs the jobs (None: none), whose jobs Spark keeps after
+    they end, so a job that starts and ends between two polls still counts."""
 
-    def __init__(self, tracker: Any) -> None:
+    def __init__(self, tracker: Any, group: str | None = None) -> None:
         self.tracker = tracker
+        self.group = group
+        self.jobs_before = set(tracker.getJobIdsForGroup(group))
         self.before = set(tracker.getActiveStageIds())
         self.stages: dict[int, tuple[int, int]] = {}
 
     def poll(self) -> tuple[int, int]:
-        """1. Stages running now join those seen (not those running before the start);
-        2. each seen stage's completed and total tasks (a finished stage keeps its last)."""
-        for stage in self.tracker.getActiveStageIds():  # 1.
+        """1. The stages of the group's jobs since the start, and stages running now (not
+        those running before the start), join those seen; 2. each seen stage's completed
+        and total tasks (a finished stage keeps its last), but a stage that a succeeded job
+        left with none done: skipped, its output already there, it never runs."""
+        ended: set[int] = set()
+        for job in set(self.tracker.getJobIdsForGroup(self.group)) - self.jobs_before:  # 1.
+            info = self.tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else ():
+                self.stages.setdefault(stage, (0, 0))
+                if info is not None and info.status == "SUCCEEDED":
+                    ended.add(stage)
+        for stage in self.tracker.getActiveStageIds():
             if stage not in self.before:
                 self.stages.setdefault(stage, (0, 0))
-        for stage in self.stages:  # 2.
+        for stage in list(self.stages):  # 2.
             info = self.tracker.getStageInfo(stage)
-            if info is not None:
+            if info is None:
+                continue
+            if stage in ended and info.numCompletedTasks == 0:
+                del self.stages[stage]
+            else:
                 self.stages[stage] = (info.numCompletedTasks, info.numTasks)
         return sum(d for d, _ in self.stages.values()), sum(t for _, t in self.stages.values())
 
@@ -182,7 +199,8 @@ def spark_tasks(
     """Reports the Spark tasks of the block's jobs to ``progress`` (``(done, total)``; the
     total grows as stages start), polling Spark's status tracker every ``every`` seconds
     from a thread, and once more at the end."""
-    tasks = SparkTasks(spark.sparkContext.statusTracker())
+    context = spark.sparkContext
+    tasks = SparkTasks(context.statusTracker(), context.getLocalProperty("spark.jobGroup.id"))
     stop = threading.Event()
 
     def report() -> None:
