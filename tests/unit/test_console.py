@@ -74,18 +74,30 @@ def test_progress_elsewhere_is_a_line_every_so_often_and_none_for_a_short_comman
 
 
 def test_spark_tasks_counts_the_stages_started_since_and_keeps_finished_ones() -> None:
+    """Stages running at a poll, and every stage of the group's jobs since the start, also
+    one that started and ended between two polls; not a stage a succeeded job skipped,
+    nor another job's stage running before the start."""
     from types import SimpleNamespace
 
     class Tracker:
         active = [7]  # a stage of somebody else's job, running before the start
         infos: dict[int, tuple[int, int]] = {7: (0, 100)}
+        jobs: dict[int, tuple[list[int], str]] = {1: ([7], "RUNNING")}
 
-        def getActiveStageIds(self) -> list[int]:  # noqa: N802 (pyspark's name)
+        def getActiveStageIds(self) -> list[int]:  # noqa: N802 (pyspark's names)
             return self.active
 
         def getStageInfo(self, stage: int) -> SimpleNamespace | None:  # noqa: N802
             done, total = self.infos[stage]
             return SimpleNamespace(numCompletedTasks=done, numTasks=total)
+
+        def getJobIdsForGroup(self, group: str | None) -> list[int]:  # noqa: N802
+            assert group is None
+            return list(self.jobs)
+
+        def getJobInfo(self, job: int) -> SimpleNamespace:  # noqa: N802
+            stages, status = self.jobs[job]
+            return SimpleNamespace(stageIds=stages, status=status)
 
     tracker = Tracker()
     tasks = SparkTasks(tracker)
@@ -93,3 +105,7 @@ def test_spark_tasks_counts_the_stages_started_since_and_keeps_finished_ones() -
     assert tasks.poll() == (1, 4)
     tracker.active, tracker.infos[8], tracker.infos[9] = [9], (4, 4), (0, 2)  # 8 finished
     assert tasks.poll() == (4, 6)
+    # A job whose stage 10 ran and ended between polls; its stage 11 skipped.
+    tracker.jobs[2] = ([10, 11], "SUCCEEDED")
+    tracker.active, tracker.infos[10], tracker.infos[11] = [9], (3, 3), (0, 5)
+    assert tasks.poll() == (7, 9)
