@@ -248,8 +248,13 @@ def _clean_files(
         # Oldest first: a file is removed before any file that restates it, so that a
         # listing in between never sees a restated file without its restater.
         for f in sorted(group, key=lambda f: (f.instant, f.name)):
+            # A log named on its slice's base (version 6) is restated by a merged log on
+            # that base. One named by its own instant (version 8 on) is read on whichever
+            # slice its instant falls in, and a merged log after it in that slice restates
+            # it for every retained view (``slices.after_merged``).
             merged = f.kind != "base" and any(
-                f.base_instant == b and first <= f.instant < last for b, first, last in runs
+                (f.base_instant in (b, f.instant)) and first <= f.instant < last
+                for b, first, last in runs
             )
             # A log on a slice older than the floor's: written while the floor's compaction
             # ran, and carried onto its slice (no retained view reads the older slice), once
