@@ -464,6 +464,13 @@ def _bench_crash(args: argparse.Namespace) -> int:
     return 0 if summary["rounds_ok"] == summary["rounds"] else 1
 
 
+def _bench_adopt(args: argparse.Namespace) -> int:
+    from dynbucket.bench import adopt
+
+    adopt.run(args.keys, args.runs, args.workdir)
+    return 0
+
+
 def _bench_compaction(args: argparse.Namespace) -> int:
     from dynbucket.bench import compaction
 
@@ -801,6 +808,15 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--runs", type=int, default=3, help="compactions of each kind")
     comp.add_argument("--workdir", default=None, help="where the table goes (temporary)")
     comp.set_defaults(func=_bench_compaction)
+    ado = bench_sub.add_parser(
+        "adopt",
+        help="adopting a Hudi 1.x table: its keys' index from the rows or its record index",
+        parents=[loud],
+    )
+    ado.add_argument("--keys", type=_count, default=1_000_000, help="keys of the table")
+    ado.add_argument("--runs", type=int, default=5, help="runs of each case")
+    ado.add_argument("--workdir", default=None, help="where the table goes (temporary)")
+    ado.set_defaults(func=_bench_adopt)
 
     sta = bench_sub.add_parser(
         "start",
