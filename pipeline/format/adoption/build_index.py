@@ -149,6 +149,9 @@ def check_placed(
 def _check_unique(store: TableStore, spec: TableSpec, partition: str, entries: pa.Table) -> None:
     """One live row per key (I2): Hudi's ``insert`` and ``bulk_insert`` operations let a
     key into a table twice, which dynbucket's index cannot say."""
+    hashes = np.sort(entries.column(HASH).to_numpy())
+    if not (hashes[1:] == hashes[:-1]).any():
+        return  # distinct hashes are distinct keys (counting the keys' texts: 3x slower)
     keys = record_keys(entries, spec.record_key)
     counts = pc.value_counts(keys)
     twice = counts.filter(pc.greater(counts.field("counts"), 1))

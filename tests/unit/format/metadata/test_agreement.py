@@ -50,3 +50,14 @@ def test_nothing_on_either_side() -> None:
     assert disagreement(_t(LIVE), empty, partitioned=True).missing == sorted(
         (p, k) for k, p, _ in LIVE
     )
+
+
+def test_rows_whose_columns_hold_the_same_values_in_other_pairs_disagree() -> None:
+    """Agreement is told first by hashes of whole rows: two keys' file groups swapped (each
+    column the same values) and a null in place of a value (which Spark's hash skips) are
+    still found, by the join."""
+    live = [("a", "p1", "f1"), ("b", "p1", "f2")]
+    swapped = disagreement(_t(live), _t([("a", "p1", "f2"), ("b", "p1", "f1")]), True)
+    assert swapped.moved == [("p1", "a"), ("p1", "b")]
+    nulls = pa.table({"key": ["a", "b"], "partition": ["p1", "p1"], "file_id": ["f1", None]})
+    assert disagreement(_t(live), nulls, partitioned=True).moved == [("p1", "b")]
