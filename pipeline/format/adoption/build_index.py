@@ -47,7 +47,7 @@ DEDUPLICATE_FIX = (
 SHARE = 8
 
 
-def in_threads() -> Beside:
+def in_threads() -> Threads:
     """Where the index build runs by default: threads of this process (Parquet decoding
     runs without the interpreter lock)."""
     return Threads(min(8, os.cpu_count() or 1), "adoption")
