@@ -78,7 +78,7 @@ from dynbucket.format.metadata.reader import (
     merge,
     metadata_store,
 )
-from dynbucket.format.storage.store import TableStore
+from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.paths import HOODIE_DIR, PROPERTIES_FILE
 from dynbucket.format.timeline.timeline import COMPLETION_TIME, hudi_instants, next_instant_id
 
@@ -500,12 +500,20 @@ def _deltacommit(
     completion: str,
     schema: str | None = None,
 ) -> None:
-    """A deltacommit of the metadata table: requested, inflight, its files, completed."""
+    """A deltacommit of the metadata table: requested, inflight, its files (published
+    together: one wait for the disk, not one per file group), completed."""
     for state in ("requested", "inflight"):
         mdt.write_atomic(mdt.path(TIMELINE, f"{instant}.deltacommit.{state}"), b"")
+    batch = WriteBatch(mdt)
+    try:
+        for partition, _group, name, data, _entries in files:
+            batch.write_file(mdt.path(partition, name), data)
+        batch.publish()
+    except BaseException:
+        batch.discard()
+        raise
     stats = []
     for partition, group, name, data, entries in files:
-        mdt.write_atomic(mdt.path(partition, name), data)
         is_log = name.startswith(".")
         stats.append(
             WriteStat(
