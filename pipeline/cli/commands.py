@@ -190,6 +190,10 @@ def _print_services(table: Any) -> None:
           f"{o.cleaner_commits_retained}{on[o.clean_automatic]}: last {last('clean')}")  # fmt: skip
     print(f"  index compaction  at {o.index_compaction_min_files} files"
           f"{on[o.index_compaction_automatic]}: last {last('index-compaction')}")  # fmt: skip
+    if table._spec.table_version >= 8:
+        auto = o.metadata_compaction_automatic
+        print(f"  metadata table    groups compacted {where}{on[auto]}: "
+              f"last {last('metadata-compaction')}")  # fmt: skip
     print(f"  archival          beyond {o.keep_max_commits} instants, down to "
           f"{o.keep_min_commits}{on[o.archive_automatic]}: {archived.instants:,} archived, "
           f"up to {_when(archived.floor or None)}")  # fmt: skip

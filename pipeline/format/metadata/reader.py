@@ -204,7 +204,7 @@ def _newest(keys: pa.BinaryArray) -> npt.NDArray[np.int64]:
 
 
 @dataclass(frozen=True)
-class _Slice:
+class Slice:
     base: str | None
     logs: tuple[str, ...]
     base_size: int = 0
@@ -224,7 +224,7 @@ class MetadataTable:
         self._completion: dict[str, str] = {}
         self._active_from = ""
         self._data_pending: set[str] = set()
-        self._record_index_groups: dict[str, _Slice] | None = None
+        self._record_index_groups: dict[str, Slice] | None = None
 
     def exists(self) -> bool:
         return self.store.exists(self.store.path(METADATA_DIR, HOODIE_DIR, "hoodie.properties"))
@@ -330,13 +330,13 @@ class MetadataTable:
                     out.append(name)
         return tuple(out)
 
-    def merged(self, partition: str, file_slice: _Slice) -> Merged:
+    def merged(self, partition: str, file_slice: Slice) -> Merged:
         """One slice's live records in no order, its base and log blocks merged
         (:func:`merge`): the whole-group read, compiled (``hfile_scan.py``);
         :meth:`slice_records` walks the same records one by one."""
         return merge(self._chunks(partition, file_slice), sort_keys=False)
 
-    def _chunks(self, partition: str, file_slice: _Slice) -> Iterator[Chunk]:
+    def _chunks(self, partition: str, file_slice: Slice) -> Iterator[Chunk]:
         """The slice's records as Arrow, oldest first: the base, then each valid block."""
         if file_slice.base is not None:
             base = HFile.read(self._read(partition, file_slice.base), file_slice.base)
@@ -357,7 +357,7 @@ class MetadataTable:
                 keys = log_file.delete_keys(block).cast(pa.binary())
                 yield Chunk(keys, None, None)
 
-    def file_groups(self, partition: str) -> dict[str, _Slice]:
+    def file_groups(self, partition: str) -> dict[str, Slice]:
         """The latest slice of each file group of the metadata partition ``partition``."""
         bases: dict[str, list[tuple[str, str]]] = {}
         logs: dict[str, list[tuple[str, int, str, str]]] = {}
@@ -381,10 +381,10 @@ class MetadataTable:
             )
             names = tuple(e[3] for e in after)
             each = tuple(sizes[n] for n in names)
-            out[file_id] = _Slice(base, names, sizes.get(base or "", 0), sum(each), each)
+            out[file_id] = Slice(base, names, sizes.get(base or "", 0), sum(each), each)
         return out
 
-    def writer_schema(self, file_slice: _Slice | None) -> str | None:
+    def writer_schema(self, file_slice: Slice | None) -> str | None:
         """The record schema a slice's base file was written with (None: no base): what
         a writer keeping the metadata table in step encodes its records with."""
         if file_slice is None or file_slice.base is None:
@@ -410,7 +410,7 @@ class MetadataTable:
             yield from self.slice_records(partition, file_slice)
 
     def slice_records(
-        self, partition: str, file_slice: _Slice
+        self, partition: str, file_slice: Slice
     ) -> Iterator[tuple[str, bytes | None, str | None]]:
         """(key, value or None for a delete, writer schema) of one slice's records, oldest
         first."""
@@ -445,7 +445,7 @@ class MetadataTable:
                     value = base.get(key.encode())
                     if value is not None:
                         out[key] = records.location_of(value, base.schema)
-            logs = _Slice(None, file_slice.logs)
+            logs = Slice(None, file_slice.logs)
             for key, value, schema in self.slice_records(RECORD_INDEX, logs):
                 if key in mine:
                     if value is None:
@@ -458,7 +458,7 @@ class MetadataTable:
         """Whether the record index has the partitioned layout (``record_index.py``)."""
         return any(partition_of(g) is not None for g in self._index_groups())
 
-    def _index_groups(self) -> dict[str, _Slice]:
+    def _index_groups(self) -> dict[str, Slice]:
         """The record index's groups, listed once for this object's lookups (a lookup of
         keys in several partitions asks for each)."""
         if self._record_index_groups is None:

@@ -111,6 +111,11 @@ class TableOptions(PersistedOptions):
     index_compaction_automatic: bool = option("index.compaction.automatic", True)
     """Whether writes compact a partition's index once it has ``index.compaction.min-files``
     files."""
+    metadata_compaction_automatic: bool = option("metadata.compaction.automatic", True)
+    """Whether writes compact Hudi's metadata table (tables of version 8 and 9) beside
+    them: a file group rewritten as a base file once its logs are due, as an instant of its
+    own (Hudi runs its metadata compaction inside a write). Off: a write rewrites a group
+    itself once it holds 40 logs."""
     evolve_on_write: bool = option("schema.evolve-on-write", True)
     """Whether a write's records may evolve the table's schema as Hudi's writers do on
     write: a new nullable field, a promoted type (int to long, float to double, ...). Off:
@@ -146,6 +151,7 @@ class TableOptions(PersistedOptions):
             "clean_automatic",
             "archive_automatic",
             "index_compaction_automatic",
+            "metadata_compaction_automatic",
             "null_for_missing_columns",
             "evolve_on_write",
         ):

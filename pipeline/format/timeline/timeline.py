@@ -36,7 +36,7 @@ from dynbucket.format.timeline import archive_record
 from dynbucket.format.timeline.archive_record import Archived
 
 #: Instants recorded by dynbucket alone (beside Hudi's ``HUDI_ACTIONS``).
-OWN_ACTIONS = ("index-compaction", "clean", "rollback")
+OWN_ACTIONS = ("index-compaction", "metadata-compaction", "clean", "rollback")
 ACTIONS = HUDI_ACTIONS + OWN_ACTIONS
 ID_LENGTH = 17
 _ID_FORMAT = "%Y%m%d%H%M%S%f"

@@ -531,7 +531,13 @@ class Transaction:
 UNSEEN_FROM = "unseen-from"
 #: Services scheduled under the lease and executed and completed without it, beside the
 #: writes: never settled (rolled back) by a writer; the next run executes them again.
-DETACHED_ACTIONS = ("compaction", "logcompaction", "index-compaction", "clean")
+DETACHED_ACTIONS = (
+    "compaction",
+    "logcompaction",
+    "index-compaction",
+    "metadata-compaction",
+    "clean",
+)
 #: The actions that rewrite file slices (one at a time per file group).
 COMPACTIONS = ("compaction", "logcompaction")
 

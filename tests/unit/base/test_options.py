@@ -39,6 +39,7 @@ def test_keys_are_the_documented_ones() -> None:
         "lock.commit-lease-seconds",
         "lock.lease-seconds",
         "lock.wait-seconds",
+        "metadata.compaction.automatic",
         "schema.evolve-on-write",
     ]
     # Only Hudi's table properties go to hoodie.properties; the services' options (Hudi's

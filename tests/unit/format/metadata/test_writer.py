@@ -18,6 +18,7 @@ from dynbucket.base.errors import ConfigError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import properties
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.metadata import compaction as metadata_compaction
 from dynbucket.format.metadata import records
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import MetadataTable
@@ -66,7 +67,7 @@ def _listed_is_stored(t: Table) -> None:
 def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 3)  # a new base every 3 deltas
+    monkeypatch.setattr(metadata_compaction, "MAX_DELTAS", 3)  # a new base every 3 deltas
     opts = TableOptions(
         table_version=9, compaction_delta_commits=2, compaction_async=False,
         compaction_inline=True, clean_max_commits=2, cleaner_commits_retained=2,
@@ -93,8 +94,11 @@ def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
         m.setattr(RecordLevelIndex, "lookup", lambda *a, **k: pytest.fail("own index asked"))
         found = t.lookup(pa.table({"id": ["k000", "k000", "k999"], "day": ["d0", "d1", "d0"]}))
     assert sorted((r["day"], r["v"]) for r in found.to_pylist()) == [("d0", 1), ("d1", 2)]
+    ran: list[str] = []
     for v in range(3, 9):  # updates: logs, log compactions, compactions, cleans, archival
-        t.upsert(_rows(range(v, 40, 3), v))
+        # and a new key each: record index logs, compacted by the metadata compaction
+        rows = pa.concat_tables([_rows(range(v, 40, 3), v), _rows(range(50 + v, 51 + v), v)])
+        ran += t.upsert(rows).services
         _listed_is_stored(t)
     t.delete(pa.table({"id": ["k001", "k002", "k000"], "day": ["d1", "d0", "d1"]}))
     assert {k for k in MetadataTable(t._store).record_index() if k[1] == "k000"} == {
@@ -117,11 +121,16 @@ def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
     timeline = t.snapshot().timeline
     assert timeline.archived().floor >= first  # archival ran
     assert any(i.action == "compaction" for i in timeline.completed())
-    # The metadata table stays small: a base and its logs, the slice before; its own
-    # instants before that slice archived.
+    # The metadata table is compacted beside the writes, as instants of their own (Hudi's
+    # compaction on its timeline), and stays small: a base and its logs, the slice
+    # before, and the one before that until the next compaction's plan removes it; its
+    # own instants before the previous rewrite archived.
+    assert any(s.startswith("metadata-compaction") for s in ran), ran
     mdt = tmp_path / "t" / ".hoodie" / "metadata"
     bases = sorted(p.name for p in (mdt / "files").glob("*.hfile"))
-    assert len(bases) == 2 and len(list((mdt / "files").glob(".*.log.*"))) <= 2 * 3
+    assert 2 <= len(bases) <= 3
+    logs = [p.name.split("_")[1][:17] for p in (mdt / "files").glob(".*.log.*")]
+    assert min(logs) > bases[0].rsplit("_", 1)[1][:17]  # none of a slice removed
     active = [p.name for p in (mdt / ".hoodie" / "timeline").glob("*.deltacommit")]
     assert min(active) >= bases[0].rsplit("_", 1)[1][:17]
     assert any((mdt / ".hoodie" / "timeline" / "history").glob("*.parquet"))
@@ -172,8 +181,8 @@ def test_an_instant_completing_while_a_rewrite_is_decided_is_in_the_new_base(
     from dynbucket.format.hudi.commit import WriteStat, commit_metadata
     from dynbucket.format.timeline.timeline import COMPLETION_TIME, Timeline
 
-    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 1)  # every group with a log is due
-    monkeypatch.setattr(metadata_writer, "LOG_RATIO", 0.0)
+    # Every group with a log is at the bound: a write rewrites it itself.
+    monkeypatch.setattr(metadata_compaction, "MAX_LOGS", 1)
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
                      options=TableOptions(table_version=9))  # fmt: skip
     t.upsert(_rows(range(0, 4), 1))
@@ -244,10 +253,10 @@ def test_one_record_index_group_is_rewritten_per_write_unless_at_most_logs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_logs: int, ratio: float, soft: int
 ) -> None:
     """Three partitions written together fall due together (by their logs' bytes, or at
-    ``SOFT_LOGS`` logs however few their bytes): each write rewrites one of their record
-    index groups, the one with the most logs, and each is rewritten in turn; groups at
-    ``MAX_LOGS`` are rewritten all at once, the bound a reader relies on. The index stays
-    equal to the live keys throughout."""
+    ``SOFT_LOGS`` logs however few their bytes): the metadata compaction after each
+    write rewrites one of their record index groups, the one with the most logs, and each
+    is rewritten in turn; groups at ``MAX_LOGS`` are rewritten all at once, the bound a
+    reader relies on. The index stays equal to the live keys throughout."""
     t, rewrites, most = _write_rounds(tmp_path, monkeypatch, 3, 9, ratio, soft, max_logs)
     assert most <= max(max_logs, 2 + 2)
     per_write = sorted(len(g) for g in rewrites.values())
@@ -268,10 +277,10 @@ def test_a_group_is_due_by_its_logs_records_not_the_schema_each_log_carries(
     logs of one key each outweigh a fifth of a base of thousands of keys, and the group
     would be rewritten every ``MAX_DELTAS`` writes however large it is. Counted by its
     records' bytes, single-key logs wait for ``MAX_LOGS``; logs of many new keys (a
-    fifth of the base's) make the group due at ``MAX_DELTAS``. A write rewrites a group
-    its slice made due before it, its own changes merged in."""
-    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
-    monkeypatch.setattr(metadata_writer, "MAX_LOGS", 6)
+    fifth of the base's) make the group due at ``MAX_DELTAS``. The metadata compaction
+    after a write (inline here) rewrites the group the write made due."""
+    monkeypatch.setattr(metadata_compaction, "MAX_DELTAS", 2)
+    monkeypatch.setattr(metadata_compaction, "MAX_LOGS", 6)
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
                      DynamicBucketIndex(max_keys_per_bucket=10_000),
                      TableOptions(table_version=9, compaction_async=False))  # fmt: skip
@@ -286,16 +295,14 @@ def test_a_group_is_due_by_its_logs_records_not_the_schema_each_log_carries(
         return group.base, len(group.logs)
 
     assert write(3000) == (None, 1)
-    assert write(1) == (None, 2)
-    base, logs = write(1)  # its slice had MAX_DELTAS logs and no base: a base of 3,002 keys
+    base, logs = write(1)  # MAX_DELTAS logs and no base: compacted, a base of 3,001 keys
     assert base is not None and logs == 0
-    for n in range(1, 7):  # single-key logs: six of them are far from a fifth of the base
+    for n in range(1, 6):  # single-key logs: six of them are far from a fifth of the base
         assert write(1) == (base, n)
     second, logs = write(1)  # six logs: MAX_LOGS, whatever their bytes
     assert second != base and logs == 0
     assert write(700) == (second, 1)
-    assert write(700) == (second, 2)  # two logs of a fifth of the base's keys: due
-    third, logs = write(1)
+    third, logs = write(700)  # two logs of a fifth of the base's keys: due
     assert third != second and logs == 0
     _listed_is_stored(t)
     t.close()
@@ -305,15 +312,16 @@ def test_groups_of_many_partitions_written_together_are_spread_over_the_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twelve partitions written by every write fall due together, more than one a write
-    can take before the first reaches ``MAX_LOGS`` (three writes later here): each write
-    rewrites as many as finish them all in time, never all twelve in one write, and no
-    slice holds more than ``MAX_LOGS`` logs."""
+    can take before the first reaches ``MAX_LOGS`` (three writes later here): the
+    metadata compaction after each write rewrites as many as finish them all in time,
+    never all twelve at once, and no slice holds more than ``MAX_LOGS`` logs."""
     # Due by their count only (3 logs), rewritten before 6.
     t, rewrites, most = _write_rounds(tmp_path, monkeypatch, 12, 12, 1e9, 3, 6)
     assert most <= 6
     per_write = Counter(len(g) for g in rewrites.values())
-    # At most 12 due over the 3 or 4 writes left before 6 logs: 4 a write, 3 once spread.
-    assert 1 < max(per_write) <= 4, per_write
+    # Due together, spread over the compactions left before 6 logs: never all twelve in
+    # one, at most half (the first wave, due at 2 logs with no base yet: 3 a compaction).
+    assert 1 < max(per_write) <= 6, per_write
     _listed_is_stored(t)
     t.close()
 
@@ -328,14 +336,15 @@ def _write_rounds(
     max_logs: int,
 ) -> tuple[Table, dict[str, set[str]], int]:
     """``writes`` writes of a new key into each of ``partitions`` partitions, with the
-    rewrite rule's bounds set (``MAX_DELTAS`` 2): the table, the record index groups each
-    instant rewrote, and the most logs a group's slice held after a write."""
+    rewrite rule's bounds set (``MAX_DELTAS`` 2; services inline, after each write): the
+    table, the record index groups each instant rewrote, and the most logs a group's
+    slice held after a write."""
     from dynbucket.format.metadata.reader import BASE_NAME
 
-    monkeypatch.setattr(metadata_writer, "MAX_DELTAS", 2)
-    monkeypatch.setattr(metadata_writer, "LOG_RATIO", ratio)
-    monkeypatch.setattr(metadata_writer, "SOFT_LOGS", soft)
-    monkeypatch.setattr(metadata_writer, "MAX_LOGS", max_logs)
+    monkeypatch.setattr(metadata_compaction, "MAX_DELTAS", 2)
+    monkeypatch.setattr(metadata_compaction, "LOG_RATIO", ratio)
+    monkeypatch.setattr(metadata_compaction, "SOFT_LOGS", soft)
+    monkeypatch.setattr(metadata_compaction, "MAX_LOGS", max_logs)
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
                      DynamicBucketIndex(max_keys_per_bucket=100),
                      TableOptions(table_version=9, compaction_async=False))  # fmt: skip
