@@ -30,7 +30,8 @@ from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                       index_compaction_automatic=False, cleaner_commits_retained=2,
+                       index_compaction_automatic=False, metadata_compaction_automatic=False,
+                       cleaner_commits_retained=2,
                        keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0,
                        commit_lease_seconds=1.0, heartbeat_expiry_seconds=1.0)  # fmt: skip
 
@@ -88,9 +89,10 @@ def _live(t: Table) -> dict[str, int]:
     return dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True))
 
 
-def _written(tmp_path: Path, writes: int) -> tuple[Table, dict[str, int]]:
+def _written(tmp_path: Path, writes: int, version: int = 6) -> tuple[Table, dict[str, int]]:
     """A table of ``writes`` upserts with the services off, and what it holds."""
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    options = dataclasses.replace(OPTIONS, table_version=version)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
     model: dict[str, int] = {}
     for i in range(writes):
         ids = [f"k{i}", "a", f"b{i % 3}"]
@@ -177,6 +179,15 @@ elif service == "logcompaction":
     log_compaction.run_log(t._store, spec, log_compaction.schedule_log(t._store, spec, 1))
 elif service == "clean":
     clean.execute_clean(t._store, spec, clean.schedule_clean(t._store, spec))
+elif service == "metadata-compaction":  # every record-index group with a log is due
+    from dynbucket.format.metadata import compaction as metadata
+    from dynbucket.format.services import metadata_compaction as service_module
+
+    metadata.MAX_DELTAS, metadata.LOG_RATIO = 1, 0.0
+    if when != "scheduling":
+        metadata.execute = stall
+    scheduled = service_module.schedule_metadata_compaction(t._store, spec)
+    service_module.execute_metadata_compaction(t._store, spec, scheduled)
 else:
     scheduled = index_compaction.schedule_index_compaction(t._store, spec, 2)
     index_compaction.execute_index_compaction(t._store, spec, scheduled)
@@ -208,6 +219,8 @@ def _kill_in(t: Table, service: str, when: str) -> None:
         # no index file, so no index compaction is ever due again).
         ("index-compaction", "executing"),
         ("clean", "executing"),
+        # A version 9 table's metadata compaction, its executor killed before its bases.
+        ("metadata-compaction", "executing"),
     ],
 )
 def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
@@ -217,7 +230,7 @@ def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
     (a clean without ``earliest-retained`` failed every later clean and stopped archival
     for good); one killed while it executed must be finished by the next write's services
     even when none of its kind is due again. ``check`` says so meanwhile."""
-    t, model = _written(tmp_path, 6)
+    t, model = _written(tmp_path, 6, 9 if service == "metadata-compaction" else 6)
     t.wait_for_services()
     t.close()
     _kill_in(t, service, when)
