@@ -222,6 +222,30 @@ def test_adoption_is_undone_by_deleting_its_folder_and_can_run_again(tmp_path: P
     t.close()
 
 
+def test_a_dynbucket_table_without_its_folder_is_adopted_healthy(tmp_path: Path) -> None:
+    """A dynbucket table whose ``.hoodie/.dynbucket/`` was deleted (undoing an adoption
+    after writes, as its message says) is adopted again: its commits still name the index
+    files that went with the folder, which are no longer its index (adoption builds that
+    from the rows), so ``check`` does not ask to restore them; a later write's are
+    checked."""
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, schema, "id", "day", "ts")
+    for i in range(3):
+        t.upsert(pa.table({"id": [f"a{i}", "b"], "day": ["d0", "d1"], "ts": [i, i]}))
+    t.close()
+    shutil.rmtree(Path(uri) / ".hoodie" / ".dynbucket")
+    adopted._LOADED.clear()
+    t = Table.adopt(uri)
+    assert t.check().healthy, str(t.check())
+    t.upsert(pa.table({"id": ["c"], "day": ["d0"], "ts": [9]}))
+    (written,) = [p for p in (Path(uri) / ".hoodie/.dynbucket/rli/day=d0").glob("*.delta*")]
+    written.unlink()
+    problems = str(t.check())
+    assert "index file of completed instant" in problems and written.name in problems
+    t.close()
+
+
 def test_a_hudi_bucket_index_table_adopts_as_a_simple_bucket_index(tmp_path: Path) -> None:
     """A table written with Hudi's bucket index (here one of ours, its .dynbucket/ removed:
     the same file ids and bucket hash) continues as SimpleBucketIndex of its count; another
