@@ -63,14 +63,9 @@ def log(partition: str, group: str, instant: str, changes: Changes, schema: str)
 def write(mdt: TableStore, files: Sequence[File]) -> list[Written]:
     """Writes ``files`` into the metadata table as one batch (one wait for the disk, not
     one per file group); what an instant records of them."""
-    batch = WriteBatch(mdt)
-    try:
+    with WriteBatch(mdt) as batch:
         for partition, _group, name, data, _entries in files:
             batch.write_file(mdt.path(partition, name), data)
-        batch.publish()
-    except BaseException:
-        batch.discard()
-        raise
     return [(p, g, name, len(data), n) for p, g, name, data, n in files]
 
 

@@ -266,8 +266,7 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
     instant, visible = txn.id, txn.visible
     out = []
     # Published together (one wait for the disk, not one per log); locally as hard links.
-    batch = WriteBatch(store)
-    try:
+    with WriteBatch(store) as batch:
         for partition in dict.fromkeys(g[0] for g in groups):
             files = data_files(store, partition)
             planned = {g[1] for g in groups if g[0] == partition}
@@ -288,10 +287,6 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
                     batch.copy_file(f.path, target)
                     copied_largest(f.path, target)
                     out.append(target[len(store.root) :].lstrip("/"))
-        batch.publish()
-    except BaseException:
-        batch.discard()
-        raise
     return out
 
 

@@ -143,14 +143,8 @@ class TableStore:
     def _publish(self, path: str, write: Callable[[str], None]) -> int:
         """Writes ``path`` through ``write(target)``, published at once (a batch of one);
         returns the file's size."""
-        batch = WriteBatch(self)
-        try:
-            size = batch.stage(path, write)
-            batch.publish()
-        except BaseException:
-            batch.discard()
-            raise
-        return size
+        with WriteBatch(self) as batch:
+            return batch.stage(path, write)
 
     def create_exclusive(self, path: str, data: bytes, durable: bool = True) -> bool:
         """Creates ``path`` with ``data`` unless it exists; returns whether this call did.
@@ -256,12 +250,28 @@ class WriteBatch:
     for the disk about once rather than twice per file. As with single files, only flushed
     content is ever renamed into place. On object stores a file is written in place (one
     PUT is atomic and durable) and there is nothing left to publish.
+
+    As a context manager, the batch publishes when its block ends, and discards what it
+    staged when the block raises.
     """
 
     def __init__(self, store: TableStore) -> None:
         self.store = store
         self._staged: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+
+    def __enter__(self) -> WriteBatch:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None:
+            self.discard()
+            return
+        try:
+            self.publish()
+        except BaseException:
+            self.discard()
+            raise
 
     def write_parquet(self, path: str, table: pa.Table, **options: object) -> int:
         return self.stage(

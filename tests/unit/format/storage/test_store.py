@@ -93,19 +93,30 @@ def test_a_discarded_batch_leaves_nothing(tmp_path: Path) -> None:
 def test_a_batch_that_fails_to_publish_leaves_no_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also as a context manager: its publish at the end of the block fails, and what it
+    staged is discarded."""
     store = TableStore.at(str(tmp_path))
-    batch = WriteBatch(store)
-    for name in ("a.bin", "b.bin"):
-        batch.write_file(store.path("p=1", name), b"data")
 
     def full(path: str) -> None:
         raise OSError("disk gone")
 
     monkeypatch.setattr(storage, "_fsync", full)
-    with pytest.raises(OSError, match="disk gone"):
-        batch.publish()
-    batch.discard()
+    with pytest.raises(OSError, match="disk gone"), WriteBatch(store) as batch:
+        for name in ("a.bin", "b.bin"):
+            batch.write_file(store.path("p=1", name), b"data")
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_batch_block_publishes_at_its_end_and_discards_when_it_raises(tmp_path: Path) -> None:
+    store = TableStore.at(str(tmp_path))
+    with pytest.raises(ValueError, match="bad row"), WriteBatch(store) as batch:
+        batch.write_file(store.path("p=1", "a.bin"), b"data")
+        raise ValueError("bad row")
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+    with WriteBatch(store) as batch:
+        batch.write_file(store.path("p=1", "b.bin"), b"data")
+        assert not (tmp_path / "p=1" / "b.bin").exists()  # staged, not yet in place
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["b.bin"]
 
 
 def test_a_copy_in_a_batch_is_a_file_of_its_own(tmp_path: Path) -> None:
