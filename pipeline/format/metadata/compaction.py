@@ -81,6 +81,8 @@ REWRITES_PER_INSTANT = 1
 WRITTEN, COMPLETION = "metadata-files", "metadata-completion"
 
 Group = tuple[str, str]
+#: The ``files`` partition's one file group.
+FILE_GROUP = "files-0000-0"
 #: Per table (its store's uri), whether a group was due after this process's latest delta
 #: (``note``): the service's look before the lease skips listing the metadata table when
 #: it was not. Another process's deltas leave no note here: the look lists then.
@@ -96,9 +98,6 @@ def schema_of(table: MetadataTable, found: Mapping[Group, Slice]) -> str:
     """The record schema the metadata table was written with (Hudi 1.0's is older): a
     reader resolves a slice's blocks to one schema."""
     return table.writer_schema(found.get((FILES, FILE_GROUP))) or records.schema_json()
-
-
-FILE_GROUP = "files-0000-0"
 
 
 def due(found: Mapping[Group, Slice], schema: str) -> set[Group]:
