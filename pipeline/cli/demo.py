@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dynbucket.options import DynamicBucketIndex
+from dynbucket.options import DynamicBucketIndex, TableOptions
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 from dynbucket.write.results import WriteResult
@@ -44,6 +44,9 @@ class DemoRun:
     workdir: Path
     """The workload, the table and the checkpoint (a temporary folder unless ``--path``)."""
     results: list[tuple[int, WriteResult, float]] = field(default_factory=list)
+    layouts: list[tuple[int, pa.Table]] = field(default_factory=list)
+    """Each micro-batch's bucket layout, taken when the batch completes: the services beside
+    the stream may clean an early instant's slices before the stream ends."""
 
 
 def workload(folder: Path, batches: int, rows: int, update_share: float, seed: int = 7) -> None:
@@ -85,6 +88,7 @@ def run_demo(
     slots: int | None,
     png: str | None,
     out: TextIO = sys.stdout,
+    options: TableOptions | None = None,
 ) -> DemoRun:
     """Creates the table, streams the workload, prints figures, saves the PNG (by default
     into ``--path``, else into the system's temporary folder, where it replaces the last
@@ -99,6 +103,7 @@ def run_demo(
         "region",
         "updated_at",
         DynamicBucketIndex(assigner_slots=slots, max_keys_per_bucket=keys_per_bucket),
+        options=options,
         runtime=rt,
     )
     print(
@@ -112,8 +117,11 @@ def run_demo(
     def on_batch(batch_id: int, result: WriteResult) -> None:
         now = time.perf_counter()
         run.results.append((batch_id, result, now - started[0]))
-        started[0] = now
+        if result.instant:
+            # Now, while it is the newest instant: no clean takes its slices yet.
+            run.layouts.append((batch_id, table.stats(as_of=result.instant)))
         _progress(len(run.results), batches)
+        started[0] = time.perf_counter()
 
     stream = (
         rt.spark.readStream.schema(_spark_schema())
@@ -137,8 +145,7 @@ def run_demo(
     if png != "":
         default = (workdir if path else Path(tempfile.gettempdir())) / "dynbucket-demo.png"
         target = Path(png) if png else default
-        filling = [(b, table.stats(as_of=r.instant)) for b, r, _ in run.results if r.instant]
-        save_png(filling, keys_per_bucket, target)
+        save_png(run.layouts, keys_per_bucket, target)
         print(f"\nsaved the buckets filling, micro-batch by micro-batch: {target}", file=out)
     return run
 

@@ -228,3 +228,26 @@ def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path
     assert typed.returncode == 0, typed.stderr[-3000:]
     assert Table.open(str(tmp_path / "t2"))._spec.schema.field("ts").type == pa.string()
     assert wait_until_gone(marker) == []
+
+
+def test_demo_layouts_do_not_race_the_clean(runtime, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A clean after every commit that keeps one instant: the early instants' slices are gone
+    # by the end of the stream, so the PNG's layouts must be the ones taken as batches ended.
+    import io
+
+    from dynbucket.cli.demo import run_demo
+    from dynbucket.options import TableOptions
+
+    options = TableOptions(cleaner_commits_retained=1, clean_max_commits=1, compaction_async=False)
+    png = tmp_path / "layout.png"
+    out = io.StringIO()
+    run = run_demo(runtime, str(tmp_path / "demo"), 4, 400, 100, 2, str(png), out, options)
+    try:
+        assert [b for b, _ in run.layouts] == [b for b, r, _ in run.results if r.instant]
+        assert len(run.layouts) == 4
+        # Each layout is its batch's: the keys grow by the batch's new keys.
+        keys = [sum(layout.column("keys").to_pylist()) for _, layout in run.layouts]
+        assert keys == [400, 400 + 280, 400 + 2 * 280, 400 + 3 * 280]
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    finally:
+        run.table.close()

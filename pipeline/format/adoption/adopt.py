@@ -65,6 +65,7 @@ from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
@@ -178,6 +179,7 @@ def _adopt(
     lock: WriterLock,
 ) -> TableSpec:
     """Steps 2-7 (module doc), under the lease."""
+    caches.forget(store.uri, store.root)
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
     completed = timeline.completed()

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 
 from dynbucket.format.hudi import files as names
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import ADOPTED_FILE, TABLE_FILE
 
@@ -84,7 +85,7 @@ class Adopted:
 
 
 NONE = Adopted()
-_LOADED: dict[str, Adopted] = {}
+_LOADED: dict[str, Adopted] = caches.per_table({})
 
 
 def load(store: TableStore) -> Adopted:

@@ -31,8 +31,9 @@ from dynbucket.format.table.spec import TableSpec
 
 log = logging.getLogger(__name__)
 
-#: The record key string of each row while merging.
-KEY = "_key"
+#: The record key string of each row while merging: not an Avro name, so no field of a
+#: table's (whose names are Avro names) can be named so.
+KEY = "#key"
 
 
 def read_slice(

@@ -21,6 +21,7 @@ from dynbucket.format.file_group.merge import KEY, merge, read_base, read_deltas
 from dynbucket.format.file_group.slices import DataFile, FileSlice
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, record_keys
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 
@@ -133,7 +134,7 @@ def _only_keys(
 #: written): a write reads the statistics of the slice's files it has not seen, so its cost
 #: does not grow with the logs a slice collects between compactions. Bounded: the oldest
 #: entries go first.
-_LARGEST: dict[str, object] = {}
+_LARGEST: dict[str, object] = caches.per_table({})
 _LARGEST_MAX = 200_000
 #: A file without statistics of the ordering field: the slice's largest cannot be told.
 _NO_STATS = object()

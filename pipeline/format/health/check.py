@@ -46,6 +46,7 @@ from dynbucket.base.errors import (
 )
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.file_group import adopted
+from dynbucket.format.file_group.merge import KEY
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi import files as names
@@ -380,7 +381,7 @@ def _index(
     visible = timeline.visible_of(completed)
     index = RecordLevelIndex(store, spec)
     deleted = _deletes_per_group(timeline, completed, adopted.load(store))
-    live = rows.append_column("_key", record_keys(rows, spec.record_key))
+    live = rows.append_column(KEY, record_keys(rows, spec.record_key))
     for partition in sorted(set(index.partitions()) | set(live.column(PARTITION).to_pylist())):
         raw = index.record_index_locations(
             partition, visible, [*spec.record_key, BUCKET, FILE_ID], raw=True
@@ -396,12 +397,12 @@ def _index(
                 _REBUILD,
             )
         mine = live.filter(pc.equal(live.column(PARTITION), partition))
-        at = pc.index_in(mine.column("_key"), value_set=entries.column("_key"))
+        at = pc.index_in(mine.column(KEY), value_set=entries.column(KEY))
         missing = mine.filter(pc.is_null(at))
         if missing.num_rows:
             report.add(
                 f"{where}: {missing.num_rows} live key(s) have no index entry (e.g. "
-                f"{missing.column('_key').to_pylist()[:3]}); the next write would put "
+                f"{missing.column(KEY).to_pylist()[:3]}); the next write would put "
                 "them into a new bucket: a second live row",
                 _REBUILD,
             )
@@ -415,12 +416,10 @@ def _index(
             report.add(
                 f"{where}: {pc.sum(wrong).as_py()} live key(s) are in another file "
                 "group than their index entry names (e.g. "
-                f"{found.filter(wrong).column('_key').to_pylist()[:3]}) (I1, I6)",
+                f"{found.filter(wrong).column(KEY).to_pylist()[:3]}) (I1, I6)",
                 _REBUILD,
             )
-        gone = entries.filter(
-            pc.invert(pc.is_in(entries.column("_key"), value_set=mine.column("_key")))
-        )
+        gone = entries.filter(pc.invert(pc.is_in(entries.column(KEY), value_set=mine.column(KEY))))
         for (bucket,), count in Counter(zip(gone.column(BUCKET).to_pylist())).items():
             if count > deleted.get((partition, bucket), 0):
                 report.add(
@@ -435,9 +434,9 @@ def _index(
 def _live_entries(raw: pa.Table, spec: TableSpec) -> tuple[pa.Table, list[str]]:
     """The live entries of a partition's raw index entries (each key's newest, when an
     insert) with ``_key``, and the keys whose entries do not alternate insert, tombstone."""
-    raw = raw.append_column("_key", record_keys(raw, spec.record_key))
-    raw = raw.take(pc.sort_indices(raw, [("_key", "ascending"), (INSTANT, "ascending")]))
-    keys = np.asarray(raw.column("_key").to_pylist(), dtype=object)
+    raw = raw.append_column(KEY, record_keys(raw, spec.record_key))
+    raw = raw.take(pc.sort_indices(raw, [(KEY, "ascending"), (INSTANT, "ascending")]))
+    keys = np.asarray(raw.column(KEY).to_pylist(), dtype=object)
     deletes = raw.column(OP).to_numpy() == DELETE
     first = np.ones(len(keys), np.bool_)
     first[1:] = keys[1:] != keys[:-1]

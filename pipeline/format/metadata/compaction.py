@@ -61,6 +61,7 @@ from dynbucket.format.metadata.reader import (
     merge,
     metadata_store,
 )
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.timeline.timeline import hudi_instants, next_instant_id
 
@@ -86,7 +87,7 @@ FILE_GROUP = "files-0000-0"
 #: Per table (its store's uri), whether a group was due after this process's latest delta
 #: (``note``): the service's look before the lease skips listing the metadata table when
 #: it was not. Another process's deltas leave no note here: the look lists then.
-_DUE_AFTER_DELTA: dict[str, bool] = {}
+_DUE_AFTER_DELTA: dict[str, bool] = caches.per_table({})
 
 
 def slices(table: MetadataTable, kept: Iterable[str]) -> dict[Group, Slice]:

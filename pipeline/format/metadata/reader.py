@@ -40,6 +40,7 @@ from dynbucket.format.metadata.record_index import (
     partition_of,
 )
 from dynbucket.format.metadata.records import Location
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.timeline.timeline import hudi_instants, remember_layout
@@ -53,7 +54,7 @@ LOG_NAME = re.compile(
 
 
 #: Base file path -> the record schema it was written with (a file never changes).
-_SCHEMAS: dict[str, str | None] = {}
+_SCHEMAS: dict[str, str | None] = caches.per_table({})
 
 
 def metadata_store(store: TableStore) -> TableStore:

@@ -59,6 +59,7 @@ from dynbucket.format.metadata.reader import (
     merge,
     metadata_store,
 )
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, PROPERTIES_FILE
 from dynbucket.format.timeline.timeline import COMPLETION_TIME, next_instant_id
@@ -71,7 +72,7 @@ PARTITIONS_PROPERTY = "hoodie.table.metadata.partitions"
 #: The partitions a table dynbucket creates in version 9 keeps.
 PARTITIONS = (FILES, RECORD_INDEX)
 #: The metadata partitions of each store, learnt from its properties when the table opens.
-_PARTITIONS: dict[str, frozenset[str]] = {}
+_PARTITIONS: dict[str, frozenset[str]] = caches.per_table({})
 
 
 def remember(store: TableStore, hoodie: Mapping[str, str]) -> None:

@@ -357,11 +357,11 @@ def _first_of_each(data: pa.Table, keys: Sequence[str]) -> pa.Array:
     """Row positions keeping one delete per key (``keys``: the fields that make it one)."""
     rows = pa.array(range(data.num_rows), pa.int64())
     grouped = (
-        data.append_column("_row", rows)
+        data.append_column("#row", rows)  # not an Avro name: no field is named so
         .group_by(list(keys), use_threads=False)
-        .aggregate([("_row", "min")])
+        .aggregate([("#row", "min")])
     )
-    return grouped.column("_row_min").combine_chunks().sort()
+    return grouped.column("#row_min").combine_chunks().sort()
 
 
 def _no_nans(data: pa.Table, name: str) -> None:

@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 from dynbucket.base.errors import InvalidInputError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import remember_layout
 
 
 class Operation(enum.Enum):
@@ -79,7 +80,11 @@ class TableRef:
     def store(self) -> TableStore:
         """The table's storage, opened once per process."""
         if "store" not in self._opened:
-            self._opened["store"] = TableStore.at(self.uri, self.filesystem)
+            store = TableStore.at(self.uri, self.filesystem)
+            # The definition handed over says the layout: a long-lived worker may have
+            # cached another table's that was at this path before.
+            remember_layout(store, 2 if self.spec.table_version >= 8 else 1)
+            self._opened["store"] = store
         return self._opened["store"]
 
     def __getstate__(self) -> dict[str, object]:

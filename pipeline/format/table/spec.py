@@ -44,6 +44,7 @@ from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.records.partitioning import check_partition_type
 from dynbucket.format.records.timestamp_partitions import TimestampPartitioning
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import CREATED_VERSIONS, HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
@@ -540,8 +541,10 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
     if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
         raise TableExistsError(f"another process created a table at {store.uri} just now")
     hoodie = {k: v for k, v in spec.hoodie_properties().items() if v != ""}
+    # What this process knew of an earlier table at this path is not this table's.
+    caches.forget(store.uri, store.root)
+    remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     if spec.table_version == 9:
-        remember_layout(store, 2)
         if store.is_local:  # every process tells the layout by this folder
             store.fs.create_dir(store.path(versions.LAYOUT_2_TIMELINE))
         metadata_writer.create(
@@ -597,6 +600,7 @@ def load_table(store: TableStore) -> TableSpec:
     refused = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
     if refused is not None:
         raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
+    caches.forget(store.uri, store.root)
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
     metadata_writer.remember(store, hoodie)
     return TableSpec.load(hoodie, own, store.uri)

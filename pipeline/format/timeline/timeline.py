@@ -30,6 +30,7 @@ from dynbucket.format.hudi.instant_files import (
     parse_suffix,
     suffix,
 )
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline import archive_record
@@ -163,7 +164,7 @@ LAYOUT_2_DIR = f"{HOODIE_DIR}/timeline"
 #: Where a layout-2 completed instant's document holds its completion time (set at the
 #: commit point; not one of Hudi's fields, so not in the Avro file).
 COMPLETION_TIME = "completionTime"
-_LAYOUTS: dict[str, int] = {}
+_LAYOUTS: dict[str, int] = caches.per_table({})
 
 
 def layout_of(store: TableStore) -> int:

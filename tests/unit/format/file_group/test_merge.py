@@ -155,3 +155,22 @@ def test_the_rows_of_some_keys_are_the_slice_merged_then_filtered(tmp_path: Path
         some = read_slice_of_keys(t._store, t._spec, ref.slice, wanted)
         expected = whole.filter(pc.is_in(whole.column("id"), value_set=wanted.column("id")))
         assert some.sort_by("id").equals(expected.sort_by("id"))
+
+
+def test_fields_named_like_internal_columns_read_and_compact(tmp_path: Path) -> None:
+    # `_key` and `_row` were the merge's and the delete dedupe's own column names: a field so
+    # named (added on write) made reads and compaction fail with a raw KeyError.
+    uri = str(tmp_path / "t")
+    with Table.create(uri, SCHEMA, "id", ordering_field="ts") as t:
+        t.upsert(pa.table({"id": ["a", "b"], "v": [1, 2], "ts": [1, 1]}))
+        more = pa.table(
+            {"id": ["a", "c"], "v": [3, 4], "ts": [2, 2], "_key": ["x", "y"], "_row": [7, 8]}
+        )
+        t.upsert(more)
+        t.delete(pa.table({"id": ["b", "b"]}))
+        want = {"a": (3, "x", 7), "c": (4, "y", 8)}
+        for _ in range(2):
+            got = t.to_arrow(meta_columns=False).sort_by("id").to_pylist()
+            assert {r["id"]: (r["v"], r["_key"], r["_row"]) for r in got} == want
+            t.compact()
+        assert t.check().healthy
