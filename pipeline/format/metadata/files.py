@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from dynbucket.format.hudi import commit_avro, hfile, log_file
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata
 from dynbucket.format.metadata import records
-from dynbucket.format.storage.store import TableStore, WriteBatch
+from dynbucket.format.storage.store import TableStore, WriteBatch, temporary_name
 from dynbucket.format.table.paths import HOODIE_DIR
 
 #: The instant that initialises a metadata table's partitions (Hudi's).
@@ -25,6 +25,22 @@ File = tuple[str, str, str, bytes, int]
 Written = tuple[str, str, str, int, int]
 #: A file group's records: keys ascending and their values (null: the key is deleted).
 Changes = tuple[pa.BinaryArray, pa.BinaryArray]
+
+
+def base_name(group: str, instant: str) -> str:
+    return f"{group}_0-{instant}-0_{instant}.hfile"
+
+
+def log_name(group: str, instant: str) -> str:
+    return f".{group}_{instant}.log.1_0-{instant}-0"
+
+
+def longest_name(group: str) -> int:
+    """Bytes of the longest file name ``group`` takes: a file's hidden name while it is
+    written (``TableStore``'s temporary names)."""
+    instant = "0" * 17
+    names = (base_name(group, instant), log_name(group, instant))
+    return max(len(temporary_name(n).encode()) for n in names)
 
 
 def arrays(entries: Mapping[str, bytes | None]) -> Changes:
@@ -40,7 +56,7 @@ def base(partition: str, group: str, instant: str, entries: Changes, schema: str
     """A base file of ``group`` written by ``instant``: an HFile of ``entries``."""
     keys, values = entries
     content = hfile.write_arrays(keys, values, {"schema": schema.encode()})
-    return partition, group, f"{group}_0-{instant}-0_{instant}.hfile", content, len(keys)
+    return partition, group, base_name(group, instant), content, len(keys)
 
 
 def log(partition: str, group: str, instant: str, changes: Changes, schema: str) -> File:
@@ -56,8 +72,7 @@ def log(partition: str, group: str, instant: str, changes: Changes, schema: str)
         blocks.append(log_file.hfile_data_block(content, instant, schema))
     if gone:
         blocks.append(log_file.delete_block(gone, [partition] * len(gone), ("int", 0), instant))
-    name = f".{group}_{instant}.log.1_0-{instant}-0"
-    return partition, group, name, b"".join(blocks), len(keys)
+    return partition, group, log_name(group, instant), b"".join(blocks), len(keys)
 
 
 def write(mdt: TableStore, files: Sequence[File]) -> list[Written]:

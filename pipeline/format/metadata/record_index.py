@@ -39,11 +39,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import DELETE, FILE_ID, HASH, INSTANT, OP
+from dynbucket.base.errors import InvalidInputError, InvalidPartitionValueError
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.meta_fields import record_keys
+from dynbucket.format.metadata import files
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 
+#: Bytes a file name may have (NAME_MAX of Linux filesystems).
+MAX_NAME_BYTES = 255
+#: Bytes an HFile key may have (its length is a 16-bit signed integer).
+MAX_KEY_BYTES = 32767
 #: File groups of the global layout (Hudi's ``hoodie.metadata.record.index.min.filegroup.count``).
 FILE_GROUPS = 10
 #: File groups of a data partition in the partitioned layout.
@@ -61,6 +67,42 @@ def group_name(index: int, partition: str | None = None) -> str:
         return f"{PREFIX}{index:04d}-0"
     escaped = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in partition)
     return f"{PREFIX}{escaped}-{index:04d}-0"
+
+
+def check_fits(paths: pa.Array, keys: pa.Array | None, partitioned: bool) -> None:
+    """Raises before anything is written when the record index could not hold what a write
+    brings: a data partition whose group (partitioned layout) would name a file longer
+    than a folder entry may be, or a record key (``keys``, as Hudi spells them) longer
+    than an HFile key may be. Found after the commit point, either wedged the table.
+
+    Raises:
+        InvalidPartitionValueError, InvalidInputError: naming the value and the fix.
+    """
+    if partitioned and len(paths):
+        for path in pc.unique(paths).to_pylist():
+            size = files.longest_name(group_name(0, path))
+            if size > MAX_NAME_BYTES:
+                shown = path if len(path) <= 60 else f"{path[:60]}..."
+                raise InvalidPartitionValueError(
+                    f"partition path {shown!r} ({len(path.encode())} bytes): the record "
+                    f"index of Hudi's metadata table names its files after it, and they would "
+                    f"take {size} bytes, over the {MAX_NAME_BYTES} a file name may have; "
+                    f"shorten the partition values to at most "
+                    f"{len(path.encode()) - (size - MAX_NAME_BYTES)} bytes in all (e.g. "
+                    "partition by a prefix or a hash of them), or use a version 6 table. "
+                    "Nothing was written."
+                )
+    if keys is not None and len(keys):
+        sizes = pc.binary_length(keys)
+        longest = pc.max(sizes).as_py()
+        if longest is not None and longest > MAX_KEY_BYTES:
+            at = pc.index(pc.greater(sizes, MAX_KEY_BYTES), True).as_py()
+            raise InvalidInputError(
+                f"record key {keys[at].as_py()[:40]!r}... takes {longest} bytes: the record "
+                f"index of Hudi's metadata table keeps keys as HFile keys, of at most "
+                f"{MAX_KEY_BYTES} bytes; shorten the key (e.g. a hash of it), or use a "
+                "version 6 table. Nothing was written."
+            )
 
 
 def partition_of(file_id: str) -> str | None:

@@ -18,7 +18,8 @@ from dynbucket.base.columns import DELETE, HASH, IS_DELETE, IS_NEW, OP, PARTITIO
 from dynbucket.base.errors import InvalidInputError, NullKeyError, SchemaMismatchError
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.file_group.merge import dedupe_batch
-from dynbucket.format.hudi.meta_fields import IS_DELETED, key_text
+from dynbucket.format.hudi.meta_fields import IS_DELETED, key_text, record_keys
+from dynbucket.format.metadata.record_index import check_fits
 from dynbucket.format.records.partitioning import partition_paths
 from dynbucket.format.table.spec import TableSpec
 
@@ -297,6 +298,8 @@ def annotate(
         paths = partition_paths(
             data, spec.partition_by, spec.hive_style_partitioning, spec.timestamp_partitioning
         )
+    if spec.keeps_record_index and not deletes:
+        check_fits(paths, record_keys(data, spec.record_key), spec.partitioned_record_index)
     data = data.append_column(PARTITION, paths)
     if with_hash:
         data = data.append_column(HASH, pa.array(key_hashes(data, spec.record_key)))

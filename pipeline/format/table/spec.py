@@ -298,6 +298,12 @@ class TableSpec:
         return metadata_writer.PARTITIONS[:1]
 
     @property
+    def keeps_record_index(self) -> bool:
+        """Whether the table may keep Hudi's record index (version 8 or 9, a scheme that
+        indexes its keys): what it writes must fit the record index's files and keys."""
+        return self.table_version >= 8 and self.scheme.indexed
+
+    @property
     def partitioned_record_index(self) -> bool:
         """Whether the record index of a version 9 table takes Hudi's partitioned layout:
         a key unique in its partition only (``metadata/record_index.py``)."""

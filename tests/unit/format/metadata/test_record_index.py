@@ -51,3 +51,61 @@ def test_vectorised_groups_equal_one_by_one() -> None:
     for count in (1, 2, 10, 7919):
         assert group_indexes(keys, count).tolist() == [group_of(k, count) for k in keys]
     assert group_indexes([], 10).tolist() == []
+
+
+def _instants(uri: str) -> list[str]:
+    from pathlib import Path
+
+    timeline = Path(uri) / ".hoodie" / "timeline"
+    return sorted(p.name for p in timeline.iterdir() if p.name[:1].isdigit())
+
+
+@pytest.mark.parametrize("global_index", [False, True])
+def test_what_the_record_index_cannot_name_or_hold_is_refused_before_the_commit_point(
+    tmp_path, global_index: bool
+) -> None:  # type: ignore[no-untyped-def]
+    # A partition value whose record-index file names pass 255 bytes, and a key over an HFile
+    # key's 32767 bytes, wedged a version 9 table after its commit point; now refused first.
+    import pyarrow as pa
+
+    from dynbucket.base.errors import InvalidInputError, InvalidPartitionValueError
+    from dynbucket.options import DynamicBucketIndex, TableOptions
+    from dynbucket.table import Table
+    from tests.hudi_readers import hudi_read
+
+    schema = pa.schema([("id", pa.string()), ("p", pa.string()), ("v", pa.int64())])
+    uri = str(tmp_path / "t")
+    index = DynamicBucketIndex(global_index=global_index)
+    with Table.create(
+        uri, schema, "id", "p", index=index, options=TableOptions(table_version=9)
+    ) as t:
+        t.upsert(pa.table({"id": ["a"], "p": ["x"], "v": [1]}))
+        before = _instants(uri)
+        long_value = "y" * 200  # its folder, p=yyy..., fits in 255 bytes
+        if not global_index:
+            with pytest.raises(InvalidPartitionValueError, match="shorten the partition values"):
+                t.upsert(pa.table({"id": ["b"], "p": [long_value], "v": [2]}))
+        else:  # the global layout's group names carry no partition
+            t.upsert(pa.table({"id": ["b"], "p": [long_value], "v": [2]}))
+            before = _instants(uri)
+        with pytest.raises(InvalidInputError, match="32767 bytes"):
+            t.upsert(pa.table({"id": ["k" * 40_000], "p": ["x"], "v": [3]}))
+        assert _instants(uri) == before  # nothing requested
+        t.upsert(pa.table({"id": ["c"], "p": ["x"], "v": [4]}))  # the table goes on
+        want = {"a", "c"} | ({"b"} if global_index else set())
+        assert set(t.to_arrow().column("id").to_pylist()) == want
+        assert set(hudi_read(uri).column("id").to_pylist()) == want
+        assert t.check().healthy
+
+
+def test_a_version_6_table_takes_a_long_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    from dynbucket.table import Table
+    from tests.hudi_readers import hudi_read
+
+    schema = pa.schema([("id", pa.string()), ("p", pa.string())])
+    with Table.create(str(tmp_path / "t"), schema, "id", "p") as t:
+        t.upsert(pa.table({"id": ["k" * 40_000], "p": ["y" * 200]}))
+        assert t.to_arrow().num_rows == 1
+        assert hudi_read(t.uri).num_rows == 1
