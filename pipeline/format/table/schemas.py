@@ -229,7 +229,11 @@ class WriteSchema:
             return cls(defined, now.schema, now)
         markers = marker_fields(defined)
         schema = evolved(now, incoming, markers, defined.options.evolve_on_write, whole=True)
-        return cls(defined, now.schema, now if schema == now.schema else now.with_schema(schema))
+        if schema == now.schema:
+            return cls(defined, now.schema, now)
+        spec = now.with_schema(schema)
+        spec.avro_schema()  # a new field with no Avro form is refused before any instant
+        return cls(defined, now.schema, spec)
 
     @property
     def evolves(self) -> bool:

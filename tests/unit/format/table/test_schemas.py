@@ -254,3 +254,35 @@ def test_every_schema_problem_is_said_at_once_and_a_renamed_key_is_named(
                  "(3) field 'v' has type string", "(4) field 'ts' has type double"):  # fmt: skip
         assert part in said, said
     assert t.history() == [] and t.schema == schema
+
+
+@pytest.mark.parametrize(
+    "new_type",
+    [pa.uint64(), pa.duration("us"), pa.time32("s")],
+    ids=["uint64", "duration", "time32"],
+)
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_new_field_with_no_avro_form_is_refused_before_any_instant(
+    tmp_path: Path, new_type: pa.DataType, version: int
+) -> None:
+    uri = str(tmp_path / "t")
+    with Table.create(uri, SCHEMA, "id", options=TableOptions(table_version=version)) as t:
+        t.upsert(pa.table({"id": ["a"], "ts": [1], "v": pa.array([1], pa.int32())}))
+        timeline = Path(uri) / ".hoodie" / ("timeline" if version == 9 else "")
+        before = sorted(p.name for p in timeline.iterdir() if p.name[:1].isdigit())
+        rows = pa.table(
+            {
+                "id": ["b"],
+                "ts": [2],
+                "v": pa.array([2], pa.int32()),
+                "x": pa.array([1], pa.int32() if new_type == pa.time32("s") else pa.int64()).cast(
+                    new_type
+                ),
+            }
+        )
+        with pytest.raises(SchemaMismatchError, match="'x' has type .* no Avro form"):
+            t.upsert(rows)
+        after = sorted(p.name for p in timeline.iterdir() if p.name[:1].isdigit())
+        assert after == before
+        assert t.check().healthy
+        assert t.schema == SCHEMA
