@@ -51,7 +51,7 @@ def mergeable(spec: TableSpec) -> bool:
     """Whether a slice's logs can be merged into one log: a delete record must be able to
     say its commit order (``writer.delete_ordering``; other tables' logs hold no deletes,
     but their writes rewrite base files, so they have few logs)."""
-    return spec.options.merge_on_read and delete_ordering(spec, "0" * 17) is not None
+    return spec.options.merge_on_read and delete_ordering(spec) is not None
 
 
 def write_merged_log(
@@ -89,7 +89,7 @@ def write_merged_log(
     )
     path = store.path(partition, name)
     blocks = []  # 3. The deletes first: a reader applies a log's blocks in order.
-    ordering = delete_ordering(spec, instant)
+    ordering = delete_ordering(spec)
     if len(deletes) and ordering is not None:
         keys = deletes.to_pylist()
         blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))

@@ -335,7 +335,7 @@ def _write_group(
         )
     elif (
         spec.options.merge_on_read
-        and (not deleted or delete_ordering(spec, instant))
+        and (not deleted or delete_ordering(spec))
         and not _returns_below_base(store, spec, fslice, upserts, inserted, instant, out)
     ):
         with out.timed("encode"):
@@ -473,7 +473,7 @@ def _write_log(
         blocks.append(
             log_file.data_block(buffer.getbuffer(), instant, spec.avro_schema(meta_fields=True))
         )
-    ordering = delete_ordering(spec, instant)
+    ordering = delete_ordering(spec)
     if deletes.num_rows and ordering is not None:
         keys = record_keys(deletes, spec.record_key).to_pylist()
         blocks.append(log_file.delete_block(keys, [partition] * len(keys), ordering, instant))
@@ -496,19 +496,19 @@ def _write_log(
     )
 
 
-def delete_ordering(spec: TableSpec, instant: str) -> tuple[str, object] | None:
+def delete_ordering(spec: TableSpec) -> tuple[str, object] | None:
     """The ordering value of a delete record, so that Hudi's readers apply a delete by commit
-    order: the integer 0 (Hudi's "no ordering value", honoured for integer ordering fields);
-    the instant itself when the commit time is the ordering (tables without an ordering
-    field; 0 again when no precombine field is named at all: a table Hudi wrote so). None
-    for other ordering types: no delete record can say that, and the file group's base
-    file is rewritten without the deleted keys instead."""
+    order: the long 0, Hudi's "no ordering value", for integer ordering fields of any width
+    and for tables without an ordering field. In Avro's ``long`` branch whatever the field's
+    width: hudi-rs ignores a delete whose value is in the ``int`` branch, and cannot compare
+    a string (a commit time) at all; Hudi's Java readers let a delete whose value's class
+    differs from the record's win by commit order. None for other ordering types: no delete
+    record can say that, and the file group's base file is rewritten without the deleted
+    keys instead."""
     if spec.ordering_field is None:
-        return ("string", instant) if spec.precombine_named else ("int", 0)
+        return ("long", 0)
     t = spec.schema.field(spec.ordering_field).type
-    if pa.types.is_integer(t):
-        return ("long" if t.bit_width == 64 or t == pa.uint32() else "int"), 0
-    return None
+    return ("long", 0) if pa.types.is_integer(t) else None
 
 
 def _rewrite_base(
