@@ -45,6 +45,7 @@ partitions it does not continue (step 6) and, when asked, a deduplication (step 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import defaultdict
 from dataclasses import replace
@@ -65,6 +66,7 @@ from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
+from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
@@ -94,6 +96,8 @@ from dynbucket.format.timeline.timeline import (
     layout_of,
     remember_layout,
 )
+
+log = logging.getLogger(__name__)
 
 #: Hudi 1.x's key generator types (``hoodie.table.keygenerator.type``) -> their classes.
 _KEY_GENERATOR_TYPES = {"SIMPLE": "SimpleKeyGenerator", "COMPLEX": "ComplexKeyGenerator",
@@ -184,7 +188,7 @@ def _adopt(
     timeline = Timeline(store, hoodie.get("hoodie.table.type") == "MERGE_ON_READ")
     completed = timeline.completed()
     if bucket_options is None:
-        bucket_options = _index_of(hoodie)
+        bucket_options = _index_of(store, hoodie)
     if not scheme_of(bucket_options).adoptable:
         raise refused(
             store,
@@ -299,17 +303,24 @@ GLOBAL_INDEX_TYPES = frozenset({"GLOBAL_SIMPLE", "GLOBAL_BLOOM", "GLOBAL_HBASE",
                                 "GLOBAL_RECORD_LEVEL_INDEX"})  # fmt: skip
 
 
-def _index_of(hoodie: dict[str, str]) -> IndexOptions:
+def _index_of(store: TableStore, hoodie: dict[str, str]) -> IndexOptions:
     """The index a table's properties say it was written with: Hudi's simple bucket index
     (``hoodie.index.type=BUCKET`` and its count); else the dynamic one, global when the
-    table's keys are unique in the table: a global index type named, or a record index in
-    its metadata table (Hudi 1.x's record index, table versions 8 and 9, is global)."""
+    table's keys are unique in the table: a global index type named, or a record index of
+    the global layout in its metadata table (Hudi 1.x's record index, table versions 8 and
+    9, is global unless its groups are a data partition's: the partitioned layout, which a
+    dynbucket table of version 9 keeps, and which a table adopted again keeps)."""
     count = hoodie.get("hoodie.bucket.index.num.buckets", "")
     kind = hoodie.get("hoodie.index.type", "").upper()
     if kind == "BUCKET" and count.isdigit():
         return SimpleBucketIndex(num_buckets=int(count))
     mdt = _list(hoodie.get("hoodie.table.metadata.partitions", ""))
     record_index = "record_index" in mdt and hoodie.get("hoodie.table.version") in ("8", "9")
+    if record_index and kind not in GLOBAL_INDEX_TYPES:
+        try:
+            record_index = not MetadataTable(store).partitioned()
+        except Exception:  # noqa: BLE001 - unreadable: taken as Hudi's default, global
+            log.warning("the record index of %s cannot be read; taken as global", store.uri)
     return DynamicBucketOptions(global_index=kind in GLOBAL_INDEX_TYPES or record_index)
 
 

@@ -658,3 +658,26 @@ def test_undo_puts_back_what_adoption_changed_until_a_write(
     with pytest.raises(AdoptionRefusedError, match="cannot undo .* 1 instant.* since"):
         Table.undo_adoption(str(root))
     assert tree(root) == after_write
+
+
+def test_a_version_9_table_with_a_partitioned_record_index_adopts_partition_scoped(
+    tmp_path: Path,
+) -> None:
+    """Re-adopting a dynbucket version 9 table (its ``.dynbucket/`` deleted) took any
+    record index for Hudi's global one: a key written into a second partition then deleted
+    its row in the first."""
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    uri = str(tmp_path / "t")
+    options = {"hoodie.table.version": 9}
+    with Table.create(uri, schema, "id", "day", "ts", options=options) as t:
+        t.upsert(pa.table({"id": ["k1", "k2"], "day": ["a", "a"], "ts": [1, 1]}))
+    shutil.rmtree(Path(uri) / ".hoodie" / ".dynbucket")
+    with Table.adopt(uri) as t:
+        assert not t._spec.global_index
+        t.upsert(pa.table({"id": ["k1"], "day": ["b"], "ts": [2]}))
+        want = [("k1", "a"), ("k1", "b"), ("k2", "a")]
+        got = t.to_arrow(meta_columns=False).select(["id", "day"]).to_pylist()
+        assert sorted((r["id"], r["day"]) for r in got) == want
+        theirs = hudi_read(uri).select(["id", "day"]).to_pylist()
+        assert sorted((r["id"], r["day"]) for r in theirs) == want
+        assert t.check().healthy
