@@ -55,6 +55,8 @@ def parse_record_keys(
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     keys = keys.cast(pa.string())
+    if len(keys) == 0:  # nothing to read back (pc.all of nothing is null, not true)
+        return pa.schema(fields).empty_table()
     if len(fields) == 1:
         texts = [keys]
     else:

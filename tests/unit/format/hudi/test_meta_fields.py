@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
+import pytest
 
 from dynbucket.base.keyhash import key_hashes
 from dynbucket.format.hudi.meta_fields import (
@@ -61,3 +62,29 @@ def test_meta_columns_of_one_file() -> None:
     assert commit.to_pylist() == ["i1", "i1"] and seq.to_pylist() == ["i1_0_0", "i1_0_1"]
     assert key.to_pylist() == ["a", "b"] and partition.to_pylist() == ["day=1", "day=1"]
     assert name.to_pylist() == ["f.parquet"] * 2
+
+
+@pytest.mark.parametrize("names", [["id"], ["id", "n"]])
+def test_no_keys_read_back_as_no_rows(names: list[str]) -> None:
+    fields = [pa.field("id", pa.string()), pa.field("n", pa.int64())][: len(names)]
+    back = parse_record_keys(pa.array([], pa.string()), fields)
+    assert back is not None and back.num_rows == 0 and back.schema == pa.schema(fields)
+
+
+def test_a_version_9_write_into_a_partition_whose_keys_were_all_deleted_warns_nothing(
+    tmp_path, caplog
+) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    from dynbucket.options import TableOptions
+    from dynbucket.table import Table
+
+    schema = pa.schema([("id", pa.string()), ("p", pa.string())])
+    options = TableOptions(table_version=9)
+    with Table.create(str(tmp_path / "t"), schema, "id", "p", options=options) as t:
+        t.upsert(pa.table({"id": ["a", "b"], "p": ["x", "x"]}))
+        t.delete(pa.table({"id": ["a", "b"], "p": ["x", "x"]}))
+        with caplog.at_level(logging.WARNING, logger="dynbucket"):
+            t.upsert(pa.table({"id": ["c"], "p": ["x"]}))
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert t.to_arrow().column("id").to_pylist() == ["c"]
