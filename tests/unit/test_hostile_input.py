@@ -358,3 +358,43 @@ def test_a_file_group_dynbucket_did_not_write_is_named(tmp_path: Path, table_typ
     assert files(tmp_path) == before
     report = Table.open(t.uri).check()
     assert not report.healthy and stray.name in str(report)
+
+
+def _instant_files(uri: str) -> list[str]:
+    return sorted(p.name for p in (Path(uri) / ".hoodie").iterdir() if p.name[:1].isdigit())
+
+
+def test_field_names_differing_only_in_case_are_refused_by_name(tmp_path: Path) -> None:
+    from dynbucket.base.errors import ConfigError, SchemaMismatchError
+
+    cased = pa.schema([("id", pa.string()), ("ID", pa.string())])
+    with pytest.raises(ConfigError, match=r"fields \['ID', 'id'\] differ only in case"):
+        Table.create(str(tmp_path / "c"), cased, "id")
+    assert not (tmp_path / "c" / ".hoodie").exists()
+    schema = pa.schema([("id", pa.string()), ("v", pa.int64())])
+    uri = str(tmp_path / "t")
+    with Table.create(uri, schema, "id") as t:
+        t.upsert(pa.table({"id": ["a"], "v": [1]}))
+        before = _instant_files(uri)
+        with pytest.raises(SchemaMismatchError, match=r"\['V', 'v'\] differ only in case"):
+            t.upsert(pa.table({"id": ["b"], "v": [2], "V": [3]}))  # in the records
+        with pytest.raises(SchemaMismatchError, match=r"\[.V., .v.\] differ only in case"):
+            t.upsert(  # a new field whose name is an old one's in other case
+                pa.table({"id": ["b"], "V": [3]}), partial=True
+            )
+        assert _instant_files(uri) == before
+        assert t.schema == schema
+
+
+def test_delete_refuses_records_marked_as_not_deletes(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.string()), ("v", pa.int64())])
+    uri = str(tmp_path / "t")
+    with Table.create(uri, schema, "id") as t:
+        t.upsert(pa.table({"id": ["a", "b", "c"], "v": [1, 2, 3]}))
+        before = _instant_files(uri)
+        keys = pa.table({"id": ["a", "b"], "_hoodie_is_deleted": [True, False]})
+        with pytest.raises(InvalidInputError, match=r"1 record\(s\) are marked as not deletes"):
+            t.delete(keys)
+        assert _instant_files(uri) == before
+        t.delete(pa.table({"id": ["a"], "_hoodie_is_deleted": [True]}))
+        assert sorted(t.to_arrow().column("id").to_pylist()) == ["b", "c"]

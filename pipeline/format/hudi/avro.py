@@ -37,6 +37,10 @@ def schema_json(schema: pa.Schema, table_name: str, meta_fields: tuple[str, ...]
     return json.dumps(doc, separators=(",", ":"))
 
 
+#: The largest decimal precision Spark (DecimalType) and Hudi's readers read.
+MAX_DECIMAL_PRECISION = 38
+
+
 def _field(f: pa.Field, namespace: str) -> dict[str, Any]:
     t = _type(f.type, f.name, namespace)
     if f.nullable:
@@ -61,6 +65,12 @@ def _type(t: pa.DataType, name: str, namespace: str) -> Any:
         logical = "timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"
         return {"type": "long", "logicalType": logical}
     if pa.types.is_decimal(t):
+        if t.precision > MAX_DECIMAL_PRECISION:
+            raise SchemaMismatchError(
+                f"field {name!r} has type {t}: Spark and Hudi's readers read decimals of at "
+                f"most {MAX_DECIMAL_PRECISION} digits; use decimal128({MAX_DECIMAL_PRECISION}, "
+                f"{min(t.scale, MAX_DECIMAL_PRECISION)}) if the values fit, or a string"
+            )
         return {
             "type": "bytes",
             "logicalType": "decimal",

@@ -21,7 +21,7 @@ from dynbucket.format.file_group.merge import dedupe_batch
 from dynbucket.format.hudi.meta_fields import IS_DELETED, key_text, record_keys
 from dynbucket.format.metadata.record_index import check_fits
 from dynbucket.format.records.partitioning import partition_paths
-from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.table.spec import TableSpec, same_but_case
 
 
 def widens(have: pa.DataType, want: pa.DataType) -> bool:
@@ -139,6 +139,13 @@ def unique_fields(names: Sequence[str]) -> None:
             f"field(s) {twice} appear more than once in the records ({list(names)}); keep one "
             "column of each name (drop or rename the others). Nothing was written."
         )
+    cased = same_but_case(names)
+    if cased:
+        raise SchemaMismatchError(
+            f"fields {cased} differ only in case; Spark and Hudi's Spark writers take them for "
+            "one field (their names are case-insensitive): rename or drop all but one. "
+            "Nothing was written."
+        )
 
 
 def marker_fields(spec: TableSpec) -> list[str]:
@@ -255,6 +262,16 @@ def annotate(
     marked = data.column(IS_DELETE).combine_chunks() if IS_DELETE in data.column_names else None
     if marked is not None:
         data = data.drop_columns([IS_DELETE])
+        if deletes and not pc.all(marked).as_py():
+            unmarked = pc.invert(marked)
+            raise InvalidInputError(
+                f"delete: {int(pc.sum(unmarked).as_py())} record(s) are marked as not deletes "
+                f"({IS_DELETED!r} false or null, or the table's "
+                f"{spec.options.key('delete_field')} not holding its marker) (first at row "
+                f"{pc.index(unmarked, True).as_py()}); delete deletes every key it is given: "
+                "drop those records, or write the records with upsert, which applies each "
+                "record's marker. Nothing was written."
+            )
         if deletes or not pc.any(marked).as_py():
             marked = None
     if marked is not None and insert:

@@ -108,6 +108,14 @@ def evolved(
         if f.name in markers and f.name not in schema.names:
             continue
         if f.name not in schema.names:
+            other = next((n for n in schema.names if n.lower() == f.name.lower()), None)
+            if other is not None:
+                problems.append(
+                    f"fields {sorted([other, f.name])} differ only in case; Spark and Hudi's "
+                    f"Spark writers take them for one field (their names are case-insensitive): "
+                    f"give the field as {other!r}"
+                )
+                continue
             if not enabled:
                 problems.append(
                     f"field {f.name!r} ({f.type}) is not in the table's schema "

@@ -17,7 +17,7 @@ import dataclasses
 import json
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -100,6 +100,9 @@ class TableSpec:
         object.__setattr__(self, "bucket_options", self.bucket_options.persisted())
         object.__setattr__(self, "record_key", tuple(self.record_key))
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
+        # View types are Arrow's in-memory layouts of strings and bytes (Spark reads them
+        # as such; most Arrow kernels do not take them): the table keeps the plain ones.
+        object.__setattr__(self, "schema", _without_views(self.schema))
         names = set(self.schema.names)
         _check_field_names(self.schema, self.partition_by)
         reserved = sorted(names & (RESERVED | set(META_FIELDS)))
@@ -443,6 +446,14 @@ def hive_style(hoodie: dict[str, str]) -> bool:
     return hoodie.get("hoodie.datasource.write.hive_style_partitioning", "false") == "true"
 
 
+def same_but_case(names: Sequence[str]) -> list[str]:
+    """The first names of ``names`` that differ from another only in case (none: [])."""
+    seen: dict[str, set[str]] = {}
+    for n in names:
+        seen.setdefault(n.lower(), set()).add(n)
+    return next((sorted(v) for v in seen.values() if len(v) > 1), [])
+
+
 def _check_field_names(schema: pa.Schema, partition_by: tuple[str, ...]) -> None:
     """Field names must be Avro names (Hudi keeps the schema as Avro; its readers and
     writers refuse other names); a partition field's name is also a folder name
@@ -462,6 +473,12 @@ def _check_field_names(schema: pa.Schema, partition_by: tuple[str, ...]) -> None
 
     for f in schema:
         check(f, "")
+    cased = same_but_case(schema.names)
+    if cased:
+        raise ConfigError(
+            f"fields {cased} differ only in case; Spark and Hudi's Spark writers take them for "
+            "one field (their names are case-insensitive): rename or drop all but one"
+        )
     for name in partition_by:
         if name in schema.names and name.startswith("_"):
             raise ConfigError(
@@ -486,10 +503,27 @@ def _suggest(name: str) -> str:
     return clean if not clean[0].isdigit() else f"f_{clean}"
 
 
+def _without_views(schema: pa.Schema) -> pa.Schema:
+    views = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    if not any(f.type in views for f in schema):
+        return schema
+    fields = [f.with_type(views.get(f.type, f.type)) for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
 def storage_type(t: pa.DataType) -> pa.DataType:
     """The type a field is stored as in data files: the Arrow type of its Avro form, which
     Hudi readers read files as (small integers as int32, large or view strings as strings,
-    timestamps as UTC instants in milli- or microseconds)."""
+    a dictionary as its values, dates as days, fixed-size binary as binary, decimals in
+    128 bits, timestamps as UTC instants in milli- or microseconds), as Spark writes it."""
+    if pa.types.is_dictionary(t):
+        return storage_type(t.value_type)
+    if pa.types.is_date64(t):
+        return pa.date32()
+    if pa.types.is_fixed_size_binary(t):
+        return pa.binary()
+    if pa.types.is_decimal256(t):
+        return pa.decimal128(t.precision, t.scale)
     if pa.types.is_integer(t) and t.bit_width < 32 or t == pa.uint16():
         return pa.int32()
     if t == pa.uint32():
@@ -544,9 +578,10 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
             f"{TableOptions.key('table_version')}={spec.table_version}: a table is created in "
             f"one of {CREATED_VERSIONS}; pick one"
         )
+    # Before anything is written: the schema's Avro form may refuse a field.
+    hoodie = {k: v for k, v in spec.hoodie_properties().items() if v != ""}
     if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
         raise TableExistsError(f"another process created a table at {store.uri} just now")
-    hoodie = {k: v for k, v in spec.hoodie_properties().items() if v != ""}
     # What this process knew of an earlier table at this path is not this table's.
     caches.forget(store.uri, store.root)
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
