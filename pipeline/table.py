@@ -330,17 +330,28 @@ class Table:
         """What the instants after ``start`` up to ``end`` (default: the latest) changed, as
         Hudi's incremental query returns it: the latest version of each record they wrote,
         with its commit time (``_instant``, Hudi's ``_hoodie_commit_time``). Deletes are
-        not reported. A downstream job keeps the newest commit time it read and passes it
-        as the next ``start``; ``start="000"`` (Hudi's "from the beginning") returns every
-        live record.
+        not reported. ``start`` and ``end`` are instant times on version 6 tables, and
+        completion times on version 8 and 9 tables (as Hudi 1.x and hudi-rs read them). A
+        downstream job reads up to ``changes_end()`` and passes that as its next ``start``;
+        ``start="000"`` (Hudi's "from the beginning") returns every live record.
 
         Raises:
             ConfigError: ``start`` or ``end`` is not an instant time (yyyyMMddHHmmssSSS),
                 or the table keeps no meta fields.
             InstantNotFoundError: ``end`` is not a completed instant, or was cleaned or
                 archived; ``start`` is older than the active timeline.
+            IncompleteRangeError: (version 6) ``end`` is past a write still pending.
         """
         return changes.changes(self._store, self._spec, start, end, columns, meta_columns)
+
+    def changes_end(self) -> str:
+        """Where a change feed can read up to now: pass it as ``changes``' ``end``, and
+        keep it as the next read's ``start``. A feed that does so never skips a commit,
+        however several writers' commits interleave: version 6 tables range by instant
+        time, and this is the newest instant completed before any write still pending;
+        version 8 and 9 tables range by completion time (as Hudi 1.x and hudi-rs do), and
+        this is the newest completion time. "000" when nothing completed yet."""
+        return changes.feed_end(self._store, self._spec)
 
     def to_spark(
         self,

@@ -116,6 +116,11 @@ class InstantNotFoundError(TableError):
     """An instant asked for is not on the timeline (or its files were cleaned)."""
 
 
+class IncompleteRangeError(InstantNotFoundError):
+    """An incremental read's ``end`` is past a write still pending (another writer's, begun
+    earlier, not yet completed): a change feed reading it would skip that write's rows."""
+
+
 class ConcurrentWriteError(TableError):
     """Another writer holds the table, or changed it under this writer (I9)."""
 

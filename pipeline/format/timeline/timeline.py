@@ -362,6 +362,13 @@ class Timeline:
             raise InstantNotFoundError(f"instant {instant} is not on the timeline")
         return name
 
+    def completion_of(self, instant: Instant) -> str:
+        """When a completed instant completed: layout 2, the time its file names; layout 1
+        (which records none) and dynbucket's own instants, its id."""
+        if self.layout != 2 or instant.action in OWN_ACTIONS:
+            return instant.id
+        return self.completed_name(instant).split(".")[0].split("_")[1]
+
     def completion_time(self) -> str:
         """Layout 2: a completion time for an instant completing now, after every instant
         and completion time on the timeline (Hudi 1.x slices files by completion times,

@@ -10,11 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dynbucket.base.errors import ConfigError, InstantNotFoundError
+from dynbucket.base.errors import ConfigError, IncompleteRangeError, InstantNotFoundError
 from dynbucket.cli import commands as cli
 from dynbucket.format.services import clean, log_compaction
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.table import Table
 from tests.hudi_readers import COMMIT_TIME, hudi_read
 
@@ -39,9 +40,19 @@ def _changed(rows: pa.Table, time_column: str) -> dict[str, tuple[int, str]]:
     return out
 
 
+def _completions(t: Table) -> dict[str, str]:
+    """Each completed instant's completion time (its id on timeline layout 1)."""
+    timeline = Timeline(t._store, t._spec.options.merge_on_read)
+    return {i.id: timeline.completion_of(i) for i in timeline.completed()}
+
+
+@pytest.mark.parametrize("version", [6, 9])
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
-def test_changes_are_the_model_and_hudi_rs_on_every_range(tmp_path: Path, table_type: str) -> None:
-    options = TableOptions(table_type=table_type, **MANUAL)  # type: ignore[arg-type]
+def test_changes_are_the_model_and_hudi_rs_on_every_range(
+    tmp_path: Path, table_type: str, version: int
+) -> None:
+    """Ranges by instant time (version 6) or by completion time (version 9, as hudi-rs)."""
+    options = TableOptions(table_type=table_type, table_version=version, **MANUAL)  # type: ignore[arg-type]
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v", options=options)
     live: dict[str, tuple[int, str]] = {}  # the model: key -> (value, commit time)
     states: dict[str, dict[str, tuple[int, str]]] = {}  # instant -> the model as of it
@@ -75,36 +86,42 @@ def test_changes_are_the_model_and_hudi_rs_on_every_range(tmp_path: Path, table_
     write(["k1"], 6)
     instants = list(states)
 
+    done = _completions(t)
+    at = {c: i for i, c in done.items()}  # a completion time -> its instant
+
     def check(start: str, end: str | None) -> None:
-        upto = end or instants[-1]
-        want = {k: s for k, s in states[upto].items() if start < s[1] <= upto}
+        # start and end are instants (version 6) or their completion times (version 9).
+        upto = at.get(end, end) if end else instants[-1]
+        low = at.get(start, start)
+        want = {k: s for k, s in states[upto].items() if low < s[1] <= upto}
         ours = _changed(t.changes(start, end), "_instant")
         assert ours == want, (start, end)
         theirs = hudi_read(t.uri, start=start, **({"end": end} if end else {}))
         got = _changed(theirs, COMMIT_TIME) if theirs.num_columns else {}
         assert got == want, ("hudi-rs", start, end)
 
-    for i, start in enumerate(instants):
-        for end in [*instants[i + 1 :], None]:
+    points = [done[i] for i in instants]
+    for i, start in enumerate(points):
+        for end in [*points[i + 1 :], None]:
             check(start, end)
-    check("20000101000000000", instants[2])  # from before the table: everything
+    check("20000101000000000", points[2])  # from before the table: everything
     everything = _changed(t.changes("20000101000000000"), "_instant")
     assert _changed(t.changes("000"), "_instant") == everything  # Hudi's "from the beginning"
-    assert t.changes(instants[-1]).num_rows == 0
-    plain = t.changes(instants[0], meta_columns=False, columns=["id", "v"])
+    assert t.changes(points[-1]).num_rows == 0
+    plain = t.changes(points[0], meta_columns=False, columns=["id", "v"])
     assert plain.column_names == ["id", "v"]
     # A clean keeps the last 3 commits: an end before them is gone, a start is not.
     cleaned = clean.clean(t._store, t._spec)
     assert cleaned.instant is not None
     with pytest.raises(InstantNotFoundError, match="was cleaned"):
-        t.changes(instants[0], instants[1])
-    check(instants[0], None)
+        t.changes(points[0], points[1])
+    check(points[0], None)
     # Archived: which groups the archived instants changed is not known.
     floor = archive.archive(t._store, t._spec.options.merge_on_read, 2, 3, 60).floor
     assert floor
     with pytest.raises(InstantNotFoundError, match=f"up to {floor} .* were archived"):
-        t.changes(instants[0])
-    assert t.changes(floor).num_rows == sum(s[1] > floor for s in live.values())
+        t.changes(points[0])
+    assert t.changes(done[floor]).num_rows == sum(s[1] > floor for s in live.values())
     assert _changed(t.changes("000"), "_instant") == live  # every live record, archived or not
 
 
@@ -136,3 +153,53 @@ def test_show_changes_and_bad_ranges(tmp_path: Path, capsys: pytest.CaptureFixtu
     bare.upsert(_rows(["k1"], 1))
     with pytest.raises(ConfigError, match="populate_meta_fields=False"):
         bare.changes(first)
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_change_feed_never_skips_a_write_that_completes_after_a_later_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    """Writer A begins, writer B writes and commits, a consumer reads, then A commits (its
+    instant time older than B's): the consumer's next read gets A's rows. Before, a feed that
+    passed the newest ``_instant`` it read as its next start never got them."""
+    from tests.unit.format.timeline.test_conflicts import _beside
+
+    options = TableOptions(table_version=version, **MANUAL)  # type: ignore[arg-type]
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v", options=options)
+    t.upsert(_rows(["k0", "k1"], 1))
+    feed = {"start": t.changes_end(), "rows": {}}  # a consumer following the feed
+    newest = {"start": max(t.to_arrow().column("_instant").to_pylist()), "rows": {}}
+
+    def consume() -> None:
+        end = t.changes_end()
+        read = t.changes(feed["start"], end)
+        theirs = hudi_read(t.uri, start=feed["start"], end=end)
+        assert _changed(read, "_instant") == (
+            _changed(theirs, COMMIT_TIME) if theirs.num_columns else {}
+        )
+        feed["rows"].update({r["id"]: r["v"] for r in read.to_pylist()})
+        feed["start"] = end
+        if version == 6:  # the README's other rule: the newest _instant read as the start
+            read = t.changes(newest["start"])
+            newest["rows"].update({r["id"]: r["v"] for r in read.to_pylist()})
+            times = read.column("_instant").to_pylist()
+            newest["start"] = max([newest["start"], *times])
+
+    other = Table.open(t.uri)
+
+    def b_then_read() -> None:
+        other.upsert(_rows(["k3"], 3))  # B: requested after A, completed before it
+        consume()
+        if version == 6:
+            with pytest.raises(IncompleteRangeError, match="has not completed"):
+                t.changes("000", max(other.to_arrow().column("_instant").to_pylist()))
+
+    _beside(monkeypatch, b_then_read)
+    a = t.upsert(_rows(["k1", "k2"], 2))  # A
+    monkeypatch.undo()
+    assert a.instant < max(t.to_arrow().column("_instant").to_pylist())  # older, completed later
+    consume()
+    want = {"k1": 2, "k2": 2, "k3": 3}
+    assert feed["rows"] == want
+    if version == 6:
+        assert newest["rows"] == want
