@@ -549,7 +549,13 @@ class Table:
     def _writer(self) -> LocalWriter:
         if self._local is None:
             self._local = LocalWriter(self._store, self._spec)
+            self._local.compact = self._compact_logs
         return self._local
+
+    def _compact_logs(self) -> None:
+        """Every slice with logs compacted: what a write changing the schema of a
+        merge-on-read table runs first (``write/instant.py``'s ``logs_ready_for``)."""
+        self._services().compact()
 
     def _spark_writer(self) -> SparkWriter:
         # Spark's modules load with the first Spark write: `import dynbucket` stays light.
@@ -565,6 +571,7 @@ class Table:
                 rt.default_parallelism,
                 rt.config.driver_write_max_bytes,
             )
+            self._spark.compact = self._compact_logs
         return self._spark
 
     def _runtime(self) -> Runtime:

@@ -38,6 +38,17 @@ from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
 
 
+def logs_ready_for(schema: WriteSchema, compact: Callable[[], object] | None) -> None:
+    """Before a write that changes a merge-on-read table's schema: ``compact`` (the table's
+    compaction of every slice with logs), so that no slice holds a log of an older schema
+    beside the write's. Hudi's readers take a log block lacking a field of the table's
+    schema (or holding an older type of one) for a partial update: hudi-rs filled the gap
+    from a losing record of the key, or could not read the table at all. Bases of an older
+    schema read right (older rows read the new field as null, a promoted type cast)."""
+    if compact is not None and schema.evolves and schema.spec.options.merge_on_read:
+        compact()
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamBatch:
     """A micro-batch of a stream: committed at most once per (stream, batch id)."""

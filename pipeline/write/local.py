@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -25,7 +26,7 @@ from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
-from dynbucket.write.instant import InstantWrite
+from dynbucket.write.instant import InstantWrite, logs_ready_for
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
 from dynbucket.write.schemes import InProcessSlots, scheme_for
@@ -44,6 +45,9 @@ class LocalWriter:
         self.table = TableRef.of(store, spec)
         self.caches = CacheMatch()
         self.scheme = scheme_for(self.table, self.caches, None)
+        self.compact: Callable[[], object] | None = None
+        """Compacts every slice with logs (the table's), before a write changes its schema
+        (``logs_ready_for``)."""
 
     def write(
         self, data: pa.Table, operation: str | Operation, slots: int = 1, partial: bool = False
@@ -67,6 +71,7 @@ class LocalWriter:
         spec = schema.spec
         kept = kept_fields(spec, data.column_names, partial)
         rows = prepare(spec, data, deletes=op.deletes, insert=op.refuses_known, kept=kept)
+        logs_ready_for(schema, self.compact)
         laps.lap("prepare")
 
         retries = FILE_RETRIES.with_conflicts(spec.options)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -63,7 +63,7 @@ from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.driver import estimated_bytes
 from dynbucket.write.engines import DriverEngine, SparkTasksEngine
-from dynbucket.write.instant import InstantWrite, StreamBatch
+from dynbucket.write.instant import InstantWrite, StreamBatch, logs_ready_for
 from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
@@ -106,6 +106,9 @@ class SparkWriter:
         self.default_slots = default_slots
         self.driver_max_bytes = driver_max_bytes
         self.caches = CacheMatch()
+        self.compact: Callable[[], object] | None = None
+        """Compacts every slice with logs (the table's), before a write changes its schema
+        (``logs_ready_for``)."""
 
     @functools.cached_property
     def table(self) -> TableRef:
@@ -190,6 +193,7 @@ class SparkWriter:
         kept = kept_fields(spec, given.columns, partial)
         required = required_fields(spec, op.deletes, partial)
         df = conform_spark(given, spec, required)  # 1.
+        logs_ready_for(schema, self.compact)
         num_slots = slots or self.default_slots
         local = None
         if self.driver_max_bytes > 0 and not file_stream:
