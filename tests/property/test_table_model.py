@@ -1,21 +1,26 @@
 """The table layer against an in-memory reference model: seeded random operation sequences.
 
-Every sequence (on a merge-on-read or copy-on-write table, with or without Hudi's meta
-fields) mixes upserts (with duplicate keys in a batch and out-of-order ordering
+Every sequence (on a merge-on-read or copy-on-write table, of Hudi table version 6 or 9,
+with or without Hudi's meta fields, its ordering field of any integer width or none) mixes
+upserts (with duplicate keys in a batch and out-of-order ordering
 values), deletes (of known and unknown keys), change batches (upserts and deletes marked
 ``_hoodie_is_deleted`` in one write: deletes with larger and smaller ordering values than
 the stored row, a key deleted and written again in one batch, deletes of unknown keys),
 partial upserts (records without ``v``: a live key keeps its value, a new one gets null),
-a schema change (a write whose records bring a new field ``w``: older rows read it as
-null, time travel before it reads the old schema),
+schema changes (a write whose records bring a new field ``w``: older rows read it as
+null, time travel before it reads the old schema; or ``v`` promoted to a double; then
+both, two changes between compactions), another writer's write that begins after one
+and commits before it (a change feed following the table must still get both),
 compactions, index compactions, commits that
 fail at the last moment, and writers that die mid-instant. After each step the snapshot must
 equal the model (dict per partition), no two file groups may share a bucket id in a
 partition (I4), and every live key must sit in the bucket it first got (I1).
 
-After every step every read shape runs too: without meta columns, a projection, the
-read-optimized view (base files only), time travel to an earlier step, and a point lookup
-of known, deleted and unknown keys; each must equal what the model held then.
+After every step a change feed reads up to ``changes_end()`` (hudi-rs's read of the range
+returns the same rows), and at the end it holds every live row as the table does: it never
+skipped a commit. After every step every read shape runs too: without meta columns, a
+projection, the read-optimized view (base files only), time travel to an earlier step, and
+a point lookup of known, deleted and unknown keys; each must equal what the model held then.
 
 The same sequences run once per bucket scheme: dynamic (the default, 200 sequences), simple
 bucket and consistent hashing (40 each), whose sequences also regroup the table half-way and
@@ -47,8 +52,9 @@ from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
-from tests.hudi_readers import check_hudi_reads, hudi_can_merge
+from tests.hudi_readers import COMMIT_TIME, check_hudi_reads, hudi_can_merge, hudi_read, rows_by_key
 from tests.shares import Counts, added_by_slot, check_shares
+from tests.unit.format.timeline.test_conflicts import _beside
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -66,11 +72,20 @@ HUDI_EVERY = 1
 
 Key = tuple[str, str]  # (partition value, record key)
 Record = tuple[int, int, str | None]  # (v, ts, w)
-#: The schemas a sequence's schema change makes (each sequence one): a new nullable field,
-#: or ``v`` promoted from bigint to double. (hudi-rs reads either, but not a log block
-#: older than both: tests/unit/format/table/test_schemas.py.)
-EVOLVED = pa.schema([*SCHEMA, pa.field("w", pa.string())])
-PROMOTED = SCHEMA.set(SCHEMA.get_field_index("v"), pa.field("v", pa.float64()))
+#: The ordering field's type (None: the table has no ordering field, the latest commit
+#: wins and a batch's last record), each sequence one: every integer width.
+ORDERINGS = [pa.int64(), pa.int8(), pa.int16(), pa.int32(), pa.uint16(), None]
+
+
+def _schemas(ordering: pa.DataType | None) -> list[pa.Schema]:
+    """The schemas a sequence goes through, each ``evolve`` step the next: the first, then
+    a new nullable field ``w`` or ``v`` promoted from bigint to double (by the seed), then
+    both (two changes between compactions)."""
+    first = SCHEMA.set(3, pa.field("ts", ordering or pa.int64()))
+    evolved = pa.schema([*first, pa.field("w", pa.string())])
+    promoted = first.set(first.get_field_index("v"), pa.field("v", pa.float64()))
+    both = evolved.set(evolved.get_field_index("v"), pa.field("v", pa.float64()))
+    return [first, evolved, promoted, both]
 
 
 class Model:
@@ -87,8 +102,14 @@ class Model:
     that group below the base record it left, the group's base is rewritten, so its new
     row shows wherever it lands."""
 
-    def __init__(self, copy_on_write: bool, dynamic: bool = False) -> None:
+    def __init__(
+        self, copy_on_write: bool, dynamic: bool = False, first: pa.Schema = SCHEMA,
+        ordered: bool = True,
+    ) -> None:  # fmt: skip
         self.copy_on_write = copy_on_write
+        self.ordered = ordered
+        """Whether ``ts`` is the ordering field (else the later record always wins)."""
+        self.first = first
         self.dynamic = dynamic
         self.base: dict[tuple[Key, int], Record] = {}
         self.log: dict[tuple[Key, int], Record | None] = {}
@@ -101,12 +122,16 @@ class Model:
         """instant -> what the table held then (for time travel)."""
         self.bucket_of: Callable[[list[Key]], list[int]] = lambda keys: [0] * len(keys)
         """A stateless scheme's bucket of each key, as its layout in force computes it."""
-        self.schema = SCHEMA
-        """The table's schema: records written after a change to ``EVOLVED`` carry ``w``."""
+        self.schema = first
+        """The table's schema: records written after a change that adds it carry ``w``."""
 
-    @property
-    def evolved(self) -> bool:
-        return self.schema != SCHEMA
+    def newer(self, ts: int, than: int) -> bool:
+        """Whether a record of ``ts`` replaces one of ``than`` written before it."""
+        return ts >= than if self.ordered else True
+
+    def older(self, ts: int, than: int) -> bool:
+        """Whether a record of ``ts`` written later loses to one of ``than``."""
+        return self.ordered and ts < than
 
     def records(self, batch: list[dict[str, Any]]) -> pa.Table:
         """A batch as the writer is handed it: in the table's schema (with ``w`` once the
@@ -121,7 +146,7 @@ class Model:
         if at not in self.log:
             return base
         log = self.log[at]
-        if log is None or (base is not None and base[1] > log[1]):
+        if log is None or (base is not None and self.older(log[1], base[1])):
             return None if log is None else base
         return log
 
@@ -133,7 +158,7 @@ class Model:
         records: dict[Key, Record] = {}
         for r in batch:  # in input order: a later row with an equal ts wins, as in a batch
             key, old = (r["region"], r["id"]), records.get((r["region"], r["id"]))
-            if old is None or r["ts"] >= old[1]:
+            if old is None or self.newer(r["ts"], old[1]):
                 w = _w(r) if "w" in self.schema.names else None
                 records[key] = (r["v"], r["ts"], r.get("w", w))
         if not self.copy_on_write:
@@ -143,7 +168,11 @@ class Model:
             for key, record in records.items():
                 at = (key, buckets[key] if self.dynamic else 0)
                 old = self.base.get(at)
-                if self.log.get(at, ()) is None and old is not None and old[1] > record[1]:
+                if (
+                    self.log.get(at, ()) is None
+                    and old is not None
+                    and self.older(record[1], old[1])
+                ):
                     self._collapse(key[0], buckets[key])
                     into_base = into_base | {k for k in records if buckets[k] == buckets[key]
                                              and k[0] == key[0]}  # fmt: skip
@@ -172,12 +201,14 @@ class Model:
         won: dict[Key, dict[str, Any]] = {}
         for r in batch:
             key = (r["region"], r["id"])
-            if key not in won or r["ts"] >= won[key]["ts"]:
+            if key not in won or self.newer(r["ts"], won[key]["ts"]):
                 won[key] = r
         gone = [
             r
             for key, r in won.items()
-            if r["deleted"] and (live := self.live(key)) is not None and r["ts"] >= live[1]
+            if r["deleted"]
+            and (live := self.live(key)) is not None
+            and self.newer(r["ts"], live[1])
         ]
         self.delete(gone)
         self.upsert([r for r in won.values() if not r["deleted"]], into_base, buckets)
@@ -194,13 +225,13 @@ class Model:
             old = self.base.get(at)
             if record is None:
                 self.base.pop(at, None)
-            elif old is None or record[1] >= old[1]:
+            elif old is None or self.newer(record[1], old[1]):
                 self.base[at] = record
         elif into_base:
             self.base[at] = record  # type: ignore[assignment]  # a new group: an upsert
         else:
             old = self.log.get(at, ())
-            if record is None or old in ((), None) or record[1] >= old[1]:  # type: ignore[index]
+            if record is None or old in ((), None) or self.newer(record[1], old[1]):  # type: ignore[index]
                 self.log[at] = record
 
     def compact(self, keys: set[Key] | None = None, bucket: int | None = None) -> None:
@@ -214,7 +245,11 @@ class Model:
             if bucket is not None and at[1] != bucket:
                 continue
             log, base = self.log.pop(at), self.base.get(at)
-            live = base if log is not None and base is not None and base[1] > log[1] else log
+            live = (
+                base
+                if log is not None and base is not None and self.older(log[1], base[1])
+                else log
+            )
             if live is None:
                 self.base.pop(at, None)
             else:
@@ -256,10 +291,6 @@ def _batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
         }
         for _ in range(rng.randrange(1, 12))
     ]
-
-
-#: A change batch: the records, and whether each deletes its key.
-CHANGE_SCHEMA = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
 
 
 def _change_batch(rng: random.Random, keys: int) -> list[dict[str, Any]]:
@@ -391,6 +422,57 @@ def _check(
         check_hudi_reads(table, incremental_after=before, time_travel=last)
 
 
+class OtherWrite:
+    """Another handle's upsert of ``rows``, run once when called; ``instant``: its own."""
+
+    def __init__(self, table: Table, rows: pa.Table) -> None:
+        self.table, self.rows, self.instant = table, rows, ""
+
+    def __call__(self) -> None:
+        self.instant = self.table.upsert(self.rows).instant
+
+
+class Feed:
+    """A downstream job following the table's change feed: after each step it reads what
+    changed up to ``changes_end()`` and keeps the newest row of each key (deletes are not
+    reported). A feed that never skips a commit has, at the end, every live row as the
+    table holds it (its values and its commit time), whatever order writes completed in;
+    hudi-rs's incremental read of each range returns the same rows."""
+
+    def __init__(self, table: Table) -> None:
+        self.start = table.changes_end()
+        self.seen: dict[Key, tuple[Any, ...]] = {}
+
+    def follow(self, table: Table, hudi: bool) -> None:
+        if not table._spec.meta_fields:
+            return
+        end = table.changes_end()
+        rows = table.changes(self.start, end)
+        fields = ["v", "ts", *(["w"] if "w" in table.schema.names else []), "_instant"]
+        for r in rows.to_pylist():  # w: null before the schema had it, as rows read then
+            self.seen[(r["region"], r["id"])] = (r["v"], r["ts"], r.get("w"), r["_instant"])
+        if hudi and self.start != "000" and hudi_can_merge(table):
+            theirs = hudi_read(table.uri, start=self.start, end=end)
+            keys, names = ["region", "id"], [f for f in fields if f != "_instant"]
+            got = rows_by_key(theirs, keys, names, COMMIT_TIME) if theirs.num_columns else {}
+            ours = rows_by_key(rows, keys, names, "_instant")
+            assert {k: got.get(k) for k in ours} == ours, "hudi-rs range misses changes"
+            # hudi-rs also returns an update of the range that lost to an older record.
+            timeline = table.snapshot().timeline
+            done = {timeline.completion_of(i): i.id for i in timeline.completed()}
+            taken = {i for c, i in done.items() if self.start < c <= end}
+            assert all(got[k][-1] in taken for k in got.keys() - ours.keys()), got
+        self.start = end
+
+    def check(self, table: Table) -> None:
+        """Every live row was delivered, as it is now."""
+        if not table._spec.meta_fields:
+            return
+        live = {(r["region"], r["id"]): (r["v"], r["ts"], r.get("w"), r["_instant"])
+                for r in table.to_arrow().to_pylist()}  # fmt: skip
+        assert {k: self.seen.get(k) for k in live} == live, "the change feed skipped a commit"
+
+
 def _index_counts(table: Table) -> Counts:
     """partition -> bucket -> index entries."""
     out: Counts = {}
@@ -447,14 +529,20 @@ def test_random_sequences_match_the_model(
     tmp_path: Path, scheme: str, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(seed)
+    # Apart from the seed's parity (the evolution's kind, the cache budget): the table
+    # version by the next bit, the ordering field's type by the seed over 4.
+    version = 9 if (seed // 2) % 2 else 6
+    ordering = ORDERINGS[(seed // 4) % len(ORDERINGS)]
+    schemas = _schemas(ordering)
     table = Table.create(
         str(tmp_path / "t"),
-        SCHEMA,
+        schemas[0],
         "id",
         "region",
-        "ts",
+        "ts" if ordering is not None else None,
         _index(scheme, rng, seed),
         TableOptions(
+            table_version=version,
             lock_lease_seconds=30,
             table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
             populate_meta_fields=rng.random() < 0.8,
@@ -466,7 +554,14 @@ def test_random_sequences_match_the_model(
             archive_automatic=False,
         ),
     )
-    model = Model(table._spec.options.table_type == "COPY_ON_WRITE", scheme == "dynamic")
+    model = Model(
+        table._spec.options.table_type == "COPY_ON_WRITE",
+        scheme == "dynamic",
+        schemas[0],
+        ordered=ordering is not None,
+    )
+    changes = [schemas[1] if seed % 2 else schemas[2], schemas[3]]  # two changes at most
+    feed = Feed(table)
     slot_rng = random.Random(seed + 1)
     model.hudi_checks = seed % HUDI_EVERY == 0
     model.bucket_of = lambda keys: _layout_buckets(table, keys)
@@ -487,8 +582,9 @@ def test_random_sequences_match_the_model(
                 "die",
                 "grow",
                 "evolve",
+                "beside",
             ],
-            [5, 2, 3, 2, 1, 1, 1, 1, grow, 0 if model.evolved else 1],
+            [5, 2, 3, 2, 1, 1, 1, 1, grow, 1 if changes else 0, 1],
         )[0]
         if grow and at == STEPS // 2:
             step = "grow"
@@ -516,9 +612,10 @@ def test_random_sequences_match_the_model(
                 counts = _index_counts(table).values()
                 assert max((n for part in counts for n in part.values()), default=0) <= cap
         elif step == "evolve":  # records with a new field, or v as a double: the schema takes it
-            model.schema = EVOLVED if seed % 2 else PROMOTED
+            model.schema = changes.pop(0)
             batch = _batch(rng, keys)
             done = table.upsert(model.records(batch))
+            model.compact()  # first: no log of the older schema stays (merge-on-read)
             assert done.instant and table.schema == model.schema
             model.upsert(batch, _into_base(table, done.instant), _buckets(table))
         elif step == "partial":
@@ -526,7 +623,7 @@ def test_random_sequences_match_the_model(
             for r in batch:  # what the writer fills in: the live row's values, else nulls
                 live = model.live((r["region"], r["id"]))
                 r["v"], r["w"] = (live[0], live[2]) if live is not None else (None, None)
-            records = pa.Table.from_pylist(batch, SCHEMA).drop_columns(["v"])
+            records = pa.Table.from_pylist(batch, model.first).drop_columns(["v"])
             done = table.upsert(records, partial=True)
             model.upsert(batch, _into_base(table, done.instant), _buckets(table))
         elif step == "delete":
@@ -536,6 +633,18 @@ def test_random_sequences_match_the_model(
             ]
             table.delete(pa.Table.from_pylist(gone, KEY_SCHEMA))
             model.delete(gone)
+        elif step == "beside":
+            # Another writer's write begins after this one's and commits before it (its
+            # keys are its own): the feed must still get both.
+            batch = _batch(rng, keys)
+            theirs = [{**r, "id": f"x{r['id'][1:]}"} for r in _batch(rng, keys)]
+            other = OtherWrite(Table.open(table.uri), model.records(theirs))
+            _beside(monkeypatch, other)
+            done = table.upsert(model.records(batch))
+            monkeypatch.undo()
+            other.table.close()
+            model.upsert(theirs, _into_base(table, other.instant), _buckets(table))
+            model.upsert(batch, _into_base(table, done.instant), _buckets(table))
         elif step == "compact":
             table.compact()
             model.compact()
@@ -554,6 +663,7 @@ def test_random_sequences_match_the_model(
             dead.append(die_mid_instant(table, _batch(rng, keys)))
             assert Timeline(table._store).pending()  # readers must not see it
         _check(table, model, before, rng)
+        feed.follow(table, model.hudi_checks)
     # An explicit rollback takes whatever a dead writer left, and no file of it remains.
     table.rollback()
     assert not Timeline(table._store).pending()
@@ -563,5 +673,7 @@ def test_random_sequences_match_the_model(
         if any(i in p.name for i in dead) and p.parent.name != "outcomes"
     ]
     _check(table, model, None, rng, last=True)
+    feed.follow(table, model.hudi_checks)
+    feed.check(table)
     report = table.check()  # the index names every live key's bucket and no deleted key (I6)
     assert report.healthy, [str(f) for f in report.findings]

@@ -428,6 +428,8 @@ class MetadataTable:
         wanted = set(keys)
         out: dict[str, Location] = {}
         groups = {g: s for g, s in self._index_groups().items() if partition_of(g) == partition}
+        if not groups:  # a partition never written
+            return out
         # Hudi's layouts: each key in the group its hash names (any other: every group).
         names = [group_name(i, partition) for i in range(len(groups))]
         named = names == sorted(groups)

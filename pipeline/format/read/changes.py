@@ -71,6 +71,8 @@ class _Range:
 
     @classmethod
     def of(cls, timeline: Timeline, start: str, end: str | None, earliest: bool) -> _Range:
+        if end is not None and _EARLIEST.fullmatch(end):  # before every instant: nothing
+            return cls(None, frozenset(), frozenset())
         completed = timeline.completed()
         if timeline.layout == 2:
             done = {i.id: timeline.completion_of(i) for i in completed}
@@ -127,7 +129,7 @@ def changes(
     """
     earliest = _EARLIEST.fullmatch(start) is not None
     for name, value in (("start", start), ("end", end)):
-        fine = value is None or _INSTANT.fullmatch(value) or (name == "start" and earliest)
+        fine = value is None or _INSTANT.fullmatch(value) or _EARLIEST.fullmatch(value)
         if not fine:
             raise ConfigError(
                 f"changes: {name} {value!r} is not an instant time; give one as the "

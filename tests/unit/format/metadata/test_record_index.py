@@ -109,3 +109,17 @@ def test_a_version_6_table_takes_a_long_key(tmp_path) -> None:  # type: ignore[n
         t.upsert(pa.table({"id": ["k" * 40_000], "p": ["y" * 200]}))
         assert t.to_arrow().num_rows == 1
         assert hudi_read(t.uri).num_rows == 1
+
+
+def test_a_lookup_in_a_partition_never_written_finds_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    from dynbucket.options import TableOptions
+    from dynbucket.table import Table
+
+    schema = pa.schema([("id", pa.string()), ("p", pa.string())])
+    options = TableOptions(table_version=9)
+    with Table.create(str(tmp_path / "t"), schema, "id", "p", options=options) as t:
+        t.upsert(pa.table({"id": ["a"], "p": ["x"]}))
+        assert t.lookup(pa.table({"id": ["a", "b"], "p": ["y", "y"]})).num_rows == 0
+        assert t.lookup(pa.table({"id": ["a"], "p": ["x"]})).num_rows == 1
