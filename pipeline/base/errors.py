@@ -135,6 +135,17 @@ class CommitFailedError(TableError):
     """A commit could not be completed; what it wrote was rolled back."""
 
 
+class StorageError(TableError, OSError):
+    """A request to the table's storage kept failing after it was made again (an object
+    store that fails requests, a network that drops them); an ``OSError`` too."""
+
+
+class CommitStateUnknownError(TableError):
+    """A write's commit request was sent and its answer lost: the write may or may not have
+    committed. Read the table (``Table.history()``, or its rows) to learn which; running the
+    write again is safe for upserts and deletes (their keys end as the write says)."""
+
+
 class UnsupportedStorageError(TableError):
     """The table's storage cannot do what safe commits need (an exclusive create); nothing
     was written."""

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dynbucket.base.beside import Beside, Running, ServiceProcesses, Threads
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.services import compaction
 from dynbucket.format.services import due as due_services
 from dynbucket.format.services.compaction import Group
@@ -286,6 +287,9 @@ class ServiceRunner:
             out = running.result()
             table = self._now()
             return SERVICES[action].finish(table.store, table.spec, instant, out)
+        except InstantNotFoundError as e:  # finished by an earlier run whose answer was lost
+            log.info("%s %s beside the writes: %s", action, instant, e)
+            return None
         except Exception:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
+from dynbucket.format.storage.retrying import unwrapped
 from dynbucket.options import DynamicBucketIndex, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
@@ -62,7 +63,8 @@ def test_spark_tasks_write_a_table_on_s3_that_hudi_reads(
     # Opened again by URI alone: endpoint and credentials come from the AWS settings.
     again = Table.open(uri)
     assert again.to_arrow().num_rows == 21
-    assert isinstance(again._store.fs, pafs.S3FileSystem)
+    assert isinstance(unwrapped(again._store.fs), pafs.S3FileSystem)
+    assert again._store.fs.type_name == "py::retrying-s3"  # every request made again
 
 
 #: Trials of the race; each has three writers start at once.

@@ -167,7 +167,7 @@ def changes(store: TableStore, document: Mapping[str, Any]) -> pa.Table:
     for path in extra_of(document).get("index-files", []) or []:
         partition = posixpath.dirname(posixpath.relpath(path, RLI_DIR))
         partition = "" if partition == "." else partition
-        entries = pq.read_table(store.path(path))
+        entries = pq.read_table(store.path(path), filesystem=store.fs)
         if entries.num_rows == 0:
             continue
         fields: Sequence[str] = entries.column_names[: entries.column_names.index(HASH)]

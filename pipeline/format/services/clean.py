@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
@@ -155,7 +156,9 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     """Executes the pending clean ``instant`` and completes it."""
     found = pending_instant(store, spec, instant, "clean")
     if found is None:
-        raise ValueError(f"no pending clean {instant} in {store.uri}")
+        raise InstantNotFoundError(
+            f"no pending clean {instant} in {store.uri} (completed, or rolled back)"
+        )
     timeline = Timeline(store, spec.options.merge_on_read)
     txn = Transaction.resume(store, spec, found, f"cleaner-{uuid.uuid4().hex[:8]}")
     planned = CleanPlan.of(txn.plan)

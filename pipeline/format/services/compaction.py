@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dynbucket.base.beside import in_threads
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.merged_log import mergeable
 from dynbucket.format.file_group.slices import (
@@ -179,7 +180,9 @@ def execute(
     timeline = Timeline(store, spec.options.merge_on_read)
     found = next((i for i in left_pending(timeline, "compaction") if i.id == instant), None)
     if found is None:
-        raise ValueError(f"no pending compaction {instant} in {store.uri}")
+        raise InstantNotFoundError(
+            f"no pending compaction {instant} in {store.uri} (completed, or rolled back)"
+        )
     return execute_groups(store, spec, instant, compaction_groups(timeline, found), threads)
 
 

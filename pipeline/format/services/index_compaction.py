@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.slices import unmerged
 from dynbucket.format.index.file_names import index_files
 from dynbucket.format.index.rli import RecordLevelIndex
@@ -123,7 +124,9 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
     run of its deltas into one merged delta."""
     found = pending_instant(store, spec, instant, "index-compaction")
     if found is None:
-        raise ValueError(f"no pending index compaction {instant} in {store.uri}")
+        raise InstantNotFoundError(
+            f"no pending index compaction {instant} in {store.uri} (completed, or rolled back)"
+        )
     timeline = Timeline(store, spec.options.merge_on_read)
     txn = Transaction.resume(store, spec, found, f"index-compactor-{uuid.uuid4().hex[:8]}")
     planned = IndexPlan.of(txn.plan)

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.metadata import compaction
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import MetadataTable
@@ -50,7 +51,9 @@ def execute_metadata_compaction(store: TableStore, spec: TableSpec, instant: str
     written) and completed (the metadata table's instant in its publish)."""
     found = pending_instant(store, spec, instant, ACTION)
     if found is None:
-        raise ValueError(f"no pending metadata compaction {instant} in {store.uri}")
+        raise InstantNotFoundError(
+            f"no pending metadata compaction {instant} in {store.uri} (completed, or rolled back)"
+        )
     txn = Transaction.resume(store, spec, found, f"metadata-compactor-{uuid.uuid4().hex[:8]}")
     entries = compaction.execute(store, instant, txn.plan)
     txn.commit(entries)

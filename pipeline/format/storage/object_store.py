@@ -24,7 +24,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from dynbucket.base.errors import UnsupportedStorageError
+from dynbucket.base.errors import StorageError, UnsupportedStorageError
+from dynbucket.format.storage.retrying import again
 
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _PROBED: set[tuple[Any, ...]] = set()
@@ -59,7 +60,7 @@ class ConditionalPut:
         Raises:
             UnsupportedStorageError: the store does not honour ``If-None-Match``.
         """
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = path.partition("/")
         client = self._client()
@@ -70,17 +71,67 @@ class ConditionalPut:
             if status == 501:
                 raise self._unsupported(f"it answered {status}") from e
             if status not in (409, 412):  # 409: another conditional put of it is in flight
-                raise
+                raise StorageError(f"creating {path}: {e}") from e
             # A retry of our own put whose first answer was lost is refused too: content
             # that is ours alone (a lease names its writer) shows who created it.
             return bool(data) and self._content(client, bucket, key) == data
+        except (BotoCoreError, OSError) as e:  # no answer (botocore tried again already)
+            raise StorageError(f"creating {path}: no answer ({e}); it may exist") from e
         self._probe(bucket, key, data)
         return True
 
+    def put(self, path: str, data: bytes) -> None:
+        """Writes ``path`` (``bucket/key``) holding ``data``, in one PUT.
+
+        Raises:
+            OSError: no answer, or an error (the caller may make it again: its name is its
+                own, so a second PUT writes the same bytes).
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = path.partition("/")
+        try:
+            self._client().put_object(Bucket=bucket, Key=key, Body=data)
+        except (BotoCoreError, ClientError) as e:
+            raise OSError(f"writing {path}: {e}") from e
+
+    def read(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        """``length`` bytes of ``path`` from ``offset`` (None: to the end), in one GET whose
+        body is checked against its length (a body cut short raises ``OSError``).
+
+        Raises:
+            FileNotFoundError: no such object.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = path.partition("/")
+        extra = {}
+        if offset or length is not None:
+            last = "" if length is None else str(offset + length - 1)
+            extra["Range"] = f"bytes={offset}-{last}"
+        try:
+            response = self._client().get_object(Bucket=bucket, Key=key, **extra)
+            body = bytes(response["Body"].read())
+        except ClientError as e:
+            if _status(e) == 404:
+                raise FileNotFoundError(f"{path}: no such object") from e
+            raise OSError(f"reading {path}: {e}") from e
+        except BotoCoreError as e:
+            raise OSError(f"reading {path}: {e}") from e
+        expected = int(response.get("ContentLength", len(body)))
+        if len(body) != expected or (length is not None and len(body) != length):
+            raise OSError(f"read {len(body)} bytes of {path} at {offset}, not {length or expected}")
+        return body
+
     def delete(self, path: str) -> None:
         """Deletes ``path`` (``bucket/key``); a key that is not there is no error (as S3)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         bucket, _, key = path.partition("/")
-        self._client().delete_object(Bucket=bucket, Key=key)
+        try:
+            self._client().delete_object(Bucket=bucket, Key=key)
+        except (BotoCoreError, ClientError) as e:
+            raise StorageError(f"deleting {path}: {e}") from e
 
     # --- internals -----------------------------------------------------------------------
 
@@ -105,12 +156,24 @@ class ConditionalPut:
 
     @staticmethod
     def _content(client: Any, bucket: str, key: str) -> bytes | None:
-        from botocore.exceptions import ClientError
+        """The object's bytes (None: not there), read again when its body is cut short."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
-        try:
-            return bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-        except ClientError:
-            return None
+        def get() -> bytes | None:
+            try:
+                response = client.get_object(Bucket=bucket, Key=key)
+                body = bytes(response["Body"].read())
+            except ClientError as e:
+                if _status(e) == 404:
+                    return None
+                raise OSError(str(e)) from e
+            except BotoCoreError as e:
+                raise OSError(str(e)) from e
+            if len(body) != int(response.get("ContentLength", len(body))):
+                raise OSError(f"read {len(body)} of {response['ContentLength']} bytes")
+            return body
+
+        return again(f"reading {bucket}/{key}", get)
 
     def _unsupported(self, why: str) -> UnsupportedStorageError:
         endpoint = self._options.get("endpoint_override") or "AWS S3"
@@ -145,9 +208,21 @@ def _make_client(options: dict[str, Any]) -> Any:
     style = "virtual" if options.get("force_virtual_addressing") else "path"
     config = Config(
         s3={"addressing_style": style} if endpoint else {},
-        retries={"max_attempts": 5, "mode": "standard"},
+        retries={"max_attempts": 6, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=30,
     )
-    return session.client("s3", endpoint_url=endpoint, config=config)
+    client = session.client("s3", endpoint_url=endpoint, config=config)
+    client.meta.events.register("before-send.s3.*", _no_expect_continue)
+    return client
+
+
+def _no_expect_continue(request: Any, **_: Any) -> None:
+    """Sends a request's body with its headers. botocore's wait for ``100 Continue``
+    loops for ever when the connection closes just after that status line (it reads the
+    headers that follow until a blank line, and a closed connection never gives one); the
+    objects written here are small."""
+    request.headers.pop("Expect", None)
 
 
 def _status(error: Any) -> int:

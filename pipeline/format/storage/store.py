@@ -15,7 +15,6 @@ import os
 import posixpath
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 
 from dynbucket.base.threads import shared_pool
 from dynbucket.format.storage.object_store import ConditionalPut
+from dynbucket.format.storage.retrying import retrying, unwrapped
 
 #: Temporary files of atomic writes (``.<name>.tmp-<id>``); a killed attempt leaves one.
 TEMPORARY = re.compile(r"^\..*\.tmp-[0-9a-f]+$")
@@ -68,11 +68,11 @@ class TableStore:
         if filesystem is not None:
             # ``s3://bucket/t`` on a given filesystem is the path ``bucket/t`` on it.
             path = uri.split("://", 1)[1] if "://" in uri else uri
-            return cls(filesystem, path.rstrip("/") or "/", uri)
+            return cls(retrying(filesystem), path.rstrip("/") or "/", uri)
         if "://" not in uri:
             uri = os.path.abspath(os.path.expanduser(uri))
         fs, path = pafs.FileSystem.from_uri(uri)
-        return cls(fs, path.rstrip("/") or "/", uri)
+        return cls(retrying(fs), path.rstrip("/") or "/", uri)
 
     @property
     def is_local(self) -> bool:
@@ -91,18 +91,10 @@ class TableStore:
 
     def read_bytes(self, path: str) -> bytes:
         """A whole (small) file. On an object store a read cut short (the connection reset,
-        or the process stopped and continued mid-response) is made again, twice at most."""
-        for attempt in range(3):
-            try:
-                with self.fs.open_input_stream(path) as f:
-                    return bytes(f.read())
-            except FileNotFoundError:
-                raise
-            except OSError:
-                if self.is_local or attempt == 2:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+        or the process stopped and continued mid-response) is made again
+        (``retrying.py``)."""
+        with self.fs.open_input_stream(path) as f:
+            return bytes(f.read())
 
     def read_buffer(self, path: str) -> pa.Buffer:
         """A whole file as an Arrow buffer: memory-mapped locally (no copy: the page cache
@@ -180,7 +172,7 @@ class TableStore:
         return True
 
     def _conditional(self) -> ConditionalPut:
-        return ConditionalPut(self.fs)
+        return ConditionalPut(unwrapped(self.fs))
 
     @staticmethod
     def _temporary(path: str) -> str:

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from dynbucket.base.errors import ConcurrentWriteError
+from dynbucket.base.errors import CommitStateUnknownError, ConcurrentWriteError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import OUTCOME_DIR
 
@@ -54,21 +54,51 @@ def decide_commit(store: TableStore, instant: str, document: dict[str, Any], wri
     """Makes ``instant`` committed (its completed document recorded), unless another writer
     already decided to roll it back.
 
+    A create that gets no answer (a flaky network) may have been applied: what is there is
+    read back, and the create made again only when nothing is.
+
     Raises:
         ConcurrentWriteError: the instant was rolled back (this writer's lease lapsed while
             it stalled); none of its changes are committed.
+        CommitStateUnknownError: neither the create nor a read of its outcome got an
+            answer; the instant stays pending, for the next writer to settle.
     """
     body = _encode(Outcome(COMMITTED, writer, document))
-    if store.create_exclusive(path_of(store, instant), body):
-        return
-    found = read(store, instant)
+    path = path_of(store, instant)
+    for attempt in range(_TRIES):
+        try:
+            if store.create_exclusive(path, body):
+                return
+        except OSError as e:  # no answer: the create may have been applied, or not
+            try:
+                found = read(store, instant)
+            except OSError:
+                found = None
+                if attempt == _TRIES - 1:
+                    raise _unknown(store, instant, e) from e
+            if found is None:
+                if attempt == _TRIES - 1:
+                    raise _unknown(store, instant, e) from e
+                continue  # not applied: nobody decided yet, ask again
+        else:
+            found = read(store, instant)
+        break
     if found is not None and found.state == COMMITTED and found.writer == writer:
-        return  # our own decision (an earlier attempt of this call)
+        return  # our own decision (an earlier attempt of this call, its answer lost)
     by = found.writer if found is not None else "another writer"
     raise ConcurrentWriteError(
         f"instant {instant} of {store.uri} was rolled back by writer {by} while this writer "
         "stalled past its lease (lock.lease-seconds); none of its changes are committed: "
         "write them again"
+    )
+
+
+def _unknown(store: TableStore, instant: str, error: BaseException) -> CommitStateUnknownError:
+    return CommitStateUnknownError(
+        f"commit of instant {instant} of {store.uri}: its commit request got no answer and "
+        f"what it left cannot be read ({error}); it may or may not have committed. Read the "
+        "table (Table.history(), or its rows) to learn which once the storage answers; the "
+        "next writer settles the instant either way. Writing the same records again is safe"
     )
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynbucket.base.errors import CommitFailedError, ConcurrentWriteError
+from dynbucket.base.errors import CommitFailedError, CommitStateUnknownError, ConcurrentWriteError
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
@@ -328,6 +328,12 @@ class Transaction:
             body = self._document(metadata)
             assert self.lock is not None
             standing = self._decide(body)
+        except CommitStateUnknownError:
+            # Perhaps committed: nothing of it may be removed. It stays pending; the next
+            # writer settles it by its outcome (published if committed, else rolled back).
+            self.done = True
+            self._release()
+            raise
         except BaseException as e:
             self.abort()
             if isinstance(e, CommitFailedError | ConcurrentWriteError):
