@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from dynbucket.options import TableOptions
 from dynbucket.table import Table
@@ -25,30 +26,17 @@ def _other_process_rows(uri: str) -> int:
     return int(done.stdout.split()[-1])
 
 
-def test_a_version_6_table_created_where_a_version_9_one_was_is_written_as_version_6(
-    tmp_path: Path,
+@pytest.mark.parametrize(("before", "after"), [(9, 6), (6, 9)])
+def test_a_table_created_where_another_version_was_is_written_in_its_own_layout(
+    tmp_path: Path, before: int, after: int
 ) -> None:
     uri = str(tmp_path / "t")
-    with Table.create(uri, SCHEMA, "id", "day", options=TableOptions(table_version=9)) as t:
+    with Table.create(uri, SCHEMA, "id", "day", options=TableOptions(table_version=before)) as t:
         t.upsert(ROWS)
     shutil.rmtree(uri)
-    with Table.create(uri, SCHEMA, "id", "day", options=TableOptions(table_version=6)) as t:
+    with Table.create(uri, SCHEMA, "id", "day", options=TableOptions(table_version=after)) as t:
         t.upsert(ROWS)
         assert t.to_arrow().num_rows == 10
-    assert not (tmp_path / "t" / ".hoodie" / "timeline").exists()
-    assert hudi_read(uri).num_rows == 10
-    assert _other_process_rows(uri) == 10
-
-
-def test_a_version_9_table_created_where_a_version_6_one_was_is_written_as_version_9(
-    tmp_path: Path,
-) -> None:
-    uri = str(tmp_path / "t")
-    with Table.create(uri, SCHEMA, "id", "day", options=TableOptions(table_version=6)) as t:
-        t.upsert(ROWS)
-    shutil.rmtree(uri)
-    with Table.create(uri, SCHEMA, "id", "day", options=TableOptions(table_version=9)) as t:
-        t.upsert(ROWS)
-    assert (tmp_path / "t" / ".hoodie" / "timeline").is_dir()
+    assert (tmp_path / "t" / ".hoodie" / "timeline").is_dir() == (after == 9)
     assert hudi_read(uri).num_rows == 10
     assert _other_process_rows(uri) == 10
