@@ -118,7 +118,9 @@ class ConditionalPut:
             raise OSError(f"reading {path}: {e}") from e
         except BotoCoreError as e:
             raise OSError(f"reading {path}: {e}") from e
-        expected = int(response.get("ContentLength", len(body)))
+        if "ContentLength" not in response:  # headers cut short: urllib3 only warns
+            raise OSError(f"reading {path}: the answer's headers were cut short")
+        expected = int(response["ContentLength"])
         if len(body) != expected or (length is not None and len(body) != length):
             raise OSError(f"read {len(body)} bytes of {path} at {offset}, not {length or expected}")
         return body
@@ -169,8 +171,8 @@ class ConditionalPut:
                 raise OSError(str(e)) from e
             except BotoCoreError as e:
                 raise OSError(str(e)) from e
-            if len(body) != int(response.get("ContentLength", len(body))):
-                raise OSError(f"read {len(body)} of {response['ContentLength']} bytes")
+            if len(body) != int(response.get("ContentLength", -1)):  # -1: headers cut short
+                raise OSError(f"read {len(body)} of {response.get('ContentLength')} bytes")
             return body
 
         return again(f"reading {bucket}/{key}", get)

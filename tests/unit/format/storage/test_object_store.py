@@ -41,7 +41,8 @@ class FakeS3:
     def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803
         if Key not in self.objects:
             raise _error(404, "NoSuchKey")
-        return {"Body": io.BytesIO(self.objects[Key])}
+        data = self.objects[Key]  # as boto3 answers: the body and its Content-Length
+        return {"Body": io.BytesIO(data), "ContentLength": len(data)}
 
     def delete_object(self, Bucket: str, Key: str) -> None:  # noqa: N803
         self.objects.pop(Key, None)
