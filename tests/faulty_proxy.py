@@ -17,6 +17,7 @@ Only addresses on this machine: the upstream is the test server on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import struct
@@ -25,6 +26,9 @@ import threading
 import time
 from pathlib import Path
 
+#: The faults' seed of this run: it changes per run, and the tests print it;
+#: ``DYNBUCKET_FAULT_SEED`` repeats one.
+SEED = int(os.environ.get("DYNBUCKET_FAULT_SEED", time.time_ns() % 100_000))
 _CHUNK = 16 * 1024
 #: SO_LINGER on, 0 seconds: a close resets the connection.
 _RESET = struct.pack("ii", 1, 0)

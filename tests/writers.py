@@ -1,10 +1,13 @@
 """One writer process of the several-writers model (``tests/property/test_writers_model.py``).
 
-``python -m tests.writers <table> <writer> <seed> <writes> <log>``: opens the table and, once
-``<log>.go`` exists, makes ``writes`` change batches (upserts, some marked as deletes) of
-keys every writer shares, each op with an ordering value no other op has; before each write
-it logs the batch (``issued``), after the write returns the instant (``acked``), flushed
-each time, so that what a killed writer had acknowledged is known.
+``python -m tests.writers <table> <writer> <seed> <writes> <log> [flaky]``: opens the table
+and, once ``<log>.go`` exists, makes ``writes`` change batches (upserts, some marked as
+deletes) of keys every writer shares, each op with an ordering value no other op has; before
+each write it logs the batch (``issued``), after the write returns the instant (``acked``),
+flushed each time, so that what a killed writer had acknowledged is known. ``flaky``: the
+network to the table fails now and then, and a write that raises a ``DynBucketError`` is
+logged (``failed``) and the next one made; any other error ends the writer, as every error
+does without it. Last, it prints how many requests it made again (``retried N``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from dynbucket import DynamicBucketIndex, Table, TableOptions
+from dynbucket import DynamicBucketIndex, DynBucketError, Table, TableOptions
+from dynbucket.format.storage import retrying
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.timeline.timeline import Timeline
 
@@ -71,6 +76,7 @@ def records(batch: list[dict[str, Any]]) -> pa.Table:
 
 def main(argv: list[str]) -> None:
     path, writer, seed, writes, log = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
+    flaky = argv[5:] == ["flaky"]
     # Conflicts and retries, on stderr for the test to count.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("dynbucket.write.retry").setLevel(logging.INFO)
@@ -78,9 +84,10 @@ def main(argv: list[str]) -> None:
     while not os.path.exists(log + ".go"):  # every writer starts at once
         time.sleep(0.01)
     try:
-        write_batches(table, writer, seed, writes, log)
+        write_batches(table, writer, seed, writes, log, flaky=flaky)
     finally:
         table.close()
+        print(f"retried {retrying.Counters.retried}", file=sys.stderr)
 
 
 # --- the model run (the parent's side) ----------------------------------------------------
@@ -102,10 +109,18 @@ def options(rng: random.Random) -> TableOptions:
     )
 
 
-def _spawn(path: str, writer: int, seed: int, log: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    path: str, writer: int, seed: int, log: Path, endpoint: str | None
+) -> subprocess.Popen[bytes]:
     args = [path, str(writer), str(seed), str(WRITES), str(log)]
+    env = dict(os.environ)
+    if endpoint is not None:  # a flaky network in front of the S3 test server
+        args.append("flaky")
+        env["AWS_ENDPOINT_URL"] = endpoint
     cmd = [sys.executable, "-m", "tests.writers", *args]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def _faults(rng: random.Random, procs: list[subprocess.Popen[bytes]]) -> int | None:
@@ -192,18 +207,21 @@ def run_model(
     seed: int,
     logs_dir: Path,
     spark_writes: Callable[[Path], None] | None = None,
+    writers: int = WRITERS,
+    endpoint: str | None = None,
 ) -> Table:
-    """Creates a table at ``uri``, runs ``WRITERS`` writer processes on it (or one fewer and
-    ``spark_writes(log)`` in this process, as writer ``WRITERS - 1``: a Spark writer beside
-    them) under SIGSTOPs and a SIGKILL, and checks the table against the model (the
-    module doc of ``tests/property/test_writers_model.py``); returns it, open."""
+    """Creates a table at ``uri``, runs ``writers`` writer processes on it (or one fewer and
+    ``spark_writes(log)`` in this process, as the last writer: a Spark writer beside them)
+    under SIGSTOPs and a SIGKILL, and checks the table against the model (the module doc
+    of ``tests/property/test_writers_model.py``); returns it, open. ``endpoint``: the
+    writer processes reach the S3 test server there (a flaky network: the module doc)."""
     rng = random.Random(seed)
     cap = rng.choice([3, 5, 8])
     Table.create(uri, SCHEMA, "id", "region", "ts", DynamicBucketIndex(max_keys_per_bucket=cap),
                  options(rng)).close()  # fmt: skip
-    logs = [logs_dir / f"writer{w}.log" for w in range(WRITERS)]
-    spawned = WRITERS - 1 if spark_writes else WRITERS
-    procs = [_spawn(uri, w, seed, logs[w]) for w in range(spawned)]
+    logs = [logs_dir / f"writer{w}.log" for w in range(writers)]
+    spawned = writers - 1 if spark_writes else writers
+    procs = [_spawn(uri, w, seed, logs[w], endpoint) for w in range(spawned)]
     time.sleep(1.5)  # imports and Table.open
     for log in logs:
         Path(f"{log}.go").touch()
@@ -232,9 +250,18 @@ def run_model(
         )
     conflicts = sum(e.count("after a conflict") for e in errors)
     gone = sum(e.count("a file this write read is gone") for e in errors)
+    retried = sum(int(n) for e in errors for n in re.findall(r"^retried (\d+)$", e, re.M))
+    failures = [
+        json.loads(line)["failed"]
+        for log in logs
+        if log.exists()
+        for line in log.read_text().splitlines()
+        if line.startswith('{"failed"')
+    ]
     print(
         f"writers run {seed}: written again {conflicts} time(s) after a conflict, "
-        f"{gone} after a file they read went"
+        f"{gone} after a file they read went; {retried} request(s) made again, "
+        f"{len(failures)} write(s) failed: {failures}"
     )
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
@@ -304,16 +331,25 @@ def write_batches(
     writes: int,
     log: str,
     given: Callable[[pa.Table], Any] = lambda rows: rows,
+    flaky: bool = False,
 ) -> None:
     """Writer ``writer``'s batches into ``table``, logged (the module doc); ``given`` makes
-    the input of a batch's records (a Spark DataFrame: a Spark writer)."""
+    the input of a batch's records (a Spark DataFrame: a Spark writer); ``flaky``: a write
+    that raises a ``DynBucketError`` is logged and the next one made."""
     rng = random.Random(seed * 1000 + writer)
     with open(log, "a") as out:
         for step in range(writes):
             batch = batch_of(rng, writer, step)
             out.write(json.dumps({"issued": batch}) + "\n")
             out.flush()
-            done = table.upsert(given(records(batch)))
+            try:
+                done = table.upsert(given(records(batch)))
+            except DynBucketError as e:
+                if not flaky:
+                    raise
+                out.write(json.dumps({"failed": f"{type(e).__name__}: {e}"[:300]}) + "\n")
+                out.flush()
+                continue
             out.write(json.dumps({"acked": step, "instant": done.instant}) + "\n")
             out.flush()
 

@@ -146,6 +146,12 @@ class CommitStateUnknownError(TableError):
     write again is safe for upserts and deletes (their keys end as the write says)."""
 
 
+class PublishPendingError(TableError):
+    """A write committed (its outcome is decided: it stands), but making it visible to
+    readers failed after the retries. Nothing is lost and nothing needs writing again: the
+    next writer, or ``dynbucket rollback``, publishes it."""
+
+
 class UnsupportedStorageError(TableError):
     """The table's storage cannot do what safe commits need (an exclusive create); nothing
     was written."""

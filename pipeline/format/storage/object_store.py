@@ -30,6 +30,8 @@ from dynbucket.format.storage.retrying import again
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _PROBED: set[tuple[Any, ...]] = set()
 _LOCK = threading.Lock()
+#: Keys per page of a listing (S3's most).
+LIST_PAGE = 1000
 
 
 def s3_options(fs: pafs.FileSystem) -> dict[str, Any]:
@@ -124,6 +126,44 @@ class ConditionalPut:
         if len(body) != expected or (length is not None and len(body) != length):
             raise OSError(f"read {len(body)} bytes of {path} at {offset}, not {length or expected}")
         return body
+
+    def list(self, directory: str, recursive: bool) -> list[tuple[str, int | None, float | None]]:
+        """The objects under ``directory`` (``bucket/prefix``) as ``(path, size, mtime)``,
+        and, unless ``recursive``, its sub-folders as ``(path, None, None)``: every page of
+        the listing, each checked whole (a page whose answer was cut short reads as an
+        empty page to botocore: its count of keys and its truncation mark must be there).
+
+        Raises:
+            OSError: no answer, an error, or a page cut short (the caller makes it again).
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = directory.strip("/").partition("/")
+        prefix = f"{key}/" if key else ""
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": LIST_PAGE}
+        if not recursive:
+            request["Delimiter"] = "/"
+        found: list[tuple[str, int | None, float | None]] = []
+        while True:
+            try:
+                page = self._client().list_objects_v2(**request)
+            except (BotoCoreError, ClientError) as e:
+                raise OSError(f"listing {directory}: {e}") from e
+            objects = page.get("Contents", [])
+            folders = page.get("CommonPrefixes", [])
+            if "IsTruncated" not in page or page.get("KeyCount") != len(objects) + len(folders):
+                raise OSError(f"listing {directory}: a page of the answer was cut short")
+            for o in objects:
+                path = f"{bucket}/{o['Key']}"
+                if o["Key"].endswith("/"):  # a folder marker: the folder, not a file
+                    if o["Key"] != prefix:
+                        found.append((path.rstrip("/"), None, None))
+                    continue
+                found.append((path, int(o["Size"]), o["LastModified"].timestamp()))
+            found += [(f"{bucket}/{f['Prefix'].rstrip('/')}", None, None) for f in folders]
+            if not page["IsTruncated"]:
+                return found
+            request["ContinuationToken"] = page["NextContinuationToken"]
 
     def delete(self, path: str) -> None:
         """Deletes ``path`` (``bucket/key``); a key that is not there is no error (as S3)."""

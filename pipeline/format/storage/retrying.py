@@ -15,8 +15,10 @@ when making it again cannot change its outcome:
 * writes of whole objects under their own names (a data file, a log, an index delta, a
   timeline file: dynbucket never writes an object twice with different content): the
   bytes are kept until the object is written, and the PUT is made again;
-* deletes, copies, listings and folder markers: idempotent (a delete that finds nothing
-  after its first answer was lost is done).
+* listings: with boto3 too, every page checked whole (its count of keys and its
+  truncation mark), since pyarrow's client takes a page cut short for an empty one;
+* deletes, copies and folder markers: idempotent (a delete that finds nothing after its
+  first answer was lost is done).
 
 Exclusive creates (the commit point, a lease, an instant's request) are not made here: a
 conditional write whose response was lost is settled by reading back what is there
@@ -142,10 +144,17 @@ class RetryingHandler(pafs.FileSystemHandler):
         )
 
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        return again(
-            f"listing {selector.base_dir}",
-            lambda: _whole_infos(self.inner.get_file_info(selector)),
-        )
+        # Listed with boto3, each page checked whole: pyarrow's client takes a page whose
+        # answer was cut short for an empty one, and a listing that misses a table's file
+        # reads as a lost file (or, to a clean, as one to keep).
+        base = selector.base_dir.rstrip("/")
+        objects = self._objects()
+        found = again(f"listing {base}", lambda: objects.list(base, selector.recursive))
+        if not found and not selector.allow_not_found:
+            (info,) = self.get_file_info([base])
+            if info.type == pafs.FileType.NotFound:
+                raise FileNotFoundError(f"{base}: no such folder")
+        return _infos(base, found, selector.recursive)
 
     def create_dir(self, path: str, recursive: bool) -> None:
         again(f"creating {path}", lambda: self.inner.create_dir(path, recursive=recursive))
@@ -208,6 +217,25 @@ class RetryingHandler(pafs.FileSystemHandler):
 
     def open_append_stream(self, path: str, metadata: dict[str, str] | None) -> pa.NativeFile:
         return self.inner.open_append_stream(path, metadata=metadata)
+
+
+def _infos(
+    base: str, found: list[tuple[str, int | None, float | None]], recursive: bool
+) -> list[pafs.FileInfo]:
+    """A listing as pyarrow gives one: files, and the folders under ``base`` (those a
+    recursive listing passes through, too)."""
+    infos, folders = [], set()
+    for path, size, mtime in found:
+        if size is None:
+            folders.add(path)
+            continue
+        infos.append(pafs.FileInfo(path, pafs.FileType.File, mtime=mtime, size=size))
+        if recursive:
+            parent = path.rpartition("/")[0]
+            while len(parent) > len(base) and parent not in folders:
+                folders.add(parent)
+                parent = parent.rpartition("/")[0]
+    return infos + [pafs.FileInfo(f, pafs.FileType.Directory) for f in sorted(folders)]
 
 
 def _whole_infos(infos: Any) -> Any:

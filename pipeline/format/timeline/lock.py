@@ -295,14 +295,14 @@ class WriterLock:
         while not self._stop.wait(self.lease_seconds / 3):
             if time.time() >= self._expires_at:
                 return  # expired in our own view: a successor may own the table now
-            newest = self._newest()
-            if newest is None or not self._mine(newest) or self.generation is None:
-                return
             lease = self._new_lease()
             try:
+                newest = self._newest()
+                if newest is None or not self._mine(newest) or self.generation is None:
+                    return
                 self.store.write_atomic(self.path(self.generation), _encode(lease))
             except OSError:
-                continue  # a later beat retries; verify() reports a lapse
+                continue  # the store failed: a later beat retries; verify() reports a lapse
             self._expires_at = lease.expires_at
 
 

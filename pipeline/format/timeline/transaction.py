@@ -29,7 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynbucket.base.errors import CommitFailedError, CommitStateUnknownError, ConcurrentWriteError
+from dynbucket.base.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    ConcurrentWriteError,
+    PublishPendingError,
+)
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
@@ -346,9 +351,10 @@ class Transaction:
         try:
             _publish(self.store, self.timeline, self.instant, body)
         except Exception as e:
-            raise CommitFailedError(
+            raise PublishPendingError(
                 f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
-                "readers see it once the next writer (or `dynbucket rollback`) publishes it"
+                "readers see it once the next writer (or `dynbucket rollback`) publishes it: "
+                "do not write it again"
             ) from e
         finally:
             self._release()

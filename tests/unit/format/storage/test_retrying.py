@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -21,14 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from dynbucket.base.errors import DynBucketError, StorageError
-from dynbucket.format.storage import retrying
+from dynbucket.format.storage import object_store, retrying
 from dynbucket.format.storage.store import TableStore
 from dynbucket.table import Table
-from tests.faulty_proxy import FaultyProxy
+from tests.faulty_proxy import SEED, FaultyProxy
 from tests.hudi_readers import hudi_read
 from tests.s3 import BUCKET, S3Server
-
-SEED = int(os.environ.get("DYNBUCKET_FAULT_SEED", time.time_ns() % 100_000))
 
 
 @pytest.fixture
@@ -47,8 +44,9 @@ def _fs(endpoint: str) -> pafs.S3FileSystem:
 
 
 def test_reads_and_writes_through_cut_responses_are_whole(
-    proxy: FaultyProxy, s3_server: S3Server
+    proxy: FaultyProxy, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(object_store, "LIST_PAGE", 5)  # listings of several pages
     store = TableStore.at(f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}", _fs(proxy.endpoint))
     direct = _fs(s3_server.endpoint)
     table = pa.table({"a": list(range(5000)), "b": [f"v{i}" for i in range(5000)]})
@@ -65,7 +63,9 @@ def test_reads_and_writes_through_cut_responses_are_whole(
         assert store.read_bytes(store.path(f"b{i}")) == b"x" * (1000 + i)
         assert pq.read_table(path, filesystem=store.fs, columns=["b"]).column("b") == table["b"]
         assert store.fs.get_file_info(path).size == direct.get_file_info(path).size
-    assert len(store.list_files(store.root)) == 24
+    for _ in range(5):
+        assert len(store.list_files(store.root)) == 24
+        assert len(store.list_files(store.root, recursive=True)) == 24
     proxy.set_rates(0, 0)
     assert retrying.Counters.retried > before  # the faults were met, not missed
     print(f"faults: {proxy.stats()}, requests made again: {retrying.Counters.retried - before}")

@@ -16,10 +16,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dynbucket.base.errors import TableCorruptedError
+from dynbucket.base.errors import (
+    CommitFailedError,
+    PublishPendingError,
+    StorageError,
+    TableCorruptedError,
+)
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import outcome
-from dynbucket.format.timeline.timeline import _METADATA
+from dynbucket.format.timeline.timeline import _METADATA, Timeline
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -95,6 +100,30 @@ def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
         assert live == {"a": 99, "b": 2, "c": 3, **{f"n{i}": i for i in range(50)}}
         assert reader.check().healthy
         assert not list(Path(t.uri).rglob(".hoodie/.dynbucket/outcomes/*"))
+
+
+def test_a_commit_whose_publishing_fails_says_it_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit point passed, then publishing failed (the store kept failing): the error
+    says the write committed (not ``CommitFailedError``: writing it again is needless), and
+    the next writer publishes it."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(pa.table({"id": ["a"], "day": ["d1"], "v": [1]}))
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise StorageError("writing the completed file failed 6 times")
+
+    with monkeypatch.context() as m:
+        m.setattr(Timeline, "complete", failing)
+        with pytest.raises(PublishPendingError, match="is committed") as raised:
+            t.upsert(pa.table({"id": ["b"], "day": ["d1"], "v": [2]}))
+    assert not isinstance(raised.value, CommitFailedError)
+    (pending,) = [i.id for i in t._timeline.pending()]
+    assert outcome.read(t._store, pending).state == outcome.COMMITTED
+    t.upsert(pa.table({"id": ["c"], "day": ["d1"], "v": [3]}))
+    assert pending in [i.id for i in t._timeline.completed()]
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 1, "b": 2, "c": 3}
 
 
 def test_a_write_on_an_unreadable_latest_commit_is_refused_and_writes_nothing(
