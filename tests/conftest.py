@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests import s3
+from tests.faulty_proxy import SEED, FaultyProxy
 
 # Before any test starts Ray or Spark: their processes inherit the AWS settings.
 s3.configure()
@@ -31,3 +32,15 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3.S3Server]
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def proxy(s3_server: s3.S3Server) -> Iterator[FaultyProxy]:
+    """A flaky network in front of the S3 test server, faultless until told
+    (``set_rates``), seeded by this run's seed (printed)."""
+    print(f"faults seeded {SEED} (DYNBUCKET_FAULT_SEED={SEED} repeats them)")
+    p = FaultyProxy(s3_server.endpoint, seed=SEED)
+    try:
+        yield p
+    finally:
+        p.stop()

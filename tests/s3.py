@@ -19,6 +19,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 BUCKET = "dynbucket-tests"
 
@@ -38,6 +39,14 @@ def configure() -> None:
         AWS_DEFAULT_REGION="us-east-1",
         AWS_ALLOW_HTTP="true",  # hudi-rs (object_store) talks to a plain-HTTP endpoint
     )
+
+
+def s3_filesystem(endpoint: str) -> Any:
+    """A pyarrow ``S3FileSystem`` of the test server (or of a proxy in front of it)."""
+    import pyarrow.fs as pafs
+
+    return pafs.S3FileSystem(endpoint_override=endpoint, access_key="testing",
+                             secret_key="testing", region="us-east-1", scheme="http")  # fmt: skip
 
 
 class S3Server:

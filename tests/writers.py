@@ -81,13 +81,14 @@ def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("dynbucket.write.retry").setLevel(logging.INFO)
     table = Table.open(path)
+    Path(log + ".ready").touch()
     while not os.path.exists(log + ".go"):  # every writer starts at once
         time.sleep(0.01)
     try:
         write_batches(table, writer, seed, writes, log, flaky=flaky)
     finally:
         table.close()
-        print(f"retried {retrying.Counters.retried}", file=sys.stderr)
+        print(f"retried {retrying.Counters.made_again()}", file=sys.stderr)
 
 
 # --- the model run (the parent's side) ----------------------------------------------------
@@ -222,7 +223,11 @@ def run_model(
     logs = [logs_dir / f"writer{w}.log" for w in range(writers)]
     spawned = writers - 1 if spark_writes else writers
     procs = [_spawn(uri, w, seed, logs[w], endpoint) for w in range(spawned)]
-    time.sleep(1.5)  # imports and Table.open
+    deadline = time.monotonic() + 120  # imports and Table.open, on a busy machine too
+    while time.monotonic() < deadline and not all(
+        Path(f"{logs[w]}.ready").exists() or procs[w].poll() is not None for w in range(spawned)
+    ):
+        time.sleep(0.05)
     for log in logs:
         Path(f"{log}.go").touch()
     try:

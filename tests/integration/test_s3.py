@@ -16,7 +16,6 @@ from dynbucket.format.storage.retrying import unwrapped
 from dynbucket.options import DynamicBucketIndex, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
-from tests.faulty_proxy import SEED, FaultyProxy
 from tests.hudi_readers import check_hudi_reads
 from tests.integration.invariants import checked_live_rows
 from tests.s3 import S3Server
@@ -186,31 +185,6 @@ def test_several_writers_on_s3_match_the_model(
     """Three writer processes on one S3 table at once, SIGSTOPped and one SIGKILLed: the
     model of ``tests/property/test_writers_model.py`` holds, and hudi-rs reads the same."""
     table = run_model(s3_server.uri(), seed, tmp_path)
-    try:
-        check_hudi_reads(table, time_travel=False)
-    finally:
-        table.close()
-
-
-@pytest.mark.parametrize("writers", [1, 3])
-@pytest.mark.parametrize("run", range(int(os.environ.get("DYNBUCKET_FLAKY_RUNS", "1"))))
-def test_writers_on_s3_through_a_flaky_network_match_the_model(
-    s3_server: S3Server, tmp_path: Path, writers: int, run: int
-) -> None:
-    """The same model, the writers reaching S3 through a network that cuts 2% of response
-    chunks and loses some answers after the server applied the request
-    (``tests/faulty_proxy.py``): a write that fails raises a ``DynBucketError`` (the writer
-    logs it and makes the next one), and the table holds every acknowledged write.
-    ``DYNBUCKET_FLAKY_RUNS`` runs more seeds; the first is printed (``DYNBUCKET_FAULT_SEED``
-    repeats it)."""
-    seed = SEED + 100 * run + writers
-    print(f"faults seeded {seed - 100 * run - writers} (DYNBUCKET_FAULT_SEED repeats them)")
-    proxy = FaultyProxy(s3_server.endpoint, cut_rate=0.02, lose_rate=0.005, seed=seed)
-    try:
-        table = run_model(s3_server.uri(), seed, tmp_path, writers=writers, endpoint=proxy.endpoint)
-    finally:
-        proxy.stop()
-        print(f"faults met: {proxy.stats()}")
     try:
         check_hudi_reads(table, time_travel=False)
     finally:

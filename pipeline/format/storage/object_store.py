@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from dynbucket.base.errors import StorageError, UnsupportedStorageError
-from dynbucket.format.storage.retrying import again
+from dynbucket.format.storage.retrying import Counters, again
 
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _PROBED: set[tuple[Any, ...]] = set()
@@ -256,6 +256,7 @@ def _make_client(options: dict[str, Any]) -> Any:
     )
     client = session.client("s3", endpoint_url=endpoint, config=config)
     client.meta.events.register("before-send.s3.*", _no_expect_continue)
+    client.meta.events.register("before-call.s3.*", _called)
     return client
 
 
@@ -263,8 +264,14 @@ def _no_expect_continue(request: Any, **_: Any) -> None:
     """Sends a request's body with its headers. botocore's wait for ``100 Continue``
     loops for ever when the connection closes just after that status line (it reads the
     headers that follow until a blank line, and a closed connection never gives one); the
-    objects written here are small."""
+    objects written here are small. Called once per attempt: counted."""
     request.headers.pop("Expect", None)
+    Counters.sent += 1
+
+
+def _called(**_: Any) -> None:
+    """Called once per request, however many attempts botocore makes of it."""
+    Counters.called += 1
 
 
 def _status(error: Any) -> int:

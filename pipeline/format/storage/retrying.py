@@ -48,9 +48,17 @@ FIRST_PAUSE = 0.05
 
 
 class Counters:
-    """Requests made again, per process (what a test or a bench reports)."""
+    """Requests made again, per process (what a test or a bench reports): by :func:`again`
+    (``retried``), and by botocore's own retries of the requests ``object_store.py`` sends
+    (attempts ``sent`` beyond the requests ``called``)."""
 
     retried = 0
+    sent = 0
+    called = 0
+
+    @classmethod
+    def made_again(cls) -> int:
+        return cls.retried + cls.sent - cls.called
 
 
 def retrying(fs: pafs.FileSystem) -> pafs.FileSystem:
