@@ -134,7 +134,7 @@ def _faults(rng: random.Random, procs: list[subprocess.Popen[bytes]]) -> int | N
         if not alive:
             break
         victim = rng.choice(alive)
-        if killed is None and rng.random() < 0.3:
+        if killed is None and rng.random() < 0.1 * len(alive):  # each writer: 1 in 10
             procs[victim].send_signal(signal.SIGKILL)
             killed = victim
             continue
