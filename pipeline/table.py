@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from dynbucket import inputs
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import (
     ConfigError,
-    InvalidInputError,
     RuntimeSetupError,
     TableClosedError,
 )
@@ -44,6 +44,7 @@ from dynbucket.format.table.spec import (
 )
 from dynbucket.format.timeline.history import history
 from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.inputs import Rows
 from dynbucket.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex, TableOptions
 from dynbucket.runtime import Runtime, active_runtime
 from dynbucket.write.local import LocalWriter
@@ -399,7 +400,7 @@ class Table:
 
     def upsert(
         self,
-        data: pa.Table | DataFrame,
+        data: Rows,
         assigner_slots: int | None = None,
         partial: bool = False,
     ) -> WriteResult:
@@ -416,17 +417,19 @@ class Table:
         every reader reads the result.
 
         A pyarrow Table is written in this process (by ``assigner_slots`` slots, each row
-        going to the slot Spark would route it to; default one); a Spark DataFrame by Spark
+        going to the slot Spark would route it to; default one), and so are a pandas
+        DataFrame, a pyarrow RecordBatch and any object with ``__arrow_c_stream__`` (a
+        polars DataFrame, a DuckDB result), converted to one; a Spark DataFrame by Spark
         tasks and the assigner actors (``assigner_slots`` of them; default: the table's, else
         Spark's default parallelism).
         """
         return self._write(data, "upsert", assigner_slots, partial)
 
-    def insert(self, data: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
+    def insert(self, data: Rows, assigner_slots: int | None = None) -> WriteResult:
         """Inserts rows whose keys the table has never had; any known key is an error."""
         return self._write(data, "insert", assigner_slots)
 
-    def delete(self, keys: pa.Table | DataFrame, assigner_slots: int | None = None) -> WriteResult:
+    def delete(self, keys: Rows, assigner_slots: int | None = None) -> WriteResult:
         """Deletes the rows of the given keys (key fields, plus partition fields)."""
         return self._write(keys, "delete", assigner_slots)
 
@@ -510,15 +513,12 @@ class Table:
     ) -> WriteResult:
         _only_upserts_are_partial(operation, partial)
         self._refuse_if_closed(operation)
-        if isinstance(data, pa.Table):
-            result = self._writer().write(data, operation, 1 if slots is None else slots, partial)
-        elif hasattr(data, "sparkSession") and hasattr(data, "mapInArrow"):
+        if inputs.is_spark(data):
             slots = slots or self.assigner_slots
             result = self._spark_writer().write(data, operation, slots, partial=partial)
         else:
-            raise InvalidInputError(
-                f"{operation} takes a pyarrow Table or a Spark DataFrame, not {type(data).__name__}"
-            )
+            rows = inputs.as_arrow(data, operation)
+            result = self._writer().write(rows, operation, 1 if slots is None else slots, partial)
         return self._services().after(result)
 
     def _refuse_if_closed(self, what: str) -> None:
