@@ -11,6 +11,7 @@ its caller). ``import dynbucket`` loads neither Spark nor Ray: they load when a
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from dynbucket.base.errors import (
@@ -46,6 +47,11 @@ from dynbucket.base.errors import (
     UnsupportedTableVersionError,
     WriteConflictError,
 )
+
+try:
+    __version__ = _metadata.version("dynbucket")
+except _metadata.PackageNotFoundError:  # the source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from dynbucket.format.health.check import CheckReport

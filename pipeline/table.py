@@ -394,7 +394,12 @@ class Table:
         return self.snapshot(as_of).stats()
 
     def history(self) -> list[dict[str, Any]]:
-        return history(self._store)
+        """Every instant, oldest first: ``instant``, ``action`` (Hudi's: ``commit``, or
+        ``deltacommit`` for a merge-on-read table's writes; ``compaction``, ``clean``, ...)
+        and ``state``; once completed, its ``operation``, the data ``files`` it wrote (as
+        ``WriteResult.files_written``), its ``index_files``, and for writes what happened to
+        their ``keys`` (inserted, updated, stale, deleted, not found)."""
+        return history(self._store, self._spec.options.merge_on_read)
 
     # --- writes ----------------------------------------------------------------------------
 

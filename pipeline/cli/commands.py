@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
+import dynbucket
+
 if TYPE_CHECKING:
     from dynbucket.format.table.spec import TableSpec
     from dynbucket.runtime import Runtime
@@ -517,6 +519,7 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dynbucket", description=_DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"dynbucket {dynbucket.__version__}")
     verbose_help = "show Ray's, Spark's and the JVM's output here (default: a log file)"
     p.add_argument("--verbose", action="store_true", help=verbose_help)
     loud = argparse.ArgumentParser(add_help=False)

@@ -13,10 +13,10 @@ from dynbucket.format.timeline.transaction import WrittenFile
 class WriteResult:
     """One committed instant of a write.
 
-    ``keys_updated`` counts keys the table already knew (including keys deleted earlier and
-    written again) whose record the write replaced; ``keys_stale`` the updates that lost to
-    the record the table has (a smaller ordering value: written, but readers keep the old
-    record); ``keys_deleted`` counts delete markers written for known keys, and
+    ``keys_updated`` counts keys the table holds a row of whose record the write replaced
+    (a key deleted earlier and written again counts as inserted); ``keys_stale`` the
+    updates that lost to the record the table has (a smaller ordering value: written, but
+    readers keep the old record); ``keys_deleted`` counts delete markers written for known keys, and
     ``keys_not_found`` deletes of keys the table never had (with a global index: of keys
     not in any partition). ``keys_moved``: with a global index, the updated keys whose
     partition value changed (each written in its new partition, deleted from its old).

@@ -106,3 +106,14 @@ def test_the_deprecated_import_paths_are_gone() -> None:
     for old in ("dynbucket.pipeline", "dynbucket.actors.errors"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(old)
+
+
+def test_the_version_is_the_installed_one_and_the_command_says_it() -> None:
+    import dynbucket
+
+    assert dynbucket.__version__ == _project()["project"]["version"]
+    said = subprocess.run(
+        [sys.executable, "-c", "from dynbucket.cli import main; main()", "--version"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert said.stdout.strip() == f"dynbucket {dynbucket.__version__}"

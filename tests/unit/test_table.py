@@ -138,6 +138,24 @@ def test_repr_and_results_say_what_they_are(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
+def test_history_says_what_the_write_result_says(tmp_path: Path, table_type: str) -> None:
+    """The same data files counted in both, Hudi's action for the table's type, and a key
+    deleted then written again counted as inserted (the ``WriteResult`` docstring)."""
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", options={"hoodie.table.type": table_type}
+    )
+    rows = pa.table({"id": ["a", "b", "c"], "day": ["d1", "d1", "d2"], "v": [1, 2, 3]})
+    results = [t.upsert(rows), t.delete(rows.select(["id", "day"]).slice(0, 1)), t.upsert(rows)]
+    written = [h for h in t.history() if h.get("operation") in ("upsert", "delete")]
+    assert [h["files"] for h in written] == [r.files_written for r in results]
+    assert all(h["index_files"] > 0 for h in written)  # counted apart
+    action = "deltacommit" if table_type == "MERGE_ON_READ" else "commit"
+    assert {h["action"] for h in written} == {action}
+    assert (results[2].keys_inserted, results[2].keys_updated) == (1, 2)
+    assert written[2]["keys"]["inserted"] == 1
+
+
 def test_a_write_of_nothing_commits_nothing_and_says_so(tmp_path: Path) -> None:
     t = _table(tmp_path)
     before, files = t.history(), _files(t)

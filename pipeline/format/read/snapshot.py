@@ -53,6 +53,13 @@ T = TypeVar("T")
 _READ_TRIES = 4
 
 
+#: What a refused lookup's error says came of it.
+_NOTHING_LOOKED_UP = (
+    "Nothing was looked up (a key to look up is its key fields, and its partition fields "
+    "unless the index is global)"
+)
+
+
 @dataclass(frozen=True)
 class SliceRef:
     """One file group's slice in a partition (picklable: Spark tasks receive these)."""
@@ -332,7 +339,7 @@ class Snapshot:
         logs. With a global index the key alone finds the row (a
         partition value given is ignored).
         """
-        wanted = prepare(self.spec, keys, deletes=True)
+        wanted = prepare(self.spec, keys, deletes=True, done=_NOTHING_LOOKED_UP)
         return self.consistent(lambda: self._lookup(wanted, meta_columns))
 
     def _lookup(self, wanted: pa.Table, meta_columns: bool) -> pa.Table:

@@ -23,6 +23,9 @@ from dynbucket.format.metadata.record_index import check_fits
 from dynbucket.format.records.partitioning import partition_paths
 from dynbucket.format.table.spec import TableSpec, same_but_case
 
+#: What a refused write's error says came of it.
+NOTHING_WRITTEN = "Nothing was written."
+
 
 def widens(have: pa.DataType, want: pa.DataType) -> bool:
     """Whether every value of type ``have`` converts to ``want`` without loss.
@@ -65,6 +68,7 @@ def fit_types(
     schema: pa.Schema,
     required: Sequence[str] | None = None,
     markers: Sequence[str] = (),
+    done: str = NOTHING_WRITTEN,
 ) -> list[str]:
     """Checks records' field types against the table's; returns the fields to cast.
 
@@ -74,6 +78,7 @@ def fit_types(
         required: fields that must be present (default: all; the others become nulls).
         markers: fields the records may carry beyond the schema: delete markers
             (:func:`marker_fields`), read and not stored.
+        done: what the error says came of the call (a lookup writes nothing anyway).
 
     Raises:
         SchemaMismatchError: naming extra fields, missing fields, or a field whose type does
@@ -96,9 +101,10 @@ def fit_types(
         fix = "give them"
         if required is None:  # an upsert of whole rows
             fix = (
-                "give them; or upsert(..., partial=True) to keep the values the table holds "
-                "of them (new keys get nulls); or set hoodie.write.set.null.for.missing.columns"
-                " to write nulls"
+                "give them; or make a partial upsert (upsert(..., partial=True); "
+                "`dynbucket ingest --partial`) to keep the values the table holds of them "
+                "(new keys get nulls); or set hoodie.write.set.null.for.missing.columns to "
+                "write nulls"
             )
         problems.append(f"field(s) {missing} of the table schema are missing: {fix}")
     cast = []
@@ -113,17 +119,17 @@ def fit_types(
             )
         cast.append(f.name)
     if problems:
-        raise SchemaMismatchError(said_at_once(problems))
+        raise SchemaMismatchError(said_at_once(problems, done))
     return cast
 
 
-def said_at_once(problems: list[str]) -> str:
+def said_at_once(problems: list[str], done: str = NOTHING_WRITTEN) -> str:
     """One message of every problem found with records' fields (a user fixes them all in
-    one go, not one per attempt)."""
+    one go, not one per attempt), and ``done``."""
     if len(problems) == 1:
-        return f"{problems[0]}. Nothing was written."
+        return f"{problems[0]}. {done}"
     listed = "; ".join(f"({i}) {p}" for i, p in enumerate(problems, start=1))
-    return f"{len(problems)} problems with the records' fields: {listed}. Nothing was written."
+    return f"{len(problems)} problems with the records' fields: {listed}. {done}"
 
 
 def unique_fields(names: Sequence[str]) -> None:
@@ -172,13 +178,18 @@ def delete_flags(spec: TableSpec, data: pa.Table) -> pa.Array | None:
     return flags
 
 
-def conform(data: pa.Table, spec: TableSpec, required: Sequence[str] | None = None) -> pa.Table:
+def conform(
+    data: pa.Table,
+    spec: TableSpec,
+    required: Sequence[str] | None = None,
+    done: str = NOTHING_WRITTEN,
+) -> pa.Table:
     """``data`` with the table's fields in schema order and types (:func:`fit_types`'s rule;
     fields left out become nulls), and ``_is_delete`` when it carries a delete marker."""
     schema = spec.schema
     unique_fields(data.column_names)
     have = {f.name: f.type for f in data.schema}
-    fit_types(have, schema, required, marker_fields(spec))
+    fit_types(have, schema, required, marker_fields(spec), done)
     columns = [
         data.column(f.name).cast(f.type) if f.name in have else pa.nulls(data.num_rows, f.type)
         for f in schema
@@ -225,6 +236,7 @@ def prepare(
     deletes: bool = False,
     insert: bool = False,
     kept: Sequence[str] = (),
+    done: str = NOTHING_WRITTEN,
 ) -> pa.Table:
     """Fits records to the schema, checks them and adds ``_partition``, ``_hash`` and ``_op``.
 
@@ -236,7 +248,7 @@ def prepare(
         SchemaMismatchError, NullKeyError, InvalidInputError, InvalidPartitionValueError:
             nothing is written.
     """
-    data = conform(data, spec, required_fields(spec, deletes, bool(kept)))
+    data = conform(data, spec, required_fields(spec, deletes, bool(kept)), done)
     return annotate(spec, data, deletes=deletes, insert=insert, kept=kept)
 
 

@@ -11,21 +11,28 @@ from dynbucket.format.timeline.timeline import Timeline
 KEY_COUNTS = ("inserted", "updated", "stale", "deleted", "not_found")
 
 
-def history(store: TableStore) -> list[dict[str, Any]]:
-    """Every instant with its state and, when completed, its metadata summary (for writes,
-    what happened to their keys: ``KEY_COUNTS``)."""
-    timeline = Timeline(store)
+def history(store: TableStore, merge_on_read: bool) -> list[dict[str, Any]]:
+    """Every instant with its state and, when completed, its metadata summary: the data
+    files it wrote (``files``, as ``WriteResult.files_written`` counts them; its index
+    files apart) and, for writes, what happened to their keys (``KEY_COUNTS``). Actions
+    are Hudi's: a merge-on-read table's writes are ``deltacommit``s."""
+    timeline = Timeline(store, merge_on_read)
     out = []
     for instant in timeline.instants():
+        action = instant.action
+        if action == "commit" and merge_on_read:
+            action = "deltacommit"
         row: dict[str, Any] = {
             "instant": instant.id,
-            "action": instant.action,
+            "action": action,
             "state": instant.state.name.lower(),
         }
         if instant.completed:
             meta = timeline.metadata(instant)
             row["operation"] = meta.get("operation")
-            row["files"] = len(meta.get("files", []))
+            kinds = [f.get("kind") for f in meta.get("files", [])]
+            row["files"] = kinds.count("data")
+            row["index_files"] = len(kinds) - row["files"]
             stats = meta.get("stats") or {}
             row["keys"] = {k: stats.get(f"keys_{k}", 0) for k in KEY_COUNTS}
         out.append(row)

@@ -13,6 +13,7 @@ import pytest
 from dynbucket.actors import DynamicBucketOptions
 from dynbucket.base.errors import (
     InstantNotFoundError,
+    SchemaMismatchError,
     TableCorruptedError,
     UnsupportedStorageError,
 )
@@ -62,6 +63,13 @@ def test_clean_keeps_retained_instants_readable_and_refuses_older_ones(table: Ta
     assert _ids(table.to_arrow(as_of=compaction)) == {"a": 3}
     with pytest.raises(InstantNotFoundError, match="was cleaned"):
         table.to_arrow(as_of=instants[3])
+
+
+def test_a_lookup_without_the_partition_field_says_what_a_key_is(table: Table) -> None:
+    table.upsert(_rows(id=["a"], day=["d"], v=[1]))
+    with pytest.raises(SchemaMismatchError, match=r"\['day'\].*Nothing was looked up") as e:
+        table.lookup(pa.table({"id": ["a"]}))
+    assert "written" not in str(e.value)
 
 
 def test_lookup_opens_only_the_keys_file_groups(

@@ -119,3 +119,14 @@ def test_in_a_batch_the_largest_ordering_value_wins_deletes_alike() -> None:
     won = {r["id"]: (r["ts"], r[OP]) for r in rows.select(["id", "ts", OP]).to_pylist()}
     # a: the newer delete; b: the newer upsert; c: a tie goes to the last record
     assert won == {"a": (2, DELETE), "b": (2, UPSERT), "c": (3, DELETE)}
+
+
+def test_an_upsert_missing_fields_names_the_partial_upsert_of_both_the_api_and_the_command() -> (
+    None
+):
+    schema = pa.schema([("id", pa.string()), ("v", pa.int64()), ("w", pa.string())])
+    with pytest.raises(SchemaMismatchError) as e:
+        fit_types({"id": pa.string()}, schema)
+    assert "['v', 'w']" in str(e.value)
+    assert "upsert(..., partial=True)" in str(e.value) and "ingest --partial" in str(e.value)
+    assert str(e.value).endswith("Nothing was written.")

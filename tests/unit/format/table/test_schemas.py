@@ -179,11 +179,11 @@ def test_a_schema_change_compacts_the_slices_with_logs_first(tmp_path: Path) -> 
     t.upsert(pa.table({"id": ["a"], "ts": [2], "v": pa.array([5], pa.int32())}))  # a log
     before = len(t.history())
     t.upsert(pa.table({"id": ["b"], "ts": [3], "v": [7.5], "w": ["x"]}))  # both changes
-    assert [h["action"] for h in t.history()[before:]] == ["compaction", "commit"]
+    assert [h["action"] for h in t.history()[before:]] == ["compaction", "deltacommit"]
     assert _rows(t) == {"a": (2, 5.0, None), "b": (3, 7.5, "x")}
     check_hudi_reads(t, time_travel=False)
     t.upsert(pa.table({"id": ["a"], "ts": [4], "v": [1.0], "w": ["y"]}))  # no change: no compaction
-    assert [h["action"] for h in t.history()[before + 2 :]] == ["commit"]
+    assert [h["action"] for h in t.history()[before + 2 :]] == ["deltacommit"]
 
 
 REFUSED = [
