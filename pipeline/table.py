@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from dynbucket import inputs
@@ -54,6 +55,7 @@ from dynbucket.write.results import WriteResult
 from dynbucket.write.services import ServiceRunner
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -313,13 +315,35 @@ class Table:
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
         read_optimized: bool = False,
+        filter: pc.Expression | None = None,  # noqa: A002 (as delta-rs and pyarrow name it)
     ) -> pa.Table:
-        """The table's live rows as of ``as_of`` (default: latest).
+        """The table's live rows as of ``as_of`` (default: latest): ``columns`` of them
+        (default all), then the meta columns (``_partition``, ``_bucket``, ``_file_id``,
+        ``_instant``) unless ``meta_columns=False``.
+
+        ``filter``: a pyarrow compute expression of the table's fields, e.g.
+        ``(pc.field("country") == "fr") & (pc.field("updated_at") > 100)``; only the rows it
+        keeps are returned, and what cannot hold one is not read: partitions whose path
+        makes it false, and row groups whose statistics do (merge-on-read slices with logs
+        are merged first, then filtered, so an older version of a row never shows).
 
         ``read_optimized``: only the base files of the latest file slices (log files not
         merged), as Hudi's read-optimized queries read a merge-on-read table.
         """
-        return self.snapshot(as_of).to_arrow(columns, meta_columns, read_optimized=read_optimized)
+        return self.snapshot(as_of).to_arrow(
+            columns, meta_columns, read_optimized=read_optimized, filter=filter
+        )
+
+    def to_pandas(
+        self,
+        as_of: str | None = None,
+        columns: Sequence[str] | None = None,
+        meta_columns: bool = True,
+        read_optimized: bool = False,
+        filter: pc.Expression | None = None,  # noqa: A002
+    ) -> pd.DataFrame:
+        """:meth:`to_arrow` as a pandas DataFrame."""
+        return self.to_arrow(as_of, columns, meta_columns, read_optimized, filter).to_pandas()
 
     def changes(
         self,
@@ -327,6 +351,7 @@ class Table:
         end: str | None = None,
         columns: Sequence[str] | None = None,
         meta_columns: bool = True,
+        filter: pc.Expression | None = None,  # noqa: A002
     ) -> pa.Table:
         """What the instants after ``start`` up to ``end`` (default: the latest) changed, as
         Hudi's incremental query returns it: the latest version of each record they wrote,
@@ -335,6 +360,7 @@ class Table:
         completion times on version 8 and 9 tables (as Hudi 1.x and hudi-rs read them). A
         downstream job reads up to ``changes_end()`` and passes that as its next ``start``;
         ``start="000"`` (Hudi's "from the beginning") returns every live record.
+        ``filter``: as :meth:`to_arrow`'s.
 
         Raises:
             ConfigError: ``start`` or ``end`` is not an instant time (yyyyMMddHHmmssSSS),
@@ -343,7 +369,9 @@ class Table:
                 archived; ``start`` is older than the active timeline.
             IncompleteRangeError: (version 6) ``end`` is past a write still pending.
         """
-        return changes.changes(self._store, self._spec, start, end, columns, meta_columns)
+        return changes.changes(
+            self._store, self._spec, start, end, columns, meta_columns, filter=filter
+        )
 
     def changes_end(self) -> str:
         """Where a change feed can read up to now: pass it as ``changes``' ``end``, and

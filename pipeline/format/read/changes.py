@@ -116,9 +116,11 @@ def changes(
     end: str | None = None,
     columns: Sequence[str] | None = None,
     meta_columns: bool = True,
+    filter: pc.Expression | None = None,  # noqa: A002 (the name readers know)
 ) -> pa.Table:
     """The latest version of each record the instants of (``start``, ``end``] wrote (the
-    module doc: by instant time on layout 1, by completion time on layout 2).
+    module doc: by instant time on layout 1, by completion time on layout 2); with
+    ``filter``, those it keeps (``filters.py``).
 
     Raises:
         ConfigError: ``start`` or ``end`` is not an instant time, or the table does not
@@ -155,7 +157,7 @@ def changes(
     changed = [
         r for r in snapshot.slices() if earliest or _written_after(r, window.after_start)
     ]  # 3.
-    rows = snapshot.to_arrow(columns, meta_columns=True, refs=changed)  # 4.
+    rows = snapshot.to_arrow(columns, meta_columns=True, refs=changed, filter=filter)  # 4.
     times = rows.column(INSTANT)  # each row's commit time
     if earliest:  # archived instants too: every live record up to the end
         keep = pc.less_equal(times, window.as_of or "")

@@ -39,7 +39,7 @@ from dynbucket.format.file_group.merge import (
 from dynbucket.format.file_group.slices import DataFile, FileSlice, file_slices, parsed_data_files
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.read import by_metadata
+from dynbucket.format.read import by_metadata, filters
 from dynbucket.format.records.incoming import prepare
 from dynbucket.format.records.partitioning import partition_columns
 from dynbucket.format.storage.store import TableStore
@@ -263,21 +263,27 @@ class Snapshot:
         partitions: Sequence[str] | None = None,
         read_optimized: bool = False,
         refs: Sequence[SliceRef] | None = None,
+        filter: pc.Expression | None = None,  # noqa: A002 (the name readers know)
     ) -> pa.Table:
         """The snapshot's live rows (all partitions, or ``partitions``; or the slices
-        ``refs`` of it).
+        ``refs`` of it); with ``filter``, those it keeps (``filters.py``: partitions and row
+        groups that cannot match are not read).
 
         Slices that are a base file alone are one multi-threaded dataset scan; slices with
         logs are merged in a thread pool. ``read_optimized``: the base files alone, as
         Hudi's read-optimized queries read a merge-on-read table (logs not merged).
         """
+        if filter is not None:
+            filters.check(self.spec, filter)
         if refs is not None:  # slices of a view the caller holds: one try
             try:
-                return self._to_arrow(columns, meta_columns, list(refs), read_optimized)
+                return self._to_arrow(columns, meta_columns, list(refs), read_optimized, filter)
             except (FileNotFoundError, TableCorruptedError) as e:
                 raise missing_file(self.store, self.instant, self.seen, e) from e
         return self.consistent(
-            lambda: self._to_arrow(columns, meta_columns, self.slices(partitions), read_optimized)
+            lambda: self._to_arrow(
+                columns, meta_columns, self.slices(partitions), read_optimized, filter
+            )
         )
 
     def _to_arrow(
@@ -286,6 +292,7 @@ class Snapshot:
         meta_columns: bool,
         refs: list[SliceRef],
         read_optimized: bool,
+        filter: pc.Expression | None = None,  # noqa: A002
     ) -> pa.Table:
         schema = self.output_schema(columns, meta_columns)
         if read_optimized:
@@ -294,36 +301,59 @@ class Snapshot:
                 for r in refs
                 if r.slice.base is not None
             ]
+        spec, store = self.spec, self.store
+        if filter is not None:  # 1. of filters.py
+            kept = set(
+                filters.matching_partitions(spec, sorted({r.partition for r in refs}), filter)
+            )
+            refs = [r for r in refs if r.partition in kept]
         if not refs:
             return schema.empty_table()
-        spec, store = self.spec, self.store
         wanted = list(columns) if columns is not None else spec.schema.names
-        out_cols = _unique(
-            [n for n in wanted if n not in spec.path_fields]
-            + ([COMMIT_TIME] if meta_columns else [])
-        )
+        # A merged slice is filtered after its merge (3. of filters.py): every field read.
+        merged_wanted = wanted if filter is None else _unique([*wanted, *spec.schema.names])
+        meta = [COMMIT_TIME] if meta_columns else []
+        out_cols = _unique([n for n in wanted if n not in spec.path_fields] + meta)
+        merged_cols = _unique([n for n in merged_wanted if n not in spec.path_fields] + meta)
         needed = merge_columns(spec, out_cols)
+        merged_needed = merge_columns(spec, merged_cols)
         merged = [r for r in refs if r.slice.logs]
         workers = os.cpu_count() or 2
         with ThreadPoolExecutor(max_workers=workers + 1) as pool:
             # Logs are read in the pool while one multi-threaded scan reads every base file:
             # slices without logs are done as their batches come; the others are merged.
             def read_logs(ref: SliceRef) -> list[pa.Table]:
-                return read_deltas(store, spec, ref.slice.logs, needed)
+                return read_deltas(store, spec, ref.slice.logs, merged_needed)
 
             logs = {id(r): pool.submit(read_logs, r) for r in merged}
             parts: list[pa.Table] = []
             bases: dict[int, list[pa.Table]] = {id(r): [] for r in merged}
-            for ref, rows in _scan(store, spec, refs, needed):
-                if ref.slice.logs:
-                    bases[id(ref)].append(rows)
-                else:
-                    parts.append(decorate(spec, ref, rows, wanted, meta_columns))
+            # One scan of every base file; with a filter, the base files read alone apart
+            # (2. of filters.py: the filter pushed down) from those merged with logs.
+            # A filter on fields stored in another type than the table's is applied after.
+            pushed = filter if filter is not None and filters.pushable(spec) else None
+            scans = [(refs, needed, None)]
+            if filter is not None:
+                alone = [r for r in refs if not r.slice.logs]
+                read = needed if pushed is not None else merged_needed
+                scans = [(alone, read, pushed), (merged, merged_needed, None)]
+            for scanned, columns_read, pushdown in scans:
+                for ref, rows in _scan(store, spec, scanned, columns_read, pushdown):
+                    if ref.slice.logs:
+                        bases[id(ref)].append(rows)
+                    elif filter is not None and pushed is None:
+                        rows = decorate(spec, ref, rows, merged_wanted, meta_columns)
+                        parts.append(rows.filter(filter))
+                    else:
+                        parts.append(decorate(spec, ref, rows, wanted, meta_columns))
 
             def finish(ref: SliceRef) -> pa.Table:
                 base = pa.concat_tables(bases[id(ref)]) if bases[id(ref)] else None
-                rows = merge_slice(spec, base, logs[id(ref)].result(), out_cols)
-                return decorate(spec, ref, rows, wanted, meta_columns)
+                rows = merge_slice(spec, base, logs[id(ref)].result(), merged_cols)
+                rows = decorate(spec, ref, rows, merged_wanted, meta_columns)
+                if filter is not None:  # 3. of filters.py
+                    rows = rows.filter(filter)
+                return rows
 
             parts += list(pool.map(finish, merged))
         if not parts:
@@ -469,10 +499,15 @@ def _stats_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def _scan(
-    store: TableStore, spec: TableSpec, refs: Sequence[SliceRef], columns: Sequence[str]
+    store: TableStore,
+    spec: TableSpec,
+    refs: Sequence[SliceRef],
+    columns: Sequence[str],
+    filter: pc.Expression | None = None,  # noqa: A002
 ) -> Iterator[tuple[SliceRef, pa.Table]]:
     """Batches of every base file of ``refs`` in one multi-threaded dataset scan, each with
-    its slice (meta fields the files do not hold are filled in)."""
+    its slice (meta fields the files do not hold are filled in); ``filter`` pushed down
+    (2. of ``filters.py``)."""
     by_path = {r.slice.base.path: r for r in refs if r.slice.base is not None}
     if not by_path:
         return
@@ -480,9 +515,18 @@ def _scan(
         # The files' schema is the table's as of the view: a file written before a field
         # was added reads it as nulls, one before a promotion in its old type, cast.
         wanted = in_files(spec, columns)
-        schema = pa.schema([f for f in spec.file_schema() if f.name in wanted])
-        dataset = pads.dataset(list(by_path), schema, format="parquet", filesystem=store.fs)
-        batches = dataset.scanner(columns=wanted).scan_batches()
+        if filter is None:
+            schema = pa.schema([f for f in spec.file_schema() if f.name in wanted])
+            dataset = pads.dataset(list(by_path), schema, format="parquet", filesystem=store.fs)
+        else:  # every field the filter may name; the paths answer the partition fields
+            dataset = pads.FileSystemDataset.from_paths(
+                list(by_path),
+                schema=spec.file_schema(),
+                format=pads.ParquetFileFormat(),
+                filesystem=store.fs,
+                partitions=[filters.guarantee(spec, r.partition) for r in by_path.values()],
+            )  # fmt: skip
+        batches = dataset.scanner(columns=wanted, filter=filter).scan_batches()
         for tagged in batches:
             batch = tagged.record_batch
             if batch.num_rows:
