@@ -9,7 +9,7 @@ READERS := .venv-readers
 READERS_PINS := daft==0.7.26 sortedcontainers==2.4.0
 READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint docs clean
 
 demo: $(STAMP)
 	$(VENV)/bin/dynbucket demo $(ARGS)
@@ -19,6 +19,11 @@ demo: $(STAMP)
 test: $(STAMP) $(READERS_STAMP)
 	$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
+
+# The docs site into site/, every warning an error (tests/unit/test_docs.py builds it too).
+docs: $(STAMP)
+	$(VENV)/bin/python scripts/docs-src
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(VENV)/bin/pip install -q -c constraints.txt ruff mypy
@@ -43,4 +48,4 @@ $(READERS_STAMP):
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(READERS) build *.egg-info
+	rm -rf $(VENV) $(READERS) build site *.egg-info

@@ -1,0 +1,64 @@
+"""The docs: the site builds with no warning (``make docs``: mkdocs, the API reference
+rendered from the docstrings, every public name in it), and every Python block of the
+README and the docs runs, or says why it cannot here (``<!-- not run: why -->`` on the
+line before it: it needs Spark, a cluster, S3 or input files)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dynbucket
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+_NOT_RUN = re.compile(r"<!-- not run: (.+?) -->\s*$")
+
+
+def _blocks() -> list[tuple[str, str, str | None]]:
+    """Every Python block: (where, code, why it is not run or None)."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for m in _BLOCK.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            why = _NOT_RUN.search(before)
+            found.append((f"{page.relative_to(ROOT)}:{line}", m.group(1), why and why.group(1)))
+    return found
+
+
+BLOCKS = _blocks()
+
+
+def test_the_docs_build_with_no_warning(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "scripts/docs-src"], cwd=ROOT, check=True)
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    built = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    reference = "".join(p.read_text() for p in (ROOT / "docs" / "reference").glob("*.md"))
+    missing = [n for n in dynbucket.__all__ if not re.search(rf"\.{n}\b", reference)]
+    assert missing == [], "public names the API reference leaves out"
+
+
+def test_every_block_runs_or_says_why_not() -> None:
+    assert len(BLOCKS) >= 10
+    assert [w for w, _, why in BLOCKS if why is not None and len(why) < 10] == []
+
+
+@pytest.mark.parametrize(("where", "code"), [(w, c) for w, c, why in BLOCKS if why is None])
+def test_a_python_block_runs(tmp_path: Path, where: str, code: str) -> None:
+    ran = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, f"{where}:\n{ran.stderr[-3000:]}"
