@@ -112,7 +112,7 @@ def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     shown = run([dynbucket, "show", table], env)
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert "day=d0" in shown.stdout and "day=d1" in shown.stdout
-    assert "compaction" in shown.stdout and shown.stdout.count(" commit ") == 2
+    assert "compaction" in shown.stdout and shown.stdout.count(" deltacommit ") == 2
     # Which services run and when each last ran: compaction just ran (by hand).
     services = shown.stdout.split("services\n", 1)[1].split("\n\n", 1)[0]
     assert "at 5 logs, beside the writes: last 20" in services
