@@ -266,7 +266,7 @@ def run_model(
     print(
         f"writers run {seed}: written again {conflicts} time(s) after a conflict, "
         f"{gone} after a file they read went; {retried} request(s) made again, "
-        f"{len(failures)} write(s) failed: {failures}"
+        f"{len(failures)} write(s) failed: {failures}; writer {killed} SIGKILLed"
     )
     if spark_writes is not None:
         assert logs[-1].exists() and "acked" in logs[-1].read_text().splitlines()[-1]
