@@ -10,6 +10,7 @@ import pytest
 
 from tests import s3
 from tests.faulty_proxy import SEED, FaultyProxy
+from tests.seeds import BASE
 
 # Before any test starts Ray or Spark: their processes inherit the AWS settings.
 s3.configure()
@@ -23,6 +24,10 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 # The multi-node cluster's tests need a Ray of their own (one per process): ``make test``
 # runs them in a second session, with DYNBUCKET_CLUSTER_TESTS=1.
 collect_ignore = [] if os.environ.get("DYNBUCKET_CLUSTER_TESTS") else ["cluster"]
+
+
+def pytest_report_header() -> str:
+    return f"dynbucket: sampled sequences seeded {BASE} (DYNBUCKET_SEED={BASE} repeats them)"
 
 
 @pytest.fixture(scope="session")

@@ -26,9 +26,11 @@ import threading
 import time
 from pathlib import Path
 
+from tests.seeds import BASE
+
 #: The faults' seed of this run: it changes per run, and the tests print it;
 #: ``DYNBUCKET_FAULT_SEED`` repeats one.
-SEED = int(os.environ.get("DYNBUCKET_FAULT_SEED", time.time_ns() % 100_000))
+SEED = int(os.environ.get("DYNBUCKET_FAULT_SEED", BASE))
 _CHUNK = 16 * 1024
 #: SO_LINGER on, 0 seconds: a close resets the connection.
 _RESET = struct.pack("ii", 1, 0)

@@ -19,6 +19,7 @@ from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 from tests.integration.invariants import checked_live_rows
 from tests.s3 import S3Server
+from tests.seeds import seeds
 from tests.writers import run_model
 
 SCHEMA = pa.schema(
@@ -178,7 +179,7 @@ def test_no_folder_objects_after_writes_deletes_and_services(s3_server: S3Server
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 3, "c": 4}
 
 
-@pytest.mark.parametrize("seed", range(int(os.environ.get("DYNBUCKET_WRITERS_RUNS", "1"))))
+@pytest.mark.parametrize("seed", seeds(int(os.environ.get("DYNBUCKET_WRITERS_RUNS", "1")), 1))
 def test_several_writers_on_s3_match_the_model(
     s3_server: S3Server, tmp_path: Path, seed: int
 ) -> None:

@@ -27,6 +27,7 @@ from dynbucket.base.columns import BUCKET
 from dynbucket.base.errors import CommitFailedError
 from dynbucket.format.timeline import outcome
 from tests.hudi_readers import check_hudi_reads
+from tests.seeds import seeds
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -128,7 +129,7 @@ def _check(
     check_hudi_reads(table, incremental_after=before, time_travel=False)
 
 
-@pytest.mark.parametrize("seed", range(SEQUENCES))
+@pytest.mark.parametrize("seed", seeds(SEQUENCES))
 def test_global_sequences_match_the_model(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

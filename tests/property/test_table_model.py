@@ -53,6 +53,7 @@ from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import COMMIT_TIME, check_hudi_reads, hudi_can_merge, hudi_read, rows_by_key
+from tests.seeds import seeds
 from tests.shares import Counts, added_by_slot, check_shares
 from tests.unit.format.timeline.test_conflicts import _beside
 
@@ -519,8 +520,10 @@ def _index(scheme: str, rng: random.Random, seed: int) -> Any:
     )
 
 
-CASES = [("dynamic", s) for s in range(SEQUENCES)] + [
-    (scheme, s) for scheme in ("simple", "consistent") for s in range(STATELESS_SEQUENCES)
+CASES = [("dynamic", s) for s in seeds(SEQUENCES)] + [
+    (scheme, s)
+    for n, scheme in enumerate(("simple", "consistent"), start=1)
+    for s in seeds(STATELESS_SEQUENCES, offset=n)
 ]
 
 

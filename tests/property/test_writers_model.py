@@ -24,12 +24,13 @@ from pathlib import Path
 import pytest
 
 from tests.hudi_readers import check_hudi_reads
+from tests.seeds import seeds
 from tests.writers import run_model
 
 RUNS = int(os.environ.get("DYNBUCKET_WRITERS_RUNS", "2"))
 
 
-@pytest.mark.parametrize("seed", range(RUNS))
+@pytest.mark.parametrize("seed", seeds(RUNS))
 def test_several_writers_match_the_model(tmp_path: Path, seed: int) -> None:
     table = run_model(str(tmp_path / "t"), seed, tmp_path)
     try:

@@ -41,6 +41,7 @@ from dynbucket.table import Table
 from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads
 from tests.s3 import S3Server
+from tests.seeds import seeds
 from tests.shares import added_by_slot, check_shares
 
 SCHEMA = pa.schema(
@@ -143,7 +144,7 @@ def _bucket_keys(t: Table) -> dict[str, dict[int, int]]:
     return out
 
 
-@pytest.mark.parametrize("seed", range(WORKLOADS))
+@pytest.mark.parametrize("seed", seeds(WORKLOADS))
 def test_workload_matches_the_model(
     spark: Any, runtime: Runtime, tmp_path: Path, seed: int
 ) -> None:
@@ -154,7 +155,7 @@ def test_workload_matches_the_model(
 S3_WORKLOADS = max(3, WORKLOADS // 3)
 
 
-@pytest.mark.parametrize("seed", range(S3_WORKLOADS))
+@pytest.mark.parametrize("seed", seeds(S3_WORKLOADS, offset=1))
 def test_workload_on_s3_matches_the_model(
     spark: Any, runtime: Runtime, tmp_path: Path, s3_server: S3Server, seed: int
 ) -> None:
@@ -316,7 +317,11 @@ def _layout_ok(t: Table) -> None:
 
 @pytest.mark.parametrize(
     ("scheme", "seed"),
-    [(s, n) for s in ("simple", "consistent") for n in range(STATELESS_WORKLOADS)],
+    [
+        (s, n)
+        for i, s in enumerate(("simple", "consistent"), 2)
+        for n in seeds(STATELESS_WORKLOADS, i)
+    ],  # fmt: skip
 )
 def test_stateless_workload_matches_the_model(
     spark: Any, runtime: Runtime, tmp_path: Path, scheme: str, seed: int
