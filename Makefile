@@ -9,7 +9,7 @@ READERS := .venv-readers
 READERS_PINS := daft==0.7.26 sortedcontainers==2.4.0
 READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint docs clean
+.PHONY: demo test test-long lint docs clean
 
 demo: $(STAMP)
 	$(VENV)/bin/dynbucket demo $(ARGS)
@@ -18,6 +18,14 @@ demo: $(STAMP)
 # multi-node Ray cluster (Ray's test cluster: a head and two worker nodes on this machine).
 test: $(STAMP) $(READERS_STAMP)
 	$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
+	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
+
+# Today's full counts of the sampled sequences (the suite samples them by a seed that
+# changes per run): the fault sequences of every case, 20 runs of each writers model.
+test-long: $(STAMP) $(READERS_STAMP)
+	DYNBUCKET_FAULT_WRITES=all DYNBUCKET_FLAKY_RUNS=20 DYNBUCKET_WRITERS_RUNS=20 \
+	DYNBUCKET_MODEL_WORKLOADS=30 DYNBUCKET_FILTER_SEQUENCES=20 \
+		$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 # The docs site into site/, every warning an error (tests/unit/test_docs.py builds it too).
