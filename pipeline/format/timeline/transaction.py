@@ -281,13 +281,21 @@ class Transaction:
         lease_seconds: float | None = None,
     ) -> Transaction:
         """A pending instant scheduled by another transaction, to complete under the writer
-        lease (a compaction's last step: ``table/compaction.py``)."""
+        lease (a compaction's last step: ``table/compaction.py``). The lease names the
+        instant: a writer that takes it over once it expired (its holder paused past its
+        checks) settles the instant first, so the holder's commit point is refused when it
+        wakes (a compaction completed then would leave the logs that writer put on its
+        groups' old slices meanwhile on slices no reader reads)."""
         tx = cls.resume(store, spec, instant, "")
         lease = (lease_seconds, 0.0) if lease_seconds else spec.options.lease()
         lock = WriterLock.for_table(store, lease)
-        lock.acquire()
+        lock.acquire(instant=instant.id)
         tx.lock, tx.owner = lock, lock.owner
         tx.timeline = Timeline(store, spec.options.merge_on_read)
+        if lock.superseded == instant.id:
+            # Another executor of this instant held the lease: this one finishes it, and
+            # its commit point fences the other (``_decide``).
+            lock.superseded = None
         _settle_superseded(store, tx.timeline, lock)
         completed = tx.timeline.completed()
         tx.expected = latest_write(completed)
@@ -751,10 +759,13 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     def written_by_it(name: str) -> bool:
         # A data file by its writer's instant only: a log another writer put on a slice
         # whose base instant is this one, or a merged log whose run starts at it, is theirs.
+        # But a compaction's new slices hold no other writer's logs, only the copies its
+        # finish carried there (writes log onto the latest completed slice): they go.
         final = final_name(name)
         parsed = names.parse(final) or names.parse("." + final)
         if parsed is not None:
-            return parsed.instant == instant.id
+            carried = instant.action == "compaction" and parsed.base_instant == instant.id
+            return parsed.instant == instant.id or carried
         return token.search(name.lstrip(".")) is not None
 
     hoodie = store.path(HOODIE_DIR)

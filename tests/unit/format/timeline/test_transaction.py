@@ -18,6 +18,7 @@ import pytest
 
 from dynbucket.base.errors import (
     CommitFailedError,
+    ConcurrentWriteError,
     PublishPendingError,
     StorageError,
     TableCorruptedError,
@@ -359,6 +360,41 @@ def test_a_second_executor_paused_before_its_commit_point_completes_nothing(
         done = [p.name for p in Path(t._store.path(timeline.hudi_dir)).iterdir()]
         assert len([n for n in done if n.startswith(planned) and n.endswith(".commit")]) == 1
     assert t.check().healthy and t.to_arrow(meta_columns=False).num_rows == 2
+
+
+def test_a_compaction_finish_paused_past_its_lease_never_drops_a_write_beside_it(
+    tmp_path: Path,
+) -> None:
+    """A compaction's last step (under the commit lease: carry the logs written on its
+    groups' old slices since its plan, then its commit point) paused past the lease after
+    its carry, while a write took the lease over and committed a log on a planned group's
+    old slice. The compaction must not complete as carried: the write's log would be on a
+    slice no reader reads (the flaky S3 writers model lost an acknowledged row so). The
+    lease names the compaction, so the writer that took it over settles it first."""
+    from dynbucket.format.services import compaction
+    from dynbucket.format.timeline.transaction import Transaction
+
+    options = dataclasses.replace(_BY_HAND, commit_lease_seconds=0.2)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    for v in range(3):
+        t.upsert(_rows(v))
+    planned = compaction.schedule(t._store, t._spec)
+    assert planned is not None
+    (pending,) = Timeline(t._store, True).pending()
+    written = compaction.execute(t._store, t._spec, planned)
+    late = Transaction.take_over(t._store, t._spec, pending, lease_seconds=0.2)
+    assert compaction._carry_late_logs(t._store, late, [("day=d", written[0].file_id, "")]) == []
+    late._check_alone = lambda: None  # type: ignore[method-assign]  # past its checks
+    assert late.lock is not None
+    late.lock._stop.set()  # paused: its lease runs out
+    time.sleep(0.3)
+    t.upsert(_rows(7))  # a log on the planned group's old slice
+    for f in written:
+        late.add(f)
+    with pytest.raises((ConcurrentWriteError, CommitFailedError)):
+        late.commit({"carried-logs": []})
+    assert {r["v"] for r in t.to_arrow().to_pylist()} == {7}
+    assert t.check().healthy
 
 
 def test_a_publish_paused_until_archival_took_its_instant_brings_nothing_back(
