@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -308,6 +309,33 @@ def test_a_begin_paused_before_its_instant_exists_makes_none(
     assert t.check().healthy and t.to_arrow(meta_columns=False)["v"].to_pylist() == [20, 20]
 
 
+def _scheduled_compaction(tmp_path: Path, options: TableOptions) -> tuple[Table, str, Any]:
+    """A table of three writes and a compaction of them scheduled: (table, its id, its
+    pending instant)."""
+    from dynbucket.format.services import compaction
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    for v in range(3):
+        t.upsert(_rows(v))
+    planned = compaction.schedule(t._store, t._spec)
+    assert planned is not None
+    (pending,) = Timeline(t._store, True).pending()
+    return t, planned, pending
+
+
+def _paused_finish(t: Table, pending: Any) -> Any:
+    """A compaction's last step under a 0.2 s lease, past its checks, paused until the
+    lease ran out."""
+    from dynbucket.format.timeline.transaction import Transaction
+
+    late = Transaction.take_over(t._store, t._spec, pending, lease_seconds=0.2)
+    late._check_alone = lambda: None  # past its checks
+    assert late.lock is not None
+    late.lock._stop.set()
+    time.sleep(0.3)
+    return late
+
+
 @pytest.mark.parametrize(
     ("executor", "then", "version"),
     [("detached", "archived", 6), ("under-lease", "archived", 6), ("detached", "published", 9)],
@@ -326,20 +354,11 @@ def test_a_second_executor_paused_before_its_commit_point_completes_nothing(
     from dynbucket.format.timeline.transaction import Transaction
 
     options = dataclasses.replace(_BY_HAND, table_version=version)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
-    for v in range(3):
-        t.upsert(_rows(v))
-    planned = compaction.schedule(t._store, t._spec)
-    assert planned is not None
-    (pending,) = Timeline(t._store, True).pending()
+    t, planned, pending = _scheduled_compaction(tmp_path, options)
     if executor == "detached":
         late = Transaction.resume(t._store, t._spec, pending, "late")
     else:  # its last step under the lease, paused past its checks
-        late = Transaction.take_over(t._store, t._spec, pending, lease_seconds=0.2)
-        late._check_alone = lambda: None  # type: ignore[method-assign]
-        assert late.lock is not None
-        late.lock._stop.set()
-        time.sleep(0.3)
+        late = _paused_finish(t, pending)
     for f in compaction.execute(t._store, t._spec, planned):
         late.add(f)
     assert compaction.run(t._store, t._spec, planned).instant == planned  # the first
@@ -372,22 +391,12 @@ def test_a_compaction_finish_paused_past_its_lease_never_drops_a_write_beside_it
     slice no reader reads (the flaky S3 writers model lost an acknowledged row so). The
     lease names the compaction, so the writer that took it over settles it first."""
     from dynbucket.format.services import compaction
-    from dynbucket.format.timeline.transaction import Transaction
 
     options = dataclasses.replace(_BY_HAND, commit_lease_seconds=0.2)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
-    for v in range(3):
-        t.upsert(_rows(v))
-    planned = compaction.schedule(t._store, t._spec)
-    assert planned is not None
-    (pending,) = Timeline(t._store, True).pending()
+    t, planned, pending = _scheduled_compaction(tmp_path, options)
     written = compaction.execute(t._store, t._spec, planned)
-    late = Transaction.take_over(t._store, t._spec, pending, lease_seconds=0.2)
+    late = _paused_finish(t, pending)  # after its carry, which found nothing to carry
     assert compaction._carry_late_logs(t._store, late, [("day=d", written[0].file_id, "")]) == []
-    late._check_alone = lambda: None  # type: ignore[method-assign]  # past its checks
-    assert late.lock is not None
-    late.lock._stop.set()  # paused: its lease runs out
-    time.sleep(0.3)
     t.upsert(_rows(7))  # a log on the planned group's old slice
     for f in written:
         late.add(f)
