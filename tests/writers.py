@@ -124,9 +124,15 @@ def _spawn(
     )
 
 
-def _faults(rng: random.Random, procs: list[subprocess.Popen[bytes]]) -> int | None:
+def _faults(
+    rng: random.Random,
+    procs: list[subprocess.Popen[bytes]],
+    successor: Callable[[], subprocess.Popen[bytes]] | None,
+) -> int | None:
     """SIGSTOPs (some past the heartbeat's expiry) and one SIGKILL, until every writer ends;
-    returns the killed writer."""
+    returns the killed writer. A kill that leaves no writer alive (one writer, say) starts
+    ``successor()``, appended to ``procs``: it rolls back the killed one's instant and writes
+    on, so the run goes on past the kill."""
     killed = None
     while any(p.poll() is None for p in procs):
         time.sleep(rng.uniform(0.3, 1.5))
@@ -137,6 +143,8 @@ def _faults(rng: random.Random, procs: list[subprocess.Popen[bytes]]) -> int | N
         if killed is None and rng.random() < 0.1 * len(alive):  # each writer: 1 in 10
             procs[victim].send_signal(signal.SIGKILL)
             killed = victim
+            if len(alive) == 1 and successor is not None:
+                procs.append(successor())
             continue
         procs[victim].send_signal(signal.SIGSTOP)
         time.sleep(rng.choice([0.2, HEARTBEAT + 1.0]))
@@ -213,7 +221,8 @@ def run_model(
 ) -> Table:
     """Creates a table at ``uri``, runs ``writers`` writer processes on it (or one fewer and
     ``spark_writes(log)`` in this process, as the last writer: a Spark writer beside them)
-    under SIGSTOPs and a SIGKILL, and checks the table against the model (the module doc
+    under SIGSTOPs and a SIGKILL (a successor starts if it killed the last one alive), and
+    checks the table against the model (the module doc
     of ``tests/property/test_writers_model.py``); returns it, open. ``endpoint``: the
     writer processes reach the S3 test server there (a flaky network: the module doc)."""
     rng = random.Random(seed)
@@ -221,6 +230,12 @@ def run_model(
     Table.create(uri, SCHEMA, "id", "region", "ts", DynamicBucketIndex(max_keys_per_bucket=cap),
                  options(rng)).close()  # fmt: skip
     logs = [logs_dir / f"writer{w}.log" for w in range(writers)]
+
+    def successor() -> subprocess.Popen[bytes]:
+        logs.append(logs_dir / f"writer{len(logs)}.log")
+        Path(f"{logs[-1]}.go").touch()
+        return _spawn(uri, len(logs) - 1, seed, logs[-1], endpoint)
+
     spawned = writers - 1 if spark_writes else writers
     procs = [_spawn(uri, w, seed, logs[w], endpoint) for w in range(spawned)]
     deadline = time.monotonic() + 120  # imports and Table.open, on a busy machine too
@@ -234,7 +249,7 @@ def run_model(
         if spark_writes is not None:
             beside = threading.Thread(target=spark_writes, args=(logs[-1],))
             beside.start()
-        killed = _faults(rng, procs)
+        killed = _faults(rng, procs, successor if spark_writes is None else None)
         for p in procs:
             p.wait(timeout=300)
         if spark_writes is not None:
