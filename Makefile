@@ -5,35 +5,40 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+# The package is installed as a tree of links to the source files (setuptools' strict
+# editable mode), not through a path finder: a folder named dynbucket/ in the working
+# directory (a clone, say) would otherwise shadow the install as an empty namespace package.
+# A link per file, so a module added or removed relinks (a few seconds, no dependencies).
+LINKS  := $(VENV)/.linked-$(shell find pipeline actors -name '*.py' | sort | cksum | cut -d' ' -f1)
 READERS := .venv-readers
 READERS_PINS := daft==0.7.26 sortedcontainers==2.4.0
 READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | cut -d' ' -f1)
 
 .PHONY: demo test test-long lint docs clean
 
-demo: $(STAMP)
+demo: $(LINKS)
 	$(VENV)/bin/dynbucket demo $(ARGS)
 
 # Two sessions, one Ray each: the suite on an embedded Ray, then tests/cluster on a
 # multi-node Ray cluster (Ray's test cluster: a head and two worker nodes on this machine).
-test: $(STAMP) $(READERS_STAMP)
+test: $(LINKS) $(READERS_STAMP)
 	$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 # Today's full counts of the sampled sequences (the suite samples them by a seed that
 # changes per run): the fault sequences of every case, 20 runs of each writers model.
-test-long: $(STAMP) $(READERS_STAMP)
+test-long: $(LINKS) $(READERS_STAMP)
 	DYNBUCKET_FAULT_WRITES=all DYNBUCKET_FLAKY_RUNS=20 DYNBUCKET_WRITERS_RUNS=20 \
 	DYNBUCKET_MODEL_WORKLOADS=30 DYNBUCKET_FILTER_SEQUENCES=20 \
 		$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 # The docs site into site/, every warning an error (tests/unit/test_docs.py builds it too).
-docs: $(STAMP)
+docs: $(LINKS)
 	$(VENV)/bin/python scripts/docs-src
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-lint: $(STAMP)
+lint: $(LINKS)
 	$(VENV)/bin/pip install -q -c constraints.txt ruff mypy
 	$(VENV)/bin/ruff check actors pipeline tests
 	$(VENV)/bin/ruff format --check actors pipeline tests
@@ -44,8 +49,15 @@ $(STAMP):
 	$(PYTHON) scripts/check-python.py
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[test]'
-	rm -f $(VENV)/.installed-*
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[test]' \
+		--config-settings editable_mode=strict
+	rm -f $(VENV)/.installed-* $(VENV)/.linked-*
+	touch $(LINKS) $@
+
+$(LINKS): $(STAMP)
+	test -f $@ || $(VENV)/bin/python -m pip install -q --no-deps -c constraints.txt -e . \
+		--config-settings editable_mode=strict
+	rm -f $(VENV)/.linked-*
 	touch $@
 
 $(READERS_STAMP):

@@ -117,3 +117,35 @@ def test_the_version_is_the_installed_one_and_the_command_says_it() -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert said.stdout.strip() == f"dynbucket {dynbucket.__version__}"
+
+
+def test_a_folder_named_dynbucket_in_the_working_directory_does_not_shadow_the_install(
+    tmp_path: Path,
+) -> None:
+    """A clone named ``dynbucket/`` beside a user's script has no ``__init__.py`` at its root:
+    through a path-finder editable install it would be imported as an empty namespace package
+    ("cannot import name 'Table' from 'dynbucket' (unknown location)"). ``make`` installs a
+    tree of links instead (setuptools' strict editable mode), found before any namespace."""
+    (tmp_path / "dynbucket").symlink_to(ROOT, target_is_directory=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "from dynbucket import Table; print(Table.__module__)"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "dynbucket.table"
+
+
+def test_every_source_module_is_installed() -> None:
+    """The install links each source file; a module added since is missing until ``make``
+    relinks (it does whenever the list of files changes)."""
+    import importlib.util
+
+    setuptools = _project()["tool"]["setuptools"]
+    missing = []
+    for package, folder in setuptools["package-dir"].items():
+        for source in (ROOT / folder).rglob("*.py"):
+            rel = source.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join([package, *(p for p in rel if p != "__init__")])
+            if importlib.util.find_spec(name) is None:
+                missing.append(name)
+    assert missing == [], f"modules the install does not have: {missing}; run `make` to relink"
