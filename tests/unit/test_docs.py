@@ -62,3 +62,26 @@ def test_a_python_block_runs(tmp_path: Path, where: str, code: str) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert ran.returncode == 0, f"{where}:\n{ran.stderr[-3000:]}"
+
+
+def test_the_benchmarks_page_has_the_latest_run_of_every_bench() -> None:
+    """A row a bench in the table of ``docs/benchmarks.md``: its date, the command that made
+    it (that very bench) and its figures; a bench added without a row fails here."""
+    import argparse
+
+    from dynbucket.cli.commands import parser
+
+    top = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bench = top.choices["bench"]
+    sub = next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction))
+    benches = {name for name, p in sub.choices.items() if p.prog.endswith(f" {name}")}
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    rows = {
+        m.group(1): m.group(0)
+        for m in re.finditer(
+            r"^\| `(\w+)` \| (\d{4}-\d\d-\d\d) \| `dynbucket bench (\w+).*$", page, re.M
+        )
+        if m.group(1) == m.group(3)
+    }
+    assert sorted(benches - set(rows)) == [], "benches with no row of their latest run"
+    assert sorted(set(rows) - benches) == [], "rows of benches that do not exist"
