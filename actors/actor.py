@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from dynbucket.actors import kernels
+from dynbucket.actors.allocator import ALONE, Lane
 from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
 from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.base import columns
@@ -43,8 +44,8 @@ class AssignerActor:
         """The plain assigner this shell adapts (its checkpoint flow, in process)."""
         return self._core
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
-        self._core.begin(checkpoint, latest_successful)
+    def begin(self, checkpoint: int, latest_successful: int, lanes: Lane = ALONE) -> None:
+        self._core.begin(checkpoint, latest_successful, lanes)
 
     def assign(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         """The batch's rows with ``_bucket`` (int32) and ``_is_new`` (bool) appended.

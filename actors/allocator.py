@@ -18,6 +18,12 @@ room in some bucket even when ``C < N``). A slot that received more new keys tha
 of a bucket goes on to the next bucket; at the next instant the room its neighbours left is
 split again. Fullness in bytes (``max-bytes-per-bucket``) splits the room the same way, in
 keys at the partition's mean bytes per key (each slot lists files at its own moment: approximate).
+
+Writers beside each other (several writers) split the buckets, not their room: a write in
+lane ``L`` of ``W`` (``format/timeline/lanes.py``) puts new keys only into buckets whose id
+is ``L`` modulo ``W``, those with committed keys first, then the lane's new ids, so two
+writers do not fill one bucket (each would fill the room it counted, and the second commit
+would conflict). One writer alone is lane 0 of 1: every bucket.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ from dynbucket.base.errors import BucketSpaceExhaustedError, ConfigError
 from dynbucket.base.options import DynamicBucketOptions
 
 I64 = npt.NDArray[np.int64]
+
+Lane = tuple[int, int]
+"""A write's lane ``L`` of ``W``: it fills the buckets whose id is ``L`` modulo ``W``."""
+ALONE: Lane = (0, 1)
 
 
 def shares(room: I64, ids: I64, slot: int, num_slots: int) -> I64:
@@ -56,23 +66,54 @@ class BucketAllocator:
         self._id_limit = min(MAX_BUCKET_ID + 1, options.max_buckets or MAX_BUCKET_ID + 1)
         self.buckets_created = 0
         self.overflow_keys = 0
+        self.lanes: Lane = ALONE
+        """The open checkpoint's lane (``BucketAssigner.begin``)."""
 
     def allocate(self, index: PartitionIndex, demand: int) -> npt.NDArray[np.uint16]:
         """Buckets for ``demand`` new keys of ``index``'s partition, in assignment order.
 
-        1. The buckets with committed keys, ascending, and this slot's room in each: its
-           share of what the committed count leaves, less what it added in this instant.
+        1. The buckets with committed keys of the write's lane, ascending, and this slot's
+           room in each: its share of what the committed count leaves, less what it added
+           in this instant.
         2. Fill first: each bucket in order takes keys up to the slot's room.
-        3. Demand left: the ids with no committed key, ascending (the same in every slot),
-           each with the slot's share of a whole bucket, less what it added already.
+        3. Demand left: the lane's ids with no committed key, ascending (the same in every
+           slot), each with the slot's share of a whole bucket, less what it added already.
         4. Demand left once no id may be opened (``max-buckets``): the least-filled bucket
            takes the rest, over capacity.
+
+        A write's lane whose buckets and ids cannot take the demand (``max-buckets``)
+        spills into every bucket, as a writer alone.
         """
         if demand == 0:
             return np.empty(0, np.uint16)
         committed, added = index.committed_keys, index.bucket_keys - index.committed_keys
+        ids, takes, left = self._fill(index, demand, *self.lanes)
+        if left > 0 and self.lanes != ALONE:  # the lane's ids ran out: any bucket's room
+            ids, takes, left = self._fill(index, demand, *ALONE)
+        if left > 0 and self.options.max_buckets is None:
+            raise BucketSpaceExhaustedError(
+                f"slot {self.slot} of {self.num_slots} found every bucket id up to "
+                f"{MAX_BUCKET_ID} full; raise dynamic-bucket.max-keys-per-bucket (or "
+                "max-bytes-per-bucket) so that buckets hold more keys"
+            )
+        # 4.
+        if left > 0:
+            load = _at(index.bucket_keys, ids) + takes
+            takes[int(np.argmin(load))] += left
+            self.overflow_keys += left
+        opened = (takes > 0) & (_at(committed, ids) == 0) & (_at(added, ids) == 0)
+        self.buckets_created += int(opened.sum())
+        return np.repeat(ids, takes).astype(np.uint16)
+
+    def _fill(
+        self, index: PartitionIndex, demand: int, lane: int, lanes: int
+    ) -> tuple[I64, I64, int]:
+        """Steps 1-3 of :meth:`allocate` in lane ``lane`` of ``lanes``: the buckets looked
+        at, the keys each takes, and the demand left."""
+        committed, added = index.committed_keys, index.bucket_keys - index.committed_keys
         # 1.
         existing = np.flatnonzero(committed > 0)
+        existing = existing[existing % lanes == lane]
         room, per_bucket = self._room(index, existing)
         room = np.maximum(shares(room, existing, self.slot, self.num_slots) - added[existing], 0)
         # 2.
@@ -86,29 +127,15 @@ class BucketAllocator:
             if len(fresh) == 0:
                 break
             start = int(fresh[-1]) + 1
+            fresh = fresh[fresh % lanes == lane]
             whole = np.full(len(fresh), per_bucket, np.int64)
             already = _at(added, fresh)
             mine = np.maximum(shares(whole, fresh, self.slot, self.num_slots) - already, 0)
             take = kernels.fill_first(mine, left)
-            opened = (take > 0) & (already == 0)
-            self.buckets_created += int(opened.sum())
             ids.append(fresh)
             takes.append(take)
             left -= int(take.sum())
-        if left > 0 and self.options.max_buckets is None:
-            raise BucketSpaceExhaustedError(
-                f"slot {self.slot} of {self.num_slots} found every bucket id up to "
-                f"{MAX_BUCKET_ID} full; raise dynamic-bucket.max-keys-per-bucket (or "
-                "max-bytes-per-bucket) so that buckets hold more keys"
-            )
-        # 4.
-        if left > 0:
-            pool, given = np.concatenate(ids), np.concatenate(takes)
-            load = _at(index.bucket_keys, pool) + given
-            given[int(np.argmin(load))] += left
-            ids, takes = [pool], [given]
-            self.overflow_keys += left
-        return np.repeat(np.concatenate(ids), np.concatenate(takes)).astype(np.uint16)
+        return np.concatenate(ids), np.concatenate(takes).astype(np.int64), left
 
     def _room(self, index: PartitionIndex, ids: I64) -> tuple[I64, int]:
         """Room the committed keys leave in each of ``ids``, and the room of an empty

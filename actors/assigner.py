@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dynbucket.actors.allocator import BucketAllocator
+from dynbucket.actors.allocator import ALONE, BucketAllocator, Lane
 from dynbucket.actors.cache import MISSING
 from dynbucket.actors.keys import slot_of, to_cache_keys
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
@@ -113,10 +113,12 @@ class BucketAssigner:
 
     # --- checkpoint flow -----------------------------------------------------------------
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
-        """Opens ``checkpoint``. Mappings of checkpoints <= ``latest_successful`` move to the
-        committed run (their snapshot may never have come); younger ones stay pending until
-        a snapshot commits them or ``abort`` drops them.
+    def begin(self, checkpoint: int, latest_successful: int, lanes: Lane = ALONE) -> None:
+        """Opens ``checkpoint``, whose new keys go to the buckets of ``lanes`` (its writer's
+        lane ``L`` of ``W``: ids ``L`` modulo ``W``; ``allocator.py``). Mappings of
+        checkpoints <= ``latest_successful`` move to the committed run (their snapshot may
+        never have come); younger ones stay pending until a snapshot commits them or
+        ``abort`` drops them.
 
         When ``latest_successful`` is not the checkpoint the counts last took every slot's
         keys of (its snapshot never came, or came without them), another slot may have
@@ -134,6 +136,7 @@ class BucketAssigner:
         if self.options.by_bytes:
             for name, index in self.partitions.items():
                 index.set_listing(self.source.bucket_bytes(name))
+        self.allocator.lanes = lanes
         self.checkpoint = checkpoint
 
     def assign(

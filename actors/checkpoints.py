@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from dynbucket.actors.allocator import ALONE, Lane
 from dynbucket.actors.assigner import NewKeys
 from dynbucket.base.columns import HASH, PARTITION
 from dynbucket.base.keyhash import slot_of
@@ -25,7 +26,7 @@ Gone = Mapping[str, npt.NDArray[np.int64]]
 class Assigners(Protocol):
     """The checkpoint flow of the assigner(s) of a write."""
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None: ...
+    def begin(self, checkpoint: int, latest_successful: int, lanes: Lane = ALONE) -> None: ...
 
     def snapshot(
         self,
@@ -68,7 +69,7 @@ class NoAssigners:
     """The assigners of a bucket scheme that computes buckets (layouts): none (no
     checkpoint to open, no cache to snapshot or abort)."""
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
+    def begin(self, checkpoint: int, latest_successful: int, lanes: Lane = ALONE) -> None:
         pass
 
     def snapshot(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dynbucket.actors.actor import assigner_actor_class
+from dynbucket.actors.allocator import ALONE, Lane
 from dynbucket.actors.assigner import IndexSource, NewKeys
 from dynbucket.actors.checkpoints import Gone, by_slot
 from dynbucket.actors.link import RayLink
@@ -82,8 +83,8 @@ class AssignerFleet:
         if wait:
             ray.get([h.ping.remote() for h in self.handles])
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
-        self._all("begin", checkpoint, latest_successful)
+    def begin(self, checkpoint: int, latest_successful: int, lanes: Lane = ALONE) -> None:
+        self._all("begin", checkpoint, latest_successful, lanes)
 
     def snapshot(
         self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None

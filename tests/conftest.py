@@ -8,9 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import s3
-from tests.faulty_proxy import SEED, FaultyProxy
-from tests.seeds import BASE
+from tests.links import link_new_modules
+
+link_new_modules()  # before anything imports dynbucket
+
+from tests import s3  # noqa: E402
+from tests.faulty_proxy import SEED, FaultyProxy  # noqa: E402
+from tests.seeds import BASE  # noqa: E402
 
 # Before any test starts Ray or Spark: their processes inherit the AWS settings.
 s3.configure()

@@ -5,9 +5,10 @@ leases, heartbeats and commit checks of several writers cost a writer alone), th
 writer count a fresh table (``OPTIMISTIC_CONCURRENCY_CONTROL``, merge-on-read, services
 on) holding ``keys`` keys over four partitions; every writer, a process of its own, makes
 ``writes`` upserts of ``rows`` rows each: half known keys (any writer's), half new keys
-(its own range, into the same partitions: the writers fill the same buckets). Reported:
-rows per second over all writers (first write started to last write returned), its ratio
-to one writer's, the writes run again after a conflict, and where a writer's time goes
+(its own range, into the same partitions; each writer in a lane of its own fills buckets
+of its lane: ``format/timeline/lanes.py``). Reported: rows per second over all writers
+(first write started to last write returned) and per writer, the ratio to one writer's,
+the writes run again after a conflict, a write's p50 time, and where a writer's time goes
 (the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
 wait for another writer's commit lease and the conflict checks).
 
@@ -78,15 +79,19 @@ def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     laps: Counter[str] = Counter()
+    took = []
     start = time.perf_counter()
     try:
         for batch in batches:
+            began = time.perf_counter()
             done = table.upsert(batch)
+            took.append(time.perf_counter() - began)
             laps.update(done.seconds)
     finally:
         logger.removeHandler(handler)
     end = time.perf_counter()
-    return {"start": start, "end": end, "laps": dict(laps), "conflicts": handler.count}
+    out = {"start": start, "end": end, "laps": dict(laps), "conflicts": handler.count}
+    return {**out, "took": took}
 
 
 def _process_writer(uri: str, writer: int, keys: int, rows: int, writes: int, go: Any) -> Any:
@@ -231,6 +236,7 @@ def run(
             for d in done:
                 laps.update(d["laps"])
             per_write = {k: round(v / (n * writes), 3) for k, v in sorted(laps.items())}
+            p50 = float(np.median([t for d in done for t in d["took"]]))
             single = mode == "SINGLE_WRITER"
             m = Measurement(f"{n} writer(s)" + (" SINGLE_WRITER" if single else ""), total, [span])
             if single:
@@ -241,7 +247,10 @@ def run(
                 "rows/s": round(m.per_second),
                 "vs 1 writer": round(m.per_second / (alone if single else base), 2),
                 "vs SINGLE_WRITER": round(m.per_second / alone, 2),
-                "conflicts": sum(d["conflicts"] for d in done),
+                "rows/s per writer": round(m.per_second / n),
+                "written again": sum(d["conflicts"] for d in done),
+                "writes": n * writes,
+                "write p50 s": round(p50, 3),
                 "seconds per write": per_write,
                 "clock": clock,
             }

@@ -117,7 +117,7 @@ class InstantWrite:
         """3. The assigners open this instant as their checkpoint."""
         latest = int(self.based_on) if self.based_on else NO_CHECKPOINT
         self._assigners = assigners
-        assigners.begin(self.checkpoint, latest)
+        assigners.begin(self.checkpoint, latest, self.txn.lanes)
 
     def commit(
         self,
@@ -164,8 +164,11 @@ class InstantWrite:
         self.laps.lap("snapshot")
         stages = {k: round(v, 4) for k, v in sorted(written.seconds.items())}
         self.caches_match = self.txn.caches_match()
+        seconds = dict(self.laps.laps)
+        if self.txn.lock is not None and self.txn.lock.waited:
+            seconds["lease"] = round(self.txn.lock.waited, 4)
         return dataclasses.replace(
-            result, seconds=self.laps.laps, stages=stages, written=tuple(written.files)
+            result, seconds=seconds, stages=stages, written=tuple(written.files)
         )
 
     def _nothing_to_commit(self, written: GroupWrites) -> bool:

@@ -24,6 +24,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.lanes import Lanes
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.instant import InstantWrite, logs_ready_for
@@ -44,6 +45,8 @@ class LocalWriter:
         self.spec = spec
         self.table = TableRef.of(store, spec)
         self.caches = CacheMatch()
+        self.lanes = Lanes(spec.options.heartbeat_expiry_seconds)
+        """This writer's lane beside other writers (``format/timeline/lanes.py``)."""
         self.scheme = scheme_for(self.table, self.caches, None)
         self.compact: Callable[[], object] | None = None
         """Compacts every slice with logs (the table's), before a write changes its schema
@@ -87,7 +90,8 @@ class LocalWriter:
             self.caches.emptied(None)
 
         try:
-            return retries.run(lambda: self._write(rows, op, slots, laps, kept, schema), again)
+            done = retries.run(lambda: self._write(rows, op, slots, laps, kept, schema), again)
+            return retries.told(done)
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 
@@ -102,7 +106,7 @@ class LocalWriter:
     ) -> WriteResult:
         spec = schema.spec
         begin = functools.partial(
-            Transaction.begin, self.store, spec, "commit", op.value, hold=False
+            Transaction.begin, self.store, spec, "commit", op.value, hold=False, lanes=self.lanes
         )
         with InstantWrite(begin, op.value, laps=laps, schema=schema) as w:
             w.open(self.scheme.assigners(slots, w.last_write))

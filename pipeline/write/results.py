@@ -33,11 +33,18 @@ class WriteResult:
     keys_moved: int = 0
     buckets_created: int = 0
     files_written: int = 0
+    written_again: int = 0
+    """Several writers: how often the write ran again (from the table as it then was) after
+    its commit conflicted with another writer's; the time those attempts took is
+    ``seconds['again']``."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time per step of the instant: in process ``prepare``, ``assign``, ``write``; for
     a Spark DataFrame ``prepare`` and ``spark`` (Spark tasks), or ``collect`` (``read`` when
     the driver read its Parquet files itself), ``prepare`` and ``driver`` (a small one,
-    written by the driver); then ``commit``, ``snapshot`` and the ``total``."""
+    written by the driver); then ``commit``, ``snapshot`` and the ``total``. Besides the
+    steps, with several writers: ``lease``, the part of them spent waiting for another
+    writer's commit lease (at the begin and the commit), and ``again``, the attempts that
+    ran again after a conflict (in ``total``, not in the steps)."""
     stages: dict[str, float] = field(default_factory=dict)
     """Seconds per stage of the work on rows, summed over the threads and Spark tasks that
     ran it (a stage's sum can exceed the wall time of its step): ``check`` (records),
@@ -71,6 +78,13 @@ class WriteResult:
         new = f", {self.buckets_created} new bucket(s)" if self.buckets_created else ""
         total = self.seconds.get("total")
         took = f"; {total:.2f} s" if total is not None else ""
+        if self.seconds.get("lease", 0.0) >= 0.01:
+            took += f", {self.seconds['lease']:.2f} s of it waiting for the commit lease"
+        if self.written_again:
+            took += (
+                f", written again {self.written_again} time(s) after a conflict "
+                f"({self.seconds.get('again', 0.0):.2f} s)"
+            )
         services = f"; then {', '.join(self.services)}" if self.services else ""
         return (
             f"{self.operation} {self.instant}: {keys} ({self.rows_written:,} rows in "

@@ -8,6 +8,7 @@ each cause counts only its own retries, whatever the order they come in.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -16,6 +17,7 @@ from typing import TypeVar
 
 from dynbucket.base.errors import CommitFailedError, ConcurrentWriteError
 from dynbucket.format.table.options import TableOptions
+from dynbucket.write.results import WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +38,16 @@ class RetryPolicy:
         self.budgets = dict(budgets)
         self.retried = 0
         """Retries of the cause being retried, this one included (read in ``before_retry``)."""
+        self.conflicts = 0
+        """Attempts that conflicted with another writer's commit (written again)."""
+        self.lost = 0.0
+        """Seconds the conflicting attempts took, the wait before each next one included."""
 
     def run(self, attempt: Callable[[], T], before_retry: Callable[[BaseException], None]) -> T:
         """``attempt()`` until it returns; ``before_retry(error)`` runs before each retry."""
         left = dict(self.budgets)
         while True:
+            began = time.perf_counter()
             try:
                 return attempt()
             except tuple(left) as e:
@@ -50,6 +57,17 @@ class RetryPolicy:
                 left[cause] -= 1
                 self.retried = self.budgets[cause] - left[cause]
                 before_retry(e)
+                if isinstance(e, ConcurrentWriteError):
+                    self.conflicts += 1
+                    self.lost += time.perf_counter() - began
+
+    def told(self, result: WriteResult) -> WriteResult:
+        """``result`` saying how often the write ran again after a conflict, and the
+        seconds the attempts that ran again took (``WriteResult.seconds['again']``)."""
+        if not self.conflicts:
+            return result
+        seconds = {**result.seconds, "again": round(self.lost, 4)}
+        return dataclasses.replace(result, written_again=self.conflicts, seconds=seconds)
 
     def with_conflicts(self, options: TableOptions) -> RetryPolicy:
         """This policy, and with several writers a budget for commits that conflicted with

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 from dynbucket.actors.actor import AssignerActor
+from dynbucket.actors.allocator import ALONE, Lane
 from dynbucket.actors.assigner import BucketAssigner, NewKeys
 from dynbucket.actors.checkpoints import Assigners, Gone, NoAssigners, by_slot
 from dynbucket.actors.fleet import AssignerFleet
@@ -234,9 +235,9 @@ class _Cores:
     def __init__(self, cores: list[BucketAssigner]) -> None:
         self.cores = cores
 
-    def begin(self, checkpoint: int, latest_successful: int) -> None:
+    def begin(self, checkpoint: int, latest_successful: int, lanes: Lane = ALONE) -> None:
         for core in self.cores:
-            core.begin(checkpoint, latest_successful)
+            core.begin(checkpoint, latest_successful, lanes)
 
     def snapshot(
         self, checkpoint: int, latest_successful: int, new_keys: NewKeys | None = None

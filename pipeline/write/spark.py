@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.lanes import Lanes
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.driver import estimated_bytes
@@ -106,6 +108,8 @@ class SparkWriter:
         self.default_slots = default_slots
         self.driver_max_bytes = driver_max_bytes
         self.caches = CacheMatch()
+        self.lanes = Lanes(spec.options.heartbeat_expiry_seconds)
+        """This writer's lane beside other writers (``format/timeline/lanes.py``)."""
         self.compact: Callable[[], object] | None = None
         """Compacts every slice with logs (the table's), before a write changes its schema
         (``logs_ready_for``)."""
@@ -151,9 +155,10 @@ class SparkWriter:
         bare Parquet file stream (:func:`~dynbucket.write.file_scan.bare_file_stream`);
         ``partial``: an upsert whose records lack fields, whose values a known key keeps."""
         op = Operation.of(operation)
+        laps = Laps()  # ``total`` from the first attempt on, as in process
 
         def attempt() -> WriteResult:
-            return self._write(df, op, slots, stream, file_stream, partial)
+            return self._write(df, op, slots, stream, file_stream, partial, laps)
 
         retries = WRITE_RETRIES.with_conflicts(self.spec.options)
 
@@ -167,7 +172,7 @@ class SparkWriter:
             self.close()  # a new fleet: nothing of the old view stays cached
 
         try:
-            return retries.run(attempt, before_retry)
+            return retries.told(retries.run(attempt, before_retry))
         except FileNotFoundError as e:
             raise files_gone(op.value, e) from e
 
@@ -181,12 +186,14 @@ class SparkWriter:
         stream: StreamBatch | None,
         file_stream: bool,
         partial: bool = False,
+        laps: Laps | None = None,
     ) -> WriteResult:
         """1. The DataFrame conformed to the table; the engine chosen by its size.
         2. The instant begins; the assigners open it (a fleet started or emptied while the
            driver engine reads the rows).
         3. Stage A from the scheme, the stages run by the engine, the commit."""
-        laps = Laps()
+        laps = laps or Laps()
+        laps.last = time.perf_counter()  # this attempt's first step starts now
         incoming = None if op.deletes else spark_arrow_schema(given)
         schema = WriteSchema.of(self.store, self.spec, incoming)
         spec = schema.spec
@@ -205,7 +212,7 @@ class SparkWriter:
         )
         scheme = self.scheme
         begin = functools.partial(
-            Transaction.begin, self.store, spec, "commit", op.value, hold=False
+            Transaction.begin, self.store, spec, "commit", op.value, hold=False, lanes=self.lanes
         )
         try:
             with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.

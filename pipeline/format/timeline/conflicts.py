@@ -49,6 +49,7 @@ from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.files import bucket_of, is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.table.paths import RLI_DIR
+from dynbucket.format.timeline.lanes import lane_of
 from dynbucket.format.timeline.timeline import Instant, Timeline
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ def _check_write(
 ) -> None:
     doc = timeline.raw(instant)
     extra = extra_of(doc)
+    if tx.writer_lanes is not None and (lane := lane_of(extra)) is not None:
+        tx.writer_lanes.saw(*lane)
     # 1.
     if extra.get("operation") in _MOVING:
         _refuse(tx, instant.id, f"a {extra['operation']} moved keys between file groups")

@@ -96,6 +96,8 @@ class WriterLock:
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex[:12]
         self.generation: int | None = None
+        self.waited = 0.0
+        """Seconds spent waiting for another holder to release (every acquire summed)."""
         self._held = False
         self._expires_at = 0.0
         self._stop = threading.Event()
@@ -130,6 +132,7 @@ class WriterLock:
         self.superseded = None
         deadline = time.monotonic() + self.wait_seconds
         tries = 0
+        waiting: float | None = None
         while tries < _TRIES:
             # 1.
             newest = self._newest()
@@ -137,10 +140,15 @@ class WriterLock:
                 try:
                     self._refuse_if_live(newest)
                 except ConcurrentWriteError:
-                    if time.monotonic() >= deadline:
+                    now = time.monotonic()
+                    if now >= deadline:
                         raise
+                    waiting = now if waiting is None else waiting
                     time.sleep(random.uniform(0.02, 0.1))
                     continue
+            if waiting is not None:
+                self.waited += time.monotonic() - waiting
+                waiting = None
             tries += 1
             generation = newest.generation + 1 if newest is not None else 1
             # 2.

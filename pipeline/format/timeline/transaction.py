@@ -45,6 +45,7 @@ from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR,
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import conflicts, heartbeat, outcome
 from dynbucket.format.timeline.heartbeat import Heartbeat
+from dynbucket.format.timeline.lanes import ALONE, Lanes, lane_of, plan_fields
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     COMPLETION_TIME,
@@ -152,6 +153,11 @@ class Transaction:
     is one this write did not see; archived before this one commits, it cannot be checked)."""
     borrowed: bool = False
     """The lease was the caller's, held before the instant began: it stays held after."""
+    lanes: tuple[int, int] = ALONE
+    """Several writers: this write's lane ``L`` of ``W``: the buckets it may put new keys
+    into (``lanes.py``)."""
+    writer_lanes: Lanes | None = None
+    """Several writers: its writer's lanes, told of the lanes of commits beside it."""
 
     @classmethod
     def begin(
@@ -163,11 +169,13 @@ class Transaction:
         lock: WriterLock | None = None,
         lease_seconds: float | None = None,
         hold: bool = True,
+        lanes: Lanes | None = None,
     ) -> Transaction:
         """Begins an instant of ``action`` under the table's writer lease. ``hold=False``
         (a data write, with several writers: ``TableOptions.optimistic``): the lease is
         released once the instant is started, and the instant beats a heartbeat until it
-        commits or aborts (the commit takes the lease again and checks for conflicts).
+        commits or aborts (the commit takes the lease again and checks for conflicts);
+        ``lanes``: the writer's, which picks the instant's lane among the live writers'.
         ``lock`` held already (an adoption's): the caller's, still held when the instant
         ends."""
         options = spec.options
@@ -202,8 +210,10 @@ class Transaction:
                 # would commit into a table nobody can read (TableCorruptedError, its fix).
                 timeline.raw(completed[-1])
             instant = timeline.request(action)
-            plan = {"operation": operation, "based-on": based_on}
+            plan: dict[str, Any] = {"operation": operation, "based-on": based_on}
             beside = options.optimistic and not hold
+            chosen = _lane(timeline, pending, lanes) if beside and lanes else ALONE
+            plan.update(plan_fields(lanes if beside else None, chosen))
             unseen_from = min((p.id for p in pending), default=None) if beside else None
             if beside:  # what a clean keeps for this write (clean.py)
                 plan[UNSEEN_FROM] = unseen_from or instant.id
@@ -237,6 +247,8 @@ class Transaction:
                 last_write=_writes_token(completed, options.optimistic),
                 owner=lock.owner,
                 borrowed=borrowed,
+                lanes=chosen,
+                writer_lanes=lanes if beside else None,
             )
             if options.optimistic:
                 tx.writes_seen = tuple(i.id for i in completed if i.action == "commit")
@@ -484,6 +496,7 @@ class Transaction:
             "operation": self.operation,
             "based-on": self.based_on,
             "seconds": round(time.perf_counter() - self.started, 3),
+            **plan_fields(self.writer_lanes, self.lanes),
             **metadata,
         }
         data = [f for f in self.files if f.kind != "index"]
@@ -702,6 +715,19 @@ def caches_hold(cached: str | None, now: str | None) -> bool:
     had = set(cached[len(_WRITES) :].split(","))
     have = now[len(_WRITES) :].split(",")  # sorted
     return had.issuperset(have) and all(i < have[0] for i in had.difference(have))
+
+
+def _lane(timeline: Timeline, pending: list[Instant], lanes: Lanes) -> tuple[int, int]:
+    """The lane of a write beginning beside ``pending`` (its live writers' lanes)."""
+    live: dict[int, str] = {}
+    for p in pending:
+        if p.action in DETACHED_ACTIONS:
+            continue
+        plan = timeline.plan(p)
+        found = lane_of({**plan, **extra_of(plan)})
+        if found is not None:
+            live[found[0]] = found[1]
+    return lanes.choose(live)
 
 
 def _settle_superseded(store: TableStore, timeline: Timeline, lock: WriterLock) -> dict[str, str]:

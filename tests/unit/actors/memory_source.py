@@ -51,6 +51,8 @@ class Driver:
         self.slots = [BucketAssigner(i, num_slots, options, rli) for i in range(num_slots)]
         self.latest = -1
         self.checkpoint = 0
+        self.lanes = (0, 1)
+        """The writer's lane L of W (several writers: ``format/timeline/lanes.py``)."""
 
     def write(self, partition: str, hashes: list[int], commit: bool = True) -> list[int]:
         """One instant writing ``hashes`` into ``partition``; returns their buckets."""
@@ -68,7 +70,7 @@ class Driver:
         self, c: int, partition: str, hashes: list[int]
     ) -> tuple[list[int], list[bool]]:
         for a in self.slots:
-            a.begin(c, self.latest)
+            a.begin(c, self.latest, self.lanes)
         h = np.array(hashes, dtype=np.int64)
         out = np.empty(len(h), np.int64)
         new = np.empty(len(h), np.bool_)

@@ -434,3 +434,28 @@ def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() 
     a.begin(4, 3)
     buckets, is_new = a.assign(4, ["q"], np.zeros(2, np.int32), np.array([7, 8], np.int64))
     assert rli.loads == loads + 1 and buckets.tolist() == [0, 0] and not is_new.any()
+
+
+def test_writers_in_two_lanes_fill_their_own_buckets_and_one_alone_fills_any() -> None:
+    """Two writers beside each other (several writers), lanes 0 and 1 of 2: each puts new
+    keys only into buckets of its lane (ids L mod 2), so neither fills the other's room;
+    a writer alone again (lane 0 of 1) fills every bucket's room in id order first."""
+    rli = MemoryRLI()
+    a, b = Driver(rli, 1, CAP3), Driver(rli, 1, CAP3)
+    a.lanes, b.lanes = (0, 2), (1, 2)
+    assert a.write("p", [10, 11, 12, 13]) == [0, 0, 0, 2]
+    assert b.write("p", [20, 21, 22, 23]) == [1, 1, 1, 3]
+    assert a.write("p", [14, 15]) == [2, 2]
+    assert b.write("p", [24]) == [3]
+    alone = Driver(rli, 1, CAP3)
+    # Bucket 3 (b's lane) has room for one: taken first; then bucket 4 opens.
+    assert alone.write("p", [30, 31, 32, 33]) == [3, 4, 4, 4]
+
+
+def test_a_lane_with_no_bucket_left_spills_into_any() -> None:
+    """``max-buckets`` 2 leaves lane 1 of 2 one id: the keys beyond its room go where a
+    writer alone would put them (capacity still checked at the commit)."""
+    d = Driver(MemoryRLI(), 1, DynamicBucketOptions(max_keys_per_bucket=3, max_buckets=2))
+    d.lanes = (1, 2)
+    assert d.write("p", [1, 2]) == [1, 1]
+    assert d.write("p", [3, 4]) == [1, 0]

@@ -13,6 +13,7 @@ import pytest
 from dynbucket.base.errors import AssignerRestartedError, WriteConflictError
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.write.results import WriteResult
 from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.spark import SparkWriter
 
@@ -86,7 +87,14 @@ class _Scripted(SparkWriter):
         self.closed = 0
 
     def _write(
-        self, df: Any, operation: str, slots: Any, stream: Any, file_stream: bool, partial: bool
+        self,
+        df: Any,
+        operation: str,
+        slots: Any,
+        stream: Any,
+        file_stream: bool,
+        partial: bool,
+        laps: Any = None,
     ) -> Any:
         self.attempts += 1
         if self.restarts:
@@ -95,7 +103,7 @@ class _Scripted(SparkWriter):
         if self.conflicts:
             self.conflicts -= 1
             raise WriteConflictError("another writer inserted k1")
-        return "written"
+        return WriteResult(instant="1", operation="upsert", rows_written=1)
 
     def close(self) -> None:
         self.closed += 1
@@ -103,7 +111,8 @@ class _Scripted(SparkWriter):
 
 def test_the_spark_writer_retries_a_restarted_assigner_twice_with_a_new_fleet() -> None:
     writer = _Scripted(2)
-    assert writer.write(None, "upsert") == "written"  # type: ignore[arg-type]
+    done = writer.write(None, "upsert")  # type: ignore[arg-type]
+    assert (done.instant, done.written_again) == ("1", 0)  # restarts are no conflicts
     assert (writer.attempts, writer.closed) == (3, 2)
     with pytest.raises(AssignerRestartedError):
         _Scripted(3).write(None, "upsert")  # type: ignore[arg-type]
@@ -111,7 +120,8 @@ def test_the_spark_writer_retries_a_restarted_assigner_twice_with_a_new_fleet() 
 
 def test_a_conflicting_commit_is_written_again_only_with_several_writers() -> None:
     writer = _Scripted(0, conflicts=2, mode="OPTIMISTIC_CONCURRENCY_CONTROL")
-    assert writer.write(None, "upsert") == "written"  # type: ignore[arg-type]
+    done = writer.write(None, "upsert")  # type: ignore[arg-type]
+    assert done.written_again == 2 and done.seconds["again"] > 0
     assert (writer.attempts, writer.closed) == (3, 0)  # the fleet is kept
     with pytest.raises(WriteConflictError):  # the budget: concurrency.conflict-retries
         writer = _Scripted(0, conflicts=3, mode="OPTIMISTIC_CONCURRENCY_CONTROL")

@@ -20,6 +20,7 @@ from dynbucket import DynamicBucketIndex, Table, TableOptions
 from dynbucket.base.errors import ConcurrentWriteError, WriteConflictError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.timeline import heartbeat
+from dynbucket.format.timeline.lanes import ALONE, Lanes
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.transaction import Transaction, schedule
 
@@ -70,17 +71,43 @@ def test_a_new_key_both_writers_insert_gets_one_bucket(
     _beside(monkeypatch, lambda: other.upsert(_rows(["k1", "k2"], 1)))
     done = t.upsert(_rows(["k2", "k3"], 2))
     assert _retries(caplog) == 1
-    # Written again on the table as the other writer left it: k2 is known there.
+    # Written again on the table as the other writer left it: k2 is known there. The other
+    # writer began beside this one's instant (lane 0), so it took lane 1 of 2 (bucket 1);
+    # this one's commit check saw that lane, so written again it is lane 0 of 2: bucket 0.
     assert (done.keys_inserted, done.keys_updated) == (1, 1)
+    assert done.written_again == 1 and 0 < done.seconds["again"] < done.seconds["total"]
+    assert "written again 1 time(s) after a conflict" in str(done)
     rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
-    assert rows == {"k1": (1, 0), "k2": (2, 0), "k3": (2, 0)}
+    assert rows == {"k1": (1, 1), "k2": (2, 1), "k3": (2, 0)}
+    assert t.check().healthy
+
+
+def test_writers_beside_each_other_fill_their_own_buckets_and_none_writes_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The other writer begins beside this one's pending instant (lane 0 of 1) and takes
+    lane 1 of 2: its new keys go to bucket 1, so the two commits share no bucket."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    other = Table.open(t.uri)
+    _beside(monkeypatch, lambda: other.upsert(_rows(["a1", "a2", "a3"], 1)))
+    t.upsert(_rows(["b1", "b2", "b3"], 1))
+    assert _retries(caplog) == 0
+    buckets = {r["id"]: r["_bucket"] for r in t.to_arrow().to_pylist()}
+    assert buckets == {"a1": 1, "a2": 1, "a3": 1, "b1": 0, "b2": 0, "b3": 0}
+    # Seen once, the other lane counts for heartbeat.expiry-seconds: lane 0 of 2 still.
+    t.upsert(_rows(["b4", "b5"], 2))
+    assert {r["id"]: r["_bucket"] for r in t.to_arrow().to_pylist()}["b5"] == 2
     assert t.check().healthy
 
 
 def test_capacity_holds_when_both_fill_one_bucket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Writers whose lanes disagree (one began before the other took its lane) may fill
+    one bucket: the commit check holds its capacity."""
     caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    monkeypatch.setattr(Lanes, "choose", lambda self, live, now=None: ALONE)
     t = _table(tmp_path)
     other = Table.open(t.uri)
     _beside(monkeypatch, lambda: other.upsert(_rows(["a1", "a2", "a3"], 1)))
@@ -207,9 +234,13 @@ def test_a_writer_waits_for_another_writers_commit_lease_instead_of_failing(
     holder.acquire()
     threading.Timer(0.5, holder.release).start()
     start = time.monotonic()
-    t.upsert(_rows(["k1"], 1))
+    done = t.upsert(_rows(["k1"], 1))
     assert time.monotonic() - start >= 0.4
     assert [r["id"] for r in t.to_arrow().to_pylist()] == ["k1"]
+    # The wait shows in the result: its seconds and its one line.
+    assert 0.3 <= done.seconds["lease"] <= done.seconds["total"]
+    assert "waiting for the commit lease" in str(done)
+    assert "lease" not in t.upsert(_rows(["k2"], 1)).seconds  # nobody held it
 
 
 @pytest.mark.parametrize("action", ["logcompaction", "index-compaction"])
