@@ -26,10 +26,12 @@ test: $(LINKS) $(READERS_STAMP)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
 # Today's full counts of the sampled sequences (the suite samples them by a seed that
-# changes per run): the fault sequences of every case, 20 runs of each writers model.
+# changes per run): the fault sequences of every case, 20 runs of each writers model,
+# 30 Spark workloads, 80 table-model and 24 global-model sequences.
 test-long: $(LINKS) $(READERS_STAMP)
 	DYNBUCKET_FAULT_WRITES=all DYNBUCKET_FLAKY_RUNS=20 DYNBUCKET_WRITERS_RUNS=20 \
 	DYNBUCKET_MODEL_WORKLOADS=30 DYNBUCKET_FILTER_SEQUENCES=20 \
+	DYNBUCKET_MODEL_SEQUENCES=80 DYNBUCKET_GLOBAL_SEQUENCES=24 \
 		$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
 	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
 
