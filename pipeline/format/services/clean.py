@@ -7,12 +7,10 @@ import logging
 import posixpath
 import re
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
@@ -25,7 +23,7 @@ from dynbucket.format.services.service import (
     Scope,
     Service,
     ServiceResult,
-    pending_instant,
+    resume,
     run_now,
 )
 from dynbucket.format.storage.store import TEMPORARY, TableStore, final_name
@@ -154,13 +152,8 @@ def _horizon(
 
 def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     """Executes the pending clean ``instant`` and completes it."""
-    found = pending_instant(store, spec, instant, "clean")
-    if found is None:
-        raise InstantNotFoundError(
-            f"no pending clean {instant} in {store.uri} (completed, or rolled back)"
-        )
     timeline = Timeline(store, spec.options.merge_on_read)
-    txn = Transaction.resume(store, spec, found, f"cleaner-{uuid.uuid4().hex[:8]}")
+    txn = resume(store, spec, instant, "clean", "cleaner")
     planned = CleanPlan.of(txn.plan)
     earliest = planned.earliest_retained
     seen = timeline.visible()

@@ -4,12 +4,10 @@ inside its metadata table."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.slices import unmerged
 from dynbucket.format.index.file_names import index_files
 from dynbucket.format.index.rli import RecordLevelIndex
@@ -19,7 +17,7 @@ from dynbucket.format.services.service import (
     Service,
     ServiceResult,
     merge_is_moot,
-    pending_instant,
+    resume,
     run_now,
 )
 from dynbucket.format.storage.store import TableStore
@@ -122,13 +120,8 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
     """Executes the pending index compaction ``instant`` and completes it: each planned
     partition's index files older than it merged into one base file of it, or the planned
     run of its deltas into one merged delta."""
-    found = pending_instant(store, spec, instant, "index-compaction")
-    if found is None:
-        raise InstantNotFoundError(
-            f"no pending index compaction {instant} in {store.uri} (completed, or rolled back)"
-        )
     timeline = Timeline(store, spec.options.merge_on_read)
-    txn = Transaction.resume(store, spec, found, f"index-compactor-{uuid.uuid4().hex[:8]}")
+    txn = resume(store, spec, instant, "index-compaction", "index-compactor")
     planned = IndexPlan.of(txn.plan)
     visible = timeline.visible(as_of=instant)
     index = RecordLevelIndex(store, spec)

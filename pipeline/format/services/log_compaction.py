@@ -16,10 +16,10 @@ after it was planned (writes hold the lease), which is how readers tell them apa
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi.files import log_name
@@ -35,7 +35,7 @@ from dynbucket.format.services.service import (
     Service,
     ServiceResult,
     merge_is_moot,
-    pending_instant,
+    resume,
 )
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
@@ -93,10 +93,10 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     """Executes the pending log compaction ``instant`` and completes it (no lease: its
     merged logs are files only it writes, and it moves no log). Already completed (another
     executor finished it): nothing is done."""
-    found = pending_instant(store, spec, instant, "logcompaction")
-    if found is None:
+    try:
+        txn = resume(store, spec, instant, "logcompaction", "log-compactor")
+    except InstantNotFoundError:
         return ServiceResult("logcompaction", None)
-    txn = Transaction.resume(store, spec, found, f"log-compactor-{uuid.uuid4().hex[:8]}")
     groups = [MergedLog(*g) for g in txn.plan.get("groups", [])]
     listed = {p: data_files(store, p) for p in dict.fromkeys(g.partition for g in groups)}
     for partition, file_id, base_instant, logs, merged in groups:

@@ -5,16 +5,14 @@ here a write only appends its logs, and no write pays for a group's rewrite."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.metadata import compaction
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.services.log_compaction import HEAVY
-from dynbucket.format.services.service import Scope, Service, ServiceResult, pending_instant
+from dynbucket.format.services.service import Scope, Service, ServiceResult, resume
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
@@ -49,12 +47,7 @@ def schedule_metadata_compaction(store: TableStore, spec: TableSpec) -> str | No
 def execute_metadata_compaction(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     """Steps 2 and 3: the pending metadata compaction ``instant`` executed (its base files
     written) and completed (the metadata table's instant in its publish)."""
-    found = pending_instant(store, spec, instant, ACTION)
-    if found is None:
-        raise InstantNotFoundError(
-            f"no pending metadata compaction {instant} in {store.uri} (completed, or rolled back)"
-        )
-    txn = Transaction.resume(store, spec, found, f"metadata-compactor-{uuid.uuid4().hex[:8]}")
+    txn = resume(store, spec, instant, ACTION, "metadata-compactor")
     entries = compaction.execute(store, instant, txn.plan)
     txn.commit(entries)
     return ServiceResult(ACTION, txn.id, len(entries[compaction.WRITTEN]))

@@ -19,15 +19,17 @@ module with a :class:`Service` subclass, a line in ``registry.py`` and its optio
 from __future__ import annotations
 
 import logging
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Instant, Timeline
-from dynbucket.format.timeline.transaction import WrittenFile, left_pending
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile, left_pending
 
 log = logging.getLogger(__name__)
 
@@ -166,3 +168,22 @@ def pending_instant(
     timeline = Timeline(store, spec.options.merge_on_read)
     found = next((i for i in timeline.pending() if i.id == instant), None)
     return found if found is not None and found.action == action else None
+
+
+def resume(
+    store: TableStore, spec: TableSpec, instant: str, action: str, executor: str
+) -> Transaction:
+    """Step 2's opening, the same for every service: the pending ``instant`` of ``action``,
+    resumed by a detached executor named ``executor`` (and a suffix of its own).
+
+    Raises:
+        InstantNotFoundError: no such instant is pending (completed, rolled back, or of
+            another action).
+    """
+    found = pending_instant(store, spec, instant, action)
+    if found is None:
+        raise InstantNotFoundError(
+            f"no pending {action.replace('-', ' ')} {instant} in {store.uri} (completed, or "
+            "rolled back)"
+        )
+    return Transaction.resume(store, spec, found, f"{executor}-{uuid.uuid4().hex[:8]}")
