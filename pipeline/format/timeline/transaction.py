@@ -781,27 +781,39 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     # Base files end in ``_<id>.parquet``, log files' write tokens read ``-<id>-``, index
     # files start with ``<id>.``; temporary files of either keep the name.
     token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
-
-    def written_by_it(name: str) -> bool:
-        # A data file by its writer's instant only: a log another writer put on a slice
-        # whose base instant is this one, or a merged log whose run starts at it, is theirs.
-        # But a compaction's new slices hold no other writer's logs, only the copies its
-        # finish carried there (writes log onto the latest completed slice): they go.
-        final = final_name(name)
-        parsed = names.parse(final) or names.parse("." + final)
-        if parsed is not None:
-            carried = instant.action == "compaction" and parsed.base_instant == instant.id
-            return parsed.instant == instant.id or carried
-        return token.search(name.lstrip(".")) is not None
-
     hoodie = store.path(HOODIE_DIR)
     # Inside .hoodie/, only the index entries and bucket layouts are an instant's files.
     own = tuple(store.path(d) + "/" for d in (RLI_DIR, BUCKET_LAYOUT_DIR, SCHEMA_DIR))
-    for info in store.walk(store.root):
-        inside_meta = info.path.startswith(hoodie + "/")
-        if inside_meta and not info.path.startswith(own):
-            continue
-        if written_by_it(info.base_name) or (
+    listed = [
+        (info, _parsed(info.base_name))
+        for info in store.walk(store.root)
+        if not info.path.startswith(hoodie + "/") or info.path.startswith(own)
+    ]
+    # A compaction's finish carries the logs written on a planned group's old slice while
+    # it ran onto its new slice: copies, each beside its original (the same writer's log of
+    # the same group on an older slice). A log with no original there is a writer's own,
+    # put on the new slice after it saw a copy (``FileSlice.next_log``): it stays, and
+    # reads on the slice before, as a log on a slice whose base never came does.
+    originals = {
+        (posixpath.dirname(info.path), p.file_id, p.instant)
+        for info, p in listed
+        if p is not None and p.kind == "log" and p.base_instant < instant.id
+    }
+
+    def written_by_it(path: str, parsed: names.ParsedName | None) -> bool:
+        # A data file by its writer's instant only: a log another writer put on a slice
+        # whose base instant is this one, or a merged log whose run starts at it, is theirs.
+        if parsed is not None:
+            carried = (
+                instant.action == "compaction"
+                and parsed.base_instant == instant.id
+                and (posixpath.dirname(path), parsed.file_id, parsed.instant) in originals
+            )
+            return parsed.instant == instant.id or carried
+        return token.search(posixpath.basename(path).lstrip(".")) is not None
+
+    for info, parsed in listed:
+        if written_by_it(info.path, parsed) or (
             info.base_name == PARTITION_METADATA and _created_by(store, info.path, instant.id)
         ):
             store.delete(info.path)
@@ -810,6 +822,12 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
     timeline.discard(instant)
     log.info("rolled back instant %s: %d file(s) removed", instant.id, len(removed))
     return removed
+
+
+def _parsed(name: str) -> names.ParsedName | None:
+    """What a data file's name says, a temporary one's by its final name."""
+    final = final_name(name)
+    return names.parse(final) or names.parse("." + final)
 
 
 def _created_by(store: TableStore, path: str, instant: str) -> bool:

@@ -423,3 +423,34 @@ def test_a_publish_paused_until_archival_took_its_instant_brings_nothing_back(
     floor = _archive_all_but_one(t)
     _publish(t._store, timeline, Instant(first.id, first.action, State.INFLIGHT), document)
     assert min(i.id for i in Timeline(t._store, True).instants()) > floor
+
+
+def test_a_rolled_back_compaction_takes_its_carried_copies_and_leaves_a_writers_log(
+    tmp_path: Path,
+) -> None:
+    """A compaction's finish carried a log written since its plan onto its new slice (a
+    copy), then failed (the flaky network) and left it pending. A write then put its own
+    log on that slice, next to the copy (``FileSlice.next_log``), and committed. When the
+    compaction is rolled back, the copy goes and the write's log stays: it reads on the
+    slice before (the flaky S3 writers model lost a committed log so, 1 run in 40)."""
+    from dynbucket.format.file_group.slices import data_files
+    from dynbucket.format.services import compaction
+    from dynbucket.format.timeline.transaction import Transaction, rollback_instant
+
+    t, planned, pending = _scheduled_compaction(tmp_path, _BY_HAND)
+    t.upsert(_rows(5))  # a log on the planned group's old slice, after the plan
+    written = compaction.execute(t._store, t._spec, planned)
+    finish = Transaction.take_over(t._store, t._spec, pending)
+    groups = [("day=d", written[0].file_id, "")]
+    assert len(compaction._carry_late_logs(t._store, finish, groups)) == 1
+    finish.abort()  # the commit failed: the compaction stays pending, its copy on disk
+    t.upsert(_rows(7))
+    on_new = [f for f in data_files(t._store, "day=d") if f.kind == "log"
+              and f.base_instant == planned]  # fmt: skip
+    assert sorted(f.version for f in on_new) == [1, 2]  # the copy, and the write's own
+    rollback_instant(t._store, Timeline(t._store, True), pending)
+
+    left = [f for f in data_files(t._store, "day=d") if f.base_instant == planned]
+    assert [(f.kind, f.version) for f in left] == [("log", 2)]  # the base went too
+    assert {r["v"] for r in t.to_arrow().to_pylist()} == {7}
+    assert t.check().healthy
