@@ -6,7 +6,9 @@ Slot ``s`` of ``N`` may add to bucket ``b`` at most ``share(C - T_b)`` keys in o
 (``T_b``: the bucket's committed keys before it), where ``share(R) = R // N + 1`` if
 ``(s - b) mod N < R mod N``, else ``R // N``; and it puts a key in a bucket that had no
 committed key only once it has used its whole share of every bucket that had, and of every
-such new id below.
+such new id below. A write in lane ``L`` of ``W`` (several writers:
+``format/timeline/lanes.py``) does all this among the buckets whose id is ``L`` modulo ``W``
+only, and puts no new key elsewhere.
 """
 
 from __future__ import annotations
@@ -41,13 +43,19 @@ def added_by_slot(
 
 
 def check_shares(
-    before: Counts, added: dict[str, dict[int, dict[int, int]]], cap: int, slots: int
+    before: Counts,
+    added: dict[str, dict[int, dict[int, int]]],
+    cap: int,
+    slots: int,
+    lanes: tuple[int, int] = (0, 1),
 ) -> None:
     """Asserts I3 for one write (the module doc): no slot over its share of any bucket, and a
-    bucket opened only once the slot had used every share before it."""
+    bucket opened only once the slot had used every share before it, in the write's lane."""
+    lane, width = lanes
     for partition, per_slot in added.items():
-        old = {b: n for b, n in before.get(partition, {}).items() if n > 0}
+        old = {b: n for b, n in before.get(partition, {}).items() if n > 0 and b % width == lane}
         for slot, buckets in per_slot.items():
+            assert all(b % width == lane for b in buckets), (partition, slot, buckets, lanes)
             for b, n in buckets.items():
                 assert n <= share(max(cap - old.get(b, 0), 0), b, slot, slots), (
                     partition,
@@ -67,7 +75,7 @@ def check_shares(
                     buckets,
                     old,
                 )
-            for b in range(max(opened)):
+            for b in range(lane, max(opened), width):
                 if b not in old:
                     assert buckets.get(b, 0) == share(cap, b, slot, slots), (
                         partition,

@@ -484,10 +484,16 @@ def _index_counts(table: Table) -> Counts:
 
 
 def _check_shares(
-    table: Table, model: Model, batch: list[dict[str, Any]], before: Counts, slots: int
+    table: Table,
+    model: Model,
+    batch: list[dict[str, Any]],
+    before: Counts,
+    slots: int,
+    instant: str,
 ) -> None:
-    """I3: what each slot added to each bucket, against the rule (``tests/shares.py``); and
-    no bucket over capacity."""
+    """I3: what each slot added to each bucket, against the rule (``tests/shares.py``), in
+    the lane the write's commit names (a writer beside it makes it one of two); and no
+    bucket over capacity."""
     cap = table._spec.dynamic_options.max_keys_per_bucket
     assert cap is not None
     new = {(r["region"], r["id"]) for r in batch} - set(model.first_bucket)
@@ -498,7 +504,9 @@ def _check_shares(
         [r[BUCKET] for r in rows],
         slots,
     )
-    check_shares(before, added, cap, slots)
+    timeline = Timeline(table._store, table._spec.options.merge_on_read)
+    extra = timeline.metadata(next(i for i in timeline.completed() if i.id == instant))
+    check_shares(before, added, cap, slots, (extra.get("lane", 0), extra.get("lanes", 1)))
     assert max(n for part in _index_counts(table).values() for n in part.values()) <= cap
 
 
@@ -603,7 +611,7 @@ def test_random_sequences_match_the_model(
             done = table.upsert(model.records(batch), assigner_slots=slots)
             model.upsert(batch, _into_base(table, done.instant), _buckets(table))
             if counts is not None:
-                _check_shares(table, model, batch, counts, slots)
+                _check_shares(table, model, batch, counts, slots, done.instant)
         elif step == "change":
             # Phantom deletes (of keys the table does not hold) take room in their instant
             # as new keys do, unseen by the share rule's check: only capacity is checked.

@@ -80,7 +80,7 @@ def plan_fields(lanes: Lanes | None, chosen: tuple[int, int]) -> dict[str, objec
     """What an instant's plan says of its lane (read by the writers that begin after it)."""
     if lanes is None:
         return {}
-    return {"lane": chosen[0], "writer": lanes.writer}
+    return {"lane": chosen[0], "lanes": chosen[1], "writer": lanes.writer}
 
 
 def lane_of(plan: Mapping[str, object]) -> tuple[int, str] | None:
