@@ -21,8 +21,9 @@ keys at the partition's mean bytes per key (each slot lists files at its own mom
 
 Writers beside each other (several writers) split the buckets, not their room: a write in
 lane ``L`` of ``W`` (``format/timeline/lanes.py``) puts new keys only into buckets whose id
-is ``L`` modulo ``W``, those with committed keys first, then the lane's new ids, so two
-writers do not fill one bucket (each would fill the room it counted, and the second commit
+is ``L`` modulo ``W``, those with committed keys first, then the lane's new ids (the room's
+remainder rotating with ``b // W``, a bucket's place in the lane), so two writers do not
+fill one bucket (each would fill the room it counted, and the second commit
 would conflict). One writer alone is lane 0 of 1: every bucket.
 """
 
@@ -115,7 +116,10 @@ class BucketAllocator:
         existing = np.flatnonzero(committed > 0)
         existing = existing[existing % lanes == lane]
         room, per_bucket = self._room(index, existing)
-        room = np.maximum(shares(room, existing, self.slot, self.num_slots) - added[existing], 0)
+        # The remainder rotates with a bucket's place in the lane (its id with one lane), so
+        # that each slot has room in some bucket of the lane even when C < N.
+        mine = shares(room, existing // lanes, self.slot, self.num_slots)
+        room = np.maximum(mine - added[existing], 0)
         # 2.
         take = kernels.fill_first(room, demand)
         ids, takes = [existing], [take]
@@ -130,7 +134,8 @@ class BucketAllocator:
             fresh = fresh[fresh % lanes == lane]
             whole = np.full(len(fresh), per_bucket, np.int64)
             already = _at(added, fresh)
-            mine = np.maximum(shares(whole, fresh, self.slot, self.num_slots) - already, 0)
+            placed = shares(whole, fresh // lanes, self.slot, self.num_slots)
+            mine = np.maximum(placed - already, 0)
             take = kernels.fill_first(mine, left)
             ids.append(fresh)
             takes.append(take)

@@ -8,7 +8,7 @@ Slot ``s`` of ``N`` may add to bucket ``b`` at most ``share(C - T_b)`` keys in o
 committed key only once it has used its whole share of every bucket that had, and of every
 such new id below. A write in lane ``L`` of ``W`` (several writers:
 ``format/timeline/lanes.py``) does all this among the buckets whose id is ``L`` modulo ``W``
-only, and puts no new key elsewhere.
+only (the remainder rotating with ``b // W`` for ``b``), and puts no new key elsewhere.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def check_shares(
         for slot, buckets in per_slot.items():
             assert all(b % width == lane for b in buckets), (partition, slot, buckets, lanes)
             for b, n in buckets.items():
-                assert n <= share(max(cap - old.get(b, 0), 0), b, slot, slots), (
+                assert n <= share(max(cap - old.get(b, 0), 0), b // width, slot, slots), (
                     partition,
                     slot,
                     b,
@@ -68,7 +68,7 @@ def check_shares(
             if not opened:
                 continue
             for b, n in old.items():
-                assert buckets.get(b, 0) == share(max(cap - n, 0), b, slot, slots), (
+                assert buckets.get(b, 0) == share(max(cap - n, 0), b // width, slot, slots), (
                     partition,
                     slot,
                     b,
@@ -77,7 +77,7 @@ def check_shares(
                 )
             for b in range(lane, max(opened), width):
                 if b not in old:
-                    assert buckets.get(b, 0) == share(cap, b, slot, slots), (
+                    assert buckets.get(b, 0) == share(cap, b // width, slot, slots), (
                         partition,
                         slot,
                         b,
