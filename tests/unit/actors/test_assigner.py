@@ -459,3 +459,13 @@ def test_a_lane_with_no_bucket_left_spills_into_any() -> None:
     d.lanes = (1, 2)
     assert d.write("p", [1, 2]) == [1, 1]
     assert d.write("p", [3, 4]) == [1, 0]
+
+
+def test_every_slot_has_room_in_its_lane_when_capacity_is_below_slots_times_lanes() -> None:
+    """Capacity 1, two slots, lane 0 of 2: the room's remainder rotates with a bucket's
+    place in the lane (0 for bucket 0, 1 for bucket 2), so slot 1 fills bucket 2 and no
+    key leaves the lane."""
+    d = Driver(MemoryRLI(), 2, DynamicBucketOptions(max_keys_per_bucket=1))
+    d.lanes = (0, 2)
+    assert d.write("p", [0, 1]) == [0, 2]
+    assert d.write("p", [2, 3]) == [4, 6]
