@@ -31,7 +31,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from dynbucket import DynamicBucketIndex, DynBucketError, Table, TableOptions
+from dynbucket import (
+    ConcurrentWriteError,
+    DynamicBucketIndex,
+    DynBucketError,
+    Table,
+    TableOptions,
+)
 from dynbucket.format.storage import retrying
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.timeline.timeline import Timeline
@@ -321,7 +327,15 @@ def _checked(uri: str, cap: int, logs: list[Path]) -> Table:
 
 
 def _check(table: Table, cap: int, logs: list[Path]) -> None:
-    table.rollback()
+    for attempt in range(5):
+        try:
+            # The model's commit lease is 1 s: on a starved machine the check's own
+            # rollback may lose it (typed, nothing committed), as a writer's commit may.
+            table.rollback()
+            break
+        except ConcurrentWriteError:
+            if attempt == 4:
+                raise
     table.wait_for_services()
     ops = _ops(logs)
     rows = table.to_arrow().to_pylist()
