@@ -98,7 +98,10 @@ def check_hudi_reads(
                 t.to_arrow(as_of=instant.id), then
             ), f"hudi-rs as of {instant.id} differs"
             continue
-        assert rows_by_key(hudi_read(t.uri, as_of=instant.id), keys, then) == rows_by_key(
+        theirs_then = _as_of_or_promoted(t, instant.id)
+        if theirs_then is None:
+            continue
+        assert rows_by_key(theirs_then, keys, then) == rows_by_key(
             t.to_arrow(as_of=instant.id), keys, then
         ), f"hudi-rs as of {instant.id} differs"
     # Base files alone: until a compaction a deleted record shows there, and a deleted key
@@ -108,6 +111,25 @@ def check_hudi_reads(
     ), "hudi-rs read-optimized differs"
     if incremental_after is not None and meta:
         check_incremental(t, incremental_after, ours)
+
+
+def _as_of_or_promoted(t: Table, instant: str) -> pa.Table | None:
+    """hudi-rs's read as of ``instant``, or None where it cannot read it: hudi-rs 0.5 reads
+    every instant at the table's latest schema, so a log block written before a type
+    promotion holds "an older type" and is refused, naming the field. Only that refusal,
+    naming a field whose type changed after ``instant``, is accepted."""
+    try:
+        return hudi_read(t.uri, as_of=instant)
+    except Exception as e:  # hudi-rs's HudiCoreError, which the package does not export
+        if type(e).__name__ != "HudiCoreError":
+            raise
+        then, now = t.snapshot(instant).spec.schema, t.schema
+        promoted = [
+            f.name for f in then if f.name in now.names and now.field(f.name).type != f.type
+        ]
+        if not any(f"partial-update column '{name}' has type" in str(e) for name in promoted):
+            raise
+        return None
 
 
 def check_incremental(t: Table, after: str, ours: pa.Table) -> None:
