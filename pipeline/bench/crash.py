@@ -292,7 +292,13 @@ def run_round(
     fault = fault or rng.choice(FAULTS)
     lease = OPTIONS.lock_lease_seconds
     report: dict[str, Any] = {"round": r, "fault": fault}
-    time.sleep(rng.uniform(1.5, 4.0))  # 1. (the first ~1.5 s: the process starting)
+    # 1. (the first ~1.5 s: the process starting). The fault waits for a first commit,
+    # however long a busy machine takes to start the process: a round that faults a writer
+    # with nothing written tests nothing.
+    began, draw = time.monotonic(), rng.uniform(1.5, 4.0)
+    while not writer.committed and proc.poll() is None and time.monotonic() < began + 120:
+        time.sleep(0.05)
+    time.sleep(max(0.0, began + draw - time.monotonic()))
     victim = 0
     if fault in ("kill service", "pause service"):  # 2.
         deadline = time.monotonic() + 6  # the first log compaction starts them
