@@ -22,6 +22,12 @@ instant its holder is committing: a writer that takes over an expired one settle
 instant first (``superseded``), so a holder paused between its checks and its commit point
 finds its instant decided rolled back, never commits past the checks of the next one.
 
+The lease is fair: a writer that finds it live queues a ticket
+``writer.wait.<since>.<owner>`` (kept fresh while it waits), and a writer takes a free
+lease only if no live ticket is older than its own, so the writer waiting longest gets it
+next. A ticket is live while its file time is within a lease (plus a second for stores
+that keep file times to the second): a waiter killed or paused delays the others no more.
+
 A holder rewrites only its own file (renewals, the release mark) and holds the table while
 its file is the newest and, in its own view, unexpired: it never renews a lease that
 expired in its own view, so it cannot overwrite a successor's, and it finds out at its next
@@ -41,13 +47,20 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, replace
 
+import pyarrow.fs as pafs
+
 from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.storage.store import TEMPORARY, TableStore
 from dynbucket.format.table.paths import META_DIR
 
 DEFAULT_LEASE_SECONDS = 60.0
 LEASE_PREFIX = "writer.lease."
+TICKET_PREFIX = "writer.wait."
 _LEASE = re.compile(r"^writer\.lease\.(\d{20})$")
+_TICKET = re.compile(r"^writer\.wait\.(\d{20})\.([0-9a-f]+)$")
+_MTIME_GRAIN = 1.0
+"""Seconds of a store's file-time resolution (S3 keeps whole seconds) added to a ticket's
+life, so a fresh ticket never looks expired."""
 _TRIES = 10
 
 
@@ -74,6 +87,22 @@ class _Found:
     path: str
     lease: Lease | None
     mtime: float
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    """A waiting writer's place in the queue for the lease (module doc)."""
+
+    since: int
+    """When it began to wait (nanoseconds since the epoch, its own clock)."""
+    owner: str
+    path: str
+    written: float
+    """When this process last wrote it (monotonic; 0.0: not yet)."""
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return self.since, self.owner
 
 
 class WriterLock:
@@ -125,7 +154,8 @@ class WriterLock:
 
     def acquire(self, instant: str | None = None) -> None:
         """Takes the table, or raises :class:`ConcurrentWriteError` naming the holder (after
-        waiting up to ``wait_seconds`` for it). ``instant``: the one this holder commits."""
+        waiting up to ``wait_seconds`` for it, in turn: module doc). ``instant``: the one
+        this holder commits."""
         if self._held:
             return
         self.instant = instant
@@ -133,43 +163,51 @@ class WriterLock:
         deadline = time.monotonic() + self.wait_seconds
         tries = 0
         waiting: float | None = None
-        while tries < _TRIES:
-            # 1.
-            newest = self._newest()
-            if newest is not None:
+        ticket: _Ticket | None = None
+        try:
+            while tries < _TRIES:
+                # 1.
+                newest, tickets = self._scan()
                 try:
-                    self._refuse_if_live(newest)
+                    if newest is not None:
+                        self._refuse_if_live(newest)
+                    self._refuse_if_others_wait_longer(tickets, ticket)
                 except ConcurrentWriteError:
                     now = time.monotonic()
                     if now >= deadline:
                         raise
                     waiting = now if waiting is None else waiting
+                    ticket = self._queue(ticket)
                     time.sleep(random.uniform(0.02, 0.1))
                     continue
-            if waiting is not None:
-                self.waited += time.monotonic() - waiting
-                waiting = None
-            tries += 1
-            generation = newest.generation + 1 if newest is not None else 1
-            # 2.
-            lease = self._new_lease()
-            # Not flushed: a lease lost in a power cut only frees the table of a dead writer.
-            if not self.store.create_exclusive(
-                self.path(generation), _encode(lease), durable=False
-            ):
-                continue
-            latest = self._newest()
-            if latest is None or latest.generation != generation:
-                self.store.delete(self.path(generation))
-                continue
-            # 3.
-            self.generation = generation
-            before = newest.lease if newest is not None else None
-            if before is not None and not before.released and before.instant:
-                self.superseded = before.instant
-            self._remove_older(generation)
-            self._took(lease)
-            return
+                if waiting is not None:
+                    self.waited += time.monotonic() - waiting
+                    waiting = None
+                tries += 1
+                generation = newest.generation + 1 if newest is not None else 1
+                # 2.
+                lease = self._new_lease()
+                # Not flushed: a lease lost in a power cut only frees the table of a dead
+                # writer.
+                if not self.store.create_exclusive(
+                    self.path(generation), _encode(lease), durable=False
+                ):
+                    continue
+                latest = self._newest()
+                if latest is None or latest.generation != generation:
+                    self.store.delete(self.path(generation))
+                    continue
+                # 3.
+                self.generation = generation
+                before = newest.lease if newest is not None else None
+                if before is not None and not before.released and before.instant:
+                    self.superseded = before.instant
+                self._remove_older(generation)
+                self._took(lease)
+                return
+        finally:
+            if ticket is not None:
+                self.store.delete(ticket.path)
         raise ConcurrentWriteError(
             f"could not take the writer lease of {self.store.uri} in {_TRIES} tries: other "
             "writers keep taking it; dynbucket allows one writer per table"
@@ -256,14 +294,18 @@ class WriterLock:
 
     def _newest(self) -> _Found | None:
         """The lease file with the highest generation (None: the table never had a writer)."""
+        return self._scan()[0]
+
+    def _scan(self) -> tuple[_Found | None, list[_Ticket]]:
+        """The newest lease file, and the live tickets of waiting writers (one listing)."""
         for _ in range(_TRIES):
+            listing = self.store.list_files(self.dir)
             files = {
-                int(m.group(1)): info
-                for info in self.store.list_files(self.dir)
-                if (m := _LEASE.match(info.base_name))
+                int(m.group(1)): info for info in listing if (m := _LEASE.match(info.base_name))
             }
+            tickets = self._live_tickets(listing)
             if not files:
-                return None
+                return None, tickets
             generation = max(files)
             info = files[generation]
             try:
@@ -271,12 +313,48 @@ class WriterLock:
             except FileNotFoundError:
                 continue  # a newer writer removed it in between: list again
             mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
-            return _Found(generation, info.path, _decode(data), mtime)
-        return None
+            return _Found(generation, info.path, _decode(data), mtime), tickets
+        return None, []
+
+    def _live_tickets(self, listing: list[pafs.FileInfo]) -> list[_Ticket]:
+        horizon = time.time() - self.lease_seconds - _MTIME_GRAIN
+        out = []
+        for info in listing:
+            m = _TICKET.match(info.base_name)
+            if m is None or info.mtime is None:
+                continue
+            if info.mtime.timestamp() >= horizon:
+                out.append(_Ticket(int(m.group(1)), m.group(2), info.path, time.monotonic()))
+        return out
+
+    def _refuse_if_others_wait_longer(self, tickets: list[_Ticket], mine: _Ticket | None) -> None:
+        """A free lease is for the writer waiting longest: refuses while a live ticket of
+        another writer is older than ``mine`` (than any, when this writer has none)."""
+        ahead = [
+            t for t in tickets if t.owner != self.owner and (mine is None or t.order < mine.order)
+        ]
+        if ahead:
+            raise ConcurrentWriteError(
+                f"{len(ahead)} other writer(s) of {self.store.uri} have waited longer for "
+                "the commit lease; this writer takes it in turn"
+            )
+
+    def _queue(self, ticket: _Ticket | None) -> _Ticket:
+        """This writer's ticket in the queue for the lease: created on the first wait,
+        rewritten (its file time renewed) every third of a lease while it waits."""
+        if ticket is None:
+            since = time.time_ns()
+            path = f"{self.dir}/{TICKET_PREFIX}{since:020d}.{self.owner}"
+            ticket = _Ticket(since, self.owner, path, 0.0)
+        if time.monotonic() - ticket.written >= self.lease_seconds / 3:
+            self.store.write_atomic(ticket.path, b"")
+            ticket = replace(ticket, written=time.monotonic())
+        return ticket
 
     def _remove_older(self, generation: int) -> None:
-        """Older lease files, and temporary files a killed writer left while creating or
-        renewing one (older than a lease: no live writer is still writing them)."""
+        """Older lease files, temporary files a killed writer left while creating or
+        renewing one, and tickets of waiters gone (older than a lease: no live writer is
+        still writing them)."""
         horizon = time.time() - self.lease_seconds
         for info in self.store.list_files(self.dir):
             m = _LEASE.match(info.base_name)
@@ -287,7 +365,12 @@ class WriterLock:
                 and info.mtime is not None
                 and info.mtime.timestamp() < horizon
             )
-            if older or stray:
+            dead_ticket = (
+                _TICKET.match(info.base_name) is not None
+                and info.mtime is not None
+                and info.mtime.timestamp() < horizon - _MTIME_GRAIN
+            )
+            if older or stray or dead_ticket:
                 self.store.delete(info.path)
 
     def _took(self, lease: Lease) -> None:

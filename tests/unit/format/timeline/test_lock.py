@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import META_DIR
-from dynbucket.format.timeline.lock import LEASE_PREFIX, Lease, WriterLock
+from dynbucket.format.timeline.lock import LEASE_PREFIX, TICKET_PREFIX, Lease, WriterLock
 
 
 def test_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
@@ -157,3 +158,60 @@ def _meta(root: Path) -> Path:
 
 def _lease_files(root: Path) -> list[str]:
     return sorted(p.name for p in _meta(root).glob(f"{LEASE_PREFIX}*"))
+
+
+def test_the_writer_waiting_longest_takes_the_lease_next(tmp_path: Path) -> None:
+    """Three writers queue behind a holder in turn: they take the lease in the order they
+    began to wait (by chance alone, one time in six)."""
+    store = TableStore.at(str(tmp_path))
+    holder = WriterLock(store, lease_seconds=30)
+    holder.acquire()
+    order: list[str] = []
+
+    def wait_and_take(name: str) -> None:
+        lock = WriterLock(store, lease_seconds=30, wait_seconds=60)
+        lock.acquire()
+        order.append(name)
+        time.sleep(0.3)
+        lock.release()
+
+    threads = []
+    for name in ("a", "b", "c"):
+        threads.append(threading.Thread(target=wait_and_take, args=(name,)))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while len(_tickets(tmp_path)) < len(threads) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(_tickets(tmp_path)) == 3
+    holder.release()
+    for t in threads:
+        t.join(60)
+    assert order == ["a", "b", "c"]
+    assert _tickets(tmp_path) == []  # each writer took its ticket away
+
+
+def test_a_free_lease_waits_for_a_live_ticket_and_not_for_a_dead_one(tmp_path: Path) -> None:
+    """A writer that finds a free lease and another writer's fresh ticket takes its turn
+    (refused at once when it may not wait); a ticket left by a waiter that died holds the
+    lease back for at most a lease (and a second of file-time grain), then goes."""
+    store = TableStore.at(str(tmp_path))
+    with WriterLock(store, lease_seconds=1.0):
+        pass  # a holder that released
+    ticket = _meta(tmp_path) / f"{TICKET_PREFIX}{time.time_ns():020d}.0123456789ab"
+    ticket.write_bytes(b"")
+    with pytest.raises(ConcurrentWriteError, match="waited longer"):
+        WriterLock(store, lease_seconds=1.0).acquire()
+    lock = WriterLock(store, lease_seconds=1.0, wait_seconds=10)
+    lock.acquire()  # the ticket's waiter never renews it: it lapses
+    assert lock.waited >= 1.0
+    lock.release()
+    ticket.write_bytes(b"")
+    old = time.time() - 60
+    os.utime(ticket, (old, old))
+    lock.acquire()  # a long-dead ticket: taken at once and removed
+    assert not ticket.exists()
+    lock.release()
+
+
+def _tickets(root: Path) -> list[str]:
+    return sorted(p.name for p in _meta(root).glob(f"{TICKET_PREFIX}*"))
