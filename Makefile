@@ -29,7 +29,7 @@ test: $(LINKS) $(READERS_STAMP)
 # changes per run): the fault sequences of every case, 20 runs of each writers model,
 # 30 Spark workloads, 80 table-model and 24 global-model sequences.
 test-long: $(LINKS) $(READERS_STAMP)
-	DYNBUCKET_FAULT_WRITES=all DYNBUCKET_FLAKY_RUNS=20 DYNBUCKET_WRITERS_RUNS=20 \
+	DYNBUCKET_SAMPLE=all DYNBUCKET_FAULT_WRITES=all DYNBUCKET_FLAKY_RUNS=20 DYNBUCKET_WRITERS_RUNS=20 \
 	DYNBUCKET_MODEL_WORKLOADS=30 DYNBUCKET_FILTER_SEQUENCES=20 \
 	DYNBUCKET_MODEL_SEQUENCES=80 DYNBUCKET_GLOBAL_SEQUENCES=24 \
 		$(VENV)/bin/python -m pytest --durations=30 $(ARGS)

@@ -14,7 +14,7 @@ link_new_modules()  # before anything imports dynbucket
 
 from tests import s3  # noqa: E402
 from tests.faulty_proxy import SEED, FaultyProxy  # noqa: E402
-from tests.seeds import BASE  # noqa: E402
+from tests.seeds import BASE, sample  # noqa: E402
 
 # Before any test starts Ray or Spark: their processes inherit the AWS settings.
 s3.configure()
@@ -31,7 +31,38 @@ collect_ignore = [] if os.environ.get("DYNBUCKET_CLUSTER_TESTS") else ["cluster"
 
 
 def pytest_report_header() -> str:
-    return f"dynbucket: sampled sequences seeded {BASE} (DYNBUCKET_SEED={BASE} repeats them)"
+    return (
+        f"dynbucket: sampled sequences and families seeded {BASE} (DYNBUCKET_SEED={BASE} "
+        "repeats them; DYNBUCKET_SAMPLE=all runs every case of a family)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "sample(keep): a parametrized family of which each run takes `keep` cases, chosen "
+        "by the run's seed (tests/seeds.py; DYNBUCKET_SAMPLE=all takes every one)",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have selected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Runs ``keep`` cases of each family marked ``sample(keep)`` (the run's seed chooses;
+    a case named on the command line, or selected by ``-k``, is never dropped: only
+    families of more than ``keep`` collected cases are cut)."""
+    families: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        marker = item.get_closest_marker("sample")
+        if marker is not None and isinstance(item, pytest.Function):
+            families.setdefault(f"{item.module.__name__}::{item.originalname}", []).append(item)
+    dropped: set[int] = set()
+    for family, cases in families.items():
+        keep = cases[0].get_closest_marker("sample").args[0]  # type: ignore[union-attr]
+        kept = {id(c) for c in sample(family, cases, keep)}
+        dropped |= {id(c) for c in cases if id(c) not in kept}
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i in items if id(i) in dropped])
+        items[:] = [i for i in items if id(i) not in dropped]
 
 
 @pytest.fixture(scope="session")

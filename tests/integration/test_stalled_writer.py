@@ -75,6 +75,7 @@ def _location(where: str, tmp_path: Path, s3_server: S3Server | None) -> str:
 OCC, ONE = "OPTIMISTIC_CONCURRENCY_CONTROL", "SINGLE_WRITER"
 
 
+@pytest.mark.sample(3)
 @pytest.mark.parametrize(
     ("where", "point", "mode"),
     [(w, p, ONE) for w in ("local", "s3") for p in ("before", "after")]

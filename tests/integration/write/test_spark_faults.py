@@ -262,6 +262,7 @@ def test_a_delete_whose_actor_dies_is_retried_and_gives_its_room_back(
     assert (kept.keys_inserted, kept.keys_updated) == (0, 30)
 
 
+@pytest.mark.sample(2)
 @pytest.mark.parametrize("stage", ["assign_fn", "write_fn"])
 def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
     spark: Any,
@@ -299,6 +300,7 @@ def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
     assert len(after) == 900 and sum(v == 2 for v, _ in after.values()) == 700
 
 
+@pytest.mark.sample(1)
 def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
     spark: Any, runtime: Runtime, tmp_path: Path, location: str
 ) -> None:
@@ -360,6 +362,7 @@ def test_two_attempts_of_a_write_task_at_once_write_the_same_files(
     assert not any(".tmp-" in i.base_name for i in t._store.walk(t._store.root))
 
 
+@pytest.mark.sample(1)
 def test_a_failure_after_assignment_and_before_commit_aborts_everywhere(
     spark: Any,
     runtime: Runtime,

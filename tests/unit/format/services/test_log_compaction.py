@@ -155,6 +155,7 @@ def test_a_slice_is_merged_until_its_logs_reach_the_ratio_of_its_base(tmp_path: 
     assert compaction.full_due(off, ref.slice)
 
 
+@pytest.mark.sample(1)
 @pytest.mark.parametrize("version", [6, 9])
 def test_merged_logs_read_as_the_logs_one_by_one(tmp_path: Path, version: int) -> None:
     """Random upserts and deletes (an ordering field: a delete, then an upsert of a smaller
