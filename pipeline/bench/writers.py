@@ -16,6 +16,12 @@ Then a writer killed (SIGKILL) at the two points that matter: holding the commit
 (committing), and in the middle of its write; reported: how long the next write of
 another writer took, against the same write with nobody killed.
 
+Then a stream beside a backfill: a stream's micro-batches (``STREAM_ROWS``-row upserts,
+half updates, half new keys, one after another as a stream's batches come) alone, then
+with a backfill writing ``BACKFILL_FACTOR`` times larger upserts into the same partitions
+beside it, each a process; reported: the micro-batches' p50 and p99 seconds in each case
+and their ratio, and the backfill's rows per second (in process only).
+
 ``--spark`` runs the writers as threads of one driver sharing one Runtime (Spark on Ray),
 each with its own table handle and slot fleet, instead of in-process writer processes.
 """
@@ -40,6 +46,9 @@ from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 
 PARTITIONS = 4
+STREAM_ROWS = 500
+STREAM_BATCHES = 60
+BACKFILL_FACTOR = 5
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("v", pa.int64())])
 
 
@@ -207,6 +216,70 @@ def killed(folder: str) -> list[Measurement]:
     return out
 
 
+def _stream(uri: str, keys: int, go: Any, done: Any) -> list[float]:
+    """A stream's micro-batches, one after another; sets ``done`` after the last."""
+    table = Table.open(uri)
+    batches = _batches(1_000, keys, STREAM_ROWS, STREAM_BATCHES)
+    go.wait()
+    try:
+        return list(_write_all(table, batches)["took"])
+    finally:
+        done.set()
+        table.close()
+
+
+def _backfill(uri: str, keys: int, rows: int, go: Any, done: Any) -> tuple[int, float]:
+    """Large upserts into the same partitions until ``done``: (rows written, seconds)."""
+    table = Table.open(uri)
+    go.wait()
+    start, written, step = time.perf_counter(), 0, 0
+    try:
+        while not done.is_set():
+            batch = _batches(2_000 + step, keys, rows * BACKFILL_FACTOR, 1)[0]
+            table.upsert(batch)
+            written += batch.num_rows
+            step += 1
+    finally:
+        table.close()
+    return written, time.perf_counter() - start
+
+
+def stream_beside_backfill(folder: str, keys: int, rows: int) -> list[Measurement]:
+    """The stream's micro-batches alone, then beside a backfill (module doc)."""
+    out: list[Measurement] = []
+    alone: list[float] = []
+    ctx = mp.get_context("spawn")
+    for case in ("stream alone", "stream beside a backfill"):
+        uri = _table(folder, 100 + len(out), keys)
+        with ctx.Manager() as manager, ctx.Pool(2) as pool:
+            go, done = manager.Event(), manager.Event()
+            stream = pool.apply_async(_stream, (uri, keys, go, done))
+            backfill = None
+            if case != "stream alone":
+                backfill = pool.apply_async(_backfill, (uri, keys, rows, go, done))
+            time.sleep(3.0)  # imports and Table.open in every process
+            go.set()
+            took = stream.get(timeout=3600)
+            m = Measurement(case, STREAM_ROWS * STREAM_BATCHES, [sum(took)])
+            m.extra = {
+                "micro-batch p50 s": round(float(np.percentile(took, 50)), 3),
+                "micro-batch p99 s": round(float(np.percentile(took, 99)), 3),
+            }
+            if backfill is None:
+                alone = took
+            else:
+                written, seconds = backfill.get(timeout=3600)
+                m.extra["p50 vs alone"] = round(
+                    float(np.percentile(took, 50) / np.percentile(alone, 50)), 2
+                )
+                m.extra["p99 vs alone"] = round(
+                    float(np.percentile(took, 99) / np.percentile(alone, 99)), 2
+                )
+                m.extra["backfill rows/s"] = round(written / seconds)
+            out.append(m)
+    return out
+
+
 def run(
     keys: int,
     rows: int,
@@ -257,6 +330,7 @@ def run(
             rows_out.append(m)
         if runtime is None:
             rows_out += killed(folder)
+            rows_out += stream_beside_backfill(folder, keys, rows)
     engine = "spark" if runtime is not None else "in process"
     return print_report(
         f"writers ({engine})", "rows", rows_out, keys=keys, rows_per_write=rows, writes=writes
