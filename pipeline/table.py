@@ -43,6 +43,7 @@ from dynbucket.format.table.spec import (
     load_table,
     table_name_for,
 )
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.history import history
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.inputs import Rows
@@ -664,11 +665,11 @@ class Table:
 
     def compact_index(self, min_files: int | None = None) -> ServiceResult:
         """Merges the index files of each partition that has ``min_files`` of them."""
-        return self._services().run("index-compaction", Scope(min_files=min_files))
+        return self._services().run(Action.INDEX_COMPACTION, Scope(min_files=min_files))
 
     def clean(self, retain: int | None = None) -> ServiceResult:
         """Removes file slices that none of the last ``retain`` instants reads."""
-        return self._services().run("clean", Scope(retain=retain))
+        return self._services().run(Action.CLEAN, Scope(retain=retain))
 
     def check(self) -> CheckReport:
         """Reads the whole table and reports what is wrong and what to do (changes

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
+from dynbucket.format.timeline.actions import COMPACTIONS, Action
 from dynbucket.options import TableOptions
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
@@ -235,7 +236,7 @@ def verify(path: Path) -> dict[str, Any]:
     snapshot = table.snapshot()
     instants = [
         i.id
-        for i in snapshot.timeline.completed("commit", "compaction", "logcompaction")
+        for i in snapshot.timeline.completed(Action.COMMIT, *COMPACTIONS)
         if not snapshot.earliest_retained or i.id >= snapshot.earliest_retained
     ]
     equal = theirs(None) == ours(None)

@@ -43,6 +43,7 @@ import pyarrow as pa
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.bench.report import Measurement, print_report
 from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline.actions import Action
 from dynbucket.table import Table
 
 PARTITIONS = 4
@@ -183,7 +184,7 @@ def _dies(uri: str, holding: bool, ready: Any) -> None:
     from dynbucket.format.timeline.transaction import Transaction
 
     table = Table.open(uri)
-    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", hold=False)
+    txn = Transaction.begin(table._store, table._spec, Action.COMMIT, "upsert", hold=False)
     if holding and txn.lock is not None:
         txn.lock.acquire(instant=txn.id)
     ready.set()

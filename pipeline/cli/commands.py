@@ -168,6 +168,8 @@ def _when(instant: str | None) -> str:
 
 def _print_services(table: Any) -> None:
     """Which table services run, and when each last ran (``show``)."""
+    from dynbucket.format.timeline.actions import Action
+
     o = table._spec.options
     timeline = table._timeline
     instants = timeline.instants()
@@ -183,22 +185,34 @@ def _print_services(table: Any) -> None:
     print("\nservices")
     if o.merge_on_read:
         auto = o.compaction_inline or o.compaction_async
-        print(f"  compaction        at {o.compaction_delta_commits} logs, {where}{on[auto]}: "
-              f"last {last('compaction')}")  # fmt: skip
+        print(
+            f"  compaction        at {o.compaction_delta_commits} logs, {where}{on[auto]}: "
+            f"last {last(Action.COMPACTION)}"
+        )
         ratio = f"logs under {o.compaction_log_size_ratio:g} of the base"
-        print(f"  log compaction    {ratio}{on[auto and o.log_compaction_enable]}: "
-              f"last {last('logcompaction')}")  # fmt: skip
-    print(f"  clean             every {o.clean_max_commits} commits, keeping "
-          f"{o.cleaner_commits_retained}{on[o.clean_automatic]}: last {last('clean')}")  # fmt: skip
-    print(f"  index compaction  at {o.index_compaction_min_files} files"
-          f"{on[o.index_compaction_automatic]}: last {last('index-compaction')}")  # fmt: skip
+        print(
+            f"  log compaction    {ratio}{on[auto and o.log_compaction_enable]}: "
+            f"last {last(Action.LOG_COMPACTION)}"
+        )
+    print(
+        f"  clean             every {o.clean_max_commits} commits, keeping "
+        f"{o.cleaner_commits_retained}{on[o.clean_automatic]}: last {last(Action.CLEAN)}"
+    )
+    print(
+        f"  index compaction  at {o.index_compaction_min_files} files"
+        f"{on[o.index_compaction_automatic]}: last {last(Action.INDEX_COMPACTION)}"
+    )
     if table._spec.table_version >= 8:
         auto = o.metadata_compaction_automatic
-        print(f"  metadata table    groups compacted {where}{on[auto]}: "
-              f"last {last('metadata-compaction')}")  # fmt: skip
-    print(f"  archival          beyond {o.keep_max_commits} instants, down to "
-          f"{o.keep_min_commits}{on[o.archive_automatic]}: {archived.instants:,} archived, "
-          f"up to {_when(archived.floor or None)}")  # fmt: skip
+        print(
+            f"  metadata table    groups compacted {where}{on[auto]}: "
+            f"last {last(Action.METADATA_COMPACTION)}"
+        )
+    print(
+        f"  archival          beyond {o.keep_max_commits} instants, down to "
+        f"{o.keep_min_commits}{on[o.archive_automatic]}: {archived.instants:,} archived, "
+        f"up to {_when(archived.floor or None)}"
+    )
 
 
 def _show(args: argparse.Namespace) -> int:

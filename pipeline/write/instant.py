@@ -33,6 +33,7 @@ from dynbucket.actors.checkpoints import Assigners
 from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.table.schemas import WriteSchema
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
@@ -229,7 +230,7 @@ def new_keys(data: list[WrittenFile]) -> dict[str, dict[int, int]]:
 def committed(timeline: Timeline, stream: StreamBatch) -> bool:
     """Whether a commit of this stream at or after this batch id is on the timeline (or
     was archived off it)."""
-    for instant in reversed(timeline.completed("commit")):
+    for instant in reversed(timeline.completed(Action.COMMIT)):
         recorded = timeline.metadata(instant).get("stream")
         if recorded and recorded.get("id") == stream.stream:
             return bool(recorded["batch"] >= stream.batch_id)

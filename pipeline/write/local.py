@@ -24,6 +24,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lanes import Lanes
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
@@ -106,7 +107,13 @@ class LocalWriter:
     ) -> WriteResult:
         spec = schema.spec
         begin = functools.partial(
-            Transaction.begin, self.store, spec, "commit", op.value, hold=False, lanes=self.lanes
+            Transaction.begin,
+            self.store,
+            spec,
+            Action.COMMIT,
+            op.value,
+            hold=False,
+            lanes=self.lanes,
         )
         with InstantWrite(begin, op.value, laps=laps, schema=schema) as w:
             w.open(self.scheme.assigners(slots, w.last_write))

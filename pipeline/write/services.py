@@ -41,6 +41,7 @@ from dynbucket.format.services.registry import SERVICES
 from dynbucket.format.services.service import Scope, ServiceResult, pending_instant, run_now
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import WrittenFile, compaction_groups, left_pending
 from dynbucket.write.ray_tasks import RayTasks
@@ -101,7 +102,7 @@ def _execute_spread(
     here when small; 4. the finish, here (a moment under the lease)."""
     store, spec = table.store, table.spec
     timeline = Timeline(store, spec.options.merge_on_read)  # 1.
-    found = next(i for i in left_pending(timeline, "compaction") if i.id == instant)
+    found = next(i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant)
     groups = compaction_groups(timeline, found)
     sizes = compaction.planned_sizes(store, groups)
     count = _Count(len(groups), progress)
@@ -171,14 +172,14 @@ class ServiceRunner:
         more). The compaction running beside the writes is finished first, then one an
         earlier process left pending, the same way. ``progress`` is told (groups done,
         groups planned) as groups are written."""
-        self._finish_running("compaction")
+        self._finish_running(Action.COMPACTION)
         table, tasks = self._now(), self._tasks()
         store, spec = table.store, table.spec
-        for left in left_pending(Timeline(store, spec.options.merge_on_read), "compaction"):
+        for left in left_pending(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
             _execute_spread(table, left.id, tasks, progress)
         instant = compaction.schedule(store, spec, 1, partitions)
         if instant is None:
-            return ServiceResult("compaction", None)
+            return ServiceResult(Action.COMPACTION, None)
         return _execute_spread(table, instant, tasks, progress)
 
     def _finish_running(self, action: str) -> None:
@@ -202,9 +203,9 @@ class ServiceRunner:
                 ran.append(f"{r.action} {r.instant}")
             if due_services.beside(spec):
                 scopes = due.scopes()
-                if "index-compaction" in scopes:
+                if Action.INDEX_COMPACTION in scopes:
                     due_index = self._index_candidates(due.index_partitions)
-                    scopes["index-compaction"] = Scope(
+                    scopes[Action.INDEX_COMPACTION] = Scope(
                         tuple(due_index), True, seen=self._index_files
                     )
                 for action in SERVICES:

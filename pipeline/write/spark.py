@@ -60,6 +60,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lanes import Lanes
 from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
@@ -212,7 +213,13 @@ class SparkWriter:
         )
         scheme = self.scheme
         begin = functools.partial(
-            Transaction.begin, self.store, spec, "commit", op.value, hold=False, lanes=self.lanes
+            Transaction.begin,
+            self.store,
+            spec,
+            Action.COMMIT,
+            op.value,
+            hold=False,
+            lanes=self.lanes,
         )
         try:
             with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.

@@ -40,6 +40,7 @@ from dynbucket.format.hudi.meta_fields import COMMIT_TIME, PARTITION_PATH, RECOR
 from dynbucket.format.read.snapshot import SliceRef, Snapshot
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 
@@ -168,7 +169,7 @@ def rewrite_duplicates(
 ) -> Deduplicated:
     """Step 2 (module doc), under ``lock`` (the adoption's lease, held after)."""
     losers, keys = found.losers, found.keys
-    with Transaction.begin(store, spec, "commit", OPERATION, lock=lock) as txn:
+    with Transaction.begin(store, spec, Action.COMMIT, OPERATION, lock=lock) as txn:
         slices = {(r.partition, r.slice.file_id): r for r in Snapshot(store, spec).slices()}
         removed = 0
         for (partition, file_id), (positions, expected) in sorted(losers.items()):

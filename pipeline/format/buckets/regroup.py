@@ -48,6 +48,7 @@ from dynbucket.format.hudi.files import base_name, file_id_for
 from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 
 
@@ -104,7 +105,7 @@ def rescale(
     factor = Fraction(multiple).limit_denominator(1000)
     if isinstance(multiple, bool) or factor <= 0:
         raise ConfigError(f"rescale multiple={multiple!r}: must be a number > 0")
-    with Transaction.begin(store, spec, "commit", "rescale") as txn:
+    with Transaction.begin(store, spec, Action.COMMIT, "rescale") as txn:
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
         visible = snapshot.visible if snapshot else frozenset()
         layouts = BucketLayouts.load(store, index, spec.record_key, visible)
@@ -193,7 +194,7 @@ def rebalance(store: TableStore, spec: TableSpec, threads: int | None = None) ->
                 else " (it opens buckets by itself)"
             )
         )
-    with Transaction.begin(store, spec, "commit", "rebalance") as txn:
+    with Transaction.begin(store, spec, Action.COMMIT, "rebalance") as txn:
         snapshot = Snapshot(store, spec, txn.based_on) if txn.based_on else None
         visible = snapshot.visible if snapshot else frozenset()
         layouts = BucketLayouts.load(store, index, spec.record_key, visible)

@@ -50,6 +50,7 @@ from dynbucket.format.file_group.merge import KEY
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import avro_read, log_file
 from dynbucket.format.hudi import files as names
+from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
@@ -61,9 +62,9 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline import heartbeat, outcome
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
-    HUDI_ACTIONS,
     Instant,
     Timeline,
     Visible,
@@ -252,7 +253,7 @@ def _files(
     from the rows (a dynbucket table whose ``.hoodie/.dynbucket/`` was deleted, adopted
     again, names index files that went with the folder; step 7 checks the index)."""
     cleans = [
-        timeline.metadata(i).get("earliest-retained") for i in completed if i.action == "clean"
+        timeline.metadata(i).get("earliest-retained") for i in completed if i.action == Action.CLEAN
     ]
     earliest = max((c for c in cleans if c), default="")
     adopted_up_to = adopted.load(store).floor

@@ -49,13 +49,14 @@ from dynbucket.format.hudi.meta_fields import COMMIT_TIME
 from dynbucket.format.read.snapshot import SliceRef, Snapshot
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Timeline
 
 _INSTANT = re.compile(r"\d{8,17}")
 #: Hudi's "from the beginning" (``000``, the init instant ``00000000000000``).
 _EARLIEST = re.compile(r"0{1,17}")
 #: The action of data writes, whose pending instants a layout-1 range may not pass.
-_WRITE = "commit"
+_WRITE = Action.COMMIT
 
 
 @dataclass(frozen=True)

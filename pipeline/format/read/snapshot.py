@@ -37,6 +37,7 @@ from dynbucket.format.file_group.merge import (
     read_slice_of_keys,
 )
 from dynbucket.format.file_group.slices import DataFile, FileSlice, file_slices, parsed_data_files
+from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read import by_metadata, filters
@@ -46,7 +47,8 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.table.schemas import schema_as_of
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.timeline import HUDI_ACTIONS, Timeline, visible_of
+from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.timeline import Timeline, visible_of
 
 T = TypeVar("T")
 #: Reads of one snapshot that a clean beside them may cut short before it gives up.
@@ -91,7 +93,7 @@ class Snapshot:
         self.timeline = timeline = Timeline(self.store, self.spec.options.merge_on_read)
         store = self.store
         # Cleans first: one scheduled after this is new to the view (``_cleaned_since``).
-        self._cleans = timeline.own_ids("clean")
+        self._cleans = timeline.own_ids(Action.CLEAN)
         completed = timeline.completed()
         archived = timeline.archived()
         if as_of is not None and as_of <= archived.floor:
@@ -107,7 +109,9 @@ class Snapshot:
             )
         self.instant = as_of or (completed[-1].id if completed else None)
         cleaned = [
-            timeline.metadata(i).get("earliest-retained") for i in completed if i.action == "clean"
+            timeline.metadata(i).get("earliest-retained")
+            for i in completed
+            if i.action == Action.CLEAN
         ]
         cleaned.append(archived.earliest_retained)
         self.earliest_retained: str | None = max((c for c in cleaned if c), default=None)
@@ -136,7 +140,7 @@ class Snapshot:
         remove a file this view reads: it may keep a slice that a compaction (or a log or
         index compaction) completed since supersedes, one this view does not see (one
         scheduled before, pending or done, planned from instants this view sees)."""
-        return bool(self.timeline.own_ids("clean") - self._cleans)
+        return bool(self.timeline.own_ids(Action.CLEAN) - self._cleans)
 
     def consistent(self, read: Callable[[], T]) -> T:
         """``read()`` of this snapshot's files, whole: when a clean scheduled since the
@@ -573,7 +577,7 @@ def missing_file(
     horizon = cleaning_horizon(timeline)
     if instant is not None and horizon is not None and instant < horizon.earliest:
         return horizon.gone(instant, error)
-    later = sorted(c for c in timeline.own_ids("clean") if seen is None or c > seen)
+    later = sorted(c for c in timeline.own_ids(Action.CLEAN) if seen is None or c > seen)
     if later:
         return InstantNotFoundError(
             f"clean {later[-1]}, scheduled after this read's snapshot of instant {instant} was "
@@ -611,11 +615,11 @@ def cleaning_horizon(timeline: Timeline) -> Horizon | None:
     record before removing a file) and the completed ones. Running cleans are read first:
     one that completes in between is then among the completed."""
     found: list[Horizon] = []
-    for clean in [i for i in timeline.pending() if i.action == "clean"]:
+    for clean in [i for i in timeline.pending() if i.action == Action.CLEAN]:
         earliest = timeline.plan(clean).get("earliest-retained")
         if earliest:
             found.append(Horizon(clean.id, earliest, True))
-    for clean in reversed(timeline.completed("clean")):
+    for clean in reversed(timeline.completed(Action.CLEAN)):
         earliest = timeline.metadata(clean).get("earliest-retained")
         if earliest:
             found.append(Horizon(clean.id, earliest, False))

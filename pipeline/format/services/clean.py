@@ -38,6 +38,7 @@ from dynbucket.format.table.paths import (
 )
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.archive import foreign_instants, remove_replaced
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import (
@@ -112,7 +113,7 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
         # Retention counts instants that change data; cleans and rollbacks do not.
-        completed = [i.id for i in txn.timeline.completed("commit", "compaction")]
+        completed = [i.id for i in txn.timeline.completed(Action.COMMIT, Action.COMPACTION)]
         if len(completed) <= keep:
             return None
         pending = [i for i in txn.timeline.pending() if i.id != txn.id]
@@ -124,7 +125,7 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
             return None
         return CleanPlan(horizon, tuple(i.id for i in pending)).entries()
 
-    return schedule_instant(store, spec, "clean", "clean", plan)
+    return schedule_instant(store, spec, Action.CLEAN, "clean", plan)
 
 
 def _horizon(
@@ -153,7 +154,7 @@ def _horizon(
 def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     """Executes the pending clean ``instant`` and completes it."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    txn = resume(store, spec, instant, "clean", "cleaner")
+    txn = resume(store, spec, instant, Action.CLEAN, "cleaner")
     planned = CleanPlan.of(txn.plan)
     earliest = planned.earliest_retained
     seen = timeline.visible()
@@ -182,7 +183,7 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
         removed += len(gone)
         names = {"removed": sorted(data + gone)}
     txn.commit({"earliest-retained": earliest, "files-removed": removed, **names})
-    return ServiceResult("clean", txn.id, 0, removed)
+    return ServiceResult(Action.CLEAN, txn.id, 0, removed)
 
 
 def _replaced_groups(store: TableStore, timeline: Timeline, earliest: str | None) -> list[str]:
@@ -301,7 +302,7 @@ class Clean(Service):
     """Hudi's clean: completed in ``execute`` (removing files below a horizon needs no
     lease: horizons only grow)."""
 
-    action = "clean"
+    action = Action.CLEAN
 
     def automatic(self, spec: TableSpec) -> bool:
         return spec.options.clean_automatic
@@ -312,9 +313,9 @@ class Clean(Service):
         """Due once ``hoodie.clean.max.commits`` data commits followed the last clean."""
         since = 0
         for i in reversed(instants):
-            if i.action == "clean" and i.completed:
+            if i.action == Action.CLEAN and i.completed:
                 break
-            since += i.action in ("commit", "compaction") and i.completed
+            since += i.action in (Action.COMMIT, Action.COMPACTION) and i.completed
         return AUTOMATIC if since >= spec.options.clean_max_commits else None
 
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:

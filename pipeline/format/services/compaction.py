@@ -52,6 +52,7 @@ from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.services.service import AUTOMATIC, Scope, Service, ServiceResult
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import (
     Transaction,
@@ -140,7 +141,7 @@ def schedule(
         groups = [(r.partition, r.slice.file_id, r.slice.base_instant) for r in due]
         return {"groups": groups} if groups else None
 
-    return schedule_instant(store, spec, "compaction", "compact", plan)
+    return schedule_instant(store, spec, Action.COMPACTION, "compact", plan)
 
 
 #: How much larger than the logs taken so far an older log may be and still be merged with
@@ -178,7 +179,7 @@ def execute(
     """2. Writes the base files of the pending compaction ``instant`` (no lease: any
     process may run it, and run it again)."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    found = next((i for i in left_pending(timeline, "compaction") if i.id == instant), None)
+    found = next((i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant), None)
     if found is None:
         raise InstantNotFoundError(
             f"no pending compaction {instant} in {store.uri} (completed, or rolled back)"
@@ -243,16 +244,16 @@ def finish(
     instant, keeping their writer's token), then the outcome and the publish. Already
     completed (another executor finished it): nothing is done."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    found = next((i for i in left_pending(timeline, "compaction") if i.id == instant), None)
+    found = next((i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant), None)
     if found is None:
-        return ServiceResult("compaction", None)
+        return ServiceResult(Action.COMPACTION, None)
     txn = Transaction.take_over(store, spec, found)
     try:
         if found not in left_pending(
-            txn.timeline, "compaction"
+            txn.timeline, Action.COMPACTION
         ):  # finished by another while we waited
             txn.hand_off()
-            return ServiceResult("compaction", None)
+            return ServiceResult(Action.COMPACTION, None)
         carried = _carry_late_logs(store, txn, compaction_groups(txn.timeline, found))
         for f in written:
             txn.add(f)
@@ -260,7 +261,7 @@ def finish(
     except BaseException:
         txn.abort()  # a compaction stays pending: the next run finishes it
         raise
-    return ServiceResult("compaction", txn.id, len(written), 0, sum(f.rows for f in written))
+    return ServiceResult(Action.COMPACTION, txn.id, len(written), 0, sum(f.rows for f in written))
 
 
 def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group]) -> list[str]:
@@ -316,7 +317,7 @@ def slices_compacted_automatically(spec: TableSpec) -> bool:
 class Compaction(Service):
     """Hudi's compaction: slices with logs into new base files (merge-on-read tables)."""
 
-    action = "compaction"
+    action = Action.COMPACTION
 
     def automatic(self, spec: TableSpec) -> bool:
         return slices_compacted_automatically(spec)

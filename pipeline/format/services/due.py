@@ -27,6 +27,7 @@ from dynbucket.format.services.service import Scope, ServiceResult, run_now
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Instant, Timeline, seconds_since
 from dynbucket.format.timeline.transaction import WrittenFile, left_pending
 
@@ -50,7 +51,7 @@ class Upkeep:
     @property
     def index_partitions(self) -> tuple[str, ...]:
         """The partitions a due index compaction looks at."""
-        scope = self.services.get("index-compaction")
+        scope = self.services.get(Action.INDEX_COMPACTION)
         return scope.partitions or () if scope is not None else ()
 
     def __bool__(self) -> bool:

@@ -22,6 +22,7 @@ from dynbucket.format.services.service import (
 )
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
@@ -101,7 +102,7 @@ def schedule_index_compaction(
         return None
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
-        running = any(i.action == "index-compaction" for i in txn.timeline.pending()[:-1])
+        running = any(i.action == Action.INDEX_COMPACTION for i in txn.timeline.pending()[:-1])
         if running:
             return None
         whole, merges = [], {}
@@ -113,7 +114,7 @@ def schedule_index_compaction(
                 merges[p] = [f.name for f in merge_run(deltas, threshold)]
         return IndexPlan(tuple(whole), merges).entries() if whole or merges else None
 
-    return schedule_instant(store, spec, "index-compaction", "compact-index", plan)
+    return schedule_instant(store, spec, Action.INDEX_COMPACTION, "compact-index", plan)
 
 
 def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
@@ -121,7 +122,7 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
     partition's index files older than it merged into one base file of it, or the planned
     run of its deltas into one merged delta."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    txn = resume(store, spec, instant, "index-compaction", "index-compactor")
+    txn = resume(store, spec, instant, Action.INDEX_COMPACTION, "index-compactor")
     planned = IndexPlan.of(txn.plan)
     visible = timeline.visible(as_of=instant)
     index = RecordLevelIndex(store, spec)
@@ -137,14 +138,14 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
         txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
     written = len(txn.files)
     txn.commit({"partitions": written})
-    return ServiceResult("index-compaction", txn.id, written)
+    return ServiceResult(Action.INDEX_COMPACTION, txn.id, written)
 
 
 class IndexCompaction(Service):
     """Index compaction: completed in ``execute`` (it writes only files of its own instant
     and moves no key)."""
 
-    action = "index-compaction"
+    action = Action.INDEX_COMPACTION
 
     def automatic(self, spec: TableSpec) -> bool:
         return spec.options.index_compaction_automatic

@@ -39,6 +39,7 @@ from dynbucket.format.services.service import (
 )
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Instant
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
@@ -86,7 +87,7 @@ def schedule_log(
             )
         return {"groups": [list(g) for g in groups]} if groups else None
 
-    return schedule_instant(store, spec, "logcompaction", "logcompact", plan)
+    return schedule_instant(store, spec, Action.LOG_COMPACTION, "logcompact", plan)
 
 
 def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
@@ -94,9 +95,9 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
     merged logs are files only it writes, and it moves no log). Already completed (another
     executor finished it): nothing is done."""
     try:
-        txn = resume(store, spec, instant, "logcompaction", "log-compactor")
+        txn = resume(store, spec, instant, Action.LOG_COMPACTION, "log-compactor")
     except InstantNotFoundError:
-        return ServiceResult("logcompaction", None)
+        return ServiceResult(Action.LOG_COMPACTION, None)
     groups = [MergedLog(*g) for g in txn.plan.get("groups", [])]
     listed = {p: data_files(store, p) for p in dict.fromkeys(g.partition for g in groups)}
     for partition, file_id, base_instant, logs, merged in groups:
@@ -112,13 +113,13 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
         )
     txn.commit({"merged-slices": len(groups), "merged-logs": sum(len(g.logs) for g in groups)})
     rows = sum(f.rows for f in txn.files)
-    return ServiceResult("logcompaction", txn.id, len(txn.files), 0, rows)
+    return ServiceResult(Action.LOG_COMPACTION, txn.id, len(txn.files), 0, rows)
 
 
 class LogCompaction(Service):
     """Hudi's log compaction: a slice's logs merged into one (no lease to complete)."""
 
-    action = "logcompaction"
+    action = Action.LOG_COMPACTION
 
     def automatic(self, spec: TableSpec) -> bool:
         return slices_compacted_automatically(spec)

@@ -15,11 +15,12 @@ from dynbucket.format.services.log_compaction import HEAVY
 from dynbucket.format.services.service import Scope, Service, ServiceResult, resume
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
-ACTION = "metadata-compaction"
+ACTION = Action.METADATA_COMPACTION
 
 
 def schedule_metadata_compaction(store: TableStore, spec: TableSpec) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.transaction import Transaction
 
 
@@ -11,7 +12,7 @@ def rollback(store: TableStore, spec: TableSpec) -> list[str]:
     """Settles every pending instant a crashed writer left (as an instant of its own, which
     records them): rolls each back, unless its writer had committed it (then it is
     published, and recorded as such); returns the ids rolled back."""
-    txn = Transaction.begin(store, spec, "rollback", "rollback")
+    txn = Transaction.begin(store, spec, Action.ROLLBACK, "rollback")
     rolled = [i for i, done in txn.settled.items() if done == "rolled back"]
     published = [i for i, done in txn.settled.items() if done == "published"]
     txn.commit({"rolled-back": rolled, "published": published})

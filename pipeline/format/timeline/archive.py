@@ -37,6 +37,7 @@ from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, suffix
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import ARCHIVE_DIR, OUTCOME_DIR
 from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.archive_record import Archived, load
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
@@ -143,7 +144,7 @@ def _choose(timeline: Timeline, keep_min: int, foreign: list[HudiInstant]) -> li
     limit = min(pending, default=None)
     completed = [i for i in instants if i.completed]
     horizon = None
-    for clean in reversed(timeline.completed("clean")):
+    for clean in reversed(timeline.completed(Action.CLEAN)):
         horizon = timeline.metadata(clean).get("earliest-retained")
         if horizon:
             break
@@ -172,12 +173,12 @@ def _record(
                         key = f"{partition}/{stat['fileId']}"
                         deletes[key] = deletes.get(key, 0) + int(stat["numDeletes"])
         meta = timeline.metadata(instant)
-        if instant.action == "commit":
+        if instant.action == Action.COMMIT:
             stream = meta.get("stream")
             if stream:
                 streams[stream["id"]] = max(streams.get(stream["id"], -1), int(stream["batch"]))
             slots.add(meta.get("slots"))
-        if instant.action == "clean" and meta.get("earliest-retained"):
+        if instant.action == Action.CLEAN and meta.get("earliest-retained"):
             earliest = max(earliest or "", meta["earliest-retained"])
     rolled_back = set(before.rolled_back)
     for info in store.list_files(store.path(OUTCOME_DIR)):
@@ -233,7 +234,7 @@ def _write_hudi_archive(
         for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
             action = suffix(instant.action, state, merge_on_read).split(".")[0]
             if action == "inflight":  # a copy-on-write write's inflight file
-                action = "commit"
+                action = Action.COMMIT
             entries.append((instant.id, action, state.name))
     for f in theirs:
         for name in ("REQUESTED", "INFLIGHT", "COMPLETED"):

@@ -49,6 +49,7 @@ from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.files import bucket_of, is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.table.paths import RLI_DIR
+from dynbucket.format.timeline.actions import COMPACTIONS, Action
 from dynbucket.format.timeline.lanes import lane_of
 from dynbucket.format.timeline.timeline import Instant, Timeline
 
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 #: Operations that move keys between file groups: nothing commits beside them.
 _MOVING = ("rescale", "rebalance")
-_COMPACTIONS = ("compaction", "logcompaction")
 
 Group = tuple[str, Any]
 """(partition, bucket id), or (partition, file id) for a group whose id names no bucket."""
@@ -115,7 +115,7 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> list
     (none conflicting: the writer's caches miss their keys)."""
     completed = timeline.completed()
     theirs = [i for i in completed if i.id not in tx.visible and i.id != tx.id]
-    writes = [i.id for i in theirs if i.action == "commit"]
+    writes = [i.id for i in theirs if i.action == Action.COMMIT]
     # 5.
     floor = timeline.archived().floor
     if tx.unseen_from is not None and floor and floor >= tx.unseen_from:
@@ -125,25 +125,25 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> list
         return writes
     mine = _own_footprint(tx)
     for instant in theirs:
-        if instant.action in _COMPACTIONS:
+        if instant.action in COMPACTIONS:
             rewritten = _footprint(tx, timeline, instant, with_index=False)
             if both := mine.logs & (rewritten.bases | rewritten.logs):
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
-        elif instant.action == "index-compaction" and instant.id > tx.id:
+        elif instant.action == Action.INDEX_COMPACTION and instant.id > tx.id:
             done = timeline.metadata(instant).get("files") or []
             _refuse_index(tx, instant, mine, {f.get("partition", "") for f in done})
-        elif instant.action == "commit":
+        elif instant.action == Action.COMMIT:
             _check_write(tx, timeline, instant, mine, metadata)
     # 6.
     for instant in younger:
         plan = timeline.plan(instant)
-        if instant.action in _COMPACTIONS:
+        if instant.action in COMPACTIONS:
             planned = {group_of(g[0], g[1]) for g in plan.get("groups", [])}
             if both := mine.logs & planned:
                 why = f"it plans file group(s) {_few(both)} without this write's log there"
                 _refuse(tx, instant.id, why)
-        elif instant.action == "index-compaction":
+        elif instant.action == Action.INDEX_COMPACTION:
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
             _refuse_index(tx, instant, mine, merged)
     return writes

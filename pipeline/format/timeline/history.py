@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynbucket.format.storage.store import TableStore
+from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Timeline
 
 #: What a write's keys became, as ``history`` reports them.
@@ -20,7 +21,7 @@ def history(store: TableStore, merge_on_read: bool) -> list[dict[str, Any]]:
     out = []
     for instant in timeline.instants():
         action = instant.action
-        if action == "commit" and merge_on_read:
+        if action == Action.COMMIT and merge_on_read:
             action = "deltacommit"
         row: dict[str, Any] = {
             "instant": instant.id,

@@ -24,7 +24,6 @@ from dynbucket.base.errors import InstantNotFoundError, TableCorruptedError
 from dynbucket.format.hudi import avro_file, commit_avro
 from dynbucket.format.hudi.commit import extra_of, written_paths
 from dynbucket.format.hudi.instant_files import (
-    HUDI_ACTIONS,
     SPELLED_AS_WRITES,
     State,
     parse_suffix,
@@ -34,11 +33,9 @@ from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline import archive_record
+from dynbucket.format.timeline.actions import ACTIONS, OWN_ACTIONS, Action
 from dynbucket.format.timeline.archive_record import Archived
 
-#: Instants recorded by dynbucket alone (beside Hudi's ``HUDI_ACTIONS``).
-OWN_ACTIONS = ("index-compaction", "metadata-compaction", "clean", "rollback")
-ACTIONS = HUDI_ACTIONS + OWN_ACTIONS
 ID_LENGTH = 17
 _ID_FORMAT = "%Y%m%d%H%M%S%f"
 
@@ -332,7 +329,7 @@ class Timeline:
             rel = f"{self.hudi_dir}/{self.completed_name(instant)}"
         else:
             rel = file_name(instant, State.COMPLETED, self.merge_on_read is not False)
-            if instant.action == "commit" and not self.store.exists(self.store.path(rel)):
+            if instant.action == Action.COMMIT and not self.store.exists(self.store.path(rel)):
                 rel = file_name(instant, State.COMPLETED, False)  # a copy-on-write table's
         path = self.store.path(rel)
         try:
@@ -458,7 +455,7 @@ class Timeline:
         if self.layout == 2 and instant.action not in OWN_ACTIONS:
             self.instants()
             return instant.id in self._done
-        if instant.action == "commit" and self.merge_on_read is None:
+        if instant.action == Action.COMMIT and self.merge_on_read is None:
             return any(
                 self.store.exists(self.store.path(file_name(done, State.COMPLETED, m)))
                 for m in (True, False)
@@ -479,7 +476,7 @@ class Timeline:
         self._remove_states(instant, (State.INFLIGHT, State.REQUESTED))
 
     def _path(self, instant: Instant, state: State) -> str:
-        if self.merge_on_read is None and instant.action == "commit":
+        if self.merge_on_read is None and instant.action == Action.COMMIT:
             raise ValueError("Timeline(merge_on_read=...) is needed to write a commit")
         return self.store.path(file_name(instant, state, bool(self.merge_on_read), self.hudi_dir))
 

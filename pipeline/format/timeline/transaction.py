@@ -39,17 +39,18 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
+from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore, final_name
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import conflicts, heartbeat, outcome
+from dynbucket.format.timeline.actions import COMPACTIONS, DETACHED_ACTIONS, Action
 from dynbucket.format.timeline.heartbeat import Heartbeat
 from dynbucket.format.timeline.lanes import ALONE, Lanes, lane_of, plan_fields
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     COMPLETION_TIME,
-    HUDI_ACTIONS,
     Instant,
     State,
     Timeline,
@@ -251,7 +252,7 @@ class Transaction:
                 writer_lanes=lanes if beside else None,
             )
             if options.optimistic:
-                tx.writes_seen = tuple(i.id for i in completed if i.action == "commit")
+                tx.writes_seen = tuple(i.id for i in completed if i.action == Action.COMMIT)
             if options.optimistic and not hold:
                 tx.unseen_from = unseen_from
                 tx.heartbeat = Heartbeat(store, instant.id, options.heartbeat_expiry_seconds)
@@ -508,7 +509,7 @@ class Transaction:
                 self.operation,
                 self.spec.avro_schema(),
                 {**extra, "index-files": index},
-                compacted=self.instant.action == "compaction",
+                compacted=self.instant.action == Action.COMPACTION,
             )
             if self.timeline.layout == 2:  # chosen here, at the commit point (timeline.py)
                 doc[COMPLETION_TIME] = self.timeline.completion_time()
@@ -562,17 +563,6 @@ class Transaction:
 #: began, or its own when none was. The slices it reads are the newest of the instants
 #: completed then, all of them below this one: a clean keeps what a reader below it reads.
 UNSEEN_FROM = "unseen-from"
-#: Services scheduled under the lease and executed and completed without it, beside the
-#: writes: never settled (rolled back) by a writer; the next run executes them again.
-DETACHED_ACTIONS = (
-    "compaction",
-    "logcompaction",
-    "index-compaction",
-    "metadata-compaction",
-    "clean",
-)
-#: The actions that rewrite file slices (one at a time per file group).
-COMPACTIONS = ("compaction", "logcompaction")
 
 
 def schedule(
@@ -687,7 +677,7 @@ def _writes_token(completed: list[Instant], optimistic: bool) -> str | None:
     """What assigner caches must match for a write to use them (``write/caches.py``): the
     latest completed data write with one writer; with several (whose instants complete out
     of id order), the whole set of completed data writes."""
-    writes = [i.id for i in completed if i.action == "commit"]
+    writes = [i.id for i in completed if i.action == Action.COMMIT]
     if not optimistic:
         return writes[-1] if writes else None
     return _token(writes) if writes else None
@@ -805,7 +795,7 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
         # whose base instant is this one, or a merged log whose run starts at it, is theirs.
         if parsed is not None:
             carried = (
-                instant.action == "compaction"
+                instant.action == Action.COMPACTION
                 and parsed.base_instant == instant.id
                 and (posixpath.dirname(path), parsed.file_id, parsed.instant) in originals
             )
