@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import re
 import tempfile
 import threading
 import time
@@ -54,15 +55,26 @@ SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("v", pa.int64())])
 
 
 class _Conflicts(logging.Handler):
-    """Counts the writes run again after a conflict (the retry policy's log line)."""
+    """Counts the writes run again after a conflict (the retry policy's log line), by
+    cause (the conflict's reason, its file groups, buckets and counts left out)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.count = 0
+        self.causes: Counter[str] = Counter()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "after a conflict" in record.getMessage():
+        text = record.getMessage()
+        if "after a conflict" in text:
             self.count += 1
+            why = text.partition("while it was written: ")[2].partition("; nothing")[0]
+            self.causes[_cause(why)] += 1
+
+
+def _cause(why: str) -> str:
+    """A conflict's reason without its file groups, buckets, keys and counts."""
+    why = re.sub(r"\(['\d][^)]*\)|and \d+ more|\d+", "", why)
+    return re.sub(r"\s*,[\s,]*|\s+", " ", why).strip()
 
 
 def _rows(ids: np.ndarray, step: int) -> pa.Table:
@@ -100,7 +112,13 @@ def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
     finally:
         logger.removeHandler(handler)
     end = time.perf_counter()
-    out = {"start": start, "end": end, "laps": dict(laps), "conflicts": handler.count}
+    out = {
+        "start": start,
+        "end": end,
+        "laps": dict(laps),
+        "conflicts": handler.count,
+        "causes": dict(handler.causes),
+    }
     return {**out, "took": took}
 
 
@@ -323,6 +341,9 @@ def run(
                 "vs SINGLE_WRITER": round(m.per_second / alone, 2),
                 "rows/s per writer": round(m.per_second / n),
                 "written again": sum(d["conflicts"] for d in done),
+                "written again, by cause": dict(
+                    sum((Counter(d["causes"]) for d in done), Counter())
+                ),
                 "writes": n * writes,
                 "write p50 s": round(p50, 3),
                 "seconds per write": per_write,
