@@ -13,20 +13,32 @@ instead (``Snapshot.lookup``), as is a key whose group the view does not have.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 
 from dynbucket.base.columns import PARTITION
 from dynbucket.format.file_group.merge import read_slice_of_keys
+from dynbucket.format.file_group.slices import FileSlice
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.metadata.records import Location
+from dynbucket.format.read.slice_rows import SliceRef, decorate
+from dynbucket.format.storage.store import TableStore
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import Timeline
 
-if TYPE_CHECKING:
-    from dynbucket.format.read.snapshot import Snapshot
+
+class Snapshot(Protocol):
+    """What the lookups read of a ``read.snapshot.Snapshot`` (which imports this module)."""
+
+    spec: TableSpec
+    store: TableStore
+    instant: str | None
+    seen: str | None
+
+    def bucket_files(self, partition: str) -> dict[int, FileSlice]: ...
 
 
 def answers(snapshot: Snapshot) -> bool:
@@ -42,8 +54,6 @@ def answers(snapshot: Snapshot) -> bool:
 def lookup(snapshot: Snapshot, wanted: pa.Table, meta_columns: bool) -> list[pa.Table] | None:
     """The rows of ``wanted`` (prepared keys) by the record index, one table per file
     group (``Snapshot.decorate``d); None when the view cannot be answered so."""
-    from dynbucket.format.read.snapshot import SliceRef, decorate
-
     spec, store = snapshot.spec, snapshot.store
     # 1. Each key's location: one HFile key lookup per key, in its group's files.
     keys = record_keys(wanted, spec.record_key).to_pylist()

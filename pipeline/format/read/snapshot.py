@@ -41,8 +41,8 @@ from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read import by_metadata, filters
+from dynbucket.format.read.slice_rows import SliceRef, decorate
 from dynbucket.format.records.incoming import prepare
-from dynbucket.format.records.partitioning import partition_columns
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.table.schemas import schema_as_of
@@ -60,14 +60,6 @@ _NOTHING_LOOKED_UP = (
     "Nothing was looked up (a key to look up is its key fields, and its partition fields "
     "unless the index is global)"
 )
-
-
-@dataclass(frozen=True)
-class SliceRef:
-    """One file group's slice in a partition (picklable: Spark tasks receive these)."""
-
-    partition: str
-    slice: FileSlice
 
 
 class Snapshot:
@@ -629,28 +621,3 @@ def cleaning_horizon(timeline: Timeline) -> Horizon | None:
 
 def _unique(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
-
-
-def decorate(
-    spec: TableSpec, ref: SliceRef, rows: pa.Table, wanted: Sequence[str], meta_columns: bool
-) -> pa.Table:
-    """Rows of a slice as the reader returns them: ``wanted`` in order (partition fields
-    from the slice's partition path: one value, no column to decode), then the meta columns
-    (``_instant`` from the rows' commit time)."""
-    n = rows.num_rows
-    parts = dict(
-        zip(
-            spec.path_fields,
-            partition_columns(
-                ref.partition, spec.schema, spec.path_fields, n, spec.hive_style_partitioning
-            ),
-            strict=True,
-        )
-    )
-    out = {name: parts[name] if name in parts else rows.column(name) for name in wanted}
-    if meta_columns:
-        out[PARTITION] = pa.repeat(pa.scalar(ref.partition), n)
-        out[BUCKET] = pa.repeat(pa.scalar(ref.slice.bucket, pa.int32()), n)
-        out[FILE_ID] = pa.repeat(pa.scalar(ref.slice.file_id), n)
-        out[INSTANT] = rows.column(COMMIT_TIME)
-    return pa.table(out)

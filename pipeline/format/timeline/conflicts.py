@@ -36,7 +36,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -48,14 +48,29 @@ from dynbucket.format.file_group.slices import DataFile
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.files import bucket_of, is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import record_keys
+from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.actions import COMPACTIONS, Action
-from dynbucket.format.timeline.lanes import lane_of
+from dynbucket.format.timeline.lanes import Lanes, lane_of
 from dynbucket.format.timeline.timeline import Instant, Timeline
+from dynbucket.format.timeline.written import WrittenFile
 
-if TYPE_CHECKING:
-    from dynbucket.format.table.spec import TableSpec
-    from dynbucket.format.timeline.transaction import Transaction
+
+class Transaction(Protocol):
+    """What the checks read of the ``transaction.Transaction`` committing (which imports
+    this module)."""
+
+    store: TableStore
+    spec: TableSpec
+    files: list[WrittenFile]
+    visible: frozenset[str]
+    unseen_from: str | None
+    writer_lanes: Lanes | None
+
+    @property
+    def id(self) -> str: ...
+
 
 #: Operations that move keys between file groups: nothing commits beside them.
 _MOVING = ("rescale", "rebalance")

@@ -37,7 +37,7 @@ from dynbucket.base.errors import (
 )
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
-from dynbucket.format.hudi.commit import WriteStat, commit_metadata, extra_of
+from dynbucket.format.hudi.commit import commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.metadata import writer as metadata_writer
@@ -55,58 +55,9 @@ from dynbucket.format.timeline.timeline import (
     State,
     Timeline,
 )
+from dynbucket.format.timeline.written import WrittenFile
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class WrittenFile:
-    """A file an instant wrote, for its commit metadata (a Hudi write stat)."""
-
-    partition: str
-    path: str
-    kind: str  # base | log | index
-    rows: int
-    size: int
-    file_id: str = ""
-    bucket: int = -1
-    inserts: int = 0
-    updates: int = 0
-    """Upserts of known keys written (Hudi's ``numUpdateWrites``), stale ones included."""
-    stale: int = 0
-    """Of ``updates``, those that lose to the record the table has (a smaller ordering)."""
-    deletes: int = 0
-    prev_commit: str | None = None
-    """The instant of the group's base file before this write (None: a new group)."""
-    base_file: str = ""
-    """A log file's slice: the name of its base file."""
-    log_version: int | None = None
-    slice_logs: int | None = None
-    """A log file's slice: its logs after the newest merged log, this one included
-    (``slices.unmerged``): what makes a compaction or a log compaction due."""
-    base_bytes: int = 0
-    """A log file's slice: its base file's bytes (0: none)."""
-    log_bytes: int = 0
-    """A log file's slice: its logs' bytes, this one's included (with ``base_bytes``: a
-    compaction or a log compaction, ``compaction.full_due``)."""
-
-    def relative(self, store: TableStore) -> str:
-        return self.path[len(store.root) :].lstrip("/")
-
-    def write_stat(self, store: TableStore) -> WriteStat:
-        return WriteStat(
-            self.partition,
-            self.file_id,
-            self.relative(store),
-            self.prev_commit,
-            self.rows,
-            self.inserts,
-            self.updates,
-            self.deletes,
-            self.size,
-            self.base_file or None,
-            self.log_version,
-        )
 
 
 @dataclass
