@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -32,8 +33,11 @@ from dynbucket.actors.assigner import NO_CHECKPOINT
 from dynbucket.actors.checkpoints import Assigners
 from dynbucket.base.errors import ConcurrentWriteError
 from dynbucket.format.file_group.writer import GroupWrites
+from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.schemas import WriteSchema
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.lanes import Lanes
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.write.results import Laps, WriteResult
@@ -48,6 +52,16 @@ def logs_ready_for(schema: WriteSchema, compact: Callable[[], object] | None) ->
     schema read right (older rows read the new field as null, a promoted type cast)."""
     if compact is not None and schema.evolves and schema.spec.options.merge_on_read:
         compact()
+
+
+def data_write(
+    store: TableStore, spec: TableSpec, operation: str, lanes: Lanes | None
+) -> Callable[[], Transaction]:
+    """How a writer begins the instant of a data write (``InstantWrite``'s ``begin``):
+    beside other writers (the lease held only to begin), in the writer's ``lanes``."""
+    return functools.partial(
+        Transaction.begin, store, spec, Action.COMMIT, operation, hold=False, lanes=lanes
+    )
 
 
 @dataclasses.dataclass(frozen=True)

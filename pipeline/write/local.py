@@ -10,7 +10,6 @@ long as the writer and are emptied when another writer committed in between
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from collections.abc import Callable
@@ -24,11 +23,9 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lanes import Lanes
-from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
-from dynbucket.write.instant import InstantWrite, logs_ready_for
+from dynbucket.write.instant import InstantWrite, data_write, logs_ready_for
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
 from dynbucket.write.schemes import InProcessSlots, scheme_for
@@ -106,15 +103,7 @@ class LocalWriter:
         schema: WriteSchema,
     ) -> WriteResult:
         spec = schema.spec
-        begin = functools.partial(
-            Transaction.begin,
-            self.store,
-            spec,
-            Action.COMMIT,
-            op.value,
-            hold=False,
-            lanes=self.lanes,
-        )
+        begin = data_write(self.store, spec, op.value, self.lanes)
         with InstantWrite(begin, op.value, laps=laps, schema=schema) as w:
             w.open(self.scheme.assigners(slots, w.last_write))
             rows = self.scheme.tag(w, rows, op)

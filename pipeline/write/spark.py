@@ -60,13 +60,11 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lanes import Lanes
-from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.driver import estimated_bytes
 from dynbucket.write.engines import DriverEngine, SparkTasksEngine
-from dynbucket.write.instant import InstantWrite, StreamBatch, logs_ready_for
+from dynbucket.write.instant import InstantWrite, StreamBatch, data_write, logs_ready_for
 from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
@@ -212,15 +210,7 @@ class SparkWriter:
             else SparkTasksEngine(df)
         )
         scheme = self.scheme
-        begin = functools.partial(
-            Transaction.begin,
-            self.store,
-            spec,
-            Action.COMMIT,
-            op.value,
-            hold=False,
-            lanes=self.lanes,
-        )
+        begin = data_write(self.store, spec, op.value, self.lanes)
         try:
             with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.
                 if w.skipped:
