@@ -19,7 +19,9 @@ def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
     """Begins an instant, writes ``rows`` into bucket 0 of their partitions (data and index
     files, as a real writer would), then dies: its heartbeat stops and its lease runs out at
     once. Returns the instant, which stays pending until the next writer rolls it back."""
-    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", lease_seconds=0.5)
+    # A lease of 2 s: a begin on S3 on a loaded machine (the cluster session's three raylets
+    # and Spark on 2 cores) outlasted a 0.5 s lease's renewals and failed in its own begin.
+    txn = Transaction.begin(table._store, table._spec, "commit", "upsert", lease_seconds=2.0)
     prepared = prepare(table._spec, pa.Table.from_pylist(rows, table._spec.schema))
     n = prepared.num_rows
     prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
