@@ -40,8 +40,10 @@ def pytest_report_header() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "sample(keep): a parametrized family of which each run takes `keep` cases, chosen "
-        "by the run's seed (tests/seeds.py; DYNBUCKET_SAMPLE=all takes every one)",
+        "sample(keep, family=None): a parametrized family (or the tests naming one `family`: "
+        "alternatives that test one thing in ways that cost the same) of which each run takes "
+        "`keep` cases, chosen by the run's seed (tests/seeds.py; DYNBUCKET_SAMPLE=all takes "
+        "every one)",
     )
 
 
@@ -54,7 +56,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         marker = item.get_closest_marker("sample")
         if marker is not None and isinstance(item, pytest.Function):
-            families.setdefault(f"{item.module.__name__}::{item.originalname}", []).append(item)
+            name = marker.kwargs.get("family") or f"{item.module.__name__}::{item.originalname}"
+            families.setdefault(name, []).append(item)
     dropped: set[int] = set()
     for family, cases in families.items():
         keep = cases[0].get_closest_marker("sample").args[0]  # type: ignore[union-attr]

@@ -98,6 +98,7 @@ FLAKY_RUNS = int(os.environ.get("DYNBUCKET_FLAKY_RUNS", "0"))
 FLAKY = [(w, r) for w in (1, 3) for r in range(FLAKY_RUNS)] or [(1 + 2 * (SEED % 2), 0)]
 
 
+@pytest.mark.sample(1, family="the writers model on S3")
 @pytest.mark.parametrize(("writers", "run"), FLAKY)
 def test_writers_on_s3_through_a_flaky_network_match_the_model(
     s3_server: S3Server, tmp_path: Path, writers: int, run: int

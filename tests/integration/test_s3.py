@@ -179,6 +179,7 @@ def test_no_folder_objects_after_writes_deletes_and_services(s3_server: S3Server
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 3, "c": 4}
 
 
+@pytest.mark.sample(1, family="the writers model on S3")
 @pytest.mark.parametrize("seed", seeds(int(os.environ.get("DYNBUCKET_WRITERS_RUNS", "1")), 1))
 def test_several_writers_on_s3_match_the_model(
     s3_server: S3Server, tmp_path: Path, seed: int
