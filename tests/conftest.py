@@ -49,20 +49,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Runs ``keep`` cases of each family marked ``sample(keep)`` (the run's seed chooses;
-    a case named on the command line, or selected by ``-k``, is never dropped: only
-    families of more than ``keep`` collected cases are cut)."""
-    families: dict[str, list[pytest.Item]] = {}
+    """Runs ``keep`` cases of each family marked ``sample(keep)``, and ``keep`` of the tests
+    of each ``sample(keep, family=...)`` (each chosen test with all its cases: a count of
+    runs asked for, ``DYNBUCKET_FLAKY_RUNS`` say, is kept). The run's seed chooses; a
+    family of at most ``keep`` collected cases or tests (one named on the command line, or
+    selected by ``-k``) is never cut."""
+    families: dict[str, dict[str, list[pytest.Item]]] = {}
     for item in items:
         marker = item.get_closest_marker("sample")
         if marker is not None and isinstance(item, pytest.Function):
-            name = marker.kwargs.get("family") or f"{item.module.__name__}::{item.originalname}"
-            families.setdefault(name, []).append(item)
+            test = f"{item.module.__name__}::{item.originalname}"
+            if family := marker.kwargs.get("family"):
+                families.setdefault(family, {}).setdefault(test, []).append(item)
+            else:
+                families.setdefault(test, {})[item.nodeid] = [item]
     dropped: set[int] = set()
-    for family, cases in families.items():
-        keep = cases[0].get_closest_marker("sample").args[0]  # type: ignore[union-attr]
-        kept = {id(c) for c in sample(family, cases, keep)}
-        dropped |= {id(c) for c in cases if id(c) not in kept}
+    for family, members in families.items():
+        first = next(iter(members.values()))[0]
+        keep = first.get_closest_marker("sample").args[0]  # type: ignore[union-attr]
+        kept = set(sample(family, list(members), keep))
+        dropped |= {id(c) for m, cases in members.items() if m not in kept for c in cases}
     if dropped:
         config.hook.pytest_deselected(items=[i for i in items if id(i) in dropped])
         items[:] = [i for i in items if id(i) not in dropped]
