@@ -288,12 +288,9 @@ def stream_beside_backfill(folder: str, keys: int, rows: int) -> list[Measuremen
                 alone = took
             else:
                 written, seconds = backfill.get(timeout=3600)
-                m.extra["p50 vs alone"] = round(
-                    float(np.percentile(took, 50) / np.percentile(alone, 50)), 2
-                )
-                m.extra["p99 vs alone"] = round(
-                    float(np.percentile(took, 99) / np.percentile(alone, 99)), 2
-                )
+                for q in (50, 99):
+                    ratio = np.percentile(took, q) / np.percentile(alone, q)
+                    m.extra[f"p{q} vs alone"] = round(float(ratio), 2)
                 m.extra["backfill rows/s"] = round(written / seconds)
             out.append(m)
     return out

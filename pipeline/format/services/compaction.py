@@ -59,6 +59,7 @@ from dynbucket.format.timeline.transaction import (
     WrittenFile,
     compaction_groups,
     left_pending,
+    left_pending_one,
 )
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
@@ -179,7 +180,7 @@ def execute(
     """2. Writes the base files of the pending compaction ``instant`` (no lease: any
     process may run it, and run it again)."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    found = next((i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant), None)
+    found = left_pending_one(timeline, Action.COMPACTION, instant)
     if found is None:
         raise InstantNotFoundError(
             f"no pending compaction {instant} in {store.uri} (completed, or rolled back)"
@@ -244,7 +245,7 @@ def finish(
     instant, keeping their writer's token), then the outcome and the publish. Already
     completed (another executor finished it): nothing is done."""
     timeline = Timeline(store, spec.options.merge_on_read)
-    found = next((i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant), None)
+    found = left_pending_one(timeline, Action.COMPACTION, instant)
     if found is None:
         return ServiceResult(Action.COMPACTION, None)
     txn = Transaction.take_over(store, spec, found)

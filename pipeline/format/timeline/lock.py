@@ -36,6 +36,7 @@ expired in its own view, so it cannot overwrite a successor's, and it finds out 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -49,7 +50,7 @@ from dataclasses import asdict, dataclass, replace
 
 import pyarrow.fs as pafs
 
-from dynbucket.base.errors import ConcurrentWriteError
+from dynbucket.base.errors import ConcurrentWriteError, StorageError
 from dynbucket.format.storage.store import TEMPORARY, TableStore
 from dynbucket.format.table.paths import META_DIR
 
@@ -98,7 +99,7 @@ class _Ticket:
     owner: str
     path: str
     written: float
-    """When this process last wrote it (monotonic; 0.0: not yet)."""
+    """When this process last wrote it (monotonic; 0.0: not yet, or another writer's)."""
 
     @property
     def order(self) -> tuple[int, str]:
@@ -207,7 +208,9 @@ class WriterLock:
                 return
         finally:
             if ticket is not None:
-                self.store.delete(ticket.path)
+                # A ticket left behind (the store failed) lapses within a lease on its own.
+                with contextlib.suppress(OSError, StorageError):
+                    self.store.delete(ticket.path)
         raise ConcurrentWriteError(
             f"could not take the writer lease of {self.store.uri} in {_TRIES} tries: other "
             "writers keep taking it; dynbucket allows one writer per table"
@@ -324,7 +327,7 @@ class WriterLock:
             if m is None or info.mtime is None:
                 continue
             if info.mtime.timestamp() >= horizon:
-                out.append(_Ticket(int(m.group(1)), m.group(2), info.path, time.monotonic()))
+                out.append(_Ticket(int(m.group(1)), m.group(2), info.path, 0.0))
         return out
 
     def _refuse_if_others_wait_longer(self, tickets: list[_Ticket], mine: _Ticket | None) -> None:

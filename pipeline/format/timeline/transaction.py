@@ -575,6 +575,12 @@ def left_pending(timeline: Timeline, *actions: str) -> list[Instant]:
     return [i for i in pending if executable(timeline.store, timeline, i)]
 
 
+def left_pending_one(timeline: Timeline, action: str, instant: str) -> Instant | None:
+    """The executable, not completed instant ``instant`` of ``action`` (None: completed,
+    rolled back, or never scheduled whole): :func:`left_pending`, by id."""
+    return next((i for i in left_pending(timeline, action) if i.id == instant), None)
+
+
 def latest_write(completed: list[Instant]) -> str | None:
     """The latest of ``completed`` not completed beside the writes (``DETACHED_ACTIONS``):
     a commit's precondition."""
