@@ -230,7 +230,11 @@ class Model:
             elif old is None or self.newer(record[1], old[1]):
                 self.base[at] = record
         elif into_base:
-            self.base[at] = record  # type: ignore[assignment]  # a new group: an upsert
+            # A new group, or one the writer rewrote (its logs merged first: ``_collapse``),
+            # whose live record an older one still loses to.
+            old = self.base.get(at)
+            if old is None or record is None or self.newer(record[1], old[1]):
+                self.base[at] = record  # type: ignore[assignment]
         else:
             old = self.log.get(at, ())
             if record is None or old in ((), None) or self.newer(record[1], old[1]):  # type: ignore[index]
