@@ -106,6 +106,9 @@ class AssignerActor:
     def reset(self) -> int:
         return self._core.reset()
 
+    def catch_up(self, latest_successful: int) -> int:
+        return self._core.catch_up(latest_successful)
+
     def stats(self) -> dict[str, Any]:
         return self._core.stats().as_dict()
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from dynbucket.actors.allocator import ALONE, BucketAllocator, Lane
 from dynbucket.actors.cache import MISSING
 from dynbucket.actors.keys import slot_of, to_cache_keys
-from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
+from dynbucket.actors.partition_index import PartitionCatchUp, PartitionIndex, PartitionLoad
 from dynbucket.base.errors import AssignerError, AssignerRestartedError
 from dynbucket.base.options import DynamicBucketOptions
 
@@ -45,6 +45,14 @@ class IndexSource(Protocol):
         """Every partition with committed index entries (a global index loads them all)."""
         ...
 
+    def catch_up(
+        self, partition: str, slot: int, num_slots: int, seen: frozenset[str]
+    ) -> PartitionCatchUp | None:
+        """What the committed index files of ``partition`` that a cache holding ``seen``
+        misses say for ``slot`` (None: they cannot be told apart, an index compaction or
+        a rescale restated them: the cache loads again)."""
+        ...
+
 
 class EmptySource:
     """The index of a table with no committed keys yet (every partition starts empty)."""
@@ -57,6 +65,11 @@ class EmptySource:
 
     def partitions(self) -> list[str]:
         return []
+
+    def catch_up(
+        self, partition: str, slot: int, num_slots: int, seen: frozenset[str]
+    ) -> PartitionCatchUp | None:
+        return None
 
 
 @dataclass
@@ -71,6 +84,8 @@ class AssignerStats:
     bootstraps: int = 0
     bootstrap_seconds: float = 0.0
     bootstrap_entries_scanned: int = 0
+    catch_ups: int = 0
+    catch_up_seconds: float = 0.0
     evictions: int = 0
     buckets_created: int = 0
     overflow_keys: int = 0
@@ -234,6 +249,10 @@ class BucketAssigner:
         ]
         if counted:
             self.counted = checkpoint
+        if checkpoint <= latest_successful:
+            whole = counted or self.num_slots == 1
+            for index in self.partitions.values():
+                index.saw(checkpoint, whole)
         budget = self.options.cache_max_bytes
         if budget is not None and evictable:  # 3.
             evictable.sort(key=lambda n: (self.partitions[n].last_used_checkpoint, n))
@@ -277,6 +296,33 @@ class BucketAssigner:
             self.evict(name)
         return len(names)
 
+    def catch_up(self, latest_successful: int) -> int:
+        """Brings every cached partition up to the index as committed now, after another
+        writer committed (instead of ``reset``): each reads only the index files it misses
+        (``IndexSource.catch_up``: the keys they insert and delete of this slot, every
+        slot's counts), or, when those cannot be told apart, is dropped and loads again at
+        its next touch. The counts then hold every slot's keys as of ``latest_successful``
+        (the next ``begin``'s). Returns how many partitions were dropped.
+
+        Raises:
+            AssignerError: a partition holds uncommitted mappings (abort them first).
+        """
+        start = time.perf_counter()
+        dropped = 0
+        for name, index in list(self.partitions.items()):
+            found = None
+            if index.seen is not None and not index.uncommitted:
+                found = self.source.catch_up(name, self.slot, self.num_slots, index.seen)
+            if found is None:
+                self.evict(name)  # refuses a partition with uncommitted mappings
+                dropped += 1
+            else:
+                index.catch_up(found)
+        self.counted = latest_successful
+        self._stats.catch_ups += 1
+        self._stats.catch_up_seconds += time.perf_counter() - start
+        return dropped
+
     # --- introspection -------------------------------------------------------------------
 
     def stats(self) -> AssignerStats:
@@ -293,7 +339,8 @@ class BucketAssigner:
     def _settle(self, latest_successful: int) -> None:
         """``begin``'s step: checkpoints <= ``latest_successful`` are committed."""
         for index in self.partitions.values():
-            index.commit_through(latest_successful)
+            if index.commit_through(latest_successful):
+                index.seen = None  # committed without a snapshot: the counts may miss keys
 
     def _drop_uncounted(self) -> None:
         """``begin``'s step when the counts may miss another slot's keys: the partitions

@@ -114,6 +114,16 @@ class AssignerFleet:
         """
         return self._all_or_close("reset") is not None
 
+    def catch_up(self, latest_successful: int) -> bool:
+        """Brings every slot's caches up to the table as committed now (another writer
+        committed; ``BucketAssigner.catch_up``). A slot that cannot be reached or refuses
+        closes the fleet instead.
+
+        Returns:
+            Whether the fleet is still open.
+        """
+        return self._all_or_close("catch_up", latest_successful) is not None
+
     @property
     def closed(self) -> bool:
         return not self.handles

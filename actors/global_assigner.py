@@ -226,6 +226,10 @@ class GlobalBucketAssigner(BucketAssigner):
         self.loaded = False
         return dropped
 
+    def catch_up(self, latest_successful: int) -> int:
+        """A global index's cache is whole: it empties (``reset``) and loads again."""
+        return self.reset()
+
     def evict(self, partition: str) -> None:
         raise AssignerError(
             "a global index's cache is whole (a key may live in any partition): no "

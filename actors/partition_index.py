@@ -7,6 +7,11 @@ which every slot knows alike at the start of an instant (the allocator splits ea
 room by them), and this slot's own additions since. A delete takes its keys out of the
 cache, and their room back, when its checkpoint commits: a deleted key that comes back is
 a new key.
+
+Each cache knows which writes' index entries it holds (``seen``: the instants of the index
+files it loaded, its own commits since, and what it caught up with), so that when another
+writer commits, it reads only the index deltas it misses instead of loading again
+(:class:`PartitionCatchUp`, ``BucketAssigner.catch_up``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ class PartitionLoad:
     """Bytes of each bucket's file group (latest base + deltas), when fullness is in bytes."""
     entries_scanned: int = 0
     """Index entries read from storage to produce this load."""
+    seen: frozenset[str] | None = frozenset()
+    """The instants whose index files the load holds (None: unknown, so the cache cannot
+    catch up with others' writes; it loads again instead)."""
 
     @classmethod
     def empty(cls) -> PartitionLoad:
@@ -47,7 +55,26 @@ class PartitionLoad:
 
     def with_counts(self, bucket_keys: I64, bucket_bytes: I64 | None) -> PartitionLoad:
         """This load's keys with other counts (a global index keeps keys elsewhere)."""
-        return PartitionLoad(self.keys, self.buckets, bucket_keys, bucket_bytes, 0)
+        return PartitionLoad(self.keys, self.buckets, bucket_keys, bucket_bytes, 0, None)
+
+
+@dataclass
+class PartitionCatchUp:
+    """What the index files a cache misses (other writers' commits since it loaded) say
+    about one partition, for one slot (``IndexSource.catch_up``)."""
+
+    touched: npt.NDArray[np.uint64]
+    """Cache keys of this slot that those files name (inserted or deleted), sorted, unique."""
+    keys: npt.NDArray[np.uint64]
+    """Of ``touched``, those whose newest entry is an insert, sorted."""
+    buckets: npt.NDArray[np.uint16]
+    """Bucket of each of ``keys``."""
+    bucket_gain: I64
+    """Live keys each bucket id gained in those files, every slot's (inserts less deletes)."""
+    seen: frozenset[str]
+    """The instants whose index files the cache holds once it took this."""
+    bucket_bytes: I64 | None = None
+    """A fresh listing (bytes per bucket id), when fullness is in bytes."""
 
 
 class PartitionIndex:
@@ -78,6 +105,8 @@ class PartitionIndex:
         self.listed_keys = np.zeros_like(self.bucket_keys)
         self.listed_bytes = np.zeros_like(self.bucket_keys)
         self.set_listing(load.bucket_bytes)
+        self.seen: frozenset[str] | None = load.seen
+        """The instants whose index entries this cache holds (None: unknown)."""
 
     # --- lookups and inserts -------------------------------------------------------------
 
@@ -187,6 +216,40 @@ class PartitionIndex:
             moved[ckpt] = gained
         self.run, self.recent = settled(self.run, self.recent, self.RECENT_SHARE)
         return moved
+
+    def catch_up(self, found: PartitionCatchUp) -> None:
+        """Takes what other writers committed since this cache loaded (nothing pending):
+
+        1. every key the missed files name leaves the runs (a delete, or a key deleted and
+           inserted again elsewhere);
+        2. the keys whose newest entry is an insert join ``recent`` with their buckets;
+        3. every slot's live keys per bucket gain what the files' footers count;
+        4. the cache now holds those instants' entries (``seen``), and a fresh listing.
+        """
+        if self.uncommitted:
+            raise AssertionError(f"catch_up with checkpoints {self.uncommitted} pending")
+        self._remove(found.touched)  # 1.
+        if len(found.keys):  # 2.
+            self.recent = (
+                self.recent.merged(found.keys, found.buckets)
+                if len(self.recent)
+                else SortedRun(found.keys, found.buckets)
+            )
+        gain = found.bucket_gain  # 3.
+        self._grow(len(gain))
+        self.committed_keys[: len(gain)] += gain
+        self.bucket_keys[: len(gain)] += gain
+        self.run, self.recent = settled(self.run, self.recent, self.RECENT_SHARE)
+        self.seen = found.seen  # 4.
+        if found.bucket_bytes is not None:
+            self.set_listing(found.bucket_bytes)
+
+    def saw(self, checkpoint: int, whole: bool) -> None:
+        """``checkpoint`` committed and this cache holds its entries: this slot's (its
+        pending mappings moved at the commit) and, ``whole``, every other slot's counts
+        too; else the cache cannot tell what it misses any more."""
+        if self.seen is not None:
+            self.seen = self.seen | {instant_id(checkpoint)} if whole else None
 
     def add_others(self, totals: Mapping[int, int], own: I64 | None) -> None:
         """Counts the keys other slots committed: ``totals`` are every slot's new keys per
@@ -298,6 +361,12 @@ class PartitionIndex:
         self.committed_keys = np.pad(self.committed_keys, (0, extra))
         self.listed_keys = np.pad(self.listed_keys, (0, extra))
         self.listed_bytes = np.pad(self.listed_bytes, (0, extra))
+
+
+def instant_id(checkpoint: int) -> str:
+    """The instant id of a checkpoint (instant ids are 17-digit times, checkpoints their
+    integers)."""
+    return f"{checkpoint:017d}"
 
 
 def _add(a: I64, b: npt.NDArray[np.integer]) -> I64:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from dynbucket.actors import BucketAssigner, DynamicBucketOptions, PartitionLoad
+from dynbucket.actors.assigner import EmptySource
 from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.base.keyhash import hash_columns
@@ -44,7 +45,7 @@ BATCH = 100_000
 OPTIONS = DynamicBucketOptions(max_keys_per_bucket=2_000_000)
 
 
-class _Preloaded:
+class _Preloaded(EmptySource):
     """An IndexSource holding one partition's committed keys in memory."""
 
     def __init__(self, hashes: np.ndarray, buckets: np.ndarray) -> None:

@@ -6,9 +6,11 @@ instants complete out of id order, "the last data write" is the whole set of com
 data writes (``Transaction.caches_match``), and caches that missed another writer's
 keys placed beside a commit match nothing. A write may use them as they are
 only when the latest completed data write (``commit`` action) is that one; when another
-writer (or another handle of the table) wrote in between, the caches are emptied
-(``reset``: the processes stay) and every partition bootstraps again from the record-level
-index at its next touch. Table services, whoever runs them (compaction, also beside the
+writer (or another handle of the table) wrote in between, the caches catch up
+(``BucketAssigner.catch_up``: each cached partition reads only the index deltas it has not
+seen, the keys they insert and delete and every slot's counts; the processes stay), and a
+partition whose missed deltas an index compaction restated loads again at its next touch.
+Table services, whoever runs them (compaction, also beside the
 writes; cleaning; index compaction; archival, which takes the oldest data writes off the
 set; rollback of what was never committed), move no key, so they never break a match.
 """
@@ -33,7 +35,8 @@ class CacheMatch:
         return caches_hold(self.instant, last_write)
 
     def emptied(self, last_write: str | None) -> None:
-        """The caches were emptied: empty caches match any committed state."""
+        """The caches were emptied (empty caches match any committed state) or caught up
+        with the table as of ``last_write``."""
         self.instant = last_write
 
     def committed(self, match: str | None) -> None:

@@ -21,17 +21,19 @@ from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from dynbucket.actors.cache import union_arrays
 from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.memory import release_unused_memory
-from dynbucket.actors.partition_index import PartitionLoad
+from dynbucket.actors.partition_index import PartitionCatchUp, PartitionLoad
 from dynbucket.base.columns import BUCKET, HASH
 from dynbucket.base.keyhash import key_hashes, slot_of
 from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.slices import data_files, file_slices
 from dynbucket.format.hudi.files import is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import parse_record_keys
+from dynbucket.format.index.entries import live
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
@@ -70,6 +72,7 @@ class RLIIndexSource:
             for t in section.runs
         ]
         bucket_keys, entries_read = section.bucket_keys, section.entries_read
+        seen = section.instants
         del section  # its Arrow tables: only the cache's arrays stay
         keys, buckets = union_arrays(runs)
         # What the reads allocated goes back to the system, not to the slot's resident size.
@@ -82,6 +85,35 @@ class RLIIndexSource:
             if self.spec.dynamic_options.by_bytes
             else None,
             entries_scanned=entries_read,
+            seen=seen,
+        )
+
+    def catch_up(
+        self, partition: str, slot: int, num_slots: int, seen: frozenset[str]
+    ) -> PartitionCatchUp | None:
+        """What the index deltas of ``partition`` committed since a cache holding ``seen``
+        say for ``slot``: its keys they insert and delete, every slot's counts
+        (``RecordLevelIndex.slot_catch_up``; None: the cache loads again)."""
+        found = RecordLevelIndex(self.store, self.spec).slot_catch_up(
+            partition, self._visible(), seen, [HASH, BUCKET], slot, num_slots
+        )
+        if found is None:
+            return None
+        entries = pa.concat_tables(found.runs) if found.runs else None
+        touched = np.empty(0, np.uint64)
+        keys, buckets = np.empty(0, np.uint64), np.empty(0, np.uint16)
+        if entries is not None and entries.num_rows:
+            touched = np.unique(to_cache_keys(entries.column(HASH).to_numpy()))
+            inserted = live(entries)  # sorted by hash: cache keys keep the order
+            keys = to_cache_keys(inserted.column(HASH).to_numpy())
+            buckets = inserted.column(BUCKET).to_numpy().astype(np.uint16)
+        return PartitionCatchUp(
+            touched,
+            keys,
+            buckets,
+            found.bucket_keys,
+            found.instants,
+            self.bucket_bytes(partition) if self.spec.dynamic_options.by_bytes else None,
         )
 
     def partitions(self) -> list[str]:
@@ -153,6 +185,7 @@ class MetadataIndexSource(RLIIndexSource):
             if self.spec.dynamic_options.by_bytes
             else None,
             entries_scanned=len(hashes),
+            seen=None,  # the record index's state: a cache of it loads again to catch up
         )
         if _same_keys(load, super().load(partition, slot, num_slots)):  # 5.
             self._agreed[(partition, slot, num_slots)] = state

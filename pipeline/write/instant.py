@@ -128,11 +128,16 @@ class InstantWrite:
             rows_written=0,
         )
 
+    @property
+    def latest(self) -> int:
+        """The checkpoint of the instant this write builds on (the assigners' latest
+        successful one)."""
+        return int(self.based_on) if self.based_on else NO_CHECKPOINT
+
     def open(self, assigners: Assigners) -> None:
         """3. The assigners open this instant as their checkpoint."""
-        latest = int(self.based_on) if self.based_on else NO_CHECKPOINT
         self._assigners = assigners
-        assigners.begin(self.checkpoint, latest, self.txn.lanes)
+        assigners.begin(self.checkpoint, self.latest, self.txn.lanes)
 
     def commit(
         self,

@@ -105,7 +105,7 @@ class LocalWriter:
         spec = schema.spec
         begin = data_write(self.store, spec, op.value, self.lanes)
         with InstantWrite(begin, op.value, laps=laps, schema=schema) as w:
-            w.open(self.scheme.assigners(slots, w.last_write))
+            w.open(self.scheme.assigners(slots, w.last_write, w.latest))
             rows = self.scheme.tag(w, rows, op)
             laps.lap("assign")
             ctx = WriteContext(TableRef.of(self.store, spec), w.id, w.visible, op, kept=kept)

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from dynbucket.actors.actor import AssignerActor
 from dynbucket.actors.allocator import ALONE, Lane
-from dynbucket.actors.assigner import BucketAssigner, NewKeys
+from dynbucket.actors.assigner import NO_CHECKPOINT, BucketAssigner, NewKeys
 from dynbucket.actors.checkpoints import Assigners, Gone, NoAssigners, by_slot
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
@@ -55,7 +55,12 @@ if TYPE_CHECKING:
 class Scheme(Protocol):
     """What a write asks of its bucket scheme."""
 
-    def assigners(self, num_slots: int, last_write: str | None) -> Assigners: ...
+    def assigners(
+        self, num_slots: int, last_write: str | None, latest: int = NO_CHECKPOINT
+    ) -> Assigners:
+        """The write's assigners, their caches matching ``last_write`` (the completed data
+        writes it builds on; ``latest``: its latest successful checkpoint)."""
+        ...
 
     def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
         """A Spark write's stage A: the function run where the rows are (``kept``: the
@@ -83,14 +88,16 @@ class AssignerScheme:
         self.caches = caches
         self.fleet: AssignerFleet | None = None
 
-    def assigners(self, num_slots: int, last_write: str | None) -> AssignerFleet:
-        """The fleet: emptied when another writer committed, replaced when the slot count
+    def assigners(
+        self, num_slots: int, last_write: str | None, latest: int = NO_CHECKPOINT
+    ) -> AssignerFleet:
+        """The fleet: caught up when another writer committed, replaced when the slot count
         changed or an abort found a slot gone."""
         fleet = self.fleet
         if fleet is not None and fleet.num_slots != num_slots:
             self.close()
         elif fleet is not None and not self.caches.holds(last_write):
-            fleet.reset()  # closes the fleet if a slot fails it
+            fleet.catch_up(latest)  # closes the fleet if a slot fails it
             self.caches.emptied(last_write)
         if self.fleet is not None and self.fleet.closed:
             self.close()
@@ -144,7 +151,9 @@ class LayoutScheme:
     def __init__(self, table: TableRef) -> None:
         self.table = table
 
-    def assigners(self, num_slots: int, last_write: str | None) -> NoAssigners:
+    def assigners(
+        self, num_slots: int, last_write: str | None, latest: int = NO_CHECKPOINT
+    ) -> NoAssigners:
         return NoAssigners()
 
     def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
@@ -182,21 +191,24 @@ class InProcessSlots:
     plain class (the same Arrow-in, Arrow-out tagging code as in Ray), each row on slot
     ``pmod(key hash, num_slots)`` as Spark routes it, so that a write gives the buckets a
     Spark write with as many slots gives. New slots for a new count (each bootstraps from
-    the index); their caches emptied when another writer committed since (``CacheMatch``)."""
+    the index); their caches caught up when another writer committed since (``CacheMatch``)."""
 
     def __init__(self, table: TableRef, caches: CacheMatch) -> None:
         self.table = table
         self.caches = caches
         self.slots: list[AssignerActor] = []
 
-    def assigners(self, num_slots: int, last_write: str | None) -> Assigners:
+    def assigners(
+        self, num_slots: int, last_write: str | None, latest: int = NO_CHECKPOINT
+    ) -> Assigners:
         if len(self.slots) != num_slots:
             source = index_source(self.table)
             opts = self.table.spec.dynamic_options
             self.slots = [AssignerActor(i, num_slots, opts, source) for i in range(num_slots)]
             self.caches.emptied(last_write)
         elif not self.caches.holds(last_write):
-            self.reset()
+            for slot in self.slots:
+                slot.catch_up(latest)
             self.caches.emptied(last_write)
         return _Cores([slot.core for slot in self.slots])
 

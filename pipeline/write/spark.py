@@ -215,7 +215,7 @@ class SparkWriter:
             with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.
                 if w.skipped:
                     return w.skipped_result()
-                assigners = scheme.assigners(num_slots, w.last_write)
+                assigners = scheme.assigners(num_slots, w.last_write, w.latest)
                 engine.prepare(op, laps)
                 w.open(assigners)
                 laps.lap("prepare")

@@ -21,6 +21,7 @@ partition's index, not all of it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -68,6 +69,8 @@ class SlotSlice:
     """Entries read from storage (this slot's, and neighbours' sharing a row group)."""
     entries_total: int
     """Entries the partition's index holds."""
+    instants: frozenset[str] = frozenset()
+    """The instants of the files read (what a cache of them holds: ``PartitionLoad.seen``)."""
 
 
 class RecordLevelIndex:
@@ -217,12 +220,46 @@ class RecordLevelIndex:
            else the runs are disjoint already.
         """
         base, deltas = self.files(partition, visible)
-        parquets = [
-            pq.ParquetFile(f.path, filesystem=self.store.fs)
-            for f in ([base] if base else []) + deltas
-        ]
+        return self._slice(([base] if base else []) + deltas, columns, slot, num_slots)
+
+    def slot_catch_up(
+        self,
+        partition: str,
+        visible: Collection[str],
+        seen: frozenset[str],
+        columns: Sequence[str],
+        slot: int,
+        num_slots: int,
+    ) -> SlotSlice | None:
+        """What a cache of ``slot`` holding the index files of ``seen`` misses of the
+        partition's visible slice: ``slot``'s entries of the deltas it has not seen, every
+        entry (tombstones too: with ``_hash``, ``_instant`` and ``_op``, :func:`live`
+        tells each key's newest), with every slot's live keys gained per bucket, and the
+        instants of the whole slice in ``instants``. None when a base or a merged delta it
+        has not seen restates files (an index compaction, a rescale): what it misses
+        cannot be told apart from what it holds."""
+        base, deltas = self.files(partition, visible)
+        if base is not None and base.instant not in seen:
+            return None
+        if any(d.merges_from and d.instant not in seen for d in deltas):
+            return None
+        missed = [d for d in deltas if d.instant not in seen]
+        found = self._slice(missed, _with_resolving(columns), slot, num_slots, raw=True)
+        slice_ = frozenset(f.instant for f in ([base] if base else []) + deltas)
+        return dataclasses.replace(found, instants=slice_)
+
+    def _slice(
+        self,
+        files: Sequence[DataFile],
+        columns: Sequence[str],
+        slot: int,
+        num_slots: int,
+        raw: bool = False,
+    ) -> SlotSlice:
+        """``slot_slice``'s steps over ``files`` (``raw``: without step 4)."""
+        parquets = [pq.ParquetFile(f.path, filesystem=self.store.fs) for f in files]
         footers = [_parse_footer(p) for p in parquets]  # 1.
-        resolve = any(f.tombstones for f in footers)
+        resolve = not raw and any(f.tombstones for f in footers)
         read_cols = _with_resolving(columns) if resolve else list(columns)
         runs: list[pa.Table] = []
         counts = np.zeros(0, np.int64)
@@ -249,7 +286,7 @@ class RecordLevelIndex:
                 runs.append(section)
         if resolve and runs:  # 4.
             runs = [live(pa.concat_tables(runs)).select(list(columns))]
-        return SlotSlice(runs, counts, read, total)
+        return SlotSlice(runs, counts, read, total, frozenset(f.instant for f in files))
 
     def lookup(
         self,

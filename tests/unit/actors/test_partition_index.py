@@ -1,11 +1,12 @@
-"""One partition's cache: pending -> recent -> run, lookups across all three, aborts."""
+"""One partition's cache: pending -> recent -> run, lookups across all three, aborts, and
+catching up with index deltas another writer committed."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from dynbucket.actors.keys import to_cache_keys
-from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
+from dynbucket.actors.partition_index import PartitionCatchUp, PartitionIndex, PartitionLoad
 
 
 def _keys(values: range) -> np.ndarray:
@@ -48,3 +49,25 @@ def test_abort_leaves_committed_runs_alone() -> None:
     assert index.abort(2) == 3
     assert index.lookup(_keys([50, 61]))[0].tolist() == [1, -1]
     assert index.bucket_keys.tolist() == [10, 2]
+
+
+def test_a_catch_up_takes_others_inserts_and_deletes_and_their_counts() -> None:
+    index = _index(10)  # keys 0-9 in bucket 0, seen: the load's (none here)
+    _add(index, 5, _keys(range(20, 22)), 1)
+    index.commit_through(5)
+    index.saw(5, whole=True)
+    assert index.seen == {"00000000000000005"}
+    # Another writer: key 3 deleted; 7 deleted and inserted again into bucket 2; 30 new in
+    # bucket 2; every slot's counts: bucket 0 -2, bucket 2 +2 (and one key of another slot).
+    touched = np.sort(_keys([3, 7, 30]))
+    keys = np.sort(_keys([7, 30]))
+    index.catch_up(
+        PartitionCatchUp(
+            touched, keys, np.array([2, 2], np.uint16), np.array([-2, 0, 3]), frozenset({"6"})
+        )
+    )
+    assert index.lookup(_keys([3, 7, 30, 21, 0]))[0].tolist() == [-1, 2, 2, 1, 0]
+    assert index.committed_keys.tolist() == index.bucket_keys.tolist() == [8, 2, 3]
+    assert index.seen == {"6"}
+    index.saw(8, whole=False)  # another slot's keys of 8 not counted: it cannot tell now
+    assert index.seen is None

@@ -1,6 +1,8 @@
-"""When a writer's assigner caches match the table (one rule for both writers), and a
-scenario with exact bucket ids: the in-process writer empties its slot's caches after
-another handle committed (the same slot object, reset, not replaced)."""
+"""When a writer's assigner caches match the table (one rule for both writers), and
+scenarios with exact bucket ids: the in-process writer catches its slot's caches up with
+what another handle committed (the same slot object, reading only the index deltas it
+missed: no load again), or loads a partition again when an index compaction restated
+them."""
 
 from __future__ import annotations
 
@@ -50,7 +52,15 @@ def _buckets(t: Table) -> dict[str, int]:
     return dict(zip(rows.column("id").to_pylist(), rows.column("_bucket").to_pylist(), strict=True))
 
 
-def test_the_in_process_writer_resets_its_slot_after_another_commit(tmp_path: Path) -> None:
+def _spy(slot: object) -> list[int]:
+    """Counts the slot's catch-ups (each after another writer's commit)."""
+    calls: list[int] = []
+    catch_up = slot.catch_up  # type: ignore[attr-defined]
+    slot.catch_up = lambda latest: calls.append(1) or catch_up(latest)  # type: ignore[attr-defined]
+    return calls
+
+
+def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path: Path) -> None:
     mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
                         index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1"], 1))  # bucket 0 holds 1 of 2
@@ -62,7 +72,60 @@ def test_the_in_process_writer_resets_its_slot_after_another_commit(tmp_path: Pa
     r = mine.upsert(_rows(["k3", "k4"], 3))
     assert (r.keys_updated, r.keys_inserted) == (1, 1)
     assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
-    assert mine._writer().scheme.slots == [slot]  # emptied, not replaced
+    assert mine._writer().scheme.slots == [slot]  # caught up, not replaced
+    stats = slot.core.stats()
+    assert (stats.bootstraps, stats.catch_ups) == (1, 1)  # the partition was not loaded again
+
+
+def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_path: Path) -> None:
+    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
+                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+    mine.upsert(_rows(["k1", "k2"], 1))  # bucket 0 full
+    [slot] = mine._writer().scheme.slots
+    other = Table.open(mine.uri)
+    other.upsert(_rows(["k3"], 2))  # bucket 1
+    other.delete(pa.table({"id": ["k1"], "day": ["d"]}))  # bucket 0: room for one
+    mine.upsert(_rows(["k2", "k9", "k1"], 3))  # k2 known; k9 and k1 (back) new
+    assert _buckets(mine) == {"k2": 0, "k9": 0, "k3": 1, "k1": 1}
+    stats = slot.core.stats()
+    assert (stats.bootstraps, stats.catch_ups) == (1, 1)
+    assert mine.check().healthy
+
+
+def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
+    tmp_path: Path,
+) -> None:
+    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
+                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+    mine.upsert(_rows(["k1"], 1))
+    [slot] = mine._writer().scheme.slots
+    other = Table.open(mine.uri)
+    other.upsert(_rows(["k2", "k3"], 2))
+    assert other.compact_index(min_files=1).instant is not None  # a new base: k2, k3 in it
+    mine.upsert(_rows(["k3", "k4"], 3))
+    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
+    stats = slot.core.stats()
+    assert (stats.bootstraps, stats.catch_ups) == (2, 1)
+
+
+def test_slots_catch_up_to_what_a_fresh_writer_computes(tmp_path: Path) -> None:
+    """Three slots, another writer's inserts and deletes between each write: every bucket
+    id equal to the one a new handle (loading the index) would give."""
+    opts = DynamicBucketOptions(max_keys_per_bucket=3)
+    mine = Table.create(str(tmp_path / "a"), SCHEMA, "id", "day", index=opts)
+    fresh = Table.create(str(tmp_path / "b"), SCHEMA, "id", "day", index=opts)
+    others = [Table.open(mine.uri), Table.open(fresh.uri)]
+    for step in range(5):
+        ids = [f"m{step}-{i}" for i in range(4)] + [f"o{step - 1}-{i}" for i in range(2)]
+        for t in (mine, fresh):
+            t.upsert(_rows(ids, step), assigner_slots=3)
+        for o in others:
+            o.upsert(_rows([f"o{step}-{i}" for i in range(5)], step), assigner_slots=3)
+            o.delete(pa.table({"id": [f"m{step}-0", f"o{step}-4"], "day": ["d", "d"]}))
+        fresh._writer().scheme.close()  # the next write loads every slot again
+    assert _buckets(mine) == _buckets(fresh)
+    assert sum(s.core.stats().catch_ups for s in mine._writer().scheme.slots) > 0
+    assert mine.check().healthy
 
 
 def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
@@ -74,19 +137,17 @@ def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
     mine.upsert(_rows(["k1", "k2"], 1))
     mine.upsert(_rows(["k1", "k3"], 2))  # k3 opens bucket 1; k1 updated in a log
     [slot] = mine._writer().scheme.slots
-    resets = []
-    reset = slot.reset
-    slot.reset = lambda: resets.append(1) or reset()  # type: ignore[method-assign]
+    calls = _spy(slot)
     other = Table.open(mine.uri)
     assert other.compact().instant is not None
     assert other.compact_index(min_files=1).instant is not None
     r = mine.upsert(_rows(["k3", "k4"], 3))
     assert (r.keys_updated, r.keys_inserted) == (1, 1)
-    assert resets == []
+    assert calls == []
     assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
-    other.upsert(_rows(["k5"], 4))  # a data write: now the caches must go
+    other.upsert(_rows(["k5"], 4))  # a data write: now the caches must follow
     mine.upsert(_rows(["k6"], 5))
-    assert resets == [1]
+    assert calls == [1]
 
 
 def test_archival_keeps_the_caches(tmp_path: Path) -> None:
@@ -100,9 +161,7 @@ def test_archival_keeps_the_caches(tmp_path: Path) -> None:
     )  # fmt: skip
     mine.upsert(_rows(["k0"], 0))
     [slot] = mine._writer().scheme.slots
-    resets = []
-    reset = slot.reset
-    slot.reset = lambda: resets.append(1) or reset()  # type: ignore[method-assign]
+    resets = _spy(slot)
     for i in range(1, 8):
         mine.upsert(_rows([f"k{i}"], i))
     mine.wait_for_services()
@@ -126,9 +185,7 @@ def test_a_retry_after_a_compaction_beside_keeps_the_caches(
     t.upsert(_rows(["k1", "k2"], 1))
     t.upsert(_rows(["k1"], 2))  # a log: the compaction has a slice to rewrite
     [slot] = t._writer().scheme.slots
-    resets = []
-    reset = slot.reset
-    slot.reset = lambda: resets.append(1) or reset()  # type: ignore[method-assign]
+    resets = _spy(slot)
     other = Table.open(t.uri)
     _beside(monkeypatch, lambda: other.compact())
     t.upsert(_rows(["k1", "k3"], 3))
