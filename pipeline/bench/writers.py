@@ -8,9 +8,11 @@ on) holding ``keys`` keys over four partitions; every writer, a process of its o
 (its own range, into the same partitions; each writer in a lane of its own fills buckets
 of its lane: ``format/timeline/lanes.py``). Reported: rows per second over all writers
 (first write started to last write returned) and per writer, the ratio to one writer's,
-the writes run again after a conflict, a write's p50 time, and where a writer's time goes
+the writes run again after a conflict, a write's p50 time, where a writer's time goes
 (the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
-wait for another writer's commit lease and the conflict checks).
+wait for another writer's commit lease and the conflict checks), and the cores the writer
+processes kept busy with their CPU seconds per 1,000 rows: one writer alone keeping 1.5
+of 2 cores busy leaves several at most 2 / 1.5 = 1.33x its rows per second.
 
 Then a writer killed (SIGKILL) at the two points that matter: holding the commit lease
 (committing), and in the middle of its write; reported: how long the next write of
@@ -31,6 +33,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import re
+import resource
 import tempfile
 import threading
 import time
@@ -102,6 +105,7 @@ def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
     logger.setLevel(logging.INFO)
     laps: Counter[str] = Counter()
     took = []
+    cpu = _cpu_seconds()
     start = time.perf_counter()
     try:
         for batch in batches:
@@ -115,6 +119,7 @@ def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
     out = {
         "start": start,
         "end": end,
+        "cpu": _cpu_seconds() - cpu,
         "laps": dict(laps),
         "conflicts": handler.count,
         "causes": dict(handler.causes),
@@ -122,9 +127,26 @@ def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
     return {**out, "took": took}
 
 
-def _process_writer(uri: str, writer: int, keys: int, rows: int, writes: int, go: Any) -> Any:
+def _cpu_seconds() -> float:
+    """CPU seconds this process spent so far, every thread's (its services' too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _warm(table: Table, batch: pa.Table) -> None:
+    """A writer's first write loads its kernels and imports (about 0.5 s on 2 cores): an
+    upsert of a few known keys before the clock starts, so that every case measures warm
+    writers, as a long-running job's are."""
+    table.upsert(batch.slice(0, 10))
+
+
+def _process_writer(
+    uri: str, writer: int, keys: int, rows: int, writes: int, go: Any, ready: Any
+) -> Any:
     table = Table.open(uri)
     batches = _batches(writer, keys, rows, writes)
+    _warm(table, batches[0])
+    ready.put(writer)
     go.wait()
     try:
         out = _write_all(table, batches)
@@ -137,7 +159,25 @@ def _process_writer(uri: str, writer: int, keys: int, rows: int, writes: int, go
     return out
 
 
-def _table(folder: str, n: int, keys: int, mode: str = "OPTIMISTIC_CONCURRENCY_CONTROL") -> str:
+#: ``--no-services``: no table service runs (what the writes cost without the compactions,
+#: cleans and index compactions they make due, which cost more CPU than the writes here).
+NO_SERVICES: dict[str, Any] = {
+    "compaction_async": False,
+    "compaction_inline": False,
+    "log_compaction_enable": False,
+    "index_compaction_automatic": False,
+    "clean_automatic": False,
+    "archive_automatic": False,
+}
+
+
+def _table(
+    folder: str,
+    n: int,
+    keys: int,
+    mode: str = "OPTIMISTIC_CONCURRENCY_CONTROL",
+    services: bool = True,
+) -> str:
     uri = str(Path(folder) / f"writers{n}-{mode}")
     table = Table.create(
         uri,
@@ -146,7 +186,7 @@ def _table(folder: str, n: int, keys: int, mode: str = "OPTIMISTIC_CONCURRENCY_C
         "p",
         "v",
         DynamicBucketOptions(max_keys_per_bucket=max(1000, keys // 8)),
-        TableOptions(write_concurrency_mode=mode),
+        TableOptions(write_concurrency_mode=mode, **({} if services else NO_SERVICES)),
     )
     table.upsert(_rows(np.arange(keys, dtype=np.int64), 0))
     table.wait_for_services()
@@ -157,13 +197,14 @@ def _table(folder: str, n: int, keys: int, mode: str = "OPTIMISTIC_CONCURRENCY_C
 def _run_processes(uri: str, n: int, keys: int, rows: int, writes: int) -> list[dict[str, Any]]:
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
-        go = manager.Event()
+        go, ready = manager.Event(), manager.Queue()
         with ctx.Pool(n) as pool:
             pending = [
-                pool.apply_async(_process_writer, (uri, w, keys, rows, writes, go))
+                pool.apply_async(_process_writer, (uri, w, keys, rows, writes, go, ready))
                 for w in range(n)
             ]
-            time.sleep(3.0)  # imports and Table.open in every writer
+            for _ in range(n):  # every writer opened its table and warmed up
+                ready.get(timeout=600)
             go.set()
             return [p.get(timeout=3600) for p in pending]
 
@@ -235,10 +276,12 @@ def killed(folder: str) -> list[Measurement]:
     return out
 
 
-def _stream(uri: str, keys: int, go: Any, done: Any) -> list[float]:
+def _stream(uri: str, keys: int, go: Any, done: Any, ready: Any) -> list[float]:
     """A stream's micro-batches, one after another; sets ``done`` after the last."""
     table = Table.open(uri)
     batches = _batches(1_000, keys, STREAM_ROWS, STREAM_BATCHES)
+    _warm(table, batches[0])
+    ready.put("stream")
     go.wait()
     try:
         return list(_write_all(table, batches)["took"])
@@ -247,9 +290,11 @@ def _stream(uri: str, keys: int, go: Any, done: Any) -> list[float]:
         table.close()
 
 
-def _backfill(uri: str, keys: int, rows: int, go: Any, done: Any) -> tuple[int, float]:
+def _backfill(uri: str, keys: int, rows: int, go: Any, done: Any, ready: Any) -> tuple[int, float]:
     """Large upserts into the same partitions until ``done``: (rows written, seconds)."""
     table = Table.open(uri)
+    _warm(table, _batches(2_000, keys, rows, 1)[0])
+    ready.put("backfill")
     go.wait()
     start, written, step = time.perf_counter(), 0, 0
     try:
@@ -271,12 +316,13 @@ def stream_beside_backfill(folder: str, keys: int, rows: int) -> list[Measuremen
     for case in ("stream alone", "stream beside a backfill"):
         uri = _table(folder, 100 + len(out), keys)
         with ctx.Manager() as manager, ctx.Pool(2) as pool:
-            go, done = manager.Event(), manager.Event()
-            stream = pool.apply_async(_stream, (uri, keys, go, done))
+            go, done, ready = manager.Event(), manager.Event(), manager.Queue()
+            stream = pool.apply_async(_stream, (uri, keys, go, done, ready))
             backfill = None
             if case != "stream alone":
-                backfill = pool.apply_async(_backfill, (uri, keys, rows, go, done))
-            time.sleep(3.0)  # imports and Table.open in every process
+                backfill = pool.apply_async(_backfill, (uri, keys, rows, go, done, ready))
+            for _ in range(1 if backfill is None else 2):  # every process warm
+                ready.get(timeout=600)
             go.set()
             took = stream.get(timeout=3600)
             m = Measurement(case, STREAM_ROWS * STREAM_BATCHES, [sum(took)])
@@ -303,8 +349,10 @@ def run(
     counts: list[int],
     workdir: str | None = None,
     runtime: Any = None,
+    services: bool = True,
 ) -> dict[str, Any]:
-    """Runs the benchmark (``runtime``: Spark writers, module doc) and prints its report."""
+    """Runs the benchmark (``runtime``: Spark writers, module doc; ``services`` False: the
+    writer-count cases without table services, ``NO_SERVICES``) and prints its report."""
     rows_out = []
     base, alone = 0.0, 0.0
     # The first run: one writer holding the table for each write (SINGLE_WRITER), what
@@ -312,7 +360,7 @@ def run(
     runs = [(1, "SINGLE_WRITER"), *((n, "OPTIMISTIC_CONCURRENCY_CONTROL") for n in counts)]
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
         for n, mode in runs:
-            uri = _table(folder, n, keys, mode)
+            uri = _table(folder, n, keys, mode, services)
             if runtime is None:
                 done = _run_processes(uri, n, keys, rows, writes)
                 clock = "wall"
@@ -328,6 +376,7 @@ def run(
             p50 = float(np.median([t for d in done for t in d["took"]]))
             single = mode == "SINGLE_WRITER"
             m = Measurement(f"{n} writer(s)" + (" SINGLE_WRITER" if single else ""), total, [span])
+            cpu = sum(d["cpu"] for d in done) if runtime is None else float("nan")
             if single:
                 alone = m.per_second
             elif not base:
@@ -343,6 +392,11 @@ def run(
                 ),
                 "writes": n * writes,
                 "write p50 s": round(p50, 3),
+                # Cores the writers kept busy (in process: their processes' CPU seconds over
+                # the span, services included); one writer's sets what two cores allow
+                # several: cores / busy (Spark: the work is in other processes, not told).
+                "cores busy": round(cpu / span, 2),
+                "cpu s per 1k rows": round(1000 * cpu / total, 4),
                 "seconds per write": per_write,
                 "clock": clock,
             }
@@ -352,5 +406,10 @@ def run(
             rows_out += stream_beside_backfill(folder, keys, rows)
     engine = "spark" if runtime is not None else "in process"
     return print_report(
-        f"writers ({engine})", "rows", rows_out, keys=keys, rows_per_write=rows, writes=writes
+        f"writers ({engine}{'' if services else ', no services'})",
+        "rows",
+        rows_out,
+        keys=keys,
+        rows_per_write=rows,
+        writes=writes,
     )

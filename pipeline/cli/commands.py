@@ -381,13 +381,14 @@ def _bench_global(args: argparse.Namespace) -> int:
 def _bench_writers(args: argparse.Namespace) -> int:
     from dynbucket.bench import writers
 
+    services = not args.no_services
     if not args.spark:
-        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir)
+        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir, None, services)
         return 0
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir, rt)
+        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir, rt, services)
     return 0
 
 
@@ -728,6 +729,11 @@ def parser() -> argparse.ArgumentParser:
         help="writer counts, side by side",
     )
     wrt.add_argument("--spark", action="store_true", help="Spark writers (threads of one driver)")
+    wrt.add_argument(
+        "--no-services",
+        action="store_true",
+        help="no table services (compaction, clean, index compaction): the writes alone",
+    )
     wrt.add_argument("--workdir", default=None, help="where to write the tables (temporary)")
     wrt.set_defaults(func=_bench_writers)
     up = bench_sub.add_parser(
