@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -46,7 +47,7 @@ class IndexSource(Protocol):
         ...
 
     def catch_up(
-        self, partition: str, slot: int, num_slots: int, seen: frozenset[str]
+        self, partition: str, slot: int, num_slots: int, seen: AbstractSet[str]
     ) -> PartitionCatchUp | None:
         """What the committed index files of ``partition`` that a cache holding ``seen``
         misses say for ``slot`` (None: they cannot be told apart, an index compaction or
@@ -67,7 +68,7 @@ class EmptySource:
         return []
 
     def catch_up(
-        self, partition: str, slot: int, num_slots: int, seen: frozenset[str]
+        self, partition: str, slot: int, num_slots: int, seen: AbstractSet[str]
     ) -> PartitionCatchUp | None:
         return None
 

@@ -23,8 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors.cache import MISSING, PendingTable, SortedRun, settled
+from dynbucket.base.errors import AssignerError
 
 I64 = npt.NDArray[np.int64]
+
+#: Instants a cache's ``seen`` holds at most (``PartitionIndex.seen``).
+SEEN_MAX = 1024
 
 #: ``last_updated_checkpoint`` of a partition never updated since it was loaded.
 NEVER = -1
@@ -105,8 +109,11 @@ class PartitionIndex:
         self.listed_keys = np.zeros_like(self.bucket_keys)
         self.listed_bytes = np.zeros_like(self.bucket_keys)
         self.set_listing(load.bucket_bytes)
-        self.seen: frozenset[str] | None = load.seen
-        """The instants whose index entries this cache holds (None: unknown)."""
+        self.seen: set[str] | None = None if load.seen is None else set(load.seen)
+        """The instants whose index entries this cache holds (None: unknown). A writer
+        alone never catches up, which is when ``seen`` is pruned to the visible files: past
+        ``SEEN_MAX`` instants it becomes unknown, so that a long stream's caches stay the
+        size they were (such a cache loads again at its first catch-up)."""
 
     # --- lookups and inserts -------------------------------------------------------------
 
@@ -227,7 +234,7 @@ class PartitionIndex:
         4. the cache now holds those instants' entries (``seen``), and a fresh listing.
         """
         if self.uncommitted:
-            raise AssertionError(f"catch_up with checkpoints {self.uncommitted} pending")
+            raise AssignerError(f"catch_up with checkpoints {self.uncommitted} pending")
         self._remove(found.touched)  # 1.
         if len(found.keys):  # 2.
             self.recent = (
@@ -240,7 +247,7 @@ class PartitionIndex:
         self.committed_keys[: len(gain)] += gain
         self.bucket_keys[: len(gain)] += gain
         self.run, self.recent = settled(self.run, self.recent, self.RECENT_SHARE)
-        self.seen = found.seen  # 4.
+        self.seen = set(found.seen)  # 4.
         if found.bucket_bytes is not None:
             self.set_listing(found.bucket_bytes)
 
@@ -248,8 +255,11 @@ class PartitionIndex:
         """``checkpoint`` committed and this cache holds its entries: this slot's (its
         pending mappings moved at the commit) and, ``whole``, every other slot's counts
         too; else the cache cannot tell what it misses any more."""
-        if self.seen is not None:
-            self.seen = self.seen | {instant_id(checkpoint)} if whole else None
+        if self.seen is None:
+            return
+        self.seen.add(instant_id(checkpoint))
+        if not whole or len(self.seen) > SEEN_MAX:
+            self.seen = None
 
     def add_others(self, totals: Mapping[int, int], own: I64 | None) -> None:
         """Counts the keys other slots committed: ``totals`` are every slot's new keys per

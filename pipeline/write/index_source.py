@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import numpy.typing as npt
@@ -89,7 +90,7 @@ class RLIIndexSource:
         )
 
     def catch_up(
-        self, partition: str, slot: int, num_slots: int, seen: frozenset[str]
+        self, partition: str, slot: int, num_slots: int, seen: AbstractSet[str]
     ) -> PartitionCatchUp | None:
         """What the index deltas of ``partition`` committed since a cache holding ``seen``
         say for ``slot``: its keys they insert and delete, every slot's counts

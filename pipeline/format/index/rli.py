@@ -26,6 +26,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -226,7 +227,7 @@ class RecordLevelIndex:
         self,
         partition: str,
         visible: Collection[str],
-        seen: frozenset[str],
+        seen: AbstractSet[str],
         columns: Sequence[str],
         slot: int,
         num_slots: int,

@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from dynbucket.actors.keys import to_cache_keys
-from dynbucket.actors.partition_index import PartitionCatchUp, PartitionIndex, PartitionLoad
+from dynbucket.actors.partition_index import (
+    SEEN_MAX,
+    PartitionCatchUp,
+    PartitionIndex,
+    PartitionLoad,
+)
 
 
 def _keys(values: range) -> np.ndarray:
@@ -71,3 +76,13 @@ def test_a_catch_up_takes_others_inserts_and_deletes_and_their_counts() -> None:
     assert index.seen == {"6"}
     index.saw(8, whole=False)  # another slot's keys of 8 not counted: it cannot tell now
     assert index.seen is None
+
+
+def test_a_writer_alone_does_not_grow_what_its_cache_has_seen_without_bound() -> None:
+    index = _index(3)
+    for checkpoint in range(1, SEEN_MAX):
+        index.saw(checkpoint, whole=True)
+    assert index.seen is not None and len(index.seen) == SEEN_MAX - 1
+    index.saw(SEEN_MAX, whole=True)
+    index.saw(SEEN_MAX + 1, whole=True)
+    assert index.seen is None  # unknown: its first catch-up loads it again
