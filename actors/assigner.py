@@ -47,11 +47,12 @@ class IndexSource(Protocol):
         ...
 
     def catch_up(
-        self, partition: str, slot: int, num_slots: int, seen: AbstractSet[str]
-    ) -> PartitionCatchUp | None:
-        """What the committed index files of ``partition`` that a cache holding ``seen``
-        misses say for ``slot`` (None: they cannot be told apart, an index compaction or
-        a rescale restated them: the cache loads again)."""
+        self, seen: Mapping[str, AbstractSet[str]], slot: int, num_slots: int
+    ) -> dict[str, PartitionCatchUp | None]:
+        """Per partition of ``seen`` (partition -> the index files its cache holds), what
+        the committed index files it misses say for ``slot`` (None: they cannot be told
+        apart, an index compaction or a rescale restated them: the cache loads again).
+        One call for all partitions: the committed state is read once."""
         ...
 
 
@@ -68,9 +69,9 @@ class EmptySource:
         return []
 
     def catch_up(
-        self, partition: str, slot: int, num_slots: int, seen: AbstractSet[str]
-    ) -> PartitionCatchUp | None:
-        return None
+        self, seen: Mapping[str, AbstractSet[str]], slot: int, num_slots: int
+    ) -> dict[str, PartitionCatchUp | None]:
+        return dict.fromkeys(seen)
 
 
 @dataclass
@@ -310,10 +311,14 @@ class BucketAssigner:
         """
         start = time.perf_counter()
         dropped = 0
+        known = {
+            name: index.seen
+            for name, index in self.partitions.items()
+            if index.seen is not None and not index.uncommitted
+        }
+        caught = self.source.catch_up(known, self.slot, self.num_slots) if known else {}
         for name, index in list(self.partitions.items()):
-            found = None
-            if index.seen is not None and not index.uncommitted:
-                found = self.source.catch_up(name, self.slot, self.num_slots, index.seen)
+            found = caught.get(name)
             if found is None:
                 self.evict(name)  # refuses a partition with uncommitted mappings
                 dropped += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 
 import numpy as np
@@ -90,13 +90,25 @@ class RLIIndexSource:
         )
 
     def catch_up(
-        self, partition: str, slot: int, num_slots: int, seen: AbstractSet[str]
-    ) -> PartitionCatchUp | None:
-        """What the index deltas of ``partition`` committed since a cache holding ``seen``
+        self, seen: Mapping[str, AbstractSet[str]], slot: int, num_slots: int
+    ) -> dict[str, PartitionCatchUp | None]:
+        """Per partition, what the index deltas committed since a cache holding ``seen``
         say for ``slot``: its keys they insert and delete, every slot's counts
-        (``RecordLevelIndex.slot_catch_up``; None: the cache loads again)."""
+        (``RecordLevelIndex.slot_catch_up``; None: the cache loads again). The timeline is
+        read once for all partitions."""
+        visible = self._visible()
+        return {p: self._catch_up(p, visible, s, slot, num_slots) for p, s in seen.items()}
+
+    def _catch_up(
+        self,
+        partition: str,
+        visible: AbstractSet[str],
+        seen: AbstractSet[str],
+        slot: int,
+        num_slots: int,
+    ) -> PartitionCatchUp | None:
         found = RecordLevelIndex(self.store, self.spec).slot_catch_up(
-            partition, self._visible(), seen, [HASH, BUCKET], slot, num_slots
+            partition, visible, seen, [HASH, BUCKET], slot, num_slots
         )
         if found is None:
             return None

@@ -86,7 +86,13 @@ def write_fn(ctx: WriteContext) -> ArrowFn:
 def to_rows(written: GroupWrites) -> pa.RecordBatch:
     """A task's writes as rows of :data:`WRITTEN_ARROW`."""
     rows: list[dict[str, Any]] = [
-        {**dataclasses.asdict(f), "not_found": 0, "stages": None, "hashes": None}
+        # An index file's entries stay in the task (the row holds the file, not its rows).
+        {
+            **dataclasses.asdict(dataclasses.replace(f, entries=None)),
+            "not_found": 0,
+            "stages": None,
+            "hashes": None,
+        }
         for f in written.files
     ]
     for partition, hashes in written.gone_keys().items():

@@ -257,7 +257,7 @@ def write_file_groups(
         with out.timed("index"):
             table = pa.concat_tables(parts)
             f = index.write(partition, instant, table, task=task, files=files, slots=index_slots)
-        out.add(WrittenFile(partition, f.path, "index", table.num_rows, f.size))
+        out.add(WrittenFile(partition, f.path, "index", table.num_rows, f.size, entries=table))
 
     # A partition's index file is written as soon as its last group is.
     left = Counter(g[0] for g in groups)

@@ -19,6 +19,7 @@ those of later writers' logs of the same version, as Hudi's readers order logs).
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from dataclasses import dataclass
@@ -88,8 +89,10 @@ class ParsedName:
     """A merged log's first merged instant (it restates its slice's logs from it on)."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse(name: str) -> ParsedName | None:
-    """What ``name`` says, or None for a file that is not a data file."""
+    """What ``name`` says, or None for a file that is not a data file (kept per name: every
+    listing of a partition parses its names again)."""
     m = _BASE.match(name)
     if m is not None:
         return ParsedName(m["file_id"], "base", m["instant"], m["instant"])

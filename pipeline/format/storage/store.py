@@ -108,7 +108,7 @@ class TableStore:
     def list_files(self, directory: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """Files under ``directory`` (none if it does not exist)."""
         selector = pafs.FileSelector(directory, allow_not_found=True, recursive=recursive)
-        return [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+        return [i for i in self.fs.get_file_info(selector) if i.is_file]
 
     def list_dirs(self, directory: str) -> list[str]:
         selector = pafs.FileSelector(directory, allow_not_found=True)

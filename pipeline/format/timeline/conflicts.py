@@ -1,8 +1,9 @@
 """What a write must not commit over: the instants other writers completed while it wrote.
 
 Several writers (``hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL``) write
-beside each other; each commit, under the table's lease, checks its instant against every
-instant that completed since it began (not in its ``visible`` set) and is refused with
+beside each other; each commit checks its instant against every instant that completed
+since it began (not in its ``visible`` set: first without the table's lease, then under it
+for those that completed in between) and is refused with
 :class:`WriteConflictError` when one of them changed what it decided from. The write is then
 run again from the table as it is (``write/retry.py``). Merge-on-read updates of known keys
 never conflict: each writer appends its own log, and logs merge by ordering value.
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dynbucket.base.columns import BUCKET, DELETE, HASH, OP
@@ -90,9 +92,10 @@ class Footprint:
     bases: set[Group] = field(default_factory=set)
     logs: set[Group] = field(default_factory=set)
     data: dict[Group, list[DataFile]] = field(default_factory=dict)
-    inserts: dict[str, set[int]] = field(default_factory=dict)
-    """Partition ('' with a global index) -> hashes of the keys it inserted."""
-    tombstones: dict[str, set[int]] = field(default_factory=dict)
+    inserts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Partition ('' with a global index) -> hashes of the keys it inserted (sorted,
+    unique: two writes' tens of thousands of keys intersect as arrays, not Python sets)."""
+    tombstones: dict[str, np.ndarray] = field(default_factory=dict)
     filled: set[Group] = field(default_factory=set)
     """Groups that gained new keys (by bucket)."""
     deleted: dict[Group, set[str]] = field(default_factory=dict)
@@ -105,10 +108,20 @@ class Footprint:
         (self.logs if f.kind == "log" else self.bases).add(group)
         self.data.setdefault(group, []).append(f)
 
-    def add_index(self, spec: TableSpec, partition: str, path: str, store: Any) -> None:
+    def add_index(
+        self,
+        spec: TableSpec,
+        partition: str,
+        path: str,
+        store: Any,
+        written: pa.Table | None = None,
+    ) -> None:
+        """Adds the index file ``path`` (``written``: its entries, in memory already)."""
         self.indexed.add(partition)
-        fields = [*spec.record_key, HASH, BUCKET, OP]
-        entries = pq.read_table(path, columns=fields, filesystem=store.fs)
+        if written is not None:
+            entries = written
+        else:
+            entries = pq.read_table(path, columns=[HASH, BUCKET, OP], filesystem=store.fs)
         if not entries.num_rows:
             return
         scope = "" if spec.global_index else partition
@@ -116,29 +129,60 @@ class Footprint:
         hashes = entries.column(HASH).to_numpy()
         buckets = entries.column(BUCKET).to_numpy()
         gone = ops == DELETE
-        self.inserts.setdefault(scope, set()).update(hashes[~gone].tolist())
-        self.tombstones.setdefault(scope, set()).update(hashes[gone].tolist())
+        for into, picked in ((self.inserts, hashes[~gone]), (self.tombstones, hashes[gone])):
+            into[scope] = np.union1d(into.get(scope, picked[:0]), picked)
         self.filled.update((partition, int(b)) for b in np.unique(buckets[~gone]))
-        keys = record_keys(entries.filter(gone), spec.record_key).to_pylist()
+        if not gone.any():
+            return
+        # Only a delete's record key is compared (step 4): read for the deletes alone.
+        keys_of = list(spec.record_key)
+        keyed = (
+            written
+            if written is not None
+            else pq.read_table(path, columns=keys_of, filesystem=store.fs)
+        )
+        keys = record_keys(keyed.select(keys_of).filter(pa.array(gone)), keys_of).to_pylist()
         for b, k in zip(buckets[gone].tolist(), keys, strict=True):
             self.deleted.setdefault((partition, int(b)), set()).add(k)
 
 
-def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`check` found no conflict with."""
+
+    writes: list[str]
+    """The data writes completed since the write began (its caches miss their keys)."""
+    completed: frozenset[str]
+    """Every instant completed since it began that was checked (a later check skips them:
+    a completed instant never changes)."""
+
+
+def check(
+    tx: Transaction,
+    timeline: Timeline,
+    metadata: dict[str, Any],
+    mine: Footprint | None = None,
+    checked: frozenset[str] = frozenset(),
+) -> Checked:
     """Raises :class:`WriteConflictError` if ``tx`` conflicts with an instant completed since
-    it began (the module doc's steps); returns the data writes completed since it began
-    (none conflicting: the writer's caches miss their keys)."""
+    it began (the module doc's steps). ``mine``: ``own_footprint(tx)``, when made already;
+    ``checked``: instants an earlier check of ``tx`` found no conflict with (the commit
+    checks once before it takes the lease and again under it, for what completed since:
+    the lease is held for the few instants in between, not the whole check)."""
     completed = timeline.completed()
     theirs = [i for i in completed if i.id not in tx.visible and i.id != tx.id]
-    writes = [i.id for i in theirs if i.action == Action.COMMIT]
+    done = Checked(
+        [i.id for i in theirs if i.action == Action.COMMIT], frozenset(i.id for i in theirs)
+    )
+    theirs = [i for i in theirs if i.id not in checked]
     # 5.
     floor = timeline.archived().floor
     if tx.unseen_from is not None and floor and floor >= tx.unseen_from:
         _refuse(tx, floor, "archival moved instants this write never saw off the timeline")
     younger = [i for i in timeline.pending() if i.id > tx.id]
     if not theirs and not younger:
-        return writes
-    mine = _own_footprint(tx)
+        return done
+    mine = mine if mine is not None else own_footprint(tx)
     for instant in theirs:
         if instant.action in COMPACTIONS:
             rewritten = _footprint(tx, timeline, instant, with_index=False)
@@ -146,8 +190,8 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> list
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
         elif instant.action == Action.INDEX_COMPACTION and instant.id > tx.id:
-            done = timeline.metadata(instant).get("files") or []
-            _refuse_index(tx, instant, mine, {f.get("partition", "") for f in done})
+            merged = timeline.metadata(instant).get("files") or []
+            _refuse_index(tx, instant, mine, {f.get("partition", "") for f in merged})
         elif instant.action == Action.COMMIT:
             _check_write(tx, timeline, instant, mine, metadata)
     # 6.
@@ -161,7 +205,7 @@ def check(tx: Transaction, timeline: Timeline, metadata: dict[str, Any]) -> list
         elif instant.action == Action.INDEX_COMPACTION:
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
             _refuse_index(tx, instant, mine, merged)
-    return writes
+    return done
 
 
 def _refuse_index(tx: Transaction, instant: Instant, mine: Footprint, merged: set[str]) -> None:
@@ -195,8 +239,8 @@ def _check_write(
     for what, a, b in (("inserted", mine.inserts, their.inserts),
                        ("deleted", mine.tombstones, their.tombstones)):  # fmt: skip
         for scope, hashes in a.items():
-            if both_keys := hashes & b.get(scope, set()):
-                _refuse(tx, instant.id, f"both {what} {len(both_keys)} key(s)")
+            if scope in b and len(both := np.intersect1d(hashes, b[scope], True)):
+                _refuse(tx, instant.id, f"both {what} {len(both)} key(s)")
     if filled := mine.filled & their.filled:
         _refuse(tx, instant.id, f"both put new keys into bucket(s) {_few(filled)}")
     # 4.
@@ -220,11 +264,12 @@ def _check_write(
                 _refuse(tx, instant.id, why)
 
 
-def _own_footprint(tx: Transaction) -> Footprint:
+def own_footprint(tx: Transaction) -> Footprint:
+    """What ``tx`` wrote (its own files: made once per commit, before the lease)."""
     out = Footprint()
     for f in tx.files:
         if f.kind == "index":
-            out.add_index(tx.spec, f.partition, f.path, tx.store)
+            out.add_index(tx.spec, f.partition, f.path, tx.store, f.entries)
         else:
             out.add_data(f.partition, DataFile(tx.id, f.path, f.kind, f.size, f.file_id))
     return out

@@ -14,6 +14,7 @@ atomic publish; readers only see completed instants, and only files of completed
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -73,8 +74,11 @@ def file_name(
     return f"{hudi_dir}/{i}.{suffix(action, state, merge_on_read)}"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_instant_file(name: str, own: bool = False) -> Instant | None:
-    """The instant a timeline file name stands for (None for other files). A Hudi
+    """The instant a timeline file name stands for (None for other files; kept per name:
+    every look at a timeline parses all its names again, and a name always means the
+    same instant). A Hudi
     ``<id>.commit`` (``.deltacommit``) is read as a write here; the timeline makes it a
     compaction (a log compaction) when the instant was requested as one. Timeline layout 2
     names a completed instant ``<id>_<completion time>.<action>``."""
@@ -96,6 +100,11 @@ def parse_instant_file(name: str, own: bool = False) -> Instant | None:
         return Instant(head, action, State[state.upper()] if state else State.COMPLETED)
     except KeyError:
         return None
+
+
+def _order(instant: Instant) -> tuple[str, str, int]:
+    """Instant order as a plain tuple (sorting by it skips the dataclass's comparisons)."""
+    return (instant.id, instant.action, instant.state)
 
 
 class Visible(frozenset[str]):
@@ -279,7 +288,7 @@ class Timeline:
             Instant(i.id, requested_as[i.id], i.state) if i.id in requested_as else i
             for i in latest.values()
         ]
-        return sorted(out)
+        return sorted(out, key=_order)
 
     def own_ids(self, action: str) -> frozenset[str]:
         """Ids of dynbucket's own instants of ``action`` (any state), from one listing of

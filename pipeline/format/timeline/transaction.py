@@ -350,12 +350,19 @@ class Transaction:
         since it began (``conflicts.check``: ``WriteConflictError``)."""
         assert self.lock is not None and self.heartbeat is not None
         self._verify_not_settled()
+        mor = self.spec.options.merge_on_read
+        # 1. Without the lease: this write's footprint, and the check against what completed
+        # so far (a conflict found here is one under the lease too).
+        mine = conflicts.own_footprint(self)
+        early = conflicts.check(self, Timeline(self.store, mor), metadata, mine)
+        # 2. Under the lease: only what completed since step 1 (the lease is held for the
+        # commit, not for reading other writers' footprints).
         self.lock.acquire(instant=self.id)
-        timeline = Timeline(self.store, self.spec.options.merge_on_read)
+        timeline = Timeline(self.store, mor)
         _settle_superseded(self.store, timeline, self.lock)
         self.lock.verify()
         self._verify_not_settled()
-        self.beside = tuple(conflicts.check(self, timeline, metadata))
+        self.beside = tuple(conflicts.check(self, timeline, metadata, mine, early.completed).writes)
         self.timeline = timeline  # the completion time follows what is on it now
 
     def _verify_not_settled(self) -> None:

@@ -3,7 +3,10 @@ a transaction collects, the conflict checks compare and the services return."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
 
 from dynbucket.format.hudi.commit import WriteStat
 from dynbucket.format.storage.store import TableStore
@@ -39,6 +42,13 @@ class WrittenFile:
     log_bytes: int = 0
     """A log file's slice: its logs' bytes, this one's included (with ``base_bytes``: a
     compaction or a log compaction, ``compaction.full_due``)."""
+    entries: pa.Table | None = field(default=None, repr=False, compare=False)
+    """An index file: its entries, kept in memory by the process that wrote them (the
+    commit's conflict check reads its own footprint from here, not from the file); never
+    pickled: a Spark task's result carries no table."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "entries": None}
 
     def relative(self, store: TableStore) -> str:
         return self.path[len(store.root) :].lstrip("/")

@@ -58,6 +58,24 @@ def _beside(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any], times: in
     monkeypatch.setattr(Transaction, "_check_beside_writers", commit)
 
 
+def _under_the_lease(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any]) -> None:
+    """Runs ``other`` once, after the next commit checked without the lease and before it
+    takes the lease: what completes there is checked under the lease only."""
+    real = WriterLock.acquire
+    left, busy = [1], [False]
+
+    def acquire(self: WriterLock, instant: str | None = None) -> None:
+        if instant is not None and left[0] and not busy[0]:
+            left[0], busy[0] = 0, True
+            try:
+                other()
+            finally:
+                busy[0] = False
+        real(self, instant)
+
+    monkeypatch.setattr(WriterLock, "acquire", acquire)
+
+
 def _retries(caplog: pytest.LogCaptureFixture) -> int:
     return sum("after a conflict" in r.getMessage() for r in caplog.records)
 
@@ -77,6 +95,23 @@ def test_a_new_key_both_writers_insert_gets_one_bucket(
     assert (done.keys_inserted, done.keys_updated) == (1, 1)
     assert done.written_again == 1 and 0 < done.seconds["again"] < done.seconds["total"]
     assert "written again 1 time(s) after a conflict" in str(done)
+    rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
+    assert rows == {"k1": (1, 1), "k2": (2, 1), "k3": (2, 0)}
+    assert t.check().healthy
+
+
+def test_a_write_completed_between_the_check_and_the_lease_is_checked_under_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The commit checks most instants before it takes the lease; one that completes after
+    that check is checked under the lease: both inserted k2, so this write runs again."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    other = Table.open(t.uri)
+    _under_the_lease(monkeypatch, lambda: other.upsert(_rows(["k1", "k2"], 1)))
+    done = t.upsert(_rows(["k2", "k3"], 2))
+    assert _retries(caplog) == 1 and done.written_again == 1
+    assert (done.keys_inserted, done.keys_updated) == (1, 1)
     rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
     assert rows == {"k1": (1, 1), "k2": (2, 1), "k3": (2, 0)}
     assert t.check().healthy
