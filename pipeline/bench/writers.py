@@ -7,7 +7,9 @@ on) holding ``keys`` keys over four partitions; every writer, a process of its o
 ``writes`` upserts of ``rows`` rows each: half known keys (any writer's), half new keys
 (its own range, into the same partitions; each writer in a lane of its own fills buckets
 of its lane: ``format/timeline/lanes.py``). Reported: rows per second over all writers
-(first write started to last write returned) and per writer, the ratio to one writer's,
+(first write started to last write returned) and per writer, the ratio to one writer's
+and (in process) to as many writers each writing a table of its own (the same writes: what
+the machine allows that many writers at all, so the ratio is what sharing one table costs),
 the writes run again after a conflict, a write's p50 time, where a writer's time goes
 (the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
 wait for another writer's commit lease and the conflict checks), and the cores the writer
@@ -34,6 +36,7 @@ import logging
 import multiprocessing as mp
 import re
 import resource
+import shutil
 import tempfile
 import threading
 import time
@@ -177,8 +180,9 @@ def _table(
     keys: int,
     mode: str = "OPTIMISTIC_CONCURRENCY_CONTROL",
     services: bool = True,
+    tag: str = "",
 ) -> str:
-    uri = str(Path(folder) / f"writers{n}-{mode}")
+    uri = str(Path(folder) / f"writers{n}{tag}-{mode}")
     table = Table.create(
         uri,
         SCHEMA,
@@ -194,19 +198,31 @@ def _table(
     return uri
 
 
-def _run_processes(uri: str, n: int, keys: int, rows: int, writes: int) -> list[dict[str, Any]]:
+def _run_processes(
+    uris: list[str], n: int, keys: int, rows: int, writes: int
+) -> list[dict[str, Any]]:
+    """``n`` writer processes, writer ``w`` into ``uris[w % len(uris)]``."""
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         go, ready = manager.Event(), manager.Queue()
         with ctx.Pool(n) as pool:
             pending = [
-                pool.apply_async(_process_writer, (uri, w, keys, rows, writes, go, ready))
+                pool.apply_async(
+                    _process_writer, (uris[w % len(uris)], w, keys, rows, writes, go, ready)
+                )
                 for w in range(n)
             ]
             for _ in range(n):  # every writer opened its table and warmed up
                 ready.get(timeout=600)
             go.set()
             return [p.get(timeout=3600) for p in pending]
+
+
+def _copy(uri: str, w: int) -> str:
+    """A copy of the fresh table at ``uri`` for writer ``w`` alone."""
+    to = f"{uri}-own-{w}"
+    shutil.copytree(uri, to)
+    return to
 
 
 def _run_threads(
@@ -355,14 +371,24 @@ def run(
     writer-count cases without table services, ``NO_SERVICES``) and prints its report."""
     rows_out = []
     base, alone = 0.0, 0.0
+    apart: dict[int, float] = {}
     # The first run: one writer holding the table for each write (SINGLE_WRITER), what
-    # several writers' moment leases, heartbeats and checks cost one writer.
-    runs = [(1, "SINGLE_WRITER"), *((n, "OPTIMISTIC_CONCURRENCY_CONTROL") for n in counts)]
+    # several writers' moment leases, heartbeats and checks cost one writer. In process,
+    # each count of several writers runs first on a table of each writer's own: what the
+    # machine allows that many writers at all (module doc), the ceiling of one table's.
+    runs = [(1, "SINGLE_WRITER", False)]
+    for n in counts:
+        if n > 1 and runtime is None:
+            runs.append((n, "OPTIMISTIC_CONCURRENCY_CONTROL", True))
+        runs.append((n, "OPTIMISTIC_CONCURRENCY_CONTROL", False))
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
-        for n, mode in runs:
-            uri = _table(folder, n, keys, mode, services)
+        for n, mode, own_tables in runs:
+            uri = _table(folder, n, keys, mode, services, "-apart" if own_tables else "")
+            uris = [uri]
+            if own_tables:
+                uris += [_copy(uri, w) for w in range(1, n)]
             if runtime is None:
-                done = _run_processes(uri, n, keys, rows, writes)
+                done = _run_processes(uris, n, keys, rows, writes)
                 clock = "wall"
             else:
                 done = _run_threads(uri, n, keys, rows, writes, runtime)
@@ -375,16 +401,21 @@ def run(
             per_write = {k: round(v / (n * writes), 3) for k, v in sorted(laps.items())}
             p50 = float(np.median([t for d in done for t in d["took"]]))
             single = mode == "SINGLE_WRITER"
-            m = Measurement(f"{n} writer(s)" + (" SINGLE_WRITER" if single else ""), total, [span])
+            label = " SINGLE_WRITER" if single else (f", {n} tables" if own_tables else "")
+            m = Measurement(f"{n} writer(s){label}", total, [span])
             cpu = sum(d["cpu"] for d in done) if runtime is None else float("nan")
             if single:
                 alone = m.per_second
             elif not base:
                 base = m.per_second
+            if own_tables:
+                apart[n] = m.per_second
             m.extra = {
                 "rows/s": round(m.per_second),
                 "vs 1 writer": round(m.per_second / (alone if single else base), 2),
                 "vs SINGLE_WRITER": round(m.per_second / alone, 2),
+                # One table's writers against as many writing tables of their own.
+                **({"vs own tables": round(m.per_second / apart[n], 2)} if n in apart else {}),
                 "rows/s per writer": round(m.per_second / n),
                 "written again": sum(d["conflicts"] for d in done),
                 "written again, by cause": dict(
