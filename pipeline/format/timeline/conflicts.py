@@ -12,7 +12,10 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
    the same stream's micro-batch: conflict.
 2. File groups: a group both wrote, where either wrote a base file (a copy-on-write rewrite,
    or a new group for the same bucket: I4), or a group whose slices a concurrent compaction
-   or log compaction rewrote while this write put a log on it: conflict.
+   or log compaction rewrote while this write put a log on it: conflict. Except a
+   compaction older than this write (planned before it began) that wrote the group's new
+   base: this write's log goes onto the new slice at its commit (``Checked.carry``,
+   ``file_group/carry.py``).
 3. New keys (I2): a key both inserted (in one partition; anywhere with a global index), or
    both deleted; and capacity (I3): a bucket both put new keys in (each filled its room
    from the same count).
@@ -155,6 +158,9 @@ class Checked:
     completed: frozenset[str]
     """Every instant completed since it began that was checked (a later check skips them:
     a completed instant never changes)."""
+    carry: dict[tuple[str, str], DataFile] = field(default_factory=dict)
+    """(partition, file id) -> the base an older compaction completed since the write
+    began: the write's logs there go onto that base's slice (``file_group/carry.py``)."""
 
 
 def check(
@@ -186,7 +192,8 @@ def check(
     for instant in theirs:
         if instant.action in COMPACTIONS:
             rewritten = _footprint(tx, timeline, instant, with_index=False)
-            if both := mine.logs & (rewritten.bases | rewritten.logs):
+            both = mine.logs & (rewritten.bases | rewritten.logs)
+            if both and not _carried(tx, instant, both, rewritten, mine, done.carry):
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
         elif instant.action == Action.INDEX_COMPACTION and instant.id > tx.id:
@@ -206,6 +213,34 @@ def check(
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
             _refuse_index(tx, instant, mine, merged)
     return done
+
+
+def _carried(
+    tx: Transaction,
+    instant: Instant,
+    groups: set[Group],
+    rewritten: Footprint,
+    mine: Footprint,
+    carry: dict[tuple[str, str], DataFile],
+) -> bool:
+    """Whether this write's logs on ``groups`` can go onto the new slices of the compaction
+    ``instant`` (noted in ``carry``): one older than the write (a log is read on a slice
+    whose base is older than it), that wrote a base of each group (no merged log), each
+    group carried once (two compactions beside: written again)."""
+    if instant.action != Action.COMPACTION or instant.id > tx.id:
+        return False
+    found: dict[tuple[str, str], DataFile] = {}
+    for group in groups:
+        bases = [f for f in rewritten.data.get(group, []) if f.kind == "base"]
+        logs = {f.file_id for f in mine.data.get(group, []) if f.kind == "log"}
+        if len(bases) != 1 or logs != {bases[0].file_id} or group in rewritten.logs:
+            return False
+        key = (group[0], bases[0].file_id)
+        if key in carry:
+            return False
+        found[key] = bases[0]
+    carry.update(found)
+    return True
 
 
 def _refuse_index(tx: Transaction, instant: Instant, mine: Footprint, merged: set[str]) -> None:

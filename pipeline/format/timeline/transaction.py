@@ -35,6 +35,7 @@ from dynbucket.base.errors import (
     ConcurrentWriteError,
     PublishPendingError,
 )
+from dynbucket.format.file_group.carry import carry_logs
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import commit_metadata, extra_of
@@ -362,8 +363,13 @@ class Transaction:
         _settle_superseded(self.store, timeline, self.lock)
         self.lock.verify()
         self._verify_not_settled()
-        self.beside = tuple(conflicts.check(self, timeline, metadata, mine, early.completed).writes)
+        late = conflicts.check(self, timeline, metadata, mine, early.completed)
+        self.beside = tuple(late.writes)
         self.timeline = timeline  # the completion time follows what is on it now
+        # 3. Logs on slices an older compaction completed meanwhile go onto its new slices.
+        if onto := {**early.carry, **late.carry}:
+            self.files = carry_logs(self.store, self.id, self.files, onto)
+            log.info("instant %s: %d log(s) carried onto compacted slices", self.id, len(onto))
 
     def _verify_not_settled(self) -> None:
         """Several writers: refuses the commit of an instant whose heartbeat lapsed while

@@ -19,10 +19,12 @@ import pytest
 from dynbucket import DynamicBucketIndex, Table, TableOptions
 from dynbucket.base.errors import ConcurrentWriteError, WriteConflictError
 from dynbucket.format.file_group.slices import data_files
+from dynbucket.format.services import compaction
 from dynbucket.format.timeline import heartbeat
 from dynbucket.format.timeline.lanes import ALONE, Lanes
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.transaction import Transaction, schedule
+from tests.hudi_readers import hudi_read
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
@@ -39,41 +41,44 @@ def _rows(ids: list[str], v: int, day: str = "d1") -> pa.Table:
     return pa.table({"id": ids, "day": [day] * len(ids), "v": [v] * len(ids)})
 
 
-def _beside(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any], times: int = 1) -> None:
-    """Runs ``other`` (another writer's whole write) just before the next ``times`` commits
-    of this process's writers take the commit lease."""
-    real = Transaction._check_beside_writers
+def _run_before(
+    monkeypatch: pytest.MonkeyPatch,
+    owner: type,
+    name: str,
+    other: Callable[[], Any],
+    times: int = 1,
+    wants: Callable[..., bool] = lambda *_, **__: True,
+) -> None:
+    """Runs ``other`` (another writer's whole write) just before the next ``times`` calls of
+    ``owner.name`` that ``wants`` (not those ``other`` makes itself)."""
+    real = getattr(owner, name)
     left, busy = [times], [False]
 
-    def commit(self: Transaction, metadata: dict[str, Any]) -> None:
-        if left[0] > 0 and not busy[0]:  # not the other writer's own commit
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if left[0] > 0 and not busy[0] and wants(*args, **kwargs):
             left[0] -= 1
             busy[0] = True
             try:
                 other()
             finally:
                 busy[0] = False
-        real(self, metadata)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Transaction, "_check_beside_writers", commit)
+    monkeypatch.setattr(owner, name, wrapped)
+
+
+def _beside(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any], times: int = 1) -> None:
+    """Runs ``other`` just before the next ``times`` commits of this process's writers
+    check for conflicts."""
+    _run_before(monkeypatch, Transaction, "_check_beside_writers", other, times)
 
 
 def _under_the_lease(monkeypatch: pytest.MonkeyPatch, other: Callable[[], Any]) -> None:
     """Runs ``other`` once, after the next commit checked without the lease and before it
     takes the lease: what completes there is checked under the lease only."""
-    real = WriterLock.acquire
-    left, busy = [1], [False]
-
-    def acquire(self: WriterLock, instant: str | None = None) -> None:
-        if instant is not None and left[0] and not busy[0]:
-            left[0], busy[0] = 0, True
-            try:
-                other()
-            finally:
-                busy[0] = False
-        real(self, instant)
-
-    monkeypatch.setattr(WriterLock, "acquire", acquire)
+    _run_before(
+        monkeypatch, WriterLock, "acquire", other, wants=lambda instant=None: instant is not None
+    )
 
 
 def _retries(caplog: pytest.LogCaptureFixture) -> int:
@@ -311,6 +316,30 @@ def test_a_service_planned_after_a_write_began_makes_its_commit_write_again(
     assert _retries(caplog) == 1
     assert done.instant > planned[0]  # written again, younger than the service
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 2, "k2": 1, "k3": 2}
+
+
+def test_a_log_on_a_slice_an_older_compaction_completed_meanwhile_is_carried_not_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compaction planned before a write began completes while the write is written: the
+    write's log sits on the slice the compaction restated. The commit carries it onto the
+    new slice (the next version there, the write's token) instead of writing again."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    t.upsert(_rows(["k1", "k2"], 1))
+    t.upsert(_rows(["k1"], 2))  # a log on the group's slice
+    planned = compaction.schedule(t._store, t._spec)
+    assert planned is not None
+    _beside(monkeypatch, lambda: compaction.run(t._store, t._spec, planned))
+    done = t.upsert(_rows(["k2", "k3"], 3))  # begins after the plan: a younger instant
+    assert done.instant > planned and _retries(caplog) == 0
+    files = data_files(t._store, "day=d1")
+    mine = [f for f in files if f.instant == done.instant and f.kind == "log"]
+    # The original on the old slice is gone; the copy is log 1 on the compaction's base.
+    assert [(f.base_instant, f.version) for f in mine] == [(planned, 1)]
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"k1": 2, "k2": 3, "k3": 3}
+    assert {r["id"]: r["v"] for r in hudi_read(t.uri).to_pylist()} == {"k1": 2, "k2": 3, "k3": 3}
+    assert t.check().healthy
 
 
 def test_an_index_compaction_completed_while_a_write_is_written_makes_it_write_again(
