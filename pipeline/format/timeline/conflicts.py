@@ -224,16 +224,17 @@ def _carried(
     carry: dict[tuple[str, str], DataFile],
 ) -> bool:
     """Whether this write's logs on ``groups`` can go onto the new slices of the compaction
-    ``instant`` (noted in ``carry``): one older than the write (a log is read on a slice
-    whose base is older than it), that wrote a base of each group (no merged log), each
-    group carried once (two compactions beside: written again)."""
+    ``instant`` (noted in ``carry``): a compaction (not a log compaction: its merged log
+    restates logs by instant range) older than the write (a log is read on a slice whose
+    base is older than it), one new base per group, each group carried once (two
+    compactions beside: written again)."""
     if instant.action != Action.COMPACTION or instant.id > tx.id:
         return False
     found: dict[tuple[str, str], DataFile] = {}
     for group in groups:
         bases = [f for f in rewritten.data.get(group, []) if f.kind == "base"]
         logs = {f.file_id for f in mine.data.get(group, []) if f.kind == "log"}
-        if len(bases) != 1 or logs != {bases[0].file_id} or group in rewritten.logs:
+        if len(bases) != 1 or logs != {bases[0].file_id}:
             return False
         key = (group[0], bases[0].file_id)
         if key in carry:
