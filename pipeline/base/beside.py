@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.util
 import os
 import sys
 import threading
@@ -166,6 +167,11 @@ def service_processes() -> ProcessPoolExecutor:
                 initargs=(os.getpid(),),
             )
             _PROCESSES = (os.getpid(), pool)
+            # A multiprocessing child joins its child processes at its end before the
+            # interpreter's exit stops the pool: idle workers wait for work, and it
+            # would never end. Stop the pool first (made after the pool's own queue
+            # finalizer, and of higher priority: it runs while that queue is open).
+            multiprocessing.util.Finalize(pool, pool.shutdown, exitpriority=20)
         return _PROCESSES[1]
 
 

@@ -108,6 +108,38 @@ def test_service_processes_end_with_the_process_that_started_them(how: signal.Si
     assert [p for p in left if alive(p)] == []
 
 
+IN_A_CHILD = r"""
+import multiprocessing, os, sys
+from dynbucket.base import beside
+
+def writer() -> None:
+    print(beside.submit_service(os.getpid).result(), flush=True)
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context(sys.argv[1]).Process(target=writer)
+    child.start()
+    child.join(30)
+    print("ended" if child.exitcode == 0 else f"alive={child.is_alive()}", flush=True)
+    if child.is_alive():
+        child.kill()
+"""
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_writer_in_a_multiprocessing_child_ends_once_it_returns(
+    tmp_path: Path, start: str
+) -> None:
+    """A writer run as a ``multiprocessing`` child that had started service processes
+    never ended: the child's end joins its children before the pool is told to stop."""
+    script = tmp_path / "parent.py"
+    script.write_text(IN_A_CHILD)
+    done = subprocess.run(
+        [sys.executable, str(script), start], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "ended", done.stdout
+
+
 def test_compact_waits_for_the_compaction_running_beside_the_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
