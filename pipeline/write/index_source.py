@@ -62,8 +62,13 @@ class RLIIndexSource:
     def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
         """``slot``'s entries of ``partition`` (its own section of each index file, not the
         whole partition), with every slot's key count per bucket (from the footers)."""
+        return self._load_as_of(partition, slot, num_slots, self._visible())
+
+    def _load_as_of(
+        self, partition: str, slot: int, num_slots: int, visible: AbstractSet[str]
+    ) -> PartitionLoad:
         section = RecordLevelIndex(self.store, self.spec).slot_slice(
-            partition, self._visible(), [HASH, BUCKET], slot, num_slots
+            partition, visible, [HASH, BUCKET], slot, num_slots
         )
         runs = [
             (
@@ -170,7 +175,10 @@ class MetadataIndexSource(RLIIndexSource):
         3. Each key's fields read back from its text and hashed as every write hashes
            them; the keys of ``slot`` kept, sorted.
         4. Each key's bucket by its file group; the keys per bucket counted over all.
-        5. Compared with dynbucket's index: equal, the files are remembered (step 1).
+        5. Compared with dynbucket's index as of the same instants: equal, the files are
+           remembered (step 1). A writer beside that completed an instant during the
+           reads leaves the two views of different moments: not compared, read again at
+           the next load.
 
         Answered by dynbucket's own index instead when the table keeps no partitioned
         record index (a version 6 table, an adopted one whose record index was set aside,
@@ -180,6 +188,7 @@ class MetadataIndexSource(RLIIndexSource):
         mdt = self._metadata()
         if mdt is None:
             return super().load(partition, slot, num_slots)
+        before = self._visible()
         state = mdt.record_index_state(partition)  # 1.
         if self._agreed.get((partition, slot, num_slots)) == state:
             return super().load(partition, slot, num_slots)
@@ -200,7 +209,10 @@ class MetadataIndexSource(RLIIndexSource):
             entries_scanned=len(hashes),
             seen=None,  # the record index's state: a cache of it loads again to catch up
         )
-        if _same_keys(load, super().load(partition, slot, num_slots)):  # 5.
+        own = self._load_as_of(partition, slot, num_slots, before)  # 5.
+        if self._visible() != before:
+            return load  # an instant completed meanwhile: the views are of two moments
+        if _same_keys(load, own):
             self._agreed[(partition, slot, num_slots)] = state
         else:
             log.warning(
