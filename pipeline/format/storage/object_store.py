@@ -32,6 +32,18 @@ _PROBED: set[tuple[Any, ...]] = set()
 _LOCK = threading.Lock()
 #: Keys per page of a listing (S3's most).
 LIST_PAGE = 1000
+#: Bytes of a body read at a time, first and most: what a read cut short keeps is whole
+#: chunks, so they start small (a small object progresses too) and double (a large one
+#: is read in few calls).
+READ_CHUNKS = (16 << 10, 1 << 20)
+
+
+class _CutShort(OSError):
+    """A body cut short, with the bytes that came before the cut (``received``)."""
+
+    def __init__(self, message: str, received: bytes) -> None:
+        super().__init__(message)
+        self.received = received
 
 
 def s3_options(fs: pafs.FileSystem) -> dict[str, Any]:
@@ -98,34 +110,61 @@ class ConditionalPut:
             raise OSError(f"writing {path}: {e}") from e
 
     def read(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
-        """``length`` bytes of ``path`` from ``offset`` (None: to the end), in one GET whose
-        body is checked against its length (a body cut short raises ``OSError``).
+        """``length`` bytes of ``path`` from ``offset`` (None: to the end), each body
+        checked against its length, made again as ``retrying.again`` says. A body cut
+        short is read on from the first byte missing (objects never change once written:
+        the rest is of the same object), and a cut after progress is no failed attempt:
+        a large object over a flaky network is read, not begun again each time.
 
         Raises:
             FileNotFoundError: no such object.
+            StorageError: attempts in a row brought nothing.
         """
+        got = bytearray()
+
+        def rest() -> None:
+            want = None if length is None else length - len(got)
+            try:
+                got.extend(self._get(path, offset + len(got), want, len(got) > 0))
+            except _CutShort as cut:
+                got.extend(cut.received)
+                raise
+
+        again(f"reading {path}", rest, progress=lambda: len(got))
+        return bytes(got)
+
+    def _get(self, path: str, offset: int, length: int | None, ranged: bool) -> bytes:
+        """One GET of ``length`` bytes from ``offset``; a body cut short raises
+        ``_CutShort`` with the bytes that came."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = path.partition("/")
         extra = {}
-        if offset or length is not None:
+        if offset or length is not None or ranged:
             last = "" if length is None else str(offset + length - 1)
             extra["Range"] = f"bytes={offset}-{last}"
+        body = bytearray()
         try:
             response = self._client().get_object(Bucket=bucket, Key=key, **extra)
-            body = bytes(response["Body"].read())
+            stream, size = response["Body"], READ_CHUNKS[0]
+            while chunk := stream.read(size):
+                body += chunk
+                size = min(2 * size, READ_CHUNKS[1])
         except ClientError as e:
             if _status(e) == 404:
                 raise FileNotFoundError(f"{path}: no such object") from e
             raise OSError(f"reading {path}: {e}") from e
         except BotoCoreError as e:
-            raise OSError(f"reading {path}: {e}") from e
+            raise _CutShort(f"reading {path}: {e}", bytes(body)) from e
         if "ContentLength" not in response:  # headers cut short: urllib3 only warns
             raise OSError(f"reading {path}: the answer's headers were cut short")
         expected = int(response["ContentLength"])
         if len(body) != expected or (length is not None and len(body) != length):
-            raise OSError(f"read {len(body)} bytes of {path} at {offset}, not {length or expected}")
-        return body
+            raise _CutShort(
+                f"read {len(body)} bytes of {path} at {offset}, not {length or expected}",
+                bytes(body) if len(body) < expected else b"",
+            )
+        return bytes(body)
 
     def list(self, directory: str, recursive: bool) -> list[tuple[str, int | None, float | None]]:
         """The objects under ``directory`` (``bucket/prefix``) as ``(path, size, mtime)``,

@@ -8,8 +8,9 @@ written. Every request the table layer makes through ``TableStore.fs`` goes thro
 :class:`RetryingHandler` instead, which makes each one again, with backoff and a bound,
 when making it again cannot change its outcome:
 
-* reads: an object is read whole in one GET (boto3's, which checks the body against its
-  length: pyarrow's client takes a cut look-up for an empty file), again when cut short;
+* reads: an object is read whole with boto3, which checks the body against its length
+  (pyarrow's client takes a cut look-up for an empty file); a body cut short is read on
+  from the first byte missing (a cut after progress is not a failed attempt);
   a look-up that reads as a file of 0 bytes at the epoch (the AWS SDK's reading of a
   response cut short) is made again;
 * writes of whole objects under their own names (a data file, a log, an index delta, a
@@ -90,15 +91,23 @@ def unwrapped(fs: pafs.FileSystem) -> pafs.FileSystem:
     return fs
 
 
-def again(what: str, request: Callable[[], _T], gone_is_done: bool = False) -> _T:
+def again(
+    what: str,
+    request: Callable[[], _T],
+    gone_is_done: bool = False,
+    progress: Callable[[], int] | None = None,
+) -> _T:
     """``request()``, made again on an ``OSError`` (``FileNotFoundError`` is an answer:
     raised, or with ``gone_is_done`` taken as done once an attempt may have been applied).
+    With ``progress`` (bytes received so far), a failed attempt that received more is
+    not counted: a large read over a flaky network goes on while it moves.
 
     Raises:
         StorageError: every attempt failed; names ``what`` and the last error.
     """
-    pause = FIRST_PAUSE
-    for attempt in range(ATTEMPTS):
+    pause, attempt = FIRST_PAUSE, 0
+    received = progress() if progress is not None else 0
+    while True:
         try:
             return request()
         except FileNotFoundError:
@@ -106,7 +115,13 @@ def again(what: str, request: Callable[[], _T], gone_is_done: bool = False) -> _
                 return None  # type: ignore[return-value]
             raise
         except OSError as e:
-            if attempt == ATTEMPTS - 1:
+            if progress is not None and progress() > received:
+                Counters.retried += 1
+                received, attempt, pause = progress(), 0, FIRST_PAUSE
+                log.debug("%s cut short after %d bytes; reading on", what, received)
+                continue
+            attempt += 1
+            if attempt == ATTEMPTS:
                 raise StorageError(
                     f"{what} failed {ATTEMPTS} times, the last with: {e}; the storage (or "
                     "the network to it) keeps failing: check it, then run the write again "
@@ -116,7 +131,6 @@ def again(what: str, request: Callable[[], _T], gone_is_done: bool = False) -> _
             log.debug("%s failed (%s); trying again", what, e)
             time.sleep(pause)
             pause *= 2
-    raise AssertionError("unreachable")
 
 
 class RetryingHandler(pafs.FileSystemHandler):
@@ -214,9 +228,9 @@ class RetryingHandler(pafs.FileSystemHandler):
         return int(info.size or 0)
 
     def _whole(self, path: str) -> pa.Buffer:
-        """The whole object in one GET, its body checked against its length."""
-        objects = self._objects()
-        return pa.py_buffer(again(f"reading {path}", lambda: objects.read(path)))
+        """The whole object, its bodies checked against their lengths (a body cut short
+        is read on from where it was cut)."""
+        return pa.py_buffer(self._objects().read(path))
 
     # --- writing -------------------------------------------------------------------------
 

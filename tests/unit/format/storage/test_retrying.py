@@ -51,6 +51,25 @@ def test_reads_and_writes_through_cut_responses_are_whole(
     print(f"faults: {proxy.stats()}, requests made again: {made_again}")
 
 
+def test_a_large_object_cut_short_again_and_again_is_read_on_from_the_cut(
+    proxy: FaultyProxy, s3_server: S3Server
+) -> None:
+    """A 2 MiB object through a network that cuts about one response chunk in fifty:
+    read whole from the start each time, nearly every attempt is cut (128 chunks), and
+    six in a row fail; read on from each cut, it comes whole."""
+    store = TableStore.at(f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}", s3_filesystem(proxy.endpoint))
+    path = store.path("big")
+    data = bytes(range(256)) * (8 << 10)
+    store.write_file(path, data)
+    before = (proxy.stats()["cuts"], retrying.Counters.made_again())
+    proxy.set_rates(cut_rate=0.02, lose_rate=0)
+    for _ in range(5):
+        assert store.read_bytes(path) == data
+    proxy.set_rates(0, 0)
+    assert proxy.stats()["cuts"] - before[0] >= 5  # the reads were cut, and went on
+    assert retrying.Counters.made_again() > before[1]
+
+
 def test_an_exclusive_create_whose_answer_was_lost_is_settled_by_reading_back(
     proxy: FaultyProxy, s3_server: S3Server
 ) -> None:
