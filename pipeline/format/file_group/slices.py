@@ -50,6 +50,14 @@ class DataFile:
     """A merged log's first merged instant (``hudi/files.py``)."""
     bucket: int = field(compare=False, default=-1)
     """A data file's bucket, when its file id does not say it (an adopted group's)."""
+    until: str = field(compare=False, default="")
+    """An index base's or merged delta's end of what it restates: the instants before it
+    ("": before its own instant; ``index/file_names.py``)."""
+
+    @property
+    def restates_until(self) -> str:
+        """The instants this base or merged file restates are those before this one."""
+        return self.until or self.instant
 
     @property
     def name(self) -> str:
@@ -164,7 +172,13 @@ def latest_slice(
     base = bases[-1] if bases else None
     if base is None:
         return None, after_merged([f for f in seen if f.kind != "base"])
-    after = [f for f in seen if f.kind != "base" and f.instant > base.instant]
+    # A base restating the instants before its ``until`` leaves the deltas from it after.
+    after = [
+        f
+        for f in seen
+        if f.kind != "base"
+        and (f.instant >= base.until if base.until else f.instant > base.instant)
+    ]
     if base.file_id:  # a data file group: its logs name this base, or a later one not seen
         after = [f for f in after if f.base_instant >= base.instant]
     return base, after_merged(sorted(after, key=lambda f: (f.instant, f.version)))
@@ -172,7 +186,7 @@ def latest_slice(
 
 def after_merged(logs: list[DataFile]) -> list[DataFile]:
     """A slice's visible ``logs`` without those a visible merged log restates."""
-    runs = [(f.merges_from, f.instant) for f in logs if f.merges_from]
+    runs = [(f.merges_from, f.restates_until) for f in logs if f.merges_from]
     if not runs:
         return logs
     return [f for f in logs if not any(first <= f.instant < last for first, last in runs)]

@@ -38,7 +38,13 @@ from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.file_group.slices import DataFile, latest_slice
 from dynbucket.format.index.entries import conform, live, with_op
-from dynbucket.format.index.file_names import index_files, index_name, merged_delta_tag
+from dynbucket.format.index.file_names import (
+    base_tag,
+    index_file,
+    index_files,
+    index_name,
+    merged_delta_tag,
+)
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -127,15 +133,22 @@ class RecordLevelIndex:
             write_statistics=[HASH],
             use_dictionary=repeating,
         )
-        return DataFile(instant, path, kind, size)
+        written = index_file(path, size)
+        assert written is not None  # named by ``index_name``
+        return written
 
-    def compact(self, partition: str, instant: str, visible: Collection[str]) -> DataFile | None:
+    def compact(
+        self, partition: str, instant: str, visible: Collection[str], until: str = ""
+    ) -> DataFile | None:
         """Merges the partition's visible index files into one base file of ``instant``:
         each key's newest entry when it is an insert (tombstones, and the entries they
-        retire, go).
+        retire, go). ``until``: only the files of instants before it (writes pending when
+        the compaction was planned: their deltas stay after the base, ``file_names.py``).
 
         Returns None when there is nothing to merge (at most one file).
         """
+        if until:
+            visible = [i for i in visible if i < until]
         base, deltas = self.files(partition, visible)
         files = ([base] if base else []) + deltas
         if len(files) < 2:
@@ -147,21 +160,25 @@ class RecordLevelIndex:
         ).to_table()
         # The slot count of the newest file: the one the table's writes use now.
         slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs)).slots
+        tag = base_tag(until) if until and until < instant else None
         return self.write(
-            partition, instant, live(conform(merged, self.schema)), "base", slots=slots
+            partition, instant, live(conform(merged, self.schema)), "base", tag, slots=slots
         )
 
-    def merge_deltas(self, partition: str, instant: str, deltas: Sequence[DataFile]) -> DataFile:
-        """Writes the entries of ``deltas`` (a run of the partition's newest, oldest first)
-        as one merged delta of ``instant`` (``files.merged_delta_name``): entries never
-        change, so merging them is their union, whatever else the partition holds (its
-        tombstones stay: older files may hold the entries they retire)."""
+    def merge_deltas(
+        self, partition: str, instant: str, deltas: Sequence[DataFile], until: str = ""
+    ) -> DataFile:
+        """Writes the entries of ``deltas`` (a run of the partition's newest, oldest first;
+        all before ``until`` when given) as one merged delta of ``instant``
+        (``files.merged_delta_name``): entries never change, so merging them is their
+        union, whatever else the partition holds (its tombstones stay: older files may
+        hold the entries they retire)."""
         tables = [
             pq.read_table(f.path, filesystem=self.store.fs, partitioning=None) for f in deltas
         ]
         merged = pa.concat_tables([conform(t, self.schema) for t in tables])
         slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs)).slots
-        tag = merged_delta_tag(deltas[0].instant)
+        tag = merged_delta_tag(deltas[0].instant, until if until and until < instant else "")
         return self.write(partition, instant, merged, "delta", tag, slots=slots)
 
     # --- reading -------------------------------------------------------------------------

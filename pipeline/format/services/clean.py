@@ -234,11 +234,15 @@ def _clean_files(
             groups.setdefault(f.file_id if by_group else "", []).append(f)
     removed = []
     for group in groups.values():
-        bases = [f.instant for f in group if f.kind == "base" and f.instant <= earliest]
-        floor = max(bases, default="")
+        bases = [f for f in group if f.kind == "base" and f.instant <= earliest]
+        newest = max(bases, key=lambda f: f.instant, default=None)
+        floor = newest.instant if newest is not None else ""
+        # An index base restates the instants before its ``until`` only: the deltas from it
+        # on are read after it.
+        covered = newest.restates_until if newest is not None else ""
         # Logs (index deltas) a merged one restates, once it is retained instead of them.
         runs = [
-            (f.base_instant, f.merges_from, f.instant)
+            (f.base_instant, f.merges_from, f.restates_until)
             for f in group
             if f.merges_from and f.instant <= earliest
         ]
@@ -258,7 +262,8 @@ def _clean_files(
             # its writer is not retained (retained instants' files are all there).
             carried = by_group and f.kind == "log" and f.base_instant < floor < f.instant
             carried = carried and f.instant < earliest
-            if f.instant < floor or merged or carried:
+            superseded = f.instant < (floor if f.kind == "base" else covered)
+            if superseded or merged or carried:
                 store.delete(f.path)
                 removed.append(f.path)
     return removed

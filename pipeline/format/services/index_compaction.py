@@ -31,19 +31,30 @@ from dynbucket.format.timeline.transaction import schedule as schedule_instant
 @dataclass(frozen=True)
 class IndexPlan:
     """An index compaction's plan: partitions whose index files merge whole into one base
-    file, and runs of deltas (by partition, their file names) merged into one delta."""
+    file, and runs of deltas (by partition, their file names) merged into one delta; and
+    per partition the instant before which it restates (``until``: the oldest write
+    pending at planning, whose delta and those after it stay beside the merged file)."""
 
     partitions: tuple[str, ...] = ()
     merges: Mapping[str, list[str]] = field(default_factory=dict)
+    until: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, plan: Mapping[str, Any]) -> IndexPlan:
         """The plan as the timeline recorded it (``Timeline.plan``)."""
-        return cls(tuple(plan.get("partitions", [])), dict(plan.get("merges", {})))
+        return cls(
+            tuple(plan.get("partitions", [])),
+            dict(plan.get("merges", {})),
+            dict(plan.get("until", {})),
+        )
 
     def entries(self) -> dict[str, Any]:
         """The plan's entries as the timeline records them."""
-        return {"partitions": list(self.partitions), "merges": dict(self.merges)}
+        return {
+            "partitions": list(self.partitions),
+            "merges": dict(self.merges),
+            "until": dict(self.until),
+        }
 
     def reads(self, store: TableStore) -> int:
         """Bytes of the index files executing it reads."""
@@ -102,17 +113,31 @@ def schedule_index_compaction(
         return None
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
-        running = any(i.action == Action.INDEX_COMPACTION for i in txn.timeline.pending()[:-1])
-        if running:
+        pending = txn.timeline.pending()
+        if any(i.action == Action.INDEX_COMPACTION for i in pending[:-1]):
             return None
-        whole, merges = [], {}
+        # 1. The oldest write pending: its delta, and every one after it, stays beside.
+        writing = min(
+            (i.id for i in pending if i.action == Action.COMMIT and i.id < txn.id), default=""
+        )
+        whole, merges, until = [], {}, {}
         for p in (p for p in wanted if due(p, txn.visible)):
             base, deltas = index.files(p, txn.visible)
+            # 2. Never before what the partition's base restates already.
+            end = max(writing, base.restates_until) if writing and base else writing
+            if end:
+                deltas = [f for f in deltas if f.instant < end]
+                if len(deltas) + (base is not None) < 2:
+                    continue
+                until[p] = end
+            # 3. The whole index, or a run of its newest deltas.
             if not by_size or base is None or sum(f.size for f in deltas) >= ratio * base.size:
                 whole.append(p)
             else:
                 merges[p] = [f.name for f in merge_run(deltas, threshold)]
-        return IndexPlan(tuple(whole), merges).entries() if whole or merges else None
+        if not whole and not merges:
+            return None
+        return IndexPlan(tuple(whole), merges, until).entries()
 
     return schedule_instant(store, spec, Action.INDEX_COMPACTION, "compact-index", plan)
 
@@ -127,17 +152,18 @@ def execute_index_compaction(store: TableStore, spec: TableSpec, instant: str) -
     visible = timeline.visible(as_of=instant)
     index = RecordLevelIndex(store, spec)
     for partition in planned.partitions:
-        merged = index.compact(partition, instant, visible)
+        merged = index.compact(partition, instant, visible, planned.until.get(partition, ""))
         if merged is not None:
             txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
     for partition, names_ in planned.merges.items():
         by_name = {f.name: f for f in index_files(store, partition)}
         if merge_is_moot("index compaction", instant, partition, names_, by_name):
             continue
-        merged = index.merge_deltas(partition, instant, [by_name[n] for n in names_])
+        run = [by_name[n] for n in names_]
+        merged = index.merge_deltas(partition, instant, run, planned.until.get(partition, ""))
         txn.add(WrittenFile(partition, merged.path, "index", 0, merged.size))
     written = len(txn.files)
-    txn.commit({"partitions": written})
+    txn.commit({"partitions": written, "until": dict(planned.until)})
     return ServiceResult(Action.INDEX_COMPACTION, txn.id, written)
 
 

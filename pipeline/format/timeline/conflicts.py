@@ -28,7 +28,9 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
    after it began), pending or completed: readers skip what it restates by instant range
    (a merged log, a merged index delta, a new base), and its planner never saw this
    instant's log or index delta in that range: conflict (written again, the write's new
-   instant is younger than the service's).
+   instant is younger than the service's). Except an index compaction whose range of a
+   partition ends at or before this instant (it restates the instants before the oldest
+   write pending when it was planned: ``index/file_names.py``).
 7. A partial upsert (commit metadata ``partial-fields``) filled the fields its records lack
    from the rows it read: a key another writer wrote meanwhile would get those fields back
    as they were, silently undoing that write: conflict (read from the data files of the
@@ -197,8 +199,9 @@ def check(
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
         elif instant.action == Action.INDEX_COMPACTION and instant.id > tx.id:
-            merged = timeline.metadata(instant).get("files") or []
-            _refuse_index(tx, instant, mine, {f.get("partition", "") for f in merged})
+            done_ = timeline.metadata(instant)
+            merged = {f.get("partition", "") for f in done_.get("files") or []}
+            _refuse_index(tx, instant, mine, merged, done_.get("until") or {})
         elif instant.action == Action.COMMIT:
             _check_write(tx, timeline, instant, mine, metadata)
     # 6.
@@ -211,7 +214,7 @@ def check(
                 _refuse(tx, instant.id, why)
         elif instant.action == Action.INDEX_COMPACTION:
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
-            _refuse_index(tx, instant, mine, merged)
+            _refuse_index(tx, instant, mine, merged, plan.get("until") or {})
     return done
 
 
@@ -244,7 +247,14 @@ def _carried(
     return True
 
 
-def _refuse_index(tx: Transaction, instant: Instant, mine: Footprint, merged: set[str]) -> None:
+def _refuse_index(
+    tx: Transaction, instant: Instant, mine: Footprint, merged: set[str], until: dict[str, str]
+) -> None:
+    """Refuses a write whose index deltas an index compaction restated without them: of
+    the partitions it merged, those it restated up to past this write (a partition's
+    ``until``, the oldest write pending at its planning: this write's delta, from it on,
+    stays after the merged file)."""
+    merged = {p for p in merged if not (until.get(p) and until[p] <= tx.id)}
     if both := mine.indexed & merged:
         why = f"it merges the index of {_few(both)} without this write's entries"
         _refuse(tx, instant.id, why)

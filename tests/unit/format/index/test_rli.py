@@ -251,3 +251,33 @@ def test_merging_deltas_keeps_tombstones_and_compaction_drops_them(tmp_path: Pat
     assert table.num_rows == len(model) and set(table.column(OP).to_pylist()) == {UPSERT}
     assert pq.read_schema(base.path).metadata[rli.TOMBSTONES_KEY] == b"0"
     assert _as_dict(index.record_index_locations("day=1", visible, [HASH, BUCKET])) == model
+
+
+@pytest.mark.parametrize("merge", ["base", "merged delta"])
+def test_an_index_compaction_until_a_pending_write_leaves_that_writes_delta_after_it(
+    tmp_path: Path, merge: str
+) -> None:
+    """A compaction planned while the write of instant 3 was pending merges instants 1 and
+    2 only (``until`` 3); instant 3's delta, completed after the plan, and 4's are read
+    after the merged file, and a file that restates up to its own instant would hide 3."""
+    index = _index(tmp_path)
+    rng = np.random.default_rng(7)
+    ids = [f"2026112300000000{i}" for i in range(1, 6)]
+    written = [_entries(rng, 300, i) for i in ids[:4]]
+    for instant, table in zip(ids[:4], written, strict=True):
+        index.write("day=1", instant, table, slots=3)
+    planned = [ids[0], ids[1], ids[3]]  # instant 3 pending when it was planned
+    if merge == "base":
+        merged = index.compact("day=1", ids[4], planned, until=ids[2])
+    else:
+        merged = index.merge_deltas("day=1", ids[4], index.files("day=1", ids[:2])[1], ids[2])
+    assert merged is not None and merged.until == ids[2]
+    assert merged.name.endswith(
+        ("base.u20261123000000003.parquet", "m20261123000000001-20261123000000003.parquet")
+    )
+    model = _as_dict(pa.concat_tables(written).select([HASH, BUCKET]))
+    assert _as_dict(index.record_index_locations("day=1", ids, [HASH, BUCKET])) == model
+    base, deltas = index.files("day=1", ids)
+    assert [f.instant for f in deltas] == (
+        [ids[2], ids[3]] if merge == "base" else [ids[2], ids[3], ids[4]]
+    )
