@@ -48,6 +48,7 @@ from dynbucket.format.index.file_names import (
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.timeline import Visible
 
 #: Rows per Parquet row group: small enough that a point lookup decodes little (it reads
 #: the one row group of each file whose hash range, inside the key's slot section, holds
@@ -148,7 +149,11 @@ class RecordLevelIndex:
         Returns None when there is nothing to merge (at most one file).
         """
         if until:
-            visible = [i for i in visible if i < until]
+            visible = (
+                visible.before(until)
+                if isinstance(visible, Visible)
+                else [i for i in visible if i < until]
+            )
         base, deltas = self.files(partition, visible)
         files = ([base] if base else []) + deltas
         if len(files) < 2:

@@ -123,15 +123,34 @@ class Visible(frozenset[str]):
         self.rolled_back = frozenset(rolled_back)
         return self
 
+    until: str = ""
+    """Only instants before it (:meth:`before`; "": any)."""
+
     def __contains__(self, instant: object) -> bool:
         if frozenset.__contains__(self, instant):
             return True
         return (
-            isinstance(instant, str) and instant <= self.floor and (instant not in self.rolled_back)
+            isinstance(instant, str)
+            and instant <= self.floor
+            and (not self.until or instant < self.until)
+            and (instant not in self.rolled_back)
         )
 
+    def before(self, until: str) -> Visible:
+        """This view's instants before ``until`` (archived ones too)."""
+        out = Visible((i for i in self if i < until), self.floor, self.rolled_back)
+        out.until = min(until, self.until) if self.until else until
+        return out
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Visible, (frozenset(self), self.floor, self.rolled_back))
+        return (_visible, (frozenset(self), self.floor, self.rolled_back, self.until))
+
+
+def _visible(ids: frozenset[str], floor: str, rolled_back: frozenset[str], until: str) -> Visible:
+    """A pickled :class:`Visible` again."""
+    out = Visible(ids, floor, rolled_back)
+    out.until = until
+    return out
 
 
 def visible_of(

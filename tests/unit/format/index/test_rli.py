@@ -15,6 +15,7 @@ from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP, U
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.index import entries, rli
 from dynbucket.format.index.rli import RecordLevelIndex
+from dynbucket.format.timeline.timeline import Visible
 from dynbucket.table import Table
 
 ROW_GROUP = 100
@@ -266,7 +267,8 @@ def test_an_index_compaction_until_a_pending_write_leaves_that_writes_delta_afte
     written = [_entries(rng, 300, i) for i in ids[:4]]
     for instant, table in zip(ids[:4], written, strict=True):
         index.write("day=1", instant, table, slots=3)
-    planned = [ids[0], ids[1], ids[3]]  # instant 3 pending when it was planned
+    # Instant 3 pending when it was planned; 1 and 2 archived (visible by the floor).
+    planned = Visible([ids[3]], floor=ids[1])
     if merge == "base":
         merged = index.compact("day=1", ids[4], planned, until=ids[2])
     else:
