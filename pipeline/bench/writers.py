@@ -73,13 +73,16 @@ class _Conflicts(logging.Handler):
         text = record.getMessage()
         if "after a conflict" in text:
             self.count += 1
-            why = text.partition("while it was written: ")[2].partition("; nothing")[0]
+            error = text.partition("another writer: ")[2]
+            why = error.partition("while it was written: ")[2] or error
+            why = why.partition("; nothing")[0]
             self.causes[_cause(why)] += 1
 
 
 def _cause(why: str) -> str:
     """A conflict's reason without its file groups, buckets, keys and counts."""
-    why = re.sub(r"\(['\d][^)]*\)|and \d+ more|\d+", "", why)
+    why = re.sub(r"^instant \d+ of \S+: ", "", why)
+    why = re.sub(r"\(['\d][^)]*\)|\([^)]*=[^)]*\)|and \d+ more|\d+|file group \S+", "", why)
     return re.sub(r"\s*,[\s,]*|\s+", " ", why).strip()
 
 
