@@ -41,6 +41,7 @@ from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
+from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore, final_name
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
@@ -770,6 +771,11 @@ def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) ->
                 and (posixpath.dirname(path), parsed.file_id, parsed.instant) in originals
             )
             return parsed.instant == instant.id or carried
+        # An index file by its writer's instant too: a merged delta names the instants it
+        # restates (``m<first>-<until>``), a pending write's among them.
+        index = index_instant(final_name(posixpath.basename(path)))
+        if index is not None:
+            return index == instant.id
         return token.search(posixpath.basename(path).lstrip(".")) is not None
 
     for info, parsed in listed:

@@ -454,3 +454,28 @@ def test_a_rolled_back_compaction_takes_its_carried_copies_and_leaves_a_writers_
     assert [(f.kind, f.version) for f in left] == [("log", 2)]  # the base went too
     assert {r["v"] for r in t.to_arrow().to_pylist()} == {7}
     assert t.check().healthy
+
+
+def test_rolling_back_a_write_leaves_a_merged_index_delta_that_names_it(tmp_path: Path) -> None:
+    """An index compaction planned while a write was pending merges deltas until that
+    write (``<instant>.delta.m<first>-<until>.parquet``). The write, rolled back later
+    (paused past its heartbeat), took that merged delta with its own files: its instant
+    is in the name (the crash model found the merged delta of a completed instant gone)."""
+    import shutil
+
+    from dynbucket.format.index.file_names import index_files, merged_delta_name
+    from dynbucket.format.timeline.transaction import Transaction, rollback_instant
+
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
+    t.upsert(_rows(1))
+    pending = Transaction.begin(t._store, t._spec, "commit", "upsert")
+    (delta,) = index_files(t._store, "day=d")
+    merged = f"{delta.path.rsplit('/', 1)[0]}/" + merged_delta_name(
+        "29991231235959999", delta.instant, pending.id
+    )
+    shutil.copyfile(delta.path, merged)  # as an index compaction of a later instant wrote it
+    own = delta.path.replace(delta.instant, pending.id)
+    shutil.copyfile(delta.path, own)  # the pending write's own delta
+    rollback_instant(t._store, Timeline(t._store, True), pending.instant)
+    left = {f.name for f in index_files(t._store, "day=d")}
+    assert merged.rsplit("/", 1)[1] in left and own.rsplit("/", 1)[1] not in left
