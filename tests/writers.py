@@ -84,8 +84,12 @@ def main(argv: list[str]) -> None:
     path, writer, seed, writes, log = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     flaky = argv[5:] == ["flaky"]
     # Conflicts and retries, on stderr for the test to count.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
+    )
     logging.getLogger("dynbucket.write.retry").setLevel(logging.INFO)
+    # Settles, rollbacks and carries: what a failed model run's writer stderr shows.
+    logging.getLogger("dynbucket.format.timeline.transaction").setLevel(logging.INFO)
     table = Table.open(path)
     Path(log + ".ready").touch()
     while not os.path.exists(log + ".go"):  # every writer starts at once
@@ -299,6 +303,8 @@ def run_model(
         return _checked(uri, cap, logs)
     except AssertionError as e:
         _copy_table(uri, logs_dir / "after-check")
+        for w, text in enumerate(errors):  # what each writer logged: its carries, its retries
+            (logs_dir / f"writer{w}.stderr").write_text(text)
         raise AssertionError(f"{e} (table and writer logs kept in {_keep(logs_dir)})") from e
 
 
