@@ -165,7 +165,7 @@ class RecordLevelIndex:
         ).to_table()
         # The slot count of the newest file: the one the table's writes use now.
         slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs)).slots
-        tag = base_tag(until) if until and until < instant else None
+        tag = base_tag(until)
         return self.write(
             partition, instant, live(conform(merged, self.schema)), "base", tag, slots=slots
         )
@@ -183,7 +183,7 @@ class RecordLevelIndex:
         ]
         merged = pa.concat_tables([conform(t, self.schema) for t in tables])
         slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs)).slots
-        tag = merged_delta_tag(deltas[0].instant, until if until and until < instant else "")
+        tag = merged_delta_tag(deltas[0].instant, until)
         return self.write(partition, instant, merged, "delta", tag, slots=slots)
 
     # --- reading -------------------------------------------------------------------------

@@ -125,7 +125,7 @@ class ConditionalPut:
         def rest() -> None:
             want = None if length is None else length - len(got)
             try:
-                got.extend(self._get(path, offset + len(got), want, len(got) > 0))
+                got.extend(self._get(path, offset + len(got), want))
             except _CutShort as cut:
                 got.extend(cut.received)
                 raise
@@ -133,14 +133,14 @@ class ConditionalPut:
         again(f"reading {path}", rest, progress=lambda: len(got))
         return bytes(got)
 
-    def _get(self, path: str, offset: int, length: int | None, ranged: bool) -> bytes:
+    def _get(self, path: str, offset: int, length: int | None) -> bytes:
         """One GET of ``length`` bytes from ``offset``; a body cut short raises
         ``_CutShort`` with the bytes that came."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = path.partition("/")
         extra = {}
-        if offset or length is not None or ranged:
+        if offset or length is not None:
             last = "" if length is None else str(offset + length - 1)
             extra["Range"] = f"bytes={offset}-{last}"
         body = bytearray()

@@ -114,17 +114,21 @@ class Visible(frozenset[str]):
 
     floor: str
     rolled_back: frozenset[str]
+    until: str
+    """Only instants before it (:meth:`before`; "": any)."""
 
     def __new__(
-        cls, ids: Iterable[str] = (), floor: str = "", rolled_back: Iterable[str] = ()
+        cls,
+        ids: Iterable[str] = (),
+        floor: str = "",
+        rolled_back: Iterable[str] = (),
+        until: str = "",
     ) -> Visible:
         self = super().__new__(cls, ids)
         self.floor = floor
         self.rolled_back = frozenset(rolled_back)
+        self.until = until
         return self
-
-    until: str = ""
-    """Only instants before it (:meth:`before`; "": any)."""
 
     def __contains__(self, instant: object) -> bool:
         if frozenset.__contains__(self, instant):
@@ -138,19 +142,11 @@ class Visible(frozenset[str]):
 
     def before(self, until: str) -> Visible:
         """This view's instants before ``until`` (archived ones too)."""
-        out = Visible((i for i in self if i < until), self.floor, self.rolled_back)
-        out.until = min(until, self.until) if self.until else until
-        return out
+        end = min(until, self.until) if self.until else until
+        return Visible((i for i in self if i < end), self.floor, self.rolled_back, end)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_visible, (frozenset(self), self.floor, self.rolled_back, self.until))
-
-
-def _visible(ids: frozenset[str], floor: str, rolled_back: frozenset[str], until: str) -> Visible:
-    """A pickled :class:`Visible` again."""
-    out = Visible(ids, floor, rolled_back)
-    out.until = until
-    return out
+        return (Visible, (frozenset(self), self.floor, self.rolled_back, self.until))
 
 
 def visible_of(
