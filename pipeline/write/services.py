@@ -42,8 +42,12 @@ from dynbucket.format.services.service import Scope, ServiceResult, pending_inst
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.format.timeline.transaction import WrittenFile, compaction_groups, left_pending
+from dynbucket.format.timeline.timeline import Timeline, compaction_writing
+from dynbucket.format.timeline.transaction import (
+    WrittenFile,
+    compaction_groups,
+    left_pending,
+)
 from dynbucket.write.ray_tasks import RayTasks
 from dynbucket.write.results import WriteResult
 
@@ -63,10 +67,14 @@ def execute(table: TableRef, action: str, instant: str, threads: int | None = No
     return SERVICES[action].execute(table.store, table.spec, instant, threads)
 
 
-def execute_share(table: TableRef, instant: str, groups: list[Group]) -> list[WrittenFile]:
+def execute_share(
+    table: TableRef, instant: str, groups: list[Group], writing: tuple[str, ...] = ()
+) -> list[WrittenFile]:
     """A share of a compaction's groups, executed in a task (one thread: the tasks are the
-    parallelism)."""
-    return compaction.execute_groups(table.store, table.spec, instant, groups, threads=1)
+    parallelism); ``writing``: the plan's (``compaction_writing``)."""
+    return compaction.execute_groups(
+        table.store, table.spec, instant, groups, threads=1, writing=writing
+    )
 
 
 class _Count:
@@ -104,11 +112,12 @@ def _execute_spread(
     timeline = Timeline(store, spec.options.merge_on_read)  # 1.
     found = next(i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant)
     groups = compaction_groups(timeline, found)
+    writing = compaction_writing(timeline, found)
     sizes = compaction.planned_sizes(store, groups)
     count = _Count(len(groups), progress)
     local = not isinstance(tasks, RayTasks)
     if (local and sum(sizes) < SPREAD_BYTES) or len(groups) < 2:  # 3. small
-        written = compaction.execute_groups(store, spec, instant, groups, 4, count)
+        written = compaction.execute_groups(store, spec, instant, groups, 4, count, writing)
         return compaction.finish(store, spec, instant, written)
     shares: list[list[Group]] = [[] for _ in range(max(1, min(tasks.cpus(), len(groups))))]  # 2.
     loads = [0] * len(shares)
@@ -116,7 +125,7 @@ def _execute_spread(
         lightest = loads.index(min(loads))
         shares[lightest].append(group)
         loads[lightest] += size
-    calls = [(table, instant, share) for share in shares]
+    calls = [(table, instant, share, writing) for share in shares]
     done = tasks.map(execute_share, calls, lambda i: count(len(shares[i])))  # 3.
     written = [f for share in done for f in share]
     return compaction.finish(store, spec, instant, written)  # 4.

@@ -46,6 +46,8 @@ class DataFile:
     base_instant: str = field(compare=False, default="")
     """A log file's slice: the instant of its base file."""
     version: int = field(compare=False, default=0)
+    """A log's version in its slice; a base file's: the versions its slice keeps for the
+    writes pending at its compaction's planning (``hudi/files.py``)."""
     merges_from: str = field(compare=False, default="")
     """A merged log's first merged instant (``hudi/files.py``)."""
     bucket: int = field(compare=False, default=-1)
@@ -116,7 +118,7 @@ class FileSlice:
         if table_version >= 8:
             return instant, 1
         base_instant = max([self.base_instant, *(f.base_instant for f in self.logs)])
-        on_it = (f.version for f in self.logs if f.base_instant == base_instant)
+        on_it = (f.version for f in self.files if f.base_instant == base_instant)
         return base_instant, max(on_it, default=0) + 1
 
 
@@ -172,15 +174,19 @@ def latest_slice(
     base = bases[-1] if bases else None
     if base is None:
         return None, after_merged([f for f in seen if f.kind != "base"])
-    # A base restating the instants before its ``until`` leaves the deltas from it after.
-    after = [
-        f
-        for f in seen
-        if f.kind != "base"
-        and (f.instant >= base.until if base.until else f.instant > base.instant)
-    ]
-    if base.file_id:  # a data file group: its logs name this base, or a later one not seen
-        after = [f for f in after if f.base_instant >= base.instant]
+    if base.file_id:
+        # A data file group: its logs name this base, or a later one not seen; a write
+        # pending when the base's compaction was planned has its log carried onto it,
+        # older than the base (``file_group/carry.py``).
+        after = [f for f in seen if f.kind != "base" and f.base_instant >= base.instant]
+    else:
+        # A base restating the instants before its ``until`` leaves the deltas from it after.
+        after = [
+            f
+            for f in seen
+            if f.kind != "base"
+            and (f.instant >= base.until if base.until else f.instant > base.instant)
+        ]
     return base, after_merged(sorted(after, key=lambda f: (f.instant, f.version)))
 
 

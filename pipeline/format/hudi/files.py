@@ -3,7 +3,9 @@
 * file id ``<bucket id, 8 digits>-<uuid tail>`` (Hudi's bucket-index naming: Hudi's readers
   and bucket-index writers take the bucket from the first 8 characters);
 
-* base file ``<file id>_<write token>_<instant>.parquet``;
+* base file ``<file id>_<write token>_<instant>.parquet``; a compaction's base file's
+  token is ``0-<instant>-<reserved>``: the first ``reserved`` log versions of its slice are
+  kept for the writes pending when it was planned (``services/compaction.py``);
 * log file ``.<file id>_<base instant>.log.<version>_<write token>``: ``base instant`` is the
   instant of the base file of the slice it belongs to, ``version`` counts the slice's log
   files from 1.
@@ -59,8 +61,10 @@ def write_token(instant: str) -> str:
     return f"0-{instant}-0"
 
 
-def base_name(file_id: str, instant: str) -> str:
-    return f"{file_id}_{write_token(instant)}_{instant}.parquet"
+def base_name(file_id: str, instant: str, reserved: int = 0) -> str:
+    """A base file's name; ``reserved``: the log versions its slice keeps for the writes
+    pending when its compaction was planned (their logs go there when they complete)."""
+    return f"{file_id}_0-{instant}-{reserved}_{instant}.parquet"
 
 
 def log_name(
@@ -84,7 +88,8 @@ class ParsedName:
     base_instant: str
     """The instant of the slice's base file (a base file's own instant)."""
     version: int = 0
-    """A log file's version within its slice."""
+    """A log file's version within its slice; a base file's: the log versions its slice
+    keeps for the writes pending when its compaction was planned (its token says it)."""
     merges_from: str = ""
     """A merged log's first merged instant (it restates its slice's logs from it on)."""
 
@@ -95,7 +100,8 @@ def parse(name: str) -> ParsedName | None:
     listing of a partition parses its names again)."""
     m = _BASE.match(name)
     if m is not None:
-        return ParsedName(m["file_id"], "base", m["instant"], m["instant"])
+        reserved = int(m["attempt"]) if m["writer"] == m["instant"] else 0
+        return ParsedName(m["file_id"], "base", m["instant"], m["instant"], reserved)
     m = _LOG.match(name)
     if m is None:
         return None

@@ -263,6 +263,11 @@ def _clean_files(
             carried = by_group and f.kind == "log" and f.base_instant < floor < f.instant
             carried = carried and f.instant < earliest
             superseded = f.instant < (floor if f.kind == "base" else covered)
+            # A log carried onto the floor's slice (or a later one) from a write pending
+            # when its compaction was planned is older than its base, and read on it.
+            superseded = superseded and not (
+                by_group and f.kind == "log" and f.base_instant >= floor
+            )
             if superseded or merged or carried:
                 store.delete(f.path)
                 removed.append(f.path)

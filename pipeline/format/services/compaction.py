@@ -5,16 +5,24 @@ never waits for it:
 
 1. **Schedule**, under the writer lease, in a moment: pick the slices with at least
    ``min_logs`` log files (``hoodie.compact.inline.max.delta.commits``), record them as the
-   plan of a new compaction instant ``C`` (inflight), and release the lease with ``C``
-   pending. Writes go on putting their logs on the slices they know (the completed ones).
+   plan of a new compaction instant ``C`` (inflight) with the data writes pending then
+   (``writing``: older than ``C``, their logs not written yet), and release the lease with
+   ``C`` pending. Writes go on putting their logs on the slices they know (the completed
+   ones).
 2. **Execute**, without the lease (nobody else writes these base files): per planned group,
    merge its slice as of ``C`` (the newest base before ``C`` and the logs after it, all of
-   instants older than ``C``) into base file ``C``; groups in parallel (threads here; a
-   cluster may run shares of them as tasks: ``execute_groups``).
+   instants older than ``C`` and not ``writing``: the same files whoever runs it, whenever)
+   into base file ``C``, whose name keeps the first ``len(writing)`` log versions of its
+   slice for the writing ones; groups in parallel (threads here; a cluster may run shares
+   of them as tasks: ``execute_groups``).
 3. **Finish**, under the lease, in a moment: the logs written onto a planned group's old
    slice since ``C`` was planned are copied onto ``C``'s slice (same bytes, same writer's
-   token, ``C`` as base instant), then the outcome's exclusive create and the publish of
-   ``<C>.commit``.
+   token, ``C`` as base instant): a writing one's at its kept version (in id order), a
+   younger one's after them; then the outcome's exclusive create and the publish of
+   ``<C>.commit``. A writing instant that completes after ``C`` carries its own log there
+   at its commit (``file_group/carry.py``), so that a compaction planned while a write is
+   written costs that write nothing (several writers: ``timeline/conflicts.py``). The
+   original stays on the old slice for the views before ``C``.
 
 Hudi's own writers put the logs of planned groups onto ``C``'s slice from step 1 on, and
 its Java readers merge them onto the slice before; hudi-rs 0.5 reads such logs only once
@@ -53,7 +61,7 @@ from dynbucket.format.services.service import AUTOMATIC, Scope, Service, Service
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.timeline import Instant, Timeline
+from dynbucket.format.timeline.timeline import WRITING, Instant, Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import (
     Transaction,
     WrittenFile,
@@ -140,7 +148,15 @@ def schedule(
             txn, store, spec, min_logs, partitions, max_bytes, True if by_size else None
         )
         groups = [(r.partition, r.slice.file_id, r.slice.base_instant) for r in due]
-        return {"groups": groups} if groups else None
+        if not groups:
+            return None
+        if spec.table_version >= 8:
+            # hudi-rs slices a version 8/9 table's logs by completion time: a write pending
+            # now would read on this compaction's slice, which no view before it has.
+            return {"groups": groups}
+        pending = txn.timeline.pending()
+        writing = [i.id for i in pending if i.action == Action.COMMIT and i.id < txn.id]
+        return {"groups": groups, WRITING: writing}
 
     return schedule_instant(store, spec, Action.COMPACTION, "compact", plan)
 
@@ -185,7 +201,14 @@ def execute(
         raise InstantNotFoundError(
             f"no pending compaction {instant} in {store.uri} (completed, or rolled back)"
         )
-    return execute_groups(store, spec, instant, compaction_groups(timeline, found), threads)
+    return execute_groups(
+        store,
+        spec,
+        instant,
+        compaction_groups(timeline, found),
+        threads,
+        writing=compaction_writing(timeline, found),
+    )
 
 
 def planned_sizes(store: TableStore, groups: Sequence[Group]) -> list[int]:
@@ -205,20 +228,27 @@ def execute_groups(
     groups: Sequence[Group],
     threads: int = 1,
     done: Callable[[int], None] | None = None,
+    writing: Sequence[str] = (),
 ) -> list[WrittenFile]:
     """Writes the base file of ``instant`` of each planned group (a share of a plan: any
     process may run any share; the files are the same whoever writes them); ``done`` is
-    told each group written (from the pool's threads)."""
+    told each group written (from the pool's threads); ``writing``: the plan's
+    (``compaction_writing``), whose logs it leaves out even once they completed."""
     visible = Timeline(store, spec.options.merge_on_read).visible()
     listed = {p: data_files(store, p) for p in dict.fromkeys(g[0] for g in groups)}
+    left_out = frozenset(writing)
 
     def one(group: Group) -> WrittenFile:
         partition, file_id, _ = group
-        files = [f for f in listed[partition] if f.file_id == file_id and f.instant < instant]
+        files = [
+            f
+            for f in listed[partition]
+            if f.file_id == file_id and f.instant < instant and f.instant not in left_out
+        ]
         base, logs = latest_slice(files, visible)
         fslice = FileSlice(file_id, base, logs)
         live = read_slice(store, spec, fslice, spec.schema.names, list(spec.meta_fields))
-        name = base_name(file_id, instant)
+        name = base_name(file_id, instant, len(left_out))
         path = store.path(partition, name)
         size = write_base(store, spec, path, moved_to(spec, live, name))
         return WrittenFile(
@@ -255,21 +285,32 @@ def finish(
         ):  # finished by another while we waited
             txn.hand_off()
             return ServiceResult(Action.COMPACTION, None)
-        carried = _carry_late_logs(store, txn, compaction_groups(txn.timeline, found))
-        for f in written:
+        writing = compaction_writing(txn.timeline, found)
+        groups = compaction_groups(txn.timeline, found)
+        carried = _carry_late_logs(store, txn, groups, writing)
+        # The copies are the compaction's files too: Hudi's metadata table lists them.
+        for f in [*written, *carried]:
             txn.add(f)
-        txn.commit({"compacted-slices": len(written), "carried-logs": carried})
+        paths = [f.relative(store) for f in carried]
+        txn.commit(
+            {"compacted-slices": len(written), "carried-logs": paths, WRITING: list(writing)}
+        )
     except BaseException:
         txn.abort()  # a compaction stays pending: the next run finishes it
         raise
     return ServiceResult(Action.COMPACTION, txn.id, len(written), 0, sum(f.rows for f in written))
 
 
-def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group]) -> list[str]:
+def _carry_late_logs(
+    store: TableStore, txn: Transaction, groups: Sequence[Group], writing: Sequence[str] = ()
+) -> list[WrittenFile]:
     """Copies each planned group's logs written after the compaction was planned onto its
-    slice; returns their paths. A group rewritten since (a newer base) is left alone."""
+    slice (those of ``writing``, the writes pending then, at the versions kept for them);
+    returns the copies (their rows counted by the writes that wrote them). A group
+    rewritten since (a newer base) is left alone."""
     instant, visible = txn.id, txn.visible
-    out = []
+    kept = {w: version for version, w in enumerate(writing, start=1)}
+    out: list[WrittenFile] = []
     # Published together (one wait for the disk, not one per log); locally as hard links.
     with WriteBatch(store) as batch:
         for partition in dict.fromkeys(g[0] for g in groups):
@@ -283,15 +324,21 @@ def _carry_late_logs(store: TableStore, txn: Transaction, groups: Sequence[Group
                 if any(f.kind == "base" and f.instant > instant for f in group):
                     continue
                 late = sorted(
-                    (f for f in group if f.kind == "log" and f.instant > instant
-                     and f.base_instant < instant),
+                    (f for f in group if f.kind == "log" and f.base_instant < instant
+                     and (f.instant > instant or f.instant in kept)),
                     key=lambda f: (f.instant, f.version),
                 )  # fmt: skip
-                for version, f in enumerate(late, start=1):
+                after = itertools.count(len(kept) + 1)
+                slots = dict(kept)  # a write logs once a group; a second log goes after
+                for f in late:
+                    version = slots.pop(f.instant, None) or next(after)
                     target = store.path(partition, log_name(file_id, instant, version, f.instant))
                     batch.copy_file(f.path, target)
                     copied_largest(f.path, target)
-                    out.append(target[len(store.root) :].lstrip("/"))
+                    out.append(
+                        WrittenFile(partition, target, "log", 0, f.size, file_id,
+                                    prev_commit=instant, log_version=version)
+                    )  # fmt: skip
     return out
 
 

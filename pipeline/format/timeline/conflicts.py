@@ -13,9 +13,10 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
 2. File groups: a group both wrote, where either wrote a base file (a copy-on-write rewrite,
    or a new group for the same bucket: I4), or a group whose slices a concurrent compaction
    or log compaction rewrote while this write put a log on it: conflict. Except a
-   compaction older than this write (planned before it began) that wrote the group's new
-   base: this write's log goes onto the new slice at its commit (``Checked.carry``,
-   ``file_group/carry.py``).
+   compaction that wrote the group's new base and is older than this write (planned
+   before it began), or was planned while it was written (it left this write's log out
+   and kept a log version for it: its plan's ``writing``): this write's log goes onto the
+   new slice at its commit (``Checked.carry``, ``file_group/carry.py``).
 3. New keys (I2): a key both inserted (in one partition; anywhere with a global index), or
    both deleted; and capacity (I3): a bucket both put new keys in (each filled its room
    from the same count).
@@ -24,13 +25,14 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
    from the data files of the groups concerned only.
 5. Archival moved an instant off the timeline that this write never saw: it cannot be
    checked, so it conflicts.
-6. A compaction, log compaction or index compaction younger than this instant (planned
-   after it began), pending or completed: readers skip what it restates by instant range
-   (a merged log, a merged index delta, a new base), and its planner never saw this
-   instant's log or index delta in that range: conflict (written again, the write's new
-   instant is younger than the service's). Except an index compaction whose range of a
-   partition ends at or before this instant (it restates the instants before the oldest
-   write pending when it was planned: ``index/file_names.py``).
+6. A log compaction or index compaction younger than this instant (planned after it
+   began), pending or completed: readers skip what it restates by instant range (a merged
+   log, a merged index delta), and its planner never saw this instant's log or index
+   delta in that range: conflict (written again, the write's new instant is younger than
+   the service's). Except an index compaction whose range of a partition ends at or
+   before this instant (it restates the instants before the oldest write pending when it
+   was planned: ``index/file_names.py``). A compaction younger than this instant left it
+   out (step 2): pending, its finish carries this write's log.
 7. A partial upsert (commit metadata ``partial-fields``) filled the fields its records lack
    from the rows it read: a key another writer wrote meanwhile would get those fields back
    as they were, silently undoing that write: conflict (read from the data files of the
@@ -60,7 +62,7 @@ from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.actions import COMPACTIONS, Action
 from dynbucket.format.timeline.lanes import Lanes, lane_of
-from dynbucket.format.timeline.timeline import Instant, Timeline
+from dynbucket.format.timeline.timeline import Instant, Timeline, compaction_writing
 from dynbucket.format.timeline.written import WrittenFile
 
 
@@ -161,8 +163,11 @@ class Checked:
     """Every instant completed since it began that was checked (a later check skips them:
     a completed instant never changes)."""
     carry: dict[tuple[str, str], DataFile] = field(default_factory=dict)
-    """(partition, file id) -> the base an older compaction completed since the write
-    began: the write's logs there go onto that base's slice (``file_group/carry.py``)."""
+    """(partition, file id) -> the base a compaction completed since the write began: the
+    write's logs there go onto that base's slice (``file_group/carry.py``)."""
+    slots: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Of ``carry``, the groups whose compaction was planned while this write was written:
+    the log version its slice keeps for this write."""
 
 
 def check(
@@ -195,7 +200,7 @@ def check(
         if instant.action in COMPACTIONS:
             rewritten = _footprint(tx, timeline, instant, with_index=False)
             both = mine.logs & (rewritten.bases | rewritten.logs)
-            if both and not _carried(tx, instant, both, rewritten, mine, done.carry):
+            if both and not _carried(tx, timeline, instant, both, rewritten, mine, done):
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
         elif instant.action == Action.INDEX_COMPACTION and instant.id > tx.id:
@@ -209,8 +214,17 @@ def check(
         plan = timeline.plan(instant)
         if instant.action in COMPACTIONS:
             planned = {group_of(g[0], g[1]) for g in plan.get("groups", [])}
+            # A compaction planned while this write was written keeps its log out and
+            # carries it (its finisher, or this commit once it completed).
+            if instant.action == Action.COMPACTION and tx.id in compaction_writing(
+                timeline, instant
+            ):
+                continue
             if both := mine.logs & planned:
-                why = f"it plans file group(s) {_few(both)} without this write's log there"
+                why = (
+                    f"its {instant.action} plans file group(s) {_few(both)} without "
+                    "this write's log there"
+                )
                 _refuse(tx, instant.id, why)
         elif instant.action == Action.INDEX_COMPACTION:
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
@@ -220,19 +234,28 @@ def check(
 
 def _carried(
     tx: Transaction,
+    timeline: Timeline,
     instant: Instant,
     groups: set[Group],
     rewritten: Footprint,
     mine: Footprint,
-    carry: dict[tuple[str, str], DataFile],
+    done: Checked,
 ) -> bool:
     """Whether this write's logs on ``groups`` can go onto the new slices of the compaction
-    ``instant`` (noted in ``carry``): a compaction (not a log compaction: its merged log
-    restates logs by instant range) older than the write (a log is read on a slice whose
-    base is older than it), one new base per group, each group carried once (two
-    compactions beside: written again)."""
-    if instant.action != Action.COMPACTION or instant.id > tx.id:
+    ``instant`` (noted in ``done.carry``): a compaction (not a log compaction: its merged
+    log restates logs by instant range) older than the write, or planned while it was
+    written (it left this write's log out and kept a version for it on its slices:
+    ``done.slots``), one new base per group, each group carried once (two compactions
+    beside: written again)."""
+    if instant.action != Action.COMPACTION:
         return False
+    slot = 0
+    if instant.id > tx.id:
+        writing = compaction_writing(timeline, instant)
+        if tx.id not in writing:
+            return False
+        slot = writing.index(tx.id) + 1
+    carry = done.carry
     found: dict[tuple[str, str], DataFile] = {}
     for group in groups:
         bases = [f for f in rewritten.data.get(group, []) if f.kind == "base"]
@@ -244,6 +267,8 @@ def _carried(
             return False
         found[key] = bases[0]
     carry.update(found)
+    if slot:
+        done.slots.update(dict.fromkeys(found, slot))
     return True
 
 

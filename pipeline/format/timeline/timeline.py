@@ -513,3 +513,18 @@ class Timeline:
             for merge_on_read in (True, False):
                 rel = file_name(instant, state, merge_on_read, self.hudi_dir)
                 self.store.delete(self.store.path(rel))
+
+
+#: A compaction's plan (and commit) entry: the data writes pending at its planning, whose
+#: logs it leaves out and carries onto its slices at the versions it keeps for them.
+WRITING = "writing"
+
+
+def compaction_writing(timeline: Timeline, instant: Instant) -> tuple[str, ...]:
+    """The data writes pending when the compaction ``instant`` was planned, oldest first
+    (its plan's ``writing``; a completed one's commit says it too; () for a plan made
+    before it was recorded)."""
+    entry = timeline.plan(instant).get(WRITING)
+    if entry is None and instant.completed:
+        entry = timeline.metadata(instant).get(WRITING)
+    return tuple(sorted(entry or ()))

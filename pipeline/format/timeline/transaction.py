@@ -367,9 +367,10 @@ class Transaction:
         late = conflicts.check(self, timeline, metadata, mine, early.completed)
         self.beside = tuple(late.writes)
         self.timeline = timeline  # the completion time follows what is on it now
-        # 3. Logs on slices an older compaction completed meanwhile go onto its new slices.
+        # 3. Logs on slices a compaction completed meanwhile go onto its new slices.
         if onto := {**early.carry, **late.carry}:
-            self.files = carry_logs(self.store, self.id, self.files, onto)
+            slots = {**early.slots, **late.slots}
+            self.files = carry_logs(self.store, self.spec, self.id, self.files, onto, slots)
             log.info("instant %s: %d log(s) carried onto compacted slices", self.id, len(onto))
 
     def _verify_not_settled(self) -> None:

@@ -174,20 +174,27 @@ def test_archival_keeps_the_caches(tmp_path: Path) -> None:
 def test_a_retry_after_a_compaction_beside_keeps_the_caches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A write retried after a conflict with a compaction another handle ran beside it
-    (an update's log against a rewritten base) keeps its slot's caches: the aborted
-    attempt left them as committed, and a compaction moves no key (the Spark writer's rule
-    too). Each emptying costs a version 9 slot a read of its partitions' record index."""
+    """A write retried after a conflict with a log compaction another handle planned
+    beside it (an update's log that the merged log would hide) keeps its slot's caches:
+    the aborted attempt left them as committed, and a log compaction moves no key (the
+    Spark writer's rule too). Each emptying costs a version 9 slot a read of its
+    partitions' record index."""
+    from dynbucket.format.file_group.slices import data_files
+    from dynbucket.format.timeline.transaction import schedule
     from tests.unit.format.timeline.test_conflicts import _beside, _retries, _rows, _table
 
     caplog.set_level(logging.INFO, "dynbucket.write.retry")
     t = _table(tmp_path)
     t.upsert(_rows(["k1", "k2"], 1))
-    t.upsert(_rows(["k1"], 2))  # a log: the compaction has a slice to rewrite
+    t.upsert(_rows(["k1"], 2))  # a log: the log compaction has a slice to merge
     [slot] = t._writer().scheme.slots
     resets = _spy(slot)
-    other = Table.open(t.uri)
-    _beside(monkeypatch, lambda: other.compact())
+    file_id = data_files(t._store, "day=d1")[0].file_id
+    plan = {"groups": [["day=d1", file_id, "", [], ""]]}
+    _beside(
+        monkeypatch,
+        lambda: schedule(t._store, t._spec, "logcompaction", "logcompact", lambda _: plan),
+    )
     t.upsert(_rows(["k1", "k3"], 3))
     assert _retries(caplog) == 1
     assert resets == []

@@ -149,11 +149,11 @@ def test_compact_waits_for_the_compaction_running_beside_the_writes(
     executed: list[str] = []
     real = compaction.execute_groups
 
-    def slow(store, spec, instant, groups, threads=1, done=None):  # type: ignore[no-untyped-def]
+    def slow(store, spec, instant, groups, threads=1, done=None, writing=()):  # type: ignore[no-untyped-def]
         executed.append(instant)
         if len(executed) == 1:
             time.sleep(1.0)  # the user's compact() comes while this runs
-        return real(store, spec, instant, groups, threads, done)
+        return real(store, spec, instant, groups, threads, done, writing)
 
     monkeypatch.setattr(compaction, "execute_groups", slow)
     options = TableOptions(compaction_delta_commits=2, log_compaction_enable=False,

@@ -343,6 +343,150 @@ def test_a_log_on_a_slice_an_older_compaction_completed_meanwhile_is_carried_not
     assert t.check().healthy
 
 
+def _values(rows: pa.Table) -> dict[str, int]:
+    return {r["id"]: r["v"] for r in rows.to_pylist()}
+
+
+def _logs_of(t: Table, instant: str) -> list[tuple[str, int]]:
+    """(base instant, version) of each log ``instant`` has in partition d1."""
+    files = data_files(t._store, "day=d1")
+    return sorted(
+        (f.base_instant, f.version) for f in files if f.instant == instant and f.kind == "log"
+    )
+
+
+def _reads_the_same(t: Table, expected: dict[str, int], **as_of: str) -> None:
+    """Ours and hudi-rs read ``expected`` (latest, or as of ``as_of["as_of"]``)."""
+    assert _values(t.to_arrow(as_of.get("as_of"))) == expected
+    assert _values(hudi_read(t.uri, **as_of)) == expected
+
+
+def test_a_compaction_planned_while_a_write_is_written_takes_its_log_at_a_kept_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compaction planned and completed while a write is written (younger than it) left
+    the write's log out and kept log version 1 of its new slice for it (its base file's
+    token says so). The write commits without writing again: its log is copied onto the
+    new slice at that version, and the original stays on the old slice, which a view
+    between the two instants reads. A write after both logs at version 2."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    first = t.upsert(_rows(["k1", "k2"], 1)).instant
+    t.upsert(_rows(["k1"], 2))  # log 1 on the group's slice
+    planned: list[str] = []
+
+    def plan_and_run() -> None:
+        found = compaction.schedule(t._store, t._spec)
+        assert found is not None
+        planned.append(found)
+        compaction.run(t._store, t._spec, found)
+
+    _beside(monkeypatch, plan_and_run)
+    done = t.upsert(_rows(["k2", "k3"], 3))  # an update and a new key, in the one group
+    monkeypatch.undo()
+    assert done.instant < planned[0] and _retries(caplog) == 0
+    bases = [f for f in data_files(t._store, "day=d1") if f.kind == "base"]
+    assert sorted((f.instant, f.version) for f in bases) == [(first, 0), (planned[0], 1)]
+    # The original stays on the old slice, log 2 there.
+    assert _logs_of(t, done.instant) == sorted([(first, 2), (planned[0], 1)])
+    _reads_the_same(t, {"k1": 2, "k2": 3, "k3": 3})
+    _reads_the_same(t, {"k1": 2, "k2": 3, "k3": 3}, as_of=done.instant)
+    after = t.upsert(_rows(["k1"], 4))
+    assert _logs_of(t, after.instant) == [(planned[0], 2)]
+    _reads_the_same(t, {"k1": 4, "k2": 3, "k3": 3})
+    assert t.check().healthy
+    t.clean(retain=1)  # the old slice goes; the copy older than its base stays
+    assert _logs_of(t, done.instant) == [(planned[0], 1)]
+    _reads_the_same(t, {"k1": 4, "k2": 3, "k3": 3})
+    assert t.check().healthy
+
+
+def test_a_compaction_completed_after_a_write_it_left_out_carries_that_writes_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compaction planned while a write is written, completed after the write committed
+    (no conflict: it left the write's log out) and after a younger write: its finish copies
+    both logs onto its new slice, the older write's at the version kept for it, before the
+    younger one's, as readers must order them."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    first = t.upsert(_rows(["k1", "k2"], 1)).instant
+    t.upsert(_rows(["k1"], 2))
+    planned: list[str] = []
+    _beside(monkeypatch, lambda: planned.append(compaction.schedule(t._store, t._spec)))
+    done = t.upsert(_rows(["k2", "k3"], 3))
+    monkeypatch.undo()
+    younger = t.upsert(_rows(["k2"], 3))  # the same ordering value: the later write wins
+    assert done.instant < planned[0] < younger.instant and _retries(caplog) == 0
+    _reads_the_same(t, {"k1": 2, "k2": 3, "k3": 3})
+    compaction.run(t._store, t._spec, planned[0])
+    # The original stays on the old slice, log 2 there.
+    assert _logs_of(t, done.instant) == sorted([(first, 2), (planned[0], 1)])
+    assert _logs_of(t, younger.instant) == sorted([(first, 3), (planned[0], 2)])
+    _reads_the_same(t, {"k1": 2, "k2": 3, "k3": 3})
+    report = t.check()
+    assert report.healthy, str(report)
+
+
+@pytest.mark.parametrize(("theirs", "again"), [("k1", 0), ("k2", 1)])
+def test_a_log_carried_after_a_younger_writes_log_conflicts_only_on_a_key_both_wrote(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    theirs: str,
+    again: int,
+) -> None:
+    """A write begun while a compaction was pending carries its log onto the compaction's
+    slice after a younger write's log there: Hudi's readers order the two by version, ours
+    by instant, which differ only on a key both wrote with one ordering value. Another key
+    (k1): carried after it, no conflict; the same key and value (k2): written again."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path)
+    t.upsert(_rows(["k1", "k2"], 1))
+    t.upsert(_rows(["k1"], 2))
+    planned = compaction.schedule(t._store, t._spec)
+    assert planned is not None
+    other = Table.open(t.uri)
+    younger: list[str] = []
+
+    def complete_then_write() -> None:
+        compaction.run(t._store, t._spec, planned)
+        younger.append(other.upsert(_rows([theirs], 3)).instant)  # on the new slice
+
+    _beside(monkeypatch, complete_then_write)
+    done = t.upsert(_rows(["k2"], 3))
+    monkeypatch.undo()
+    assert _retries(caplog) == again
+    if not again:
+        assert planned < done.instant < younger[0]
+        assert _logs_of(t, done.instant) == [(planned, 2)]  # after the younger one's
+    expected = {"k1": 3 if theirs == "k1" else 2, "k2": 3}
+    _reads_the_same(t, expected)
+    assert t.check().healthy
+    other.close()
+
+
+def test_on_version_9_a_compaction_planned_while_a_write_is_written_makes_it_write_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hudi-rs slices a version 9 table's logs by completion time: a write pending at a
+    compaction's plan reads on the compaction's slice there, which no view before the
+    compaction has. So on version 9 such a compaction keeps no version for the write, and
+    the write runs again, younger than the compaction; both readers agree."""
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path, table_version=9)
+    t.upsert(_rows(["k1", "k2"], 1))
+    t.upsert(_rows(["k1"], 2))
+    planned: list[str] = []
+    _beside(monkeypatch, lambda: planned.append(compaction.schedule(t._store, t._spec)))
+    done = t.upsert(_rows(["k2", "k3"], 3))
+    assert _retries(caplog) == 1 and done.instant > planned[0]
+    compaction.run(t._store, t._spec, planned[0])
+    _reads_the_same(t, {"k1": 2, "k2": 3, "k3": 3})
+    _reads_the_same(t, {"k1": 2, "k2": 1}, as_of=planned[0])
+    assert t.check().healthy
+
+
 def test_an_index_compaction_completed_while_a_write_is_written_leaves_its_delta_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
