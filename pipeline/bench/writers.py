@@ -8,8 +8,11 @@ on) holding ``keys`` keys over four partitions; every writer, a process of its o
 (its own range, into the same partitions; each writer in a lane of its own fills buckets
 of its lane: ``format/timeline/lanes.py``). Reported: rows per second over all writers
 (first write started to last write returned) and per writer, the ratio to one writer's
-and (in process) to as many writers each writing a table of its own (the same writes: what
-the machine allows that many writers at all, so the ratio is what sharing one table costs),
+and (in process) to one writer doing the same writes alone, in turn (``vs the same writes
+alone``, with the write p50s' ratio: a table taking n times the writes compacts larger
+slices more often, whoever writes them), and to as many writers each writing a table of
+its own (the same writes: what the machine allows that many writers at all, so the ratio
+is what sharing one table costs),
 the writes run again after a conflict, a write's p50 time, where a writer's time goes
 (the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
 wait for another writer's commit lease and the conflict checks), and the cores the writer
@@ -104,7 +107,12 @@ def _batches(writer: int, keys: int, rows: int, writes: int) -> list[pa.Table]:
     return out
 
 
-def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
+def _write_all(table: Table, batches: list[Any], ordering: str = "step") -> dict[str, Any]:
+    """Upserts ``batches`` in turn; ``ordering`` "clock": each batch's ordering values are
+    the clock's microseconds as it is written (a stream's event times: a later write's
+    values are larger, whichever writer writes it), else the batch's own (its writer's
+    step: writers that fall behind each other write updates that lose, counted stale,
+    after reading their slices)."""
     handler = _Conflicts()
     logger = logging.getLogger("dynbucket.write.retry")
     logger.addHandler(handler)
@@ -116,6 +124,9 @@ def _write_all(table: Table, batches: list[Any]) -> dict[str, Any]:
     try:
         for batch in batches:
             began = time.perf_counter()
+            if ordering == "clock" and isinstance(batch, pa.Table):
+                now = np.full(batch.num_rows, time.time_ns() // 1000, np.int64)
+                batch = batch.set_column(2, "v", pa.array(now))
             done = table.upsert(batch)
             took.append(time.perf_counter() - began)
             laps.update(done.seconds)
@@ -147,15 +158,26 @@ def _warm(table: Table, batch: pa.Table) -> None:
 
 
 def _process_writer(
-    uri: str, writer: int, keys: int, rows: int, writes: int, go: Any, ready: Any
+    uri: str,
+    writer: int,
+    keys: int,
+    rows: int,
+    writes: int,
+    go: Any,
+    ready: Any,
+    of: int = 1,
+    ordering: str = "step",
 ) -> Any:
+    """Writer ``writer``'s upserts; ``of`` > 1: the upserts of writers 0 to ``of`` - 1 in
+    turn, one writer doing alone what as many would do beside each other."""
     table = Table.open(uri)
-    batches = _batches(writer, keys, rows, writes)
+    made = [_batches(w, keys, rows, writes) for w in range(writer, writer + of)]
+    batches = [b for step in zip(*made, strict=True) for b in step]
     _warm(table, batches[0])
     ready.put(writer)
     go.wait()
     try:
-        out = _write_all(table, batches)
+        out = _write_all(table, batches, ordering)
     finally:
         table.close()
     # perf_counter is per process on some systems: wall time for the run's span.
@@ -164,6 +186,10 @@ def _process_writer(
     out["start"] = out["end"] - span
     return out
 
+
+#: Kinds of a writer-count case besides the writers on one table: one writer doing their
+#: writes alone, in turn; each writer on a table of its own.
+_ALONE, _OWN = "-alone", "-apart"
 
 #: ``--no-services``: no table service runs (what the writes cost without the compactions,
 #: cleans and index compactions they make due, which cost more CPU than the writes here).
@@ -202,16 +228,24 @@ def _table(
 
 
 def _run_processes(
-    uris: list[str], n: int, keys: int, rows: int, writes: int
+    uris: list[str],
+    n: int,
+    keys: int,
+    rows: int,
+    writes: int,
+    of: int = 1,
+    ordering: str = "step",
 ) -> list[dict[str, Any]]:
-    """``n`` writer processes, writer ``w`` into ``uris[w % len(uris)]``."""
+    """``n`` writer processes, writer ``w`` into ``uris[w % len(uris)]`` (``of``:
+    :func:`_process_writer`'s)."""
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         go, ready = manager.Event(), manager.Queue()
         with ctx.Pool(n) as pool:
             pending = [
                 pool.apply_async(
-                    _process_writer, (uris[w % len(uris)], w, keys, rows, writes, go, ready)
+                    _process_writer,
+                    (uris[w % len(uris)], w, keys, rows, writes, go, ready, of, ordering),
                 )
                 for w in range(n)
             ]
@@ -369,29 +403,39 @@ def run(
     workdir: str | None = None,
     runtime: Any = None,
     services: bool = True,
+    ordering: str = "step",
 ) -> dict[str, Any]:
     """Runs the benchmark (``runtime``: Spark writers, module doc; ``services`` False: the
-    writer-count cases without table services, ``NO_SERVICES``) and prints its report."""
+    writer-count cases without table services, ``NO_SERVICES``; ``ordering``: the
+    writer-count cases' ordering values, each writer's step or the clock at each write,
+    :func:`_write_all`) and prints its report."""
     rows_out = []
     base, alone = 0.0, 0.0
     apart: dict[int, float] = {}
+    serial: dict[int, tuple[float, float]] = {}
+    occ = "OPTIMISTIC_CONCURRENCY_CONTROL"
     # The first run: one writer holding the table for each write (SINGLE_WRITER), what
     # several writers' moment leases, heartbeats and checks cost one writer. In process,
-    # each count of several writers runs first on a table of each writer's own: what the
-    # machine allows that many writers at all (module doc), the ceiling of one table's.
-    runs = [(1, "SINGLE_WRITER", False)]
+    # each count of several writers runs first with one writer doing all their writes in
+    # turn (the same writes alone: a table that takes n times the writes compacts larger
+    # slices more often, whoever writes them), then on a table of each writer's own: what
+    # the machine allows that many writers at all (module doc), the ceiling of one table's.
+    runs = [(1, "SINGLE_WRITER", "")]
     for n in counts:
         if n > 1 and runtime is None:
-            runs.append((n, "OPTIMISTIC_CONCURRENCY_CONTROL", True))
-        runs.append((n, "OPTIMISTIC_CONCURRENCY_CONTROL", False))
+            runs += [(n, occ, _ALONE), (n, occ, _OWN)]
+        runs.append((n, occ, ""))
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
-        for n, mode, own_tables in runs:
-            uri = _table(folder, n, keys, mode, services, "-apart" if own_tables else "")
+        for n, mode, kind in runs:
+            uri = _table(folder, n, keys, mode, services, kind)
             uris = [uri]
-            if own_tables:
+            if kind == _OWN:
                 uris += [_copy(uri, w) for w in range(1, n)]
-            if runtime is None:
-                done = _run_processes(uris, n, keys, rows, writes)
+            if kind == _ALONE:
+                done = _run_processes(uris, 1, keys, rows, writes, n, ordering)
+                clock = "wall"
+            elif runtime is None:
+                done = _run_processes(uris, n, keys, rows, writes, 1, ordering)
                 clock = "wall"
             else:
                 done = _run_threads(uri, n, keys, rows, writes, runtime)
@@ -404,22 +448,37 @@ def run(
             per_write = {k: round(v / (n * writes), 3) for k, v in sorted(laps.items())}
             p50 = float(np.median([t for d in done for t in d["took"]]))
             single = mode == "SINGLE_WRITER"
-            label = " SINGLE_WRITER" if single else (f", {n} tables" if own_tables else "")
-            m = Measurement(f"{n} writer(s){label}", total, [span])
+            label = " SINGLE_WRITER" if single else {_OWN: f", {n} tables", "": ""}.get(kind, "")
+            case = f"1 writer, {n} writers' writes" if kind == _ALONE else f"{n} writer(s){label}"
+            m = Measurement(case, total, [span])
             cpu = sum(d["cpu"] for d in done) if runtime is None else float("nan")
             if single:
                 alone = m.per_second
             elif not base:
                 base = m.per_second
-            if own_tables:
+            if kind == _OWN:
                 apart[n] = m.per_second
+            if kind == _ALONE:
+                serial[n] = (m.per_second, p50)
+            beside = {}
+            if n in serial and kind == "":
+                # Against the same writes by one writer: rows/s, and a write's p50.
+                beside = {
+                    "vs the same writes alone": round(m.per_second / serial[n][0], 2),
+                    "write p50 vs alone": round(p50 / serial[n][1], 2),
+                }
             m.extra = {
                 "rows/s": round(m.per_second),
                 "vs 1 writer": round(m.per_second / (alone if single else base), 2),
                 "vs SINGLE_WRITER": round(m.per_second / alone, 2),
+                **beside,
                 # One table's writers against as many writing tables of their own.
-                **({"vs own tables": round(m.per_second / apart[n], 2)} if n in apart else {}),
-                "rows/s per writer": round(m.per_second / n),
+                **(
+                    {"vs own tables": round(m.per_second / apart[n], 2)}
+                    if n in apart and kind == ""
+                    else {}
+                ),
+                "rows/s per writer": round(m.per_second / (1 if kind == _ALONE else n)),
                 "written again": sum(d["conflicts"] for d in done),
                 "written again, by cause": dict(
                     sum((Counter(d["causes"]) for d in done), Counter())
@@ -446,4 +505,5 @@ def run(
         keys=keys,
         rows_per_write=rows,
         writes=writes,
+        ordering=ordering,
     )

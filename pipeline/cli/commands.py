@@ -382,13 +382,14 @@ def _bench_writers(args: argparse.Namespace) -> int:
     from dynbucket.bench import writers
 
     services = not args.no_services
+    shape = (args.keys, args.rows, args.writes, args.counts, args.workdir)
     if not args.spark:
-        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir, None, services)
+        writers.run(*shape, None, services, args.ordering)
         return 0
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        writers.run(args.keys, args.rows, args.writes, args.counts, args.workdir, rt, services)
+        writers.run(*shape, rt, services, args.ordering)
     return 0
 
 
@@ -733,6 +734,14 @@ def parser() -> argparse.ArgumentParser:
         "--no-services",
         action="store_true",
         help="no table services (compaction, clean, index compaction): the writes alone",
+    )
+    wrt.add_argument(
+        "--ordering",
+        choices=("step", "clock"),
+        default="step",
+        help="the ordering values: each writer's step (writers fall behind each other: "
+        "their updates lose and are counted stale) or the clock at each write (a stream's "
+        "event times)",
     )
     wrt.add_argument("--workdir", default=None, help="where to write the tables (temporary)")
     wrt.set_defaults(func=_bench_writers)
