@@ -405,7 +405,7 @@ def _bench_upsert(args: argparse.Namespace) -> int:
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        upsert.run(
+        result = upsert.run(
             rt,
             args.sizes,
             args.upsert_rows,
@@ -415,7 +415,15 @@ def _bench_upsert(args: argparse.Namespace) -> int:
             args.bucket_rows,
             args.paimon_max,
         )
-    return 0
+    if args.guard is None:
+        return 0
+    from dynbucket.bench import guard
+
+    failures = guard.check(result, guard.load(args.guard))
+    for line in failures:  # on stdout: a quiet bench sends stderr to its log file
+        print(f"guard: {line}")
+    print(f"guard: {'FAILED' if failures else 'passed'} against {args.guard}")
+    return 1 if failures else 0
 
 
 def _bench_latency(args: argparse.Namespace) -> int:
@@ -778,6 +786,13 @@ def parser() -> argparse.ArgumentParser:
         help="largest table pypaimon is run on (it loads ~20k rows/s)",
     )
     up.add_argument("--workdir", default=None, help="where workloads and tables go (temporary)")
+    up.add_argument(
+        "--guard",
+        default=None,
+        metavar="KEPT_JSON",
+        help="exit 1 when a ratio this run measured is more than 15%% worse than the one kept "
+        "in KEPT_JSON (docs/bench-kept.json: the main job's speed, guarded)",
+    )
     up.set_defaults(func=_bench_upsert)
     lat = bench_sub.add_parser(
         "latency", help="small upserts: first, warm, after idle, vs peers", parents=[loud]
