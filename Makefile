@@ -11,6 +11,11 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum 
 # A link per file, so a module added or removed relinks (a few seconds, no dependencies).
 LINKS  := $(VENV)/.linked-$(shell find pipeline actors -name '*.py' | sort | cksum | cut -d' ' -f1)
 READERS := .venv-readers
+# Installs into the venv of the python named after it, with uv (pinned in constraints.txt,
+# put into .venv by pip): the same packages as pip in a third of the time (CI installs both
+# venvs on every run). uv reads no pip.conf: where an index is reachable only through
+# pip's settings, each step falls back to pip.
+INSTALL = $(VENV)/bin/uv pip install -q --python
 READERS_PINS := daft==0.7.26 sortedcontainers==2.4.0
 READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | cut -d' ' -f1)
 
@@ -53,22 +58,23 @@ $(STAMP):
 	scripts/ensure-java
 	$(PYTHON) scripts/check-python.py
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[test]' \
-		--config-settings editable_mode=strict
+	$(VENV)/bin/python -m pip install -q -c constraints.txt uv || true
+	$(INSTALL) $(VENV)/bin/python -c constraints.txt -e '.[test]' -C editable_mode=strict \
+		|| $(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[test]' \
+			--config-settings editable_mode=strict
 	rm -f $(VENV)/.installed-* $(VENV)/.linked-*
 	touch $(LINKS) $@
 
 $(LINKS): $(STAMP)
-	test -f $@ || $(VENV)/bin/python -m pip install -q --no-deps -c constraints.txt -e . \
-		--config-settings editable_mode=strict
+	test -f $@ || $(INSTALL) $(VENV)/bin/python --no-deps -c constraints.txt -e . -C editable_mode=strict \
+		|| $(VENV)/bin/python -m pip install -q --no-deps -c constraints.txt -e . \
+			--config-settings editable_mode=strict
 	rm -f $(VENV)/.linked-*
 	touch $@
 
-$(READERS_STAMP):
+$(READERS_STAMP): | $(STAMP)
 	test -d $(READERS) || $(PYTHON) -m venv $(READERS)
-	$(READERS)/bin/python -m pip install -q --upgrade pip
-	$(READERS)/bin/python -m pip install -q $(READERS_PINS)
+	$(INSTALL) $(READERS)/bin/python $(READERS_PINS) || $(READERS)/bin/python -m pip install -q $(READERS_PINS)
 	rm -f $(READERS)/.installed-*
 	touch $@
 
