@@ -24,22 +24,22 @@ READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | 
 demo: $(LINKS)
 	$(VENV)/bin/dynbucket demo $(ARGS)
 
-# Two sessions, one Ray each: the suite on an embedded Ray, then tests/cluster on a
-# multi-node Ray cluster (Ray's test cluster: a head and two worker nodes on this machine).
+# Three sessions, one seed (scripts/run-tests): the integration and property tests on one
+# embedded Ray + Spark, then the unit tests beside tests/cluster on a multi-node Ray
+# cluster (Ray's test cluster: a head and two worker nodes on this machine).
 test: $(LINKS) $(READERS_STAMP)
-	$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
-	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
+	scripts/run-tests $(ARGS)
 
 # Today's full counts of the sampled sequences (the suite samples them by a seed that
 # changes per run): the fault sequences of every case, 20 runs of each writers model,
-# 30 Spark workloads, 80 table-model and 24 global-model sequences; then the speed guard
-# (the main job's ratios against docs/bench-kept.json, `pipeline/bench/guard.py`).
+# 30 Spark workloads (3 on the cluster), 80 table-model and 24 global-model sequences,
+# every case of each family marked `sample`; then the speed guard (the main job's ratios
+# against docs/bench-kept.json, `pipeline/bench/guard.py`).
 test-long: $(LINKS) $(READERS_STAMP)
 	DYNBUCKET_SAMPLE=all DYNBUCKET_FAULT_WRITES=all DYNBUCKET_FLAKY_RUNS=20 DYNBUCKET_WRITERS_RUNS=20 \
 	DYNBUCKET_MODEL_WORKLOADS=30 DYNBUCKET_FILTER_SEQUENCES=20 \
 	DYNBUCKET_MODEL_SEQUENCES=80 DYNBUCKET_GLOBAL_SEQUENCES=24 \
-		$(VENV)/bin/python -m pytest --durations=30 $(ARGS)
-	DYNBUCKET_CLUSTER_TESTS=1 $(VENV)/bin/python -m pytest tests/cluster $(ARGS)
+	DYNBUCKET_CLUSTER_WORKLOADS=3 scripts/run-tests $(ARGS)
 	$(VENV)/bin/dynbucket bench upsert --sizes 5e6 --upsert-rows 1e6 --runs 5 \
 		--systems dynbucket,spark,inprocess,floor --guard docs/bench-kept.json
 

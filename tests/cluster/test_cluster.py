@@ -4,6 +4,7 @@ model workloads, and a worker node lost in the middle of an upsert."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from dynbucket.table import Table
 from tests.integration.invariants import checked_live_rows
 from tests.integration.write.test_spark_model import _dynamic_workload
 from tests.s3 import S3Server
+from tests.seeds import seeds
 
 SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
@@ -70,7 +72,12 @@ def test_slots_and_executors_run_on_more_than_one_node(
         t.close()
 
 
-@pytest.mark.parametrize("seed", range(3))
+#: Model workloads on the cluster: one a run, new each run (``tests/seeds.py``);
+#: ``make test-long`` runs 3.
+CLUSTER_WORKLOADS = int(os.environ.get("DYNBUCKET_CLUSTER_WORKLOADS", "1"))
+
+
+@pytest.mark.parametrize("seed", seeds(CLUSTER_WORKLOADS))
 def test_workload_on_the_cluster_matches_the_model(
     runtime: Runtime, spark: Any, s3_server: S3Server, tmp_path: Path, seed: int
 ) -> None:
