@@ -634,8 +634,9 @@ def load_table(store: TableStore) -> TableSpec:
         hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
     except (FileNotFoundError, OSError) as e:
         raise TableCorruptedError(
-            f"{store.uri}: {PROPERTIES_FILE} is missing (the table's creation did not finish, "
-            "or the file was removed); create the table again in a new folder"
+            f"{store.uri}: {PROPERTIES_FILE} is missing: a Table.create may still be writing "
+            "it (open the table again in a moment), or the creation did not finish or the "
+            "file was removed (create the table again in a new folder)"
         ) from e
     # Before anything is read: a timeline of another layout would read as no instant.
     refused = versions.unsupported(hoodie, store.exists(store.path(versions.LAYOUT_2_TIMELINE)))
