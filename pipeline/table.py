@@ -281,6 +281,18 @@ class Table:
         return self._store.uri
 
     @property
+    def spec(self) -> TableSpec:
+        """The table's definition as it was opened (keys, partitioning, options, bucket
+        scheme, version); ``schema`` is the schema now."""
+        return self._spec
+
+    @property
+    def store(self) -> TableStore:
+        """Where the table lives: its filesystem and root (what the format layer's
+        functions take)."""
+        return self._store
+
+    @property
     def _timeline(self) -> Timeline:
         return Timeline(self._store, self._spec.options.merge_on_read)
 

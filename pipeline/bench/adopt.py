@@ -86,7 +86,7 @@ def _hudi_table(uri: str, keys: int) -> tuple[TableSpec, DynamicBucketIndex]:
     for first in range(0, keys, CHUNK):
         table.upsert(rows_of(np.arange(first, min(keys, first + CHUNK)), 0, rng))
     table.upsert(rows_of(rng.choice(keys, keys // 10, replace=False), 1, rng))
-    spec = table._spec
+    spec = table.spec
     table.close()
     shutil.rmtree(Path(uri) / META_DIR)
     return spec, index

@@ -157,7 +157,7 @@ def _indexed_table(keys: int, folder: str) -> Table:
 def bootstrap_case(table: Table, keys: int, runs: int) -> Measurement:
     """Bootstrap of one slot's cache from a real table's index partition (one base file)."""
     m = Measurement("bootstrap from the RLI", keys)
-    source = RLIIndexSource(TableRef.of(table._store, table._spec))
+    source = RLIIndexSource(TableRef.of(table.store, table.spec))
     for _ in range(runs):
         s, load = timed(functools.partial(source.load, "", 0, 1))
         m.seconds.append(s)
@@ -184,7 +184,7 @@ def metadata_bootstrap_cases(keys: int, runs: int, folder: str) -> list[Measurem
         ids = np.arange(lo, min(keys, lo + 500_000))
         n = len(ids)
         table.upsert(pa.table({"id": ids, "p": ["a"] * n, "v": np.zeros(n, np.int8)}))
-    ref = TableRef.of(table._store, table._spec)
+    ref = TableRef.of(table.store, table.spec)
     sources = {"metadata table": MetadataIndexSource(ref), "dynbucket index": RLIIndexSource(ref)}
     out: list[Measurement] = []
     for slots in (1, 4):
@@ -215,7 +215,7 @@ def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]
         m = Measurement(f"update-only stream, {label}", hashes.size)
         for _ in range(runs):
             core = BucketAssigner(
-                0, 1, options, RLIIndexSource(TableRef.of(table._store, table._spec))
+                0, 1, options, RLIIndexSource(TableRef.of(table.store, table.spec))
             )
             start = time.perf_counter()
             for checkpoint, batch in enumerate(hashes, start=1):

@@ -225,7 +225,7 @@ def _settle(path: str, key: str, lease: float) -> str:
     while (dead := _dead_writes(t)) and time.monotonic() < deadline:
         waited = True
         time.sleep(0.2)
-        if not any(heartbeat.is_alive(t._store, i) for i in dead):
+        if not any(heartbeat.is_alive(t.store, i) for i in dead):
             break
     if waited:
         result = t.upsert(pa.table({"id": [key], "day": ["d0"], "v": [0]}, schema=SCHEMA))
@@ -252,7 +252,7 @@ def _hudi_rows(path: str) -> dict[str, tuple[str, int]]:
 
 def _counts(t: Table) -> dict[str, int]:
     """What must stay bounded: timeline entries, files per group, index files."""
-    store = t._store
+    store = t.store
     entries = len(store.list_files(store.path(HOODIE_DIR)))
     entries += len(store.list_files(store.path(TIMELINE_DIR)))
     per_group: dict[str, int] = {}
@@ -351,7 +351,7 @@ def run_round(
         if trial.rows == ours:
             expected = trial
             break
-    timeline = Timeline(t._store, True)
+    timeline = Timeline(t.store, True)
     pending = {i.id for i in timeline.pending()}
     report_of_check = t.check()
     stuck = sorted(pending & carried)

@@ -83,7 +83,7 @@ class _Probe:
         from dynbucket.write.index_source import RLIIndexSource
 
         table = Table.open(self.uri)
-        source = RLIIndexSource(TableRef.of(table._store, table._spec))
+        source = RLIIndexSource(TableRef.of(table.store, table.spec))
         before = _rss()
         start = time.perf_counter()
         kind = GlobalBucketAssigner if self.global_index else BucketAssigner

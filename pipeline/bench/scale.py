@@ -114,8 +114,8 @@ def bootstrap(rt: Runtime, table: Table, slots: int, probe: pa.Table, label: str
     """A fresh fleet of ``slots`` over ``table``'s index; each slot looks up one key of the
     partition (which loads its slice of the partition). Times, bytes, entries read."""
     link = RayLink(rt.ray_address, rt.config.namespace)
-    source = functools.partial(RLIIndexSource, TableRef.of(table._store, table._spec))
-    fleet = AssignerFleet(link, label, slots, table._spec.dynamic_options, source)
+    source = functools.partial(RLIIndexSource, TableRef.of(table.store, table.spec))
+    fleet = AssignerFleet(link, label, slots, table.spec.dynamic_options, source)
     try:
         pids = _pids(fleet.names)
         before = [_rss(p) for p in pids]

@@ -115,7 +115,7 @@ def measure(table: Table, window: Window) -> None:
         seconds.append(time.perf_counter() - start)
     window.read_us_per_row = statistics.median(seconds) / max(rows, 1) * 1e6
     window.rows = rows
-    store = table._store
+    store = table.store
     groups: Counter[str] = Counter()
     for partition in (f"region={r}" for r in REGIONS):
         for f in data_files(store, partition):

@@ -296,7 +296,7 @@ def _dies(uri: str, holding: bool, ready: Any) -> None:
     from dynbucket.format.timeline.transaction import Transaction
 
     table = Table.open(uri)
-    txn = Transaction.begin(table._store, table._spec, Action.COMMIT, "upsert", hold=False)
+    txn = Transaction.begin(table.store, table.spec, Action.COMMIT, "upsert", hold=False)
     if holding and txn.lock is not None:
         txn.lock.acquire(instant=txn.id)
     ready.set()

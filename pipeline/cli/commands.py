@@ -144,7 +144,7 @@ def _print_written(table: Table, result: WriteResult) -> None:
     if result.keys_not_found:
         where = (
             "in the table"
-            if table._spec.global_index
+            if table.spec.global_index
             else "in the partition the records name (a key is unique within its partition: "
             "give each key's partition value)"
         )
@@ -170,7 +170,7 @@ def _print_services(table: Any) -> None:
     """Which table services run, and when each last ran (``show``)."""
     from dynbucket.format.timeline.actions import Action
 
-    o = table._spec.options
+    o = table.spec.options
     timeline = table._timeline
     instants = timeline.instants()
 
@@ -202,7 +202,7 @@ def _print_services(table: Any) -> None:
         f"  index compaction  at {o.index_compaction_min_files} files"
         f"{on[o.index_compaction_automatic]}: last {last(Action.INDEX_COMPACTION)}"
     )
-    if table._spec.table_version >= 8:
+    if table.spec.table_version >= 8:
         auto = o.metadata_compaction_automatic
         print(
             f"  metadata table    groups compacted {where}{on[auto]}: "
@@ -222,7 +222,7 @@ def _show(args: argparse.Namespace) -> int:
     table = Table.open(args.table)
     if args.changes is not None:
         return _print_changes(table, args.changes, args.end, args.last)
-    spec = table._spec
+    spec = table.spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
     print(f"hudi       {spec.name} ({spec.options.table_type}, table version "
           f"{spec.table_version})")  # fmt: skip
@@ -239,7 +239,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  evolved  {instant}: {', '.join(_schema_change(old, new))}")
     options = spec.bucket_options.to_properties()
     print("index      " + ", ".join(f"{k}={v}" for k, v in options.items()))
-    record = adopted.load(table._store)
+    record = adopted.load(table.store)
     if record.buckets:
         print(f"adopted    from Apache Hudi as of {record.floor} ({len(record.buckets)} groups)")
     stats = table.stats().to_pylist()
@@ -276,7 +276,7 @@ def _schema_change(old: Any, new: Any) -> list[str]:
 def _print_changes(table: Any, start: str, end: str | None, last: int) -> int:
     """``show --changes``: the records the instants after ``start`` wrote (their latest
     versions: ``Table.changes``), the ``last`` newest of them shown."""
-    order = ["_instant", *table._spec.record_key]
+    order = ["_instant", *table.spec.record_key]
     rows = table.changes(start, end).sort_by([(c, "ascending") for c in order]).to_pylist()
     upto = end or table.latest_instant()
     print(f"changes after {start} up to {upto}: {len(rows):,} record(s) (deletes not shown)")
@@ -322,7 +322,7 @@ def _adopt(args: argparse.Namespace) -> int:
         return 0
     started = time.perf_counter()
     table = Table.adopt(args.table, deduplicate=args.deduplicate)
-    record = adopted.load(table._store)
+    record = adopted.load(table.store)
     keys = sum(r["keys"] for r in table.stats().to_pylist())
     print(
         f"adopted {table.uri}: {len(record.buckets)} file group(s) as buckets, "

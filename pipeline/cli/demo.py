@@ -139,7 +139,7 @@ def run_demo(
     ours = table.to_arrow(columns=["order_id"], meta_columns=False).num_rows
     print(
         f"\nread back with hudi-rs: {hudi_rows(table.uri):,} rows (dynbucket reads {ours:,}; "
-        f"the table is an Apache Hudi {table._spec.options.table_type} table)",
+        f"the table is an Apache Hudi {table.spec.options.table_type} table)",
         file=out,
     )
     if png != "":
