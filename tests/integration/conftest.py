@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -52,15 +53,18 @@ LEFT_ALIVE: list[str] = []
 
 @pytest.fixture(autouse=True)
 def no_slot_actor_left(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Stops the slot actors a test left alive (a table it did not close): each holds ~350
-    MB and a share of a core until the session ends (a clean-clone run counted 29 of them
-    two thirds through), and they starve the tests after it. Named at the end of the
-    session's report: closing the table in the test is the fix."""
+    """Stops the slot actors a test left alive: each holds ~350 MB and a share of a core
+    until the session ends (a clean-clone run counted 29 of them two thirds through), and
+    they starve the tests after it. A table the test dropped unclosed stops its own once
+    collected (in a reference cycle it waits for the collector, hence ``gc.collect``); one
+    still referenced (a stream's query, a global) is named at the end of the session's
+    report: closing it in the test is the fix."""
     if "runtime" not in request.fixturenames:
         yield
         return
     before = _slot_actors()
     yield
+    gc.collect()  # a table the test dropped unclosed stops its actors when collected
     left: set[tuple[str, str]] = set()
     deadline = time.monotonic() + 1  # ray.kill returns a moment before the actor is gone
     while time.monotonic() < deadline:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -328,6 +329,35 @@ def test_a_compaction_of_this_table_keeps_its_assigner_fleet(
         assert max(t.stats().column("keys").to_pylist()) <= 2
     finally:
         t.close()
+
+
+def test_a_table_dropped_unclosed_stops_its_slot_actors(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """A table its user drops without closing it (a notebook cell run again) stops its
+    slot actors (~350 MB each) once Python collects it: nothing else (the Spark workers
+    that called them, a registry) keeps them alive."""
+    import gc
+
+    t = _table(tmp_path, runtime, cap=2)
+    t.upsert(_df(spark, [(f"k{i}", f"d{i % 2}", i, 1) for i in range(8)]), assigner_slots=2)
+    fleet = t._spark_writer().fleet
+    assert fleet is not None
+    names = set(fleet.names)
+    assert names <= _named_actors()  # alive after the write
+    del t, fleet
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while names & _named_actors() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert names & _named_actors() == set()
+    assert Table.open(str(tmp_path / "t")).to_arrow().num_rows == 8  # the table is whole
+
+
+def _named_actors() -> set[str]:
+    import ray
+
+    return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
 
 
 def test_an_adopted_hudi_table_takes_spark_upserts(
