@@ -37,12 +37,8 @@ from dynbucket.format.services.service import Scope, ServiceResult
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
-from dynbucket.format.table.spec import (
-    TableSpec,
-    create_table,
-    load_table,
-    table_name_for,
-)
+from dynbucket.format.table.create import create_table
+from dynbucket.format.table.spec import TableSpec, load_table, table_name_for
 from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.history import history
 from dynbucket.format.timeline.timeline import Timeline

@@ -36,7 +36,7 @@ from dynbucket.format.hudi.files import is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import parse_record_keys
 from dynbucket.format.index.entries import live
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import TableRef
@@ -224,7 +224,7 @@ class MetadataIndexSource(RLIIndexSource):
 
     def _metadata(self) -> MetadataTable | None:
         """The metadata table, if it keeps a partitioned record index."""
-        if RECORD_INDEX not in metadata_writer.partitions(self.store):
+        if RECORD_INDEX not in metadata_partitions.partitions(self.store):
             return None
         mdt = MetadataTable(self.store)
         return mdt if mdt.partitioned() else None

@@ -38,7 +38,7 @@ from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.agreement import disagreement
 from dynbucket.format.metadata.reader import FILES, METADATA_DIR, RECORD_INDEX, MetadataTable
 from dynbucket.format.storage.store import TableStore
@@ -46,7 +46,7 @@ from dynbucket.format.table.paths import META_DIR, PROPERTIES_FILE, TABLE_FILE
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.timeline import hudi_instants
 
-PARTITIONS_PROPERTY = metadata_writer.PARTITIONS_PROPERTY
+PARTITIONS_PROPERTY = metadata_partitions.PARTITIONS_PROPERTY
 #: Where step 2 keeps what adoption removed: the properties as they were, the folders.
 REMOVED_DIR = f"{META_DIR}/metadata-removed"
 SAVED_PROPERTIES = f"{REMOVED_DIR}/hoodie.properties"
@@ -77,7 +77,7 @@ def keep_metadata_table(
     store.write_atomic(
         store.path(PROPERTIES_FILE), properties.dumps(props, "Properties saved by dynbucket")
     )
-    metadata_writer.remember(store, props)  # this process's writes see the change
+    metadata_partitions.remember(store, props)  # this process's writes see the change
     moved = [METADATA_DIR] if not kept else [f"{METADATA_DIR}/{p}" for p in removed]
     for folder in moved:
         _move_tree(store, folder, f"{REMOVED_DIR}/{folder}")
@@ -189,7 +189,8 @@ def undo(store: TableStore) -> None:
         store.write_atomic(store.path(PROPERTIES_FILE), store.read_bytes(saved))
     store.fs.delete_dir(store.path(META_DIR))
     adopted.forget(store)
-    metadata_writer.remember(store, properties.loads(store.read_bytes(store.path(PROPERTIES_FILE))))
+    hoodie = properties.loads(store.read_bytes(store.path(PROPERTIES_FILE)))
+    metadata_partitions.remember(store, hoodie)
 
 
 def _names(text: str) -> list[str]:

@@ -54,7 +54,7 @@ from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.hudi.meta_fields import record_keys
 from dynbucket.format.index.file_names import index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.agreement import disagreement
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.read.snapshot import Snapshot
@@ -166,7 +166,7 @@ def check(store: TableStore) -> CheckReport:
             lambda: _index(store, spec, rows, timeline, completed, report),
         )  # 5.
     _guarded(report, "the table's files", lambda: _orphans(store, timeline, report))  # 6.
-    if metadata_writer.enabled(store):
+    if metadata_partitions.enabled(store):
         _guarded(
             report,
             "the metadata table",
@@ -550,7 +550,7 @@ def _metadata_table(
 ) -> None:  # fmt: skip
     """Step 7 (module doc)."""
     mdt = MetadataTable(store)
-    if rows is not None and RECORD_INDEX in metadata_writer.partitions(store):
+    if rows is not None and RECORD_INDEX in metadata_partitions.partitions(store):
         _metadata_record_index(mdt, spec, rows, report)
     listing = mdt.listing()
     visible = timeline.visible()

@@ -33,6 +33,7 @@ from dynbucket.base.keyhash import hash_columns
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
 from dynbucket.format.metadata import records
+from dynbucket.format.metadata.partitions import FILES, RECORD_INDEX
 from dynbucket.format.metadata.record_index import (
     Placed,
     group_indexes,
@@ -46,7 +47,6 @@ from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.timeline.timeline import hudi_instants, remember_layout
 
 METADATA_DIR = f"{HOODIE_DIR}/metadata"
-FILES, RECORD_INDEX = "files", "record_index"
 BASE_NAME = re.compile(r"^(?P<file_id>[^_/]+)_[^_/]+_(?P<instant>\d{17})\.hfile$")
 LOG_NAME = re.compile(
     r"^\.(?P<file_id>[^_/]+)_(?P<instant>\d{17})\.log\.(?P<version>\d+)_(?P<token>.+)$"

@@ -50,6 +50,14 @@ from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.metadata import compaction, files, record_index, records
 from dynbucket.format.metadata.files import INIT_INSTANT, Changes, arrays
+from dynbucket.format.metadata.partitions import (
+    PARTITIONS,
+    PARTITIONS_PROPERTY,
+    enabled,
+    note,
+    partitions,
+    remember,
+)
 from dynbucket.format.metadata.reader import (
     FILES,
     RECORD_INDEX,
@@ -59,46 +67,22 @@ from dynbucket.format.metadata.reader import (
     merge,
     metadata_store,
 )
-from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.paths import HOODIE_DIR, PROPERTIES_FILE
+from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.timeline.timeline import COMPLETION_TIME, next_instant_id
 
-__all__ = ["INIT_INSTANT", "create", "enabled", "partitions", "record", "remember"]
+__all__ = [
+    "INIT_INSTANT",
+    "PARTITIONS",
+    "PARTITIONS_PROPERTY",
+    "create",
+    "enabled",
+    "partitions",
+    "record",
+    "remember",
+]
 
 FILE_GROUP = compaction.FILE_GROUP
-#: ``hoodie.table.metadata.partitions`` of the table.
-PARTITIONS_PROPERTY = "hoodie.table.metadata.partitions"
-#: The partitions a table dynbucket creates in version 9 keeps.
-PARTITIONS = (FILES, RECORD_INDEX)
-#: The metadata partitions of each store, learnt from its properties when the table opens.
-_PARTITIONS: dict[str, frozenset[str]] = caches.per_table({})
-
-
-def remember(store: TableStore, hoodie: Mapping[str, str]) -> None:
-    """Notes which metadata partitions the table at ``store`` keeps (its properties)."""
-    if len(_PARTITIONS) > 1024:
-        _PARTITIONS.clear()
-    named = hoodie.get(PARTITIONS_PROPERTY, "").split(",")
-    # Version 6's metadata table is another layout, which this writer does not keep.
-    layout_2 = hoodie.get("hoodie.table.version", "6") not in ("6", "7")
-    _PARTITIONS[store.uri] = frozenset(p for p in PARTITIONS if p in named and layout_2)
-
-
-def partitions(store: TableStore) -> frozenset[str]:
-    """The metadata partitions this writer keeps in step for the table at ``store``."""
-    found = _PARTITIONS.get(store.uri)
-    if found is None:
-        try:
-            remember(store, properties.loads(store.read_bytes(store.path(PROPERTIES_FILE))))
-        except (FileNotFoundError, OSError):
-            return frozenset()
-        found = _PARTITIONS[store.uri]
-    return found
-
-
-def enabled(store: TableStore) -> bool:
-    return FILES in partitions(store)
 
 
 def metadata_properties(table_name: str) -> dict[str, str]:
@@ -152,7 +136,7 @@ def create(
         for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept and not partitioned else 0)
     ]
     files.complete(mdt, INIT_INSTANT, files.write(mdt, made), next_instant_id(None))
-    _PARTITIONS[store.uri] = frozenset(kept)
+    note(store, kept)
 
 
 def record(

@@ -21,7 +21,7 @@ from dynbucket.base.columns import PARTITION
 from dynbucket.format.file_group.merge import read_slice_of_keys
 from dynbucket.format.file_group.slices import FileSlice
 from dynbucket.format.hudi.meta_fields import record_keys
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
 from dynbucket.format.metadata.records import Location
 from dynbucket.format.read.slice_rows import SliceRef, decorate
@@ -47,7 +47,7 @@ def answers(snapshot: Snapshot) -> bool:
         snapshot.spec.scheme.indexed
         and snapshot.instant is not None
         and snapshot.instant == snapshot.seen
-        and RECORD_INDEX in metadata_writer.partitions(snapshot.store)
+        and RECORD_INDEX in metadata_partitions.partitions(snapshot.store)
     )
 
 

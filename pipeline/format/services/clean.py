@@ -16,7 +16,7 @@ from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.read.snapshot import Snapshot, cleaning_horizon
 from dynbucket.format.services.service import (
     AUTOMATIC,
@@ -178,7 +178,7 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
     # Only a table with a metadata table needs the names (its ``files`` partition drops them).
     names = {}
-    if metadata_writer.enabled(store):
+    if metadata_partitions.enabled(store):
         gone = _replaced_groups(store, timeline, earliest)
         removed += len(gone)
         names = {"removed": sorted(data + gone)}

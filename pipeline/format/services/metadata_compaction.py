@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dynbucket.format.metadata import compaction
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.services.log_compaction import HEAVY
 from dynbucket.format.services.service import Scope, Service, ServiceResult, resume
@@ -27,7 +27,7 @@ def schedule_metadata_compaction(store: TableStore, spec: TableSpec) -> str | No
     """Step 1: plans a compaction of the metadata table's groups due, under the lease, and
     leaves it pending; None when none is due (looked at before the lease is taken) or
     another instant is pending (then the next write asks again)."""
-    kept = metadata_writer.partitions(store)
+    kept = metadata_partitions.partitions(store)
     if not kept or not compaction.may_be_due(store):
         return None
     if Timeline(store, spec.options.merge_on_read).pending():  # asked again under the lease

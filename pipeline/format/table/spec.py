@@ -30,7 +30,6 @@ from dynbucket.base.errors import (
     NotATableError,
     SchemaMismatchError,
     TableCorruptedError,
-    TableExistsError,
     UnsupportedTableVersionError,
 )
 from dynbucket.base.options import DynamicBucketOptions
@@ -41,12 +40,12 @@ from dynbucket.format.buckets.options import (
 from dynbucket.format.buckets.scheme import BucketScheme, scheme_of
 from dynbucket.format.hudi import avro, properties, versions
 from dynbucket.format.hudi.meta_fields import COMMIT_TIME, META_FIELDS
-from dynbucket.format.metadata import writer as metadata_writer
+from dynbucket.format.metadata import partitions as mdt_partitions
 from dynbucket.format.records.partitioning import check_partition_type
 from dynbucket.format.records.timestamp_partitions import TimestampPartitioning
 from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.table.options import CREATED_VERSIONS, HUDI_TABLE_PROPERTIES, TableOptions
+from dynbucket.format.table.options import HUDI_TABLE_PROPERTIES, TableOptions
 from dynbucket.format.table.paths import (
     OLD_LAYOUT_DIR,
     PROPERTIES_FILE,
@@ -297,8 +296,8 @@ class TableSpec:
         """The partitions of Hudi's metadata table a version 9 table keeps: the file
         listing, and where a scheme keeps an index of its keys, the record index."""
         if self.scheme.indexed:
-            return metadata_writer.PARTITIONS
-        return metadata_writer.PARTITIONS[:1]
+            return mdt_partitions.PARTITIONS
+        return mdt_partitions.PARTITIONS[:1]
 
     @property
     def keeps_record_index(self) -> bool:
@@ -331,7 +330,7 @@ class TableSpec:
             "hoodie.timeline.history.path": "history",
             "hoodie.table.precombine.field": "",
             "hoodie.compaction.payload.class": "",
-            metadata_writer.PARTITIONS_PROPERTY: ",".join(self.metadata_partitions),
+            mdt_partitions.PARTITIONS_PROPERTY: ",".join(self.metadata_partitions),
             **ordering,
         }
 
@@ -550,53 +549,6 @@ def table_name_for(uri: str) -> str:
     return name if name[:1].isalpha() else f"t_{name}"
 
 
-def create_table(store: TableStore, spec: TableSpec) -> None:
-    """Persists a new table's definition at ``store``.
-
-    Raises:
-        TableExistsError: a table (or any other file) is already there.
-    """
-    if store.is_file(store.root):
-        raise TableExistsError(
-            f"{store.uri} is a file, not a folder; create the table in an empty or new folder"
-        )
-    if store.exists(store.path(TABLE_FILE)):
-        raise TableExistsError(f"a dynbucket table already exists at {store.uri}; open it")
-    if store.exists(store.path(PROPERTIES_FILE)):
-        raise TableExistsError(
-            f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}): "
-            f"{_adoption_advice(store)}, or create the table in a new folder"
-        )
-    others = [i.path for i in store.list_files(store.root)] + store.list_dirs(store.root)
-    if others:
-        raise TableExistsError(
-            f"{store.uri} is not empty ({len(others)} entries, e.g. {others[0]!r}); create "
-            "the table in an empty or new folder"
-        )
-    if spec.table_version not in CREATED_VERSIONS:
-        raise ConfigError(
-            f"{TableOptions.key('table_version')}={spec.table_version}: a table is created in "
-            f"one of {CREATED_VERSIONS}; pick one"
-        )
-    # Before anything is written: the schema's Avro form may refuse a field.
-    hoodie = {k: v for k, v in spec.hoodie_properties().items() if v != ""}
-    if not store.create_exclusive(store.path(TABLE_FILE), spec.to_json()):
-        raise TableExistsError(f"another process created a table at {store.uri} just now")
-    # What this process knew of an earlier table at this path is not this table's.
-    caches.forget(store.uri, store.root)
-    remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
-    if spec.table_version == 9:
-        if store.is_local:  # every process tells the layout by this folder
-            store.fs.create_dir(store.path(versions.LAYOUT_2_TIMELINE))
-        metadata_writer.create(
-            store, spec.name, spec.metadata_partitions, spec.partitioned_record_index
-        )
-    store.write_atomic(
-        store.path(PROPERTIES_FILE), properties.dumps(hoodie, "Properties saved by dynbucket")
-    )
-    metadata_writer.remember(store, hoodie)
-
-
 def load_table(store: TableStore) -> TableSpec:
     """The definition of the table at ``store``.
 
@@ -619,8 +571,8 @@ def load_table(store: TableStore) -> TableSpec:
     except (FileNotFoundError, OSError) as e:
         if store.exists(store.path(PROPERTIES_FILE)):
             raise NotAdoptedError(
-                f"{store.uri} holds a table written by Apache Hudi ({_hudi_described(store)}), "
-                f"not a dynbucket table (no {TABLE_FILE}) yet: {_adoption_advice(store)}"
+                f"{store.uri} holds a table written by Apache Hudi ({hudi_described(store)}), "
+                f"not a dynbucket table (no {TABLE_FILE}) yet: {adoption_advice(store)}"
             ) from e
         if not store.exists(store.root):
             raise NotATableError(
@@ -644,7 +596,7 @@ def load_table(store: TableStore) -> TableSpec:
         raise UnsupportedTableVersionError(versions.upgraded_message(store.uri, refused))
     caches.forget(store.uri, store.root)
     remember_layout(store, int(hoodie[versions.TIMELINE_LAYOUT]))
-    metadata_writer.remember(store, hoodie)
+    mdt_partitions.remember(store, hoodie)
     return TableSpec.load(hoodie, own, store.uri)
 
 
@@ -653,7 +605,7 @@ def load_table(store: TableStore) -> TableSpec:
 _LEGACY_OPTIONS = {"hoodie.write.concurrency.mode": "SINGLE_WRITER"}
 
 
-def _adoption_advice(store: TableStore) -> str:
+def adoption_advice(store: TableStore) -> str:
     """What to do with a table Hudi wrote: adopt it, or (a version adoption does not take
     yet) read it with a Hudi reader."""
     try:
@@ -673,7 +625,7 @@ def _adoption_advice(store: TableStore) -> str:
     )
 
 
-def _hudi_described(store: TableStore) -> str:
+def hudi_described(store: TableStore) -> str:
     """The Hudi version and type of the table at ``store`` (its properties unread: said)."""
     try:
         return versions.describe(properties.loads(store.read_bytes(store.path(PROPERTIES_FILE))))

@@ -4,7 +4,7 @@
 2. Settle the instants another writer left pending (``outcome``): roll each back (its files
    removed, I5) unless its writer had decided it committed, then publish it. A pending
    compaction is not settled: later writes already put logs onto its slice, and the next
-   compaction run executes it (``table/compaction.py``).
+   compaction run executes it (``services/compaction.py``).
 3. Note the latest completed instant and read its metadata (a write never builds on a
    commit that does not read); the commit's precondition is the latest completed instant
    not completed beside the writes (``DETACHED_ACTIONS``: compactions of slices or of the
@@ -42,6 +42,7 @@ from dynbucket.format.hudi.commit import commit_metadata, extra_of
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
 from dynbucket.format.index.file_names import index_instant
+from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore, final_name
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
@@ -247,7 +248,7 @@ class Transaction:
         lease_seconds: float | None = None,
     ) -> Transaction:
         """A pending instant scheduled by another transaction, to complete under the writer
-        lease (a compaction's last step: ``table/compaction.py``). The lease names the
+        lease (a compaction's last step: ``services/compaction.py``). The lease names the
         instant: a writer that takes it over once it expired (its holder paused past its
         checks) settles the instant first, so the holder's commit point is refused when it
         wakes (a compaction completed then would leave the logs that writer put on its
@@ -499,7 +500,7 @@ class Transaction:
 
     def hand_off(self) -> None:
         """Releases the lease and leaves the instant pending, for a process that completes
-        it without the lease (a scheduled compaction: ``table/compaction.py``)."""
+        it without the lease (a scheduled compaction: ``services/compaction.py``)."""
         self.done = True
         self._release()
 
@@ -627,7 +628,7 @@ def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict
         return
     for attempt in range(_PUBLISH_TRIES):
         try:
-            if metadata_writer.enabled(store):
+            if metadata_partitions.enabled(store):
                 metadata_writer.record(
                     store,
                     instant.id,
