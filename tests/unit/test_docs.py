@@ -85,3 +85,33 @@ def test_the_benchmarks_page_has_the_latest_run_of_every_bench() -> None:
     }
     assert sorted(benches - set(rows)) == [], "benches with no row of their latest run"
     assert sorted(set(rows) - benches) == [], "rows of benches that do not exist"
+
+
+_CITED = re.compile(r"`([\w/.\-]+?\.py)(?:::[^`]*)?`")
+#: A placeholder the design's note on the tests' layout uses.
+_PLACEHOLDERS = {"tests/unit/actors/test_x.py"}
+
+
+def test_every_module_and_test_a_doc_or_docstring_cites_exists() -> None:
+    """A module or test named in the docs, the changelog or a docstring (``a/b.py``: any
+    path ending so; ``b.py``: any file of that name) is there: a move updates its
+    citations (the design's invariant table cites the tests that check each)."""
+    files = [
+        p.relative_to(ROOT).as_posix()
+        for top in ("pipeline", "actors", "tests", "scripts", "examples", "docs")
+        for p in (ROOT / top).rglob("*.py")
+    ]
+    names = {f.rsplit("/", 1)[-1] for f in files}
+    citing = [*PAGES, ROOT / "CHANGELOG.md", *(ROOT / "pipeline").rglob("*.py")]
+    citing += [*(ROOT / "actors").rglob("*.py")]
+    missing = []
+    for page in citing:
+        for cited in set(_CITED.findall(page.read_text())) - _PLACEHOLDERS:
+            found = (
+                any(f == cited or f.endswith("/" + cited) for f in files)
+                if "/" in cited
+                else cited in names
+            )
+            if not found:
+                missing.append(f"{page.relative_to(ROOT)}: {cited}")
+    assert missing == []

@@ -3,7 +3,7 @@ say: ``.hoodie/.dynbucket/adopted.json``.
 
 dynbucket's names say everything a reader needs (``hudi/files.py``): the bucket in a file
 id's first 8 digits, the writing instant in a log's write token. Hudi's file ids are UUIDs
-and its write tokens name Spark tasks (``0-26-85``), so adoption (``table/adopt.py``)
+and its write tokens name Spark tasks (``0-26-85``), so adoption (``adoption/adopt.py``)
 records, once, each adopted file group's bucket and each adopted log's instant (from its
 blocks' headers). The record never changes afterwards (files written after adoption have
 dynbucket's names), so a process reads it once per table.

@@ -18,7 +18,7 @@ reads only the slice's logs and writes their net effect as one log of its own in
    (``merge.read_deltas``). Its name says the first instant it restates (``hudi/files.py``).
    Its blocks do not name the instants they restate (Hudi's ``COMPACTED_BLOCK_TIMES``
    header): hudi-rs 0.5 then skips the merged blocks themselves once the logs they restate
-   are cleaned (seen in ``tests/unit/format/table/test_log_compaction.py``'s clean).
+   are cleaned (seen in ``tests/unit/format/services/test_log_compaction.py``'s clean).
 
 Reading the slice with the merged log in place of the logs it merges gives what reading
 them one by one gives; a reader that reads the merged logs too (hudi-rs reads every

@@ -6,7 +6,7 @@ are base files and log files; a file slice is a base file and the log files writ
 instant that wrote it is completed and ``<= t``; a group's slice at ``t`` is its newest
 visible base plus the visible logs after it.
 
-A log compaction (``table/compaction.py``) merges a run of a slice's logs into one log of
+A log compaction (``services/compaction.py``) merges a run of a slice's logs into one log of
 its own instant, written after them, whose name says the run's first instant: once it is
 visible, the logs it merged (of the same group, instants from that one to before its own)
 are no longer read; they stay until a clean removes them, and a reader that reads them as
@@ -14,7 +14,7 @@ well (hudi-rs) gets the same rows, the merged log restating them.
 
 A log belongs to the newest visible base at or before its base instant (Hudi's rule for
 table version 6): a log on a compaction's slice whose base file is not visible yet (the
-compaction completes it: ``table/compaction.py``) merges onto the slice before. Logs are
+compaction completes it: ``services/compaction.py``) merges onto the slice before. Logs are
 named with non-decreasing base instants in the order they are written
 (:meth:`FileSlice.next_log`), so that ordering them by (base instant, version), as Hudi's
 readers do, is the order they were written in.
@@ -201,7 +201,7 @@ def after_merged(logs: list[DataFile]) -> list[DataFile]:
 def unmerged(logs: list[DataFile]) -> list[DataFile]:
     """A slice's ``logs`` (or a partition's index deltas) written after its newest merged
     one (all of them when none is): what makes a log compaction due, so that a slice
-    holding a few merged logs of growing sizes (``table/compaction.py``) is not merged again
+    holding a few merged logs of growing sizes (``services/compaction.py``) is not merged again
     after every write."""
     last = max((i for i, f in enumerate(logs) if f.merges_from), default=-1)
     return logs[last + 1 :]
