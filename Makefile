@@ -24,9 +24,9 @@ READERS_STAMP := $(READERS)/.installed-$(shell echo '$(READERS_PINS)' | cksum | 
 demo: $(LINKS)
 	$(VENV)/bin/dynbucket demo $(ARGS)
 
-# Three sessions, one seed, two lanes (scripts/run-tests): the integration and property
-# tests on one embedded Ray + Spark; beside them the unit tests, then tests/cluster on a
-# multi-node Ray cluster (Ray's test cluster: a head and two worker nodes on this machine).
+# Three sessions, one seed (scripts/run-tests): the integration and property tests on one
+# embedded Ray + Spark, then the unit tests beside tests/cluster on a multi-node Ray
+# cluster (Ray's test cluster: a head and two worker nodes on this machine).
 test: $(LINKS) $(READERS_STAMP)
 	scripts/run-tests $(ARGS)
 

@@ -301,8 +301,13 @@ def run_round(
     time.sleep(max(0.0, began + draw - time.monotonic()))
     victim = 0
     if fault in ("kill service", "pause service"):  # 2.
-        deadline = time.monotonic() + 6  # the first log compaction starts them
-        while not (services := writer.services()) and time.monotonic() < deadline:
+        # The first log compaction starts them: a few seconds in, more on a busy machine.
+        deadline = time.monotonic() + 30
+        while (
+            not (services := writer.services())
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         report["service_processes"] = len(services)
         workers = [p for p in services if not _is_tracker(p)] or services
