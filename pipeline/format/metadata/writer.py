@@ -50,14 +50,7 @@ from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.metadata import compaction, files, record_index, records
 from dynbucket.format.metadata.files import INIT_INSTANT, Changes, arrays
-from dynbucket.format.metadata.partitions import (
-    PARTITIONS,
-    PARTITIONS_PROPERTY,
-    enabled,
-    note,
-    partitions,
-    remember,
-)
+from dynbucket.format.metadata.partitions import PARTITIONS, note, partitions
 from dynbucket.format.metadata.reader import (
     FILES,
     RECORD_INDEX,
@@ -71,16 +64,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 from dynbucket.format.timeline.timeline import COMPLETION_TIME, next_instant_id
 
-__all__ = [
-    "INIT_INSTANT",
-    "PARTITIONS",
-    "PARTITIONS_PROPERTY",
-    "create",
-    "enabled",
-    "partitions",
-    "record",
-    "remember",
-]
+__all__ = ["INIT_INSTANT", "create", "record"]
 
 FILE_GROUP = compaction.FILE_GROUP
 

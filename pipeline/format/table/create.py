@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dynbucket.base.errors import ConfigError, TableExistsError
 from dynbucket.format.hudi import properties, versions
+from dynbucket.format.metadata import partitions as mdt_partitions
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
@@ -59,4 +60,4 @@ def create_table(store: TableStore, spec: TableSpec) -> None:
     store.write_atomic(
         store.path(PROPERTIES_FILE), properties.dumps(hoodie, "Properties saved by dynbucket")
     )
-    metadata_writer.remember(store, hoodie)
+    mdt_partitions.remember(store, hoodie)
