@@ -20,7 +20,12 @@ With several writers (``OPTIMISTIC_CONCURRENCY_CONTROL``) the lease is short
 that finds it live waits for it (``wait_seconds``) instead of failing. A lease names the
 instant its holder is committing: a writer that takes over an expired one settles that
 instant first (``superseded``), so a holder paused between its checks and its commit point
-finds its instant decided rolled back, never commits past the checks of the next one.
+finds its instant decided rolled back, never commits past the checks of the next one. Until
+a taker settled them, the instants owed a settle are written into every lease after
+(``Lease.settling``): a taker that settles nothing (an archival) or stalls before it settles
+passes them on, and a lease released or taken over later still names them. (Before, the
+next taker saw only the lease it took over: a paused write whose lease an archival took and
+released committed past a compaction that had completed without its log.)
 
 The lease is fair: a writer that finds it live queues a ticket
 ``writer.wait.<since>.<owner>`` (kept fresh while it waits), and a writer takes a free
@@ -81,6 +86,8 @@ class Lease:
     released: bool = False
     instant: str | None = None
     """The instant the holder is committing (several writers: settled on a takeover)."""
+    settling: tuple[str, ...] = ()
+    """Instants of holders this lease's line took over, not yet settled (module doc)."""
 
     def describe(self) -> str:
         left = self.expires_at - time.time()
@@ -127,8 +134,9 @@ class WriterLock:
         self.store = store
         self.wait_seconds = wait_seconds
         self.instant: str | None = None
-        self.superseded: str | None = None
-        """The instant an expired lease this writer took over was committing (None: none)."""
+        self.superseded: tuple[str, ...] = ()
+        """The instants this holder must settle before it acts: the one an expired lease it
+        took over was committing, and those its line still owed (module doc)."""
         self.dir = store.path(META_DIR)
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex[:12]
@@ -167,7 +175,7 @@ class WriterLock:
         if self._held:
             return
         self.instant = instant
-        self.superseded = None
+        self.superseded = ()
         deadline = time.monotonic() + self.wait_seconds
         tries = 0
         waiting: float | None = None
@@ -196,6 +204,7 @@ class WriterLock:
                 tries += 1
                 generation = newest.generation + 1 if newest is not None else 1
                 # 2.
+                self.superseded = _owed(newest.lease if newest is not None else None)
                 lease = self._new_lease()
                 # Not flushed: a lease lost in a power cut only frees the table of a dead
                 # writer.
@@ -209,9 +218,6 @@ class WriterLock:
                     continue
                 # 3.
                 self.generation = generation
-                before = newest.lease if newest is not None else None
-                if before is not None and not before.released and before.instant:
-                    self.superseded = before.instant
                 self._remove_older(generation)
                 self._took(lease)
                 return
@@ -253,6 +259,19 @@ class WriterLock:
                 f"over {self.lease_seconds:.0f}s); its changes are not committed"
             )
 
+    def settled(self, instants: tuple[str, ...]) -> None:
+        """``instants`` of ``superseded`` are settled: the lease stops naming them (written
+        at once, so that a taker after this holder does not settle them again)."""
+        left = tuple(i for i in self.superseded if i not in instants)
+        if left == self.superseded:
+            return
+        self.superseded = left
+        self.verify()
+        assert self.generation is not None
+        lease = self._new_lease()
+        self.store.write_atomic(self.path(self.generation), _encode(lease))
+        self._expires_at = lease.expires_at
+
     def release(self) -> None:
         """Marks the lease released (the next writer takes the table at once)."""
         self._stop.set()
@@ -262,7 +281,7 @@ class WriterLock:
         if self._held and self.generation is not None:
             newest = self._newest()
             if newest is not None and self._mine(newest) and newest.lease is not None:
-                released = replace(newest.lease, released=True)
+                released = replace(newest.lease, released=True, settling=self.superseded)
                 self.store.write_atomic(self.path(self.generation), _encode(released))
         self._held = False
 
@@ -275,6 +294,7 @@ class WriterLock:
             os.getpid(),
             time.time() + self.lease_seconds,
             instant=self.instant,
+            settling=self.superseded,
         )
 
     def _mine(self, found: _Found) -> bool:
@@ -409,12 +429,24 @@ class WriterLock:
             self._expires_at = lease.expires_at
 
 
+def _owed(before: Lease | None) -> tuple[str, ...]:
+    """The instants a writer taking the lease after ``before`` must settle: those ``before``
+    still owed, and the one it was committing unless it released the lease."""
+    if before is None:
+        return ()
+    owed = list(before.settling)
+    if not before.released and before.instant and before.instant not in owed:
+        owed.append(before.instant)
+    return tuple(owed)
+
+
 def _encode(lease: Lease) -> bytes:
     return json.dumps(asdict(lease)).encode()
 
 
 def _decode(data: bytes) -> Lease | None:
     try:
-        return Lease(**json.loads(data))
-    except (ValueError, TypeError):
+        fields = json.loads(data)
+        return Lease(**{**fields, "settling": tuple(fields.get("settling") or ())})
+    except (ValueError, TypeError, AttributeError):
         return None

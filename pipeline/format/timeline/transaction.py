@@ -259,10 +259,10 @@ class Transaction:
         lock.acquire(instant=instant.id)
         tx.lock, tx.owner = lock, lock.owner
         tx.timeline = Timeline(store, spec.options.merge_on_read)
-        if lock.superseded == instant.id:
+        if instant.id in lock.superseded:
             # Another executor of this instant held the lease: this one finishes it, and
             # its commit point fences the other (``_decide``).
-            lock.superseded = None
+            lock.settled((instant.id,))
         _settle_superseded(store, tx.timeline, lock)
         completed = tx.timeline.completed()
         tx.expected = latest_write(completed)
@@ -694,18 +694,22 @@ def _lane(timeline: Timeline, pending: list[Instant], lanes: Lanes) -> tuple[int
 
 
 def _settle_superseded(store: TableStore, timeline: Timeline, lock: WriterLock) -> dict[str, str]:
-    """Settles the instant whose writer held the expired lease ``lock`` took over while
-    committing it (several writers): it was past its checks, so it commits only if it had
-    passed its commit point too (``WriterLock.superseded``)."""
-    if lock.superseded is None:
+    """Settles the instants whose writers held the expired lease ``lock`` took over while
+    committing them, or an expired lease before it that nobody settled (several writers:
+    ``WriterLock.superseded``): each was past its checks, so it commits only if it had
+    passed its commit point too."""
+    owed = lock.superseded
+    if not owed:
         return {}
-    found = next((i for i in timeline.pending() if i.id == lock.superseded), None)
-    lock.superseded = None
-    if found is None:
-        return {}
-    done = settle(store, timeline, found, lock.owner)
-    heartbeat.forget(store, found.id)
-    return {found.id: done}
+    pending = {i.id: i for i in timeline.pending()}
+    done = {}
+    for instant_id in owed:
+        found = pending.get(instant_id)
+        if found is not None:
+            done[found.id] = settle(store, timeline, found, lock.owner)
+            heartbeat.forget(store, found.id)
+    lock.settled(owed)
+    return done
 
 
 def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str) -> str:

@@ -567,3 +567,57 @@ def test_a_writer_paused_past_its_heartbeat_that_nobody_settled_commits(
     t.upsert(_rows(["k1"], 1))  # begins: nothing of the committed instant is settled
     assert paused.id in {i.id for i in t.snapshot().timeline.completed()}
     assert t.check().healthy
+
+
+@pytest.mark.parametrize("taker", ["archival", "adoption check"])
+def test_a_commit_paused_past_its_lease_stays_fenced_whoever_took_the_lease_over(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    taker: str,
+) -> None:
+    """A write paused past its commit lease after its checks (SIGSTOP), while another took
+    the lease over without settling the write's instant and released it (an archival), then
+    a compaction of the group it logged to, planned before it began, completed. The lease
+    that was taken over names the write: whoever takes the lease next settles it, so the
+    write, waking, is refused and runs again onto the new slice. (Before, only a taker that
+    saw the write's own expired lease settled it: the compaction completed without the
+    write's log, the write woke and committed it on the slice the compaction restated,
+    where no reader reads it; the writers model lost an acknowledged update so in CI,
+    seed 143056.)"""
+    from dynbucket.format.timeline import archive
+    from dynbucket.format.timeline.actions import Action
+
+    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    t = _table(tmp_path, commit_lease_seconds=0.2)
+    for v in range(3):
+        t.upsert(_rows(["k1", "k2"], v))
+    planned = compaction.schedule(t._store, t._spec)
+    assert planned is not None
+
+    def took_over() -> None:
+        if taker == "archival":
+            archive.archive(t._store, True, keep_min=1, keep_max=1, lease_seconds=0.2)
+        else:  # a bare take and release of the lease (what adoption's lock does)
+            with WriterLock(t._store, 0.2):
+                pass
+
+    real, paused = Transaction._decide, []
+
+    def pause(self: Transaction, body: dict[str, Any]) -> Any:
+        if not paused and self.instant.action == Action.COMMIT:
+            paused.append(self.id)
+            assert self.lock is not None
+            self.lock._stop.set()  # SIGSTOP: the lease is no longer renewed
+            time.sleep(0.3)
+            took_over()
+            compaction.run(t._store, t._spec, planned)
+        return real(self, body)
+
+    monkeypatch.setattr(Transaction, "_decide", pause)
+    done = t.upsert(_rows(["k1"], 7))
+    _reads_the_same(t, {"k1": 7, "k2": 2})
+    assert paused and done.instant != paused[0] and done.written_again == 1
+    assert _logs_of(t, done.instant) == [(planned, 1)]
+    assert paused[0] not in {i.id for i in t.snapshot().timeline.instants()}
+    assert t.check().healthy

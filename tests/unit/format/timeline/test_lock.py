@@ -58,6 +58,42 @@ def test_a_dead_writers_lease_expires_and_it_cannot_commit(tmp_path: Path) -> No
     successor.release()
 
 
+def test_an_instant_owed_a_settle_is_named_by_every_lease_until_a_taker_settles_it(
+    tmp_path: Path,
+) -> None:
+    """A holder committing instant c expires; a taker that settles nothing (an archival)
+    takes the lease, stalls past it, and the next one releases: each lease after names c,
+    until a taker says it settled c. A lease file of a version before ``settling`` reads."""
+    store = TableStore.at(str(tmp_path))
+    committing = WriterLock(store, lease_seconds=0.2)
+    committing.acquire(instant="c")
+    committing._stop.set()  # paused past its checks
+    time.sleep(0.3)
+    archival = WriterLock(store, lease_seconds=0.2)
+    archival.acquire()
+    assert archival.superseded == ("c",)
+    archival._stop.set()  # stalls too, holding it
+    time.sleep(0.3)
+    with WriterLock(store, lease_seconds=30) as bare:  # takes over, releases
+        assert bare.superseded == ("c",)
+    settler = WriterLock(store, lease_seconds=30)
+    settler.acquire(instant="d")
+    assert settler.superseded == ("c",)
+    settler.settled(("c",))
+    assert _newest_lease(tmp_path)["settling"] == []
+    settler.release()
+    with WriterLock(store, lease_seconds=30) as after:
+        assert after.superseded == ()
+    old = {k: v for k, v in _newest_lease(tmp_path).items() if k != "settling"}
+    (tmp_path / META_DIR / _lease_files(tmp_path)[-1]).write_text(json.dumps(old))
+    with WriterLock(store, lease_seconds=30) as reads_old:
+        assert reads_old.generation is not None and reads_old.superseded == ()
+
+
+def _newest_lease(tmp_path: Path) -> dict[str, Any]:
+    return dict(json.loads((tmp_path / META_DIR / _lease_files(tmp_path)[-1]).read_text()))
+
+
 def test_a_released_lease_is_taken_at_once_by_the_next_generation(tmp_path: Path) -> None:
     store = TableStore.at(str(tmp_path))
     with WriterLock(store, lease_seconds=30) as first:
