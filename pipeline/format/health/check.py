@@ -57,12 +57,11 @@ from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.agreement import disagreement
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
-from dynbucket.format.read.snapshot import Snapshot
+from dynbucket.format.read.snapshot import Snapshot, cleaning_horizon
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline import heartbeat, outcome
-from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.timeline import (
     Instant,
@@ -248,14 +247,20 @@ def _files(
     completed: list[Instant],
     report: CheckReport,
 ) -> None:
-    """Files of retained completed instants: present, and each read whole. The index files
+    """Files of retained completed instants (from the newest horizon of a clean, a running
+    one's too): present, and each read whole. The index files
     an instant up to an adoption names are not the table's index: adoption built that
     from the rows (a dynbucket table whose ``.hoodie/.dynbucket/`` was deleted, adopted
     again, names index files that went with the folder; step 7 checks the index)."""
-    cleans = [
-        timeline.metadata(i).get("earliest-retained") for i in completed if i.action == Action.CLEAN
-    ]
-    earliest = max((c for c in cleans if c), default="")
+    horizon = cleaning_horizon(timeline)
+    earliest = horizon.earliest if horizon is not None else ""
+    if horizon is not None and horizon.running:
+        # Its plan says its horizon before it removes a file: what it removed below it is
+        # no loss (a writer killed while it ran leaves it pending: the next clean runs it).
+        report.notes.append(
+            f"clean {horizon.clean} is running or was left pending: files of instants before "
+            f"{earliest} may be gone already"
+        )
     adopted_up_to = adopted.load(store).floor
     for instant in completed:
         if instant.id < earliest:
