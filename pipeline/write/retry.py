@@ -70,10 +70,11 @@ class RetryPolicy:
         return dataclasses.replace(result, written_again=self.conflicts, seconds=seconds)
 
     def with_conflicts(self, options: TableOptions) -> RetryPolicy:
-        """This policy, and with several writers a budget for commits that conflicted with
-        another writer's (``concurrency.conflict-retries``)."""
+        """A fresh policy of this one's budgets (its counters are one write's), and with
+        several writers a budget for commits that conflicted with another writer's
+        (``concurrency.conflict-retries``)."""
         if not options.optimistic:
-            return self
+            return RetryPolicy(self.budgets)
         return RetryPolicy({**self.budgets, ConcurrentWriteError: options.conflict_retries})
 
 

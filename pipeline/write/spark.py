@@ -35,8 +35,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -48,6 +48,7 @@ from dynbucket.base.errors import (
     DynBucketError,
     from_wire,
 )
+from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.hudi.meta_fields import IS_DELETED
 from dynbucket.format.records.incoming import (
     fit_types,
@@ -60,15 +61,14 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.lanes import Lanes
-from dynbucket.write.caches import CacheMatch
 from dynbucket.write.driver import estimated_bytes
 from dynbucket.write.engines import DriverEngine, SparkTasksEngine
-from dynbucket.write.instant import InstantWrite, StreamBatch, data_write, logs_ready_for
+from dynbucket.write.instant import InstantWrite, StreamBatch, logs_ready_for
 from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.retry import RetryPolicy, after_conflict, files_gone
+from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.schemes import AssignerScheme, Scheme, scheme_for
+from dynbucket.write.writer import Writer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -81,9 +81,10 @@ WRITE_RETRIES = RetryPolicy({AssignerRestartedError: 2, FileNotFoundError: 1})
 __all__ = ["SparkWriter", "StreamBatch", "conform_spark"]
 
 
-class SparkWriter:
+class SparkWriter(Writer):
     """Writes Spark DataFrames into one table: its scheme (assigners or layouts) chosen once,
-    its engine (driver or Spark tasks) per write, retries by cause.
+    its engine (driver or Spark tasks) per write; the retries and the instant are the
+    skeleton of ``writer.py``.
 
     Args:
         store, spec: the table.
@@ -93,6 +94,8 @@ class SparkWriter:
             process (``write/driver.py``); 0: always by Spark tasks.
     """
 
+    retries = WRITE_RETRIES
+
     def __init__(
         self,
         store: TableStore,
@@ -101,17 +104,10 @@ class SparkWriter:
         default_slots: int,
         driver_max_bytes: int = 0,
     ) -> None:
-        self.store = store
-        self.spec = spec
+        super().__init__(store, spec)
         self.link = link
         self.default_slots = default_slots
         self.driver_max_bytes = driver_max_bytes
-        self.caches = CacheMatch()
-        self.lanes = Lanes(spec.options.heartbeat_expiry_seconds)
-        """This writer's lane beside other writers (``format/timeline/lanes.py``)."""
-        self.compact: Callable[[], object] | None = None
-        """Compacts every slice with logs (the table's), before a write changes its schema
-        (``logs_ready_for``)."""
 
     @functools.cached_property
     def table(self) -> TableRef:
@@ -155,25 +151,14 @@ class SparkWriter:
         ``partial``: an upsert whose records lack fields, whose values a known key keeps."""
         op = Operation.of(operation)
         laps = Laps()  # ``total`` from the first attempt on, as in process
+        return self._retrying(
+            op, lambda: self._write(df, op, slots, stream, file_stream, partial, laps)
+        )
 
-        def attempt() -> WriteResult:
-            return self._write(df, op, slots, stream, file_stream, partial, laps)
-
-        retries = WRITE_RETRIES.with_conflicts(self.spec.options)
-
-        def before_retry(error: BaseException) -> None:
-            if after_conflict(error, retries.retried):
-                return  # the next attempt's caches follow the table (CacheMatch)
-            if isinstance(error, FileNotFoundError):
-                log.warning("a file this write read is gone (%s); writing again", error)
-            else:
-                log.warning("an assigner actor restarted during the write; retrying it")
-            self.close()  # a new fleet: nothing of the old view stays cached
-
-        try:
-            return retries.told(retries.run(attempt, before_retry))
-        except FileNotFoundError as e:
-            raise files_gone(op.value, e) from e
+    def _reset(self, error: BaseException) -> None:
+        if not isinstance(error, FileNotFoundError):
+            log.warning("an assigner actor restarted during the write; retrying it")
+        self.close()  # a new fleet: nothing of the old view stays cached
 
     # --- one attempt ---------------------------------------------------------------------
 
@@ -210,29 +195,26 @@ class SparkWriter:
             else SparkTasksEngine(df)
         )
         scheme = self.scheme
-        begin = data_write(self.store, spec, op.value, self.lanes)
+
+        def body(w: InstantWrite) -> tuple[GroupWrites, dict[str, Any]]:  # 2.
+            assigners = scheme.assigners(num_slots, w.last_write, w.latest)
+            engine.prepare(op, laps)
+            w.open(assigners)
+            laps.lap("prepare")
+            stage_a = scheme.stage_a(w, op, kept)  # 3.
+            slots_of_index = scheme.index_slots(num_slots)
+            table = TableRef.of(self.store, spec)
+            ctx = WriteContext(table, w.id, w.visible, op, slots_of_index, kept)
+            written, shuffles = engine.run(stage_a, ctx, laps)
+            return written, scheme.metadata(num_slots, shuffles)
+
         try:
-            with InstantWrite(begin, op.value, stream, laps, schema) as w:  # 2.
-                if w.skipped:
-                    return w.skipped_result()
-                assigners = scheme.assigners(num_slots, w.last_write, w.latest)
-                engine.prepare(op, laps)
-                w.open(assigners)
-                laps.lap("prepare")
-                stage_a = scheme.stage_a(w, op, kept)  # 3.
-                slots_of_index = scheme.index_slots(num_slots)
-                table = TableRef.of(self.store, spec)
-                ctx = WriteContext(table, w.id, w.visible, op, slots_of_index, kept)
-                written, shuffles = engine.run(stage_a, ctx, laps)
-                result = w.commit(written, scheme.metadata(num_slots, shuffles), kept)
+            return self._instant(op, schema, laps, kept, body, stream)
         except Exception as e:
             mapped = _from_spark(e)
             if mapped is e:
                 raise
             raise mapped from e
-        if w.committed:  # else the caches are as they were
-            self.caches.committed(w.caches_match)
-        return result
 
     def _small(self, df: DataFrame) -> bool:
         """Whether the write goes through the driver: Spark estimates the DataFrame at most

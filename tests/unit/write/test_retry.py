@@ -130,3 +130,22 @@ def test_a_conflicting_commit_is_written_again_only_with_several_writers() -> No
     with pytest.raises(WriteConflictError):
         single.write(None, "upsert")  # type: ignore[arg-type]
     assert single.attempts == 1
+
+
+def test_each_write_counts_its_retries_on_a_policy_of_its_own() -> None:
+    """A writer's class-wide budgets give each write a fresh policy: one write's retries
+    are not counted in the next one's (``written_again``), alone or beside other writers."""
+    restarts = [1]
+
+    def attempt() -> str:
+        if restarts[0]:
+            restarts[0] -= 1
+            raise AssignerRestartedError("slot 0 restarted")
+        return "done"
+
+    for mode in ("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"):
+        policy = SparkWriter.retries.with_conflicts(TableOptions(write_concurrency_mode=mode))
+        assert policy is not SparkWriter.retries
+        restarts[0] = 1
+        assert policy.run(attempt, lambda e: None) == "done" and policy.retried == 1
+        assert SparkWriter.retries.retried == 0
