@@ -6,7 +6,7 @@
   with its own key hash), tagged by the same stage A and written in this process's
   threads: no Spark job's second of scheduling, shuffle and Python workers
   (``write/driver.py``).
-* :class:`SparkTasksEngine`: the write's Spark job (``schemes.tag_and_write``), collected.
+* :class:`SparkTasksEngine`: the write's Spark job (:func:`tag_and_write`), collected.
 
 Both read what they need before the scheme's assigners open (``prepare``: a new fleet's
 actors start meanwhile) and return what was written with the number of shuffles.
@@ -15,19 +15,25 @@ actors start meanwhile) and return what was written with the number of shuffles.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from dynbucket.base.columns import BUCKET, HASH, IS_DELETE, OP, PARTITION
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.table.context import Operation, WriteContext
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.write.assign_stage import ArrowFn
+from dynbucket.write.assign_stage import ArrowFn, tagged_schema
 from dynbucket.write.driver import collect_hashed, write_in_driver
 from dynbucket.write.file_scan import read_scanned
 from dynbucket.write.results import Laps
-from dynbucket.write.schemes import tag_and_write
-from dynbucket.write.write_stage import from_rows
+from dynbucket.write.write_stage import (
+    InputErrors,
+    carry_errors,
+    from_rows,
+    write_fn,
+    written_schema,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -93,3 +99,36 @@ class SparkTasksEngine:
         inputs.raise_any()  # a bad record fails the write once, whatever was written
         laps.lap("spark")
         return written, shuffles
+
+
+def tag_and_write(
+    df: DataFrame, stage_a: ArrowFn, ctx: WriteContext
+) -> tuple[DataFrame, int, InputErrors]:
+    """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
+    shuffle by (partition, bucket), stage B; with its number of shuffles and the input
+    errors its tasks find (raise them after the job: ``InputErrors.raise_any``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
+    moves = ctx.spec.global_index
+    if moves:  # every record of a key in one task: stage A keeps the newest (one per key)
+        hashed = hashed.repartition(HASH)
+    # Stage A turns the records' delete flag into ``_op``.
+    kept = StructType([f for f in hashed.schema.fields if f.name != IS_DELETE])
+    tagged_struct = with_fields(kept, [(PARTITION, "string"), (OP, "tinyint")])
+    inputs = InputErrors(df.sparkSession)
+    tagged = hashed.mapInArrow(carry_errors(stage_a, inputs), tagged_schema(tagged_struct, moves))
+    stage_b = write_fn(ctx)
+    job = tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), written_schema())
+    return job, 2 if moves else 1, inputs
+
+
+def with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:
+    """A Spark schema plus the non-null fields ``extra`` (name, DDL type)."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    out = StructType(list(schema.fields))
+    for name, ddl in extra:
+        out = out.add(name, _parse_datatype_string(ddl), nullable=False)
+    return out

@@ -1,6 +1,6 @@
 """Writes of Arrow data in this process, without Spark or Ray.
 
-The table's bucket scheme on its in-process side (``schemes.scheme_for``: the slot actor's
+The table's bucket scheme on its in-process side (``schemes.local_scheme``: the slot actor's
 own plain class, one slot by default, ``slots`` of them when a write asks; or the layouts),
 the same record checks, instant skeleton and file-group writer as the Spark path: for small
 writes, scripts, ``dynbucket ingest`` of small inputs and tests. The slots' caches live as
@@ -23,18 +23,18 @@ from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.instant import InstantWrite, logs_ready_for
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.schemes import InProcessSlots, scheme_for
+from dynbucket.write.schemes import local_scheme
 from dynbucket.write.writer import Writer
 
 
 class LocalWriter(Writer):
     """In-process writer of one table: the skeleton of ``writer.py``, the scheme's
-    in-process side (``schemes.scheme_for``) and the file-group writer in this process."""
+    in-process side (``schemes.local_scheme``) and the file-group writer in this process."""
 
     def __init__(self, store: TableStore, spec: TableSpec) -> None:
         super().__init__(store, spec)
         self.table = TableRef.of(store, spec)
-        self.scheme = scheme_for(self.table, self.caches, None)
+        self.scheme = local_scheme(self.table, self.caches)
 
     def write(
         self, data: pa.Table, operation: str | Operation, slots: int = 1, partial: bool = False
@@ -74,6 +74,5 @@ class LocalWriter(Writer):
         return self._retrying(op, lambda: self._instant(op, schema, laps, kept, body))
 
     def _reset(self, error: BaseException) -> None:
-        if isinstance(self.scheme, InProcessSlots):
-            self.scheme.reset()  # what a slot bootstrapped may be of the old view
+        self.scheme.reset()  # what a slot bootstrapped may be of the old view
         self.caches.emptied(None)

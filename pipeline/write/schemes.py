@@ -1,9 +1,10 @@
 """How a write's rows get their buckets: the write side of the table's bucket scheme
-(``format/buckets/scheme.py``), chosen once per writer by :func:`scheme_for`.
+(``format/buckets/scheme.py``), chosen once per writer: :func:`spark_scheme` (a
+:class:`SparkScheme`) or :func:`local_scheme` (a :class:`LocalScheme`).
 
 A Spark write runs stage A where the rows are (the DataFrame's own partitions) and one
 shuffle by (partition, bucket) brings each file group's rows to one task for stage B
-(``tag_and_write``); a write in this process tags its rows with ``tag``:
+(``engines.tag_and_write``); a write in this process tags its rows with ``tag``:
 
 * :class:`AssignerScheme` (the dynamic scheme): a fleet of slot actors, kept across writes,
   tags each row in stage A; a task sends each slot's rows to that slot's actor (slot =
@@ -11,8 +12,8 @@ shuffle by (partition, bucket) brings each file group's rows to one task for sta
   bucket (``actors/allocator.py``).
 * :class:`InProcessSlots` (the dynamic scheme in this process): the slot actor's own
   plain class, one object per slot, each row on the slot Spark routes it to;
-* :class:`LayoutScheme` (simple bucket, consistent hashing): stage A computes each row's
-  bucket from the layouts of the instant the write builds on (no actor).
+* :class:`LayoutScheme` (simple bucket, consistent hashing), both sides: stage A computes
+  each row's bucket from the layouts of the instant the write builds on (no actor).
 """
 
 from __future__ import annotations
@@ -31,29 +32,26 @@ from dynbucket.actors.link import RayLink
 from dynbucket.base.columns import (
     BUCKET,
     HASH,
-    IS_DELETE,
     IS_NEW,
-    OP,
     PARTITION,
     partition_codes,
 )
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.records.incoming import refuse_known
-from dynbucket.format.table.context import Operation, TableRef, WriteContext
-from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check, tagged_schema
+from dynbucket.format.table.context import Operation, TableRef
+from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check
 from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import index_source
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
 from dynbucket.write.moves import one_per_key, with_move_outs
-from dynbucket.write.write_stage import InputErrors, carry_errors, write_fn, written_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
 
-class Scheme(Protocol):
-    """What a write asks of its bucket scheme."""
+class _Assigned(Protocol):
+    """What every write asks of its bucket scheme, on either side."""
 
     def assigners(
         self, num_slots: int, last_write: str | None, latest: int = NO_CHECKPOINT
@@ -62,21 +60,44 @@ class Scheme(Protocol):
         writes it builds on; ``latest``: its latest successful checkpoint)."""
         ...
 
+    def close(self) -> None:
+        """Stops what the scheme keeps between writes (a fleet's actors, slots)."""
+        ...
+
+
+class SparkScheme(_Assigned, Protocol):
+    """The scheme's Spark side: stage A runs where a DataFrame's rows are."""
+
+    @property
+    def fleet(self) -> AssignerFleet | None:
+        """The slot actors kept across writes (None: none started, or none needed)."""
+        ...
+
     def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
         """A Spark write's stage A: the function run where the rows are (``kept``: the
         fields a partial upsert's records lack)."""
         ...
+
+    def index_slots(self, num_slots: int) -> int:
+        """The slots a write's index entries are split by (one: no entries)."""
+        ...
+
+    def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
+        """What the commit records of how the write ran."""
+        ...
+
+
+class LocalScheme(_Assigned, Protocol):
+    """The scheme's in-process side: rows tagged in this process."""
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
         """An in-process write's stage A: ``rows`` with ``_bucket`` and ``_is_new``
         (``assigners`` was called for this write)."""
         ...
 
-    def index_slots(self, num_slots: int) -> int: ...
-
-    def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]: ...
-
-    def close(self) -> None: ...
+    def reset(self) -> None:
+        """Empties what the scheme cached of the table (it may be of an old view)."""
+        ...
 
 
 class AssignerScheme:
@@ -128,9 +149,6 @@ class AssignerScheme:
             global_spec=spec if spec.global_index else None,
         )
 
-    def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
-        raise NotImplementedError("the slot actors tag a Spark write's rows (stage_a)")
-
     def index_slots(self, num_slots: int) -> int:
         return num_slots
 
@@ -146,7 +164,10 @@ class AssignerScheme:
 
 
 class LayoutScheme:
-    """The stateless schemes' Spark side: no actors, the layouts of the write's instant."""
+    """The stateless schemes, on both sides: no actors, the layouts of the write's
+    instant."""
+
+    fleet = None
 
     def __init__(self, table: TableRef) -> None:
         self.table = table
@@ -181,6 +202,9 @@ class LayoutScheme:
 
     def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
         return {"shuffles": shuffles}
+
+    def reset(self) -> None:
+        """Nothing is cached: each write reads the layouts of its instant."""
 
     def close(self) -> None:
         """Nothing runs between writes."""
@@ -217,9 +241,6 @@ class InProcessSlots:
         for slot in self.slots:
             slot.reset()
 
-    def stage_a(self, w: InstantWrite, op: Operation, kept: Sequence[str] = ()) -> ArrowFn:
-        raise NotImplementedError("a Spark write's rows go to the slot actors (AssignerScheme)")
-
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
         rows = one_per_key(self.table.spec, rows, op.deletes)
         tagged = [
@@ -230,12 +251,6 @@ class InProcessSlots:
         if op.refuses_known:
             refuse_known(out, self.table.spec.record_key)
         return out
-
-    def index_slots(self, num_slots: int) -> int:
-        return num_slots
-
-    def metadata(self, num_slots: int, shuffles: int) -> dict[str, Any]:
-        return {"slots": num_slots, "shuffles": shuffles}
 
     def close(self) -> None:
         self.slots = []
@@ -277,45 +292,17 @@ def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:
     return [(i, share) for i, share in shares if share.num_rows] or [(0, rows)]
 
 
-def scheme_for(table: TableRef, caches: CacheMatch, link: RayLink | None) -> Scheme:
-    """The write side of the table's bucket scheme: its slot actors on the Ray cluster of
-    ``link`` (a Spark writer), or its slots in this process (``link`` None); the layouts
-    of a scheme that computes buckets."""
+def spark_scheme(table: TableRef, caches: CacheMatch, link: RayLink) -> SparkScheme:
+    """The Spark side of the table's bucket scheme: its slot actors on the Ray cluster of
+    ``link``, or the layouts of a scheme that computes buckets."""
     if not table.spec.scheme.indexed:
         return LayoutScheme(table)
-    if link is None:
-        return InProcessSlots(table, caches)
     return AssignerScheme(table, link, caches)
 
 
-def tag_and_write(
-    df: DataFrame, stage_a: ArrowFn, ctx: WriteContext
-) -> tuple[DataFrame, int, InputErrors]:
-    """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
-    shuffle by (partition, bucket), stage B; with its number of shuffles and the input
-    errors its tasks find (raise them after the job: ``InputErrors.raise_any``)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
-    moves = ctx.spec.global_index
-    if moves:  # every record of a key in one task: stage A keeps the newest (one per key)
-        hashed = hashed.repartition(HASH)
-    # Stage A turns the records' delete flag into ``_op``.
-    kept = StructType([f for f in hashed.schema.fields if f.name != IS_DELETE])
-    tagged_struct = with_fields(kept, [(PARTITION, "string"), (OP, "tinyint")])
-    inputs = InputErrors(df.sparkSession)
-    tagged = hashed.mapInArrow(carry_errors(stage_a, inputs), tagged_schema(tagged_struct, moves))
-    stage_b = write_fn(ctx)
-    job = tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), written_schema())
-    return job, 2 if moves else 1, inputs
-
-
-def with_fields(schema: Any, extra: list[tuple[str, str]]) -> Any:
-    """A Spark schema plus the non-null fields ``extra`` (name, DDL type)."""
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    out = StructType(list(schema.fields))
-    for name, ddl in extra:
-        out = out.add(name, _parse_datatype_string(ddl), nullable=False)
-    return out
+def local_scheme(table: TableRef, caches: CacheMatch) -> LocalScheme:
+    """The in-process side of the table's bucket scheme: its slots in this process, or
+    the layouts of a scheme that computes buckets."""
+    if not table.spec.scheme.indexed:
+        return LayoutScheme(table)
+    return InProcessSlots(table, caches)

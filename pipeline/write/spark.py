@@ -67,7 +67,7 @@ from dynbucket.write.instant import InstantWrite, StreamBatch, logs_ready_for
 from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
 from dynbucket.write.retry import RetryPolicy
-from dynbucket.write.schemes import AssignerScheme, Scheme, scheme_for
+from dynbucket.write.schemes import SparkScheme, spark_scheme
 from dynbucket.write.writer import Writer
 
 if TYPE_CHECKING:
@@ -115,14 +115,14 @@ class SparkWriter(Writer):
         return TableRef.of(self.store, self.spec)
 
     @functools.cached_property
-    def scheme(self) -> Scheme:
+    def scheme(self) -> SparkScheme:
         """How rows get buckets (``write/schemes.py``)."""
-        return scheme_for(self.table, self.caches, self.link)
+        return spark_scheme(self.table, self.caches, self.link)
 
     @property
     def fleet(self) -> AssignerFleet | None:
         """The dynamic scheme's slot actors (None: none started, or a stateless scheme)."""
-        return self.scheme.fleet if isinstance(self.scheme, AssignerScheme) else None
+        return self.scheme.fleet
 
     def prestart(self, slots: int | None, latest: str | None) -> None:
         """Starts the fleet of a write with ``slots`` slots now, without waiting for it:
