@@ -22,9 +22,14 @@ from dynbucket.format.buckets.regroup import RegroupResult
 from dynbucket.format.table.options import TableOptions
 
 __all__ = [
-    "ConsistentHashingIndex", "DynamicBucketIndex", "DynamicBucketOptions", "IndexOptions",
-    "RegroupResult", "SimpleBucketIndex", "TableOptions",
-]  # fmt: skip
+    "ConsistentHashingIndex",
+    "DynamicBucketIndex",
+    "DynamicBucketOptions",
+    "IndexOptions",
+    "RegroupResult",
+    "SimpleBucketIndex",
+    "TableOptions",
+]
 
 
 @dataclass(frozen=True)

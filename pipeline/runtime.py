@@ -31,11 +31,27 @@ log = logging.getLogger(__name__)
 # Packages of java.base that Spark and RayDP reach into reflectively. Without these, RayDP's
 # executor actor dies inside Ray's serializer on JDK 17 (measured; docs/design.md).
 JDK17_OPEN_PACKAGES: tuple[str, ...] = (
-    "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
-    "java.math", "java.text", "java.time", "java.util", "java.util.concurrent",
-    "java.util.concurrent.atomic", "java.util.regex", "java.util.stream", "jdk.internal.ref",
-    "jdk.internal.misc", "sun.nio.ch", "sun.nio.cs", "sun.security.action", "sun.util.calendar",
-)  # fmt: skip
+    "java.lang",
+    "java.lang.invoke",
+    "java.lang.reflect",
+    "java.io",
+    "java.net",
+    "java.nio",
+    "java.math",
+    "java.text",
+    "java.time",
+    "java.util",
+    "java.util.concurrent",
+    "java.util.concurrent.atomic",
+    "java.util.regex",
+    "java.util.stream",
+    "jdk.internal.ref",
+    "jdk.internal.misc",
+    "sun.nio.ch",
+    "sun.nio.cs",
+    "sun.security.action",
+    "sun.util.calendar",
+)
 
 _JVM_OPTION_KEYS = (
     "spark.ray.raydp_app_master.extraJavaOptions",
@@ -174,8 +190,10 @@ class RuntimeConfig:
                 f"RuntimeConfig.executor_placement={self.executor_placement!r}: must be None "
                 f"or one of {', '.join(placements)} (Ray placement group strategies)"
             )
-        for name, zero in (("driver_write_max_bytes", "writes every Spark DataFrame"),
-                           ("driver_read_max_bytes", "reads every table")):  # fmt: skip
+        for name, zero in (
+            ("driver_write_max_bytes", "writes every Spark DataFrame"),
+            ("driver_read_max_bytes", "reads every table"),
+        ):
             limit = getattr(self, name)
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ConfigError(

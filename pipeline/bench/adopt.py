@@ -79,8 +79,13 @@ def _hudi_table(uri: str, keys: int) -> tuple[TableSpec, DynamicBucketIndex]:
     """The table (module doc), as Hudi 1.1 would leave it; returns its definition and
     index."""
     rng = np.random.default_rng(11)
-    options = TableOptions(table_version=9, compaction_async=False, clean_automatic=False,
-                           archive_automatic=False, index_compaction_automatic=False)  # fmt: skip
+    options = TableOptions(
+        table_version=9,
+        compaction_async=False,
+        clean_automatic=False,
+        archive_automatic=False,
+        index_compaction_automatic=False,
+    )
     index = DynamicBucketIndex(max_keys_per_bucket=100_000)
     table = Table.create(uri, SCHEMA, "id", "region", "ts", index, options)
     for first in range(0, keys, CHUNK):

@@ -177,9 +177,13 @@ def metadata_bootstrap_cases(keys: int, runs: int, folder: str) -> list[Measurem
     (``RLIIndexSource``), interleaved, with 1 and 4 slots."""
     schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.int8())])
     table = Table.create(
-        str(Path(folder) / "v9"), schema, "id", "p", index=OPTIONS,
+        str(Path(folder) / "v9"),
+        schema,
+        "id",
+        "p",
+        index=OPTIONS,
         options=TableOptions(table_version=9),
-    )  # fmt: skip
+    )
     for lo in range(0, keys, 500_000):
         ids = np.arange(lo, min(keys, lo + 500_000))
         n = len(ids)

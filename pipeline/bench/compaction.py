@@ -27,16 +27,21 @@ from dynbucket.table import Table
 from dynbucket.write import services
 
 #: The services off: the bench compacts by hand.
-MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                      index_compaction_automatic=False)  # fmt: skip
+MANUAL = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+)
 CHUNK = 5_000_000
 
 
 def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str, Any]:
     root = Path(workdir or tempfile.mkdtemp(prefix="dynbucket-compaction-"))
     rng = np.random.default_rng(5)
-    table = Table.create(str(root / "t"), SCHEMA, "id", "region", ordering_field="ts",
-                         options=MANUAL)  # fmt: skip
+    table = Table.create(
+        str(root / "t"), SCHEMA, "id", "region", ordering_field="ts", options=MANUAL
+    )
     start = time.perf_counter()
     for first in range(0, rows, CHUNK):
         table.insert(rows_of(np.arange(first, min(rows, first + CHUNK)), 0, rng))
@@ -56,17 +61,27 @@ def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str
                 start = time.perf_counter()
                 result = table.compact()
                 seconds[how].append(time.perf_counter() - start)
-                print(f"  {how}: {seconds[how][-1]:.1f} s, {result.files_written} groups, "
-                      f"{result.rows:,} rows", flush=True)  # fmt: skip
+                print(
+                    f"  {how}: {seconds[how][-1]:.1f} s, {result.files_written} groups, "
+                    f"{result.rows:,} rows",
+                    flush=True,
+                )
     finally:
         services.SPREAD_BYTES = spread
         beside.shutdown_service_processes()
     live = table.to_arrow(columns=["id"], meta_columns=False).num_rows
-    out: dict[str, Any] = {"bench": "compaction", "rows": rows, "live_rows": live,
-                           "groups": result.files_written}  # fmt: skip
+    out: dict[str, Any] = {
+        "bench": "compaction",
+        "rows": rows,
+        "live_rows": live,
+        "groups": result.files_written,
+    }
     for how, s in seconds.items():
-        out[how] = {"median_s": round(statistics.median(s), 2), "runs_s": [round(x, 2) for x in s],
-                    "rows_per_s": round(rows / statistics.median(s))}  # fmt: skip
+        out[how] = {
+            "median_s": round(statistics.median(s), 2),
+            "runs_s": [round(x, 2) for x in s],
+            "rows_per_s": round(rows / statistics.median(s)),
+        }
     out["threads / tasks"] = round(out["threads"]["median_s"] / out["tasks"]["median_s"], 3)
     print("BENCH " + json.dumps(out))
     return out

@@ -421,7 +421,7 @@ def run(
             "timeline_entries": MAX_TIMELINE_ENTRIES,
             "max_group_files": MAX_GROUP_FILES,
             "max_index_files": MAX_INDEX_FILES,
-        },  # fmt: skip
+        },
         "failed_rounds": [x for x in reports if not x["ok"]][:5],
         "table": path,
     }

@@ -91,8 +91,10 @@ def run(
         f"{c} vs mapInArrow @{n:,}": round(
             results[(c, n)].per_second / results[("mapInArrow", n)].per_second, 3
         )
-        for n in sizes for c in cases if c != "mapInArrow" and "mapInArrow" in cases
-    }  # fmt: skip
+        for n in sizes
+        for c in cases
+        if c != "mapInArrow" and "mapInArrow" in cases
+    }
     return print_report("datapath", "rows", rows, slots=slots, throughput_ratio=ratio)
 
 

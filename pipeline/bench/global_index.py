@@ -59,8 +59,10 @@ def build(keys: int, partitions: int, folder: str) -> Table:
             {"id": ids, "p": (ids % partitions).astype(np.int32), "v": np.zeros(len(ids), np.int8)}
         )
         table.upsert(rows, assigner_slots=2)
-        print(f"  built {min(keys, lo + WRITE_ROWS):,} keys, {time.perf_counter() - start:.0f}s",
-              flush=True)  # fmt: skip
+        print(
+            f"  built {min(keys, lo + WRITE_ROWS):,} keys, {time.perf_counter() - start:.0f}s",
+            flush=True,
+        )
     table.compact_index(min_files=2)
     return table
 

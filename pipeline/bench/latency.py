@@ -46,8 +46,12 @@ from dynbucket.runtime import Runtime
 from dynbucket.table import Table
 
 SYSTEMS = ("dynbucket", "spark", "delta", "paimon")
-LABELS = {"dynbucket": "dynbucket", "spark": "plain spark", "delta": "delta-rs MERGE",
-          "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
+LABELS = {
+    "dynbucket": "dynbucket",
+    "spark": "plain spark",
+    "delta": "delta-rs MERGE",
+    "paimon": "pypaimon (bucket=-1)",
+}
 CASES = ("first", "warm", "idle")
 #: Seconds of quiet after the ``first`` writes' processes end, before an ``idle`` write.
 SETTLE_S = 20.0

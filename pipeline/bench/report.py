@@ -53,13 +53,18 @@ def print_report(
         "unit": unit,
         "machine": {"python": platform.python_version(), "cpus": _cpus()},
         "results": [
-            {"case": m.case, "size": m.size, "median_s": round(m.median, 4),
-             f"{unit}_per_s": round(m.per_second), "runs_s": [round(s, 4) for s in m.seconds],
-             **m.extra}
+            {
+                "case": m.case,
+                "size": m.size,
+                "median_s": round(m.median, 4),
+                f"{unit}_per_s": round(m.per_second),
+                "runs_s": [round(s, 4) for s in m.seconds],
+                **m.extra,
+            }
             for m in rows
         ],
         **summary,
-    }  # fmt: skip
+    }
     print("BENCH " + json.dumps(doc))
     return doc
 

@@ -388,13 +388,16 @@ def _churn(
     live_per_part = np.bincount(partition_of(live_ids), minlength=len(WEIGHTS))
     model = {f"key-{i:010d}" for i in live_ids.tolist()}
     out: dict[str, Any] = {
-        "deleted": len(deleted), "upserted": len(upserted), "live_keys": len(live_ids)
-    }  # fmt: skip
+        "deleted": len(deleted),
+        "upserted": len(upserted),
+        "live_keys": len(live_ids),
+    }
     for r in runs:
         before = Counter(r.table.stats().column("partition").to_pylist())
         steps: dict[str, tuple[Callable[[Any], Any], Path]] = {
-            "delete": (r.table.delete, gone), "upsert": (r.table.upsert, back)
-        }  # fmt: skip
+            "delete": (r.table.delete, gone),
+            "upsert": (r.table.upsert, back),
+        }
         for step, (write, path) in steps.items():
             df = rt.spark.read.parquet(str(path))
             r.churn_s[step] = timed(functools.partial(write, df))[0]

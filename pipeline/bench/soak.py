@@ -203,9 +203,11 @@ def soak_stream(
             .parquet(str(incoming))
         )
         query = table.stream(
-            stream, str(path.parent / f"{path.name}-checkpoint"), {"availableNow": True},
+            stream,
+            str(path.parent / f"{path.name}-checkpoint"),
+            {"availableNow": True},
             on_batch=on_batch,
-        )  # fmt: skip
+        )
         query.awaitTermination()
         table.wait_for_services()
     return out

@@ -60,13 +60,18 @@ from dynbucket.table import Table
 from dynbucket.write.results import WriteResult
 
 PEERS = ("pypaimon==2.1.0", "deltalake==1.6.6")
-LABELS = {"dynbucket": "dynbucket", "dynbucket-nometa": "dynbucket (no meta fields)",
-          "dynbucket-v9": "dynbucket (table version 9)",
-          "inprocess-v9": "dynbucket in process (table version 9)",
-          "spark": "spark (same layout)", "inprocess": "dynbucket in process (pyarrow)",
-          "inprocess-partial": "dynbucket in process, partial (no note)",
-          "floor": "floor (pyarrow, same layout)",
-          "delta": "delta-rs MERGE", "paimon": "pypaimon (bucket=-1)"}  # fmt: skip
+LABELS = {
+    "dynbucket": "dynbucket",
+    "dynbucket-nometa": "dynbucket (no meta fields)",
+    "dynbucket-v9": "dynbucket (table version 9)",
+    "inprocess-v9": "dynbucket in process (table version 9)",
+    "spark": "spark (same layout)",
+    "inprocess": "dynbucket in process (pyarrow)",
+    "inprocess-partial": "dynbucket in process, partial (no note)",
+    "floor": "floor (pyarrow, same layout)",
+    "delta": "delta-rs MERGE",
+    "paimon": "pypaimon (bucket=-1)",
+}
 PARTITIONS = 8
 LOAD_CHUNK = 5_000_000
 WORKER = Path(__file__).with_name("peer_worker.py")

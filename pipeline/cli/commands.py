@@ -224,8 +224,7 @@ def _show(args: argparse.Namespace) -> int:
         return _print_changes(table, args.changes, args.end, args.last)
     spec = table.spec
     print(f"table      {table.uri}\nid         {spec.table_id}")
-    print(f"hudi       {spec.name} ({spec.options.table_type}, table version "
-          f"{spec.table_version})")  # fmt: skip
+    print(f"hudi       {spec.name} ({spec.options.table_type}, table version {spec.table_version})")
     print(
         f"key        {', '.join(spec.record_key)}\npartitions {', '.join(spec.partition_by) or '-'}"
     )
@@ -468,9 +467,16 @@ def _bench_soak(args: argparse.Namespace) -> int:
 
     if not args.stream_batches:
         soak.run(
-            None, args.writes, args.rows, args.window, 0, 0, args.workdir, args.png,
+            None,
+            args.writes,
+            args.rows,
+            args.window,
+            0,
+            0,
+            args.workdir,
+            args.png,
             args.table_versions,
-        )  # fmt: skip
+        )
         return 0
     with Runtime() as rt:
         soak.run(

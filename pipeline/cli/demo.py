@@ -224,9 +224,12 @@ def save_png(filling: list[tuple[int, pa.Table]], cap: int, target: Path) -> Non
     partitions = sorted({p for p, _ in final})
     colors = plt.get_cmap("viridis")
     fig, axes = plt.subplots(
-        len(partitions) or 1, 1, figsize=(10, 2.1 * max(1, len(partitions)) + 0.9),
-        squeeze=False, sharex=True,
-    )  # fmt: skip
+        len(partitions) or 1,
+        1,
+        figsize=(10, 2.1 * max(1, len(partitions)) + 0.9),
+        squeeze=False,
+        sharex=True,
+    )
     for ax, partition in zip(axes[:, 0], partitions, strict=False):
         buckets = sorted(b for p, b in final if p == partition)
         below = [0] * len(buckets)
@@ -239,8 +242,15 @@ def save_png(filling: list[tuple[int, pa.Table]], cap: int, target: Path) -> Non
         for b, keys in zip(buckets, below, strict=True):
             ax.annotate(f"{keys:,}", (b, keys), ha="center", va="bottom", fontsize=7)
         ax.axhline(cap, color="#c0392b", linestyle="--", linewidth=1)
-        ax.annotate(f"capacity {cap:,}", (1.0, cap), xycoords=("axes fraction", "data"),
-                    ha="right", va="bottom", fontsize=8, color="#c0392b")  # fmt: skip
+        ax.annotate(
+            f"capacity {cap:,}",
+            (1.0, cap),
+            xycoords=("axes fraction", "data"),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="#c0392b",
+        )
         ax.set_ylim(0, cap * 1.25)
         ax.set_ylabel("keys")
         ax.set_title(partition, loc="left", fontsize=10)

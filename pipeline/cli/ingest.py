@@ -40,8 +40,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FORMATS = ("parquet", "csv", "json")
-_SUFFIXES = {".parquet": "parquet", ".parq": "parquet", ".pq": "parquet", ".csv": "csv",
-             ".json": "json", ".jsonl": "json", ".ndjson": "json"}  # fmt: skip
+_SUFFIXES = {
+    ".parquet": "parquet",
+    ".parq": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy")
 
 
@@ -114,10 +121,12 @@ def table_definition(uri: str, given: Definition) -> TableSpec | None:
                 "--partition-by, --ordering) to create it from the input"
             ) from e
         return None
-    have = {"--key": (given.key, spec.record_key),
-            "--partition-by": (given.partition_by, spec.partition_by),
-            "--ordering": (given.ordering, spec.ordering_field),
-            "--table-type": (given.table_type, spec.options.table_type)}  # fmt: skip
+    have = {
+        "--key": (given.key, spec.record_key),
+        "--partition-by": (given.partition_by, spec.partition_by),
+        "--ordering": (given.ordering, spec.ordering_field),
+        "--table-type": (given.table_type, spec.options.table_type),
+    }
     for option, (wanted, actual) in have.items():
         if wanted is not None and wanted != actual:
             raise ConfigError(

@@ -351,13 +351,26 @@ def _no_text_times(schema: pa.Schema, what: str, timestamps: bool = True) -> Non
 
 #: Spark DDL type names and the Arrow types the Spark path ends with.
 _DDL_TYPES = {
-    "string": pa.string(), "varchar": pa.string(), "char": pa.string(),
-    "int": pa.int32(), "integer": pa.int32(), "bigint": pa.int64(), "long": pa.int64(),
-    "smallint": pa.int16(), "short": pa.int16(), "tinyint": pa.int8(), "byte": pa.int8(),
-    "double": pa.float64(), "float": pa.float32(), "real": pa.float32(),
-    "boolean": pa.bool_(), "date": pa.date32(), "binary": pa.binary(),
-    "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
-}  # fmt: skip
+    "string": pa.string(),
+    "varchar": pa.string(),
+    "char": pa.string(),
+    "int": pa.int32(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+    "long": pa.int64(),
+    "smallint": pa.int16(),
+    "short": pa.int16(),
+    "tinyint": pa.int8(),
+    "byte": pa.int8(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "real": pa.float32(),
+    "boolean": pa.bool_(),
+    "date": pa.date32(),
+    "binary": pa.binary(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
 _DDL_FIELD = re.compile(
     r"^\s*`?(?P<name>[A-Za-z_][\w]*)`?\s+(?P<type>[A-Za-z_]+)\s*"
     r"(?:\(\s*(?P<p>\d+)\s*(?:,\s*(?P<s>\d+)\s*)?\))?\s*$"

@@ -100,15 +100,22 @@ from dynbucket.format.timeline.timeline import (
 log = logging.getLogger(__name__)
 
 #: Hudi 1.x's key generator types (``hoodie.table.keygenerator.type``) -> their classes.
-_KEY_GENERATOR_TYPES = {"SIMPLE": "SimpleKeyGenerator", "COMPLEX": "ComplexKeyGenerator",
-                        "NON_PARTITION": "NonpartitionedKeyGenerator",
-                        "TIMESTAMP": "TimestampBasedKeyGenerator",
-                        "CUSTOM": "CustomKeyGenerator"}  # fmt: skip
+_KEY_GENERATOR_TYPES = {
+    "SIMPLE": "SimpleKeyGenerator",
+    "COMPLEX": "ComplexKeyGenerator",
+    "NON_PARTITION": "NonpartitionedKeyGenerator",
+    "TIMESTAMP": "TimestampBasedKeyGenerator",
+    "CUSTOM": "CustomKeyGenerator",
+}
 #: Where Hudi archives instants in timeline layout 1 (layout 2: ``HISTORY_DIR``).
 ARCHIVED_DIR = f"{HOODIE_DIR}/archived"
 #: Key generators whose record keys and partition paths dynbucket spells the same.
-_KEY_GENERATORS = ("SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator",
-                   "TimestampBasedKeyGenerator")  # fmt: skip
+_KEY_GENERATORS = (
+    "SimpleKeyGenerator",
+    "ComplexKeyGenerator",
+    "NonpartitionedKeyGenerator",
+    "TimestampBasedKeyGenerator",
+)
 
 
 def adopt(
@@ -299,8 +306,9 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
 
 
 #: Hudi index types whose keys are unique in the table (``hoodie.index.type``).
-GLOBAL_INDEX_TYPES = frozenset({"GLOBAL_SIMPLE", "GLOBAL_BLOOM", "GLOBAL_HBASE", "RECORD_INDEX",
-                                "GLOBAL_RECORD_LEVEL_INDEX"})  # fmt: skip
+GLOBAL_INDEX_TYPES = frozenset(
+    {"GLOBAL_SIMPLE", "GLOBAL_BLOOM", "GLOBAL_HBASE", "RECORD_INDEX", "GLOBAL_RECORD_LEVEL_INDEX"}
+)
 
 
 def _index_of(store: TableStore, hoodie: dict[str, str]) -> IndexOptions:
@@ -348,9 +356,10 @@ def _definition(
             break
     if not schema_json:
         raise refused(
-            store, "neither its properties nor its commits hold its schema", "Write to it "
-            "with Hudi once (its commit records the schema), then adopt it"
-        )  # fmt: skip
+            store,
+            "neither its properties nor its commits hold its schema",
+            "Write to it with Hudi once (its commit records the schema), then adopt it",
+        )
     full = avro_read.arrow_schema(schema_json)
     schema = pa.schema([f for f in full if f.name not in META_FIELDS])
     ordering = ordering_of(hoodie)

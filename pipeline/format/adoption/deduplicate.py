@@ -58,8 +58,12 @@ class Deduplicated:
     groups: int
 
     def to_json(self) -> dict[str, object]:
-        return {"instant": self.instant, "keys": self.keys, "rows": self.rows,
-                "groups": self.groups}  # fmt: skip
+        return {
+            "instant": self.instant,
+            "keys": self.keys,
+            "rows": self.rows,
+            "groups": self.groups,
+        }
 
 
 #: A slice holding losing rows -> their positions among its live rows, and their keys.
@@ -185,8 +189,19 @@ def rewrite_duplicates(
             path = store.path(partition, name)
             size = write_base(store, spec, path, moved_to(spec, kept, name))
             removed += len(positions)
-            txn.add(WrittenFile(partition, path, "base", kept.num_rows, size, file_id,
-                                fslice.bucket, updates=kept.num_rows, deletes=len(positions),
-                                prev_commit=fslice.base_instant))  # fmt: skip
+            txn.add(
+                WrittenFile(
+                    partition,
+                    path,
+                    "base",
+                    kept.num_rows,
+                    size,
+                    file_id,
+                    fslice.bucket,
+                    updates=kept.num_rows,
+                    deletes=len(positions),
+                    prev_commit=fslice.base_instant,
+                )
+            )
         txn.commit({"deduplicated-keys": keys, "deduplicated-rows": removed})
     return Deduplicated(txn.id, keys, removed, len(losers))

@@ -143,8 +143,10 @@ class ConsistentHashingIndex(PersistedOptions):
 
 IndexOptions: TypeAlias = DynamicBucketOptions | SimpleBucketIndex | ConsistentHashingIndex
 ENGINES: dict[str, type[IndexOptions]] = {
-    DYNAMIC: DynamicBucketOptions, SIMPLE: SimpleBucketIndex, CONSISTENT: ConsistentHashingIndex,
-}  # fmt: skip
+    DYNAMIC: DynamicBucketOptions,
+    SIMPLE: SimpleBucketIndex,
+    CONSISTENT: ConsistentHashingIndex,
+}
 
 
 def engine_of(index: IndexOptions) -> str:

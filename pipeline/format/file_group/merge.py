@@ -109,8 +109,9 @@ def holding_row_groups(
     one of ``values``; a row group without statistics can, and so can every row group when
     the field is of another type."""
     every = list(range(metadata.num_row_groups))
-    at = next((j for j in range(metadata.num_columns) if metadata.schema.column(j).path == field),
-              None)  # fmt: skip
+    at = next(
+        (j for j in range(metadata.num_columns) if metadata.schema.column(j).path == field), None
+    )
     kind = values.type
     if at is None or not (pa.types.is_string(kind) or pa.types.is_integer(kind)):
         return every

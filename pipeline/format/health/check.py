@@ -550,9 +550,12 @@ def _orphans(store: TableStore, timeline: Timeline, report: CheckReport) -> None
 
 
 def _metadata_table(
-    store: TableStore, spec: TableSpec, timeline: Timeline, rows: pa.Table | None,
+    store: TableStore,
+    spec: TableSpec,
+    timeline: Timeline,
+    rows: pa.Table | None,
     report: CheckReport,
-) -> None:  # fmt: skip
+) -> None:
     """Step 7 (module doc)."""
     mdt = MetadataTable(store)
     if rows is not None and RECORD_INDEX in metadata_partitions.partitions(store):

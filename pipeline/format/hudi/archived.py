@@ -187,8 +187,11 @@ def _merge_files(
     while store.exists(store.path(folder, file_name(version))):
         version += 1
     merged = file_name(version)
-    plan = {"merged": merged, "crc": zlib.crc32(body),
-            "merged_from": [name for name, _ in merged_from]}  # fmt: skip
+    plan = {
+        "merged": merged,
+        "crc": zlib.crc32(body),
+        "merged_from": [name for name, _ in merged_from],
+    }
     plan_path = store.path(folder, MERGE_PLAN)
     if not store.create_exclusive(plan_path, json.dumps(plan).encode()):
         return False  # another merge is under way

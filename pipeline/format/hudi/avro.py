@@ -98,10 +98,18 @@ def _type(t: pa.DataType, name: str, namespace: str) -> Any:
 
 
 _SIMPLE = {
-    "bool": "boolean", "int8": "int", "int16": "int", "int32": "int", "uint8": "int",
-    "uint16": "int", "int64": "long", "uint32": "long", "float": "float",
-    "halffloat": "float", "double": "double",
-}  # fmt: skip
+    "bool": "boolean",
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "uint8": "int",
+    "uint16": "int",
+    "int64": "long",
+    "uint32": "long",
+    "float": "float",
+    "halffloat": "float",
+    "double": "double",
+}
 
 
 # --- binary encoding ----------------------------------------------------------------------

@@ -83,9 +83,15 @@ def _arrow_type(t: Any) -> pa.DataType:
 
 
 _PRIMITIVE = {
-    "null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
-    "float": pa.float32(), "double": pa.float64(), "bytes": pa.binary(), "string": pa.string(),
-}  # fmt: skip
+    "null": pa.null(),
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "bytes": pa.binary(),
+    "string": pa.string(),
+}
 
 
 # --- records ------------------------------------------------------------------------------

@@ -16,9 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Hudi's operation types of dynbucket's operations.
-OPERATION_TYPES = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
-                   "compact": "COMPACT", "logcompact": "LOG_COMPACT", "rescale": "CLUSTER",
-                   "rebalance": "CLUSTER"}  # fmt: skip
+OPERATION_TYPES = {
+    "upsert": "UPSERT",
+    "insert": "INSERT",
+    "delete": "DELETE",
+    "compact": "COMPACT",
+    "logcompact": "LOG_COMPACT",
+    "rescale": "CLUSTER",
+    "rebalance": "CLUSTER",
+}
 EXTRA_PREFIX = "dynbucket."
 
 

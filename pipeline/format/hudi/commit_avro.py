@@ -27,33 +27,52 @@ _WRITE_STAT: dict[str, Any] = {
     "namespace": _NAMESPACE,
     "fields": [
         *(_nullable(n, "string") for n in ("fileId", "path", "prevCommit")),
-        *(_nullable(n, "long") for n in ("numWrites", "numDeletes", "numUpdateWrites",
-                                         "totalWriteBytes", "totalWriteErrors")),
+        *(
+            _nullable(n, "long")
+            for n in (
+                "numWrites",
+                "numDeletes",
+                "numUpdateWrites",
+                "totalWriteBytes",
+                "totalWriteErrors",
+            )
+        ),
         _nullable("partitionPath", "string"),
-        *(_nullable(n, "long") for n in ("totalLogRecords", "totalLogFiles",
-                                         "totalUpdatedRecordsCompacted", "numInserts",
-                                         "totalLogBlocks", "totalCorruptLogBlock",
-                                         "totalRollbackBlocks", "fileSizeInBytes")),
+        *(
+            _nullable(n, "long")
+            for n in (
+                "totalLogRecords",
+                "totalLogFiles",
+                "totalUpdatedRecordsCompacted",
+                "numInserts",
+                "totalLogBlocks",
+                "totalCorruptLogBlock",
+                "totalRollbackBlocks",
+                "fileSizeInBytes",
+            )
+        ),
         _nullable("logVersion", "int"),
         _nullable("logOffset", "long"),
         _nullable("baseFile", "string"),
         _nullable("logFiles", {"type": "array", "items": "string"}),
         *(_nullable(n, "long") for n in ("totalLogFilesCompacted", "totalLogSizeCompacted")),
     ],
-}  # fmt: skip
+}
 SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieCommitMetadata",
     "namespace": _NAMESPACE,
     "fields": [
-        _nullable("partitionToWriteStats", {"type": "map", "values": {
-            "type": "array", "items": _WRITE_STAT}}),
+        _nullable(
+            "partitionToWriteStats",
+            {"type": "map", "values": {"type": "array", "items": _WRITE_STAT}},
+        ),
         _nullable("compacted", "boolean"),
         _nullable("extraMetadata", {"type": "map", "values": "string"}),
         {"name": "version", "type": ["int", "null"], "default": 1},
         _nullable("operationType", "string"),
     ],
-}  # fmt: skip
+}
 _STAT_FIELDS = [f["name"] for f in _WRITE_STAT["fields"]]
 
 

@@ -40,8 +40,12 @@ from dynbucket.base.errors import FormatError
 from dynbucket.format.hudi import hfile_scan
 
 DATA, META, ROOT_INDEX, FILE_INFO, TRAILER = (
-    b"DATABLK*", b"METABLKc", b"IDXROOT2", b"FILEINF2", b'TRABLK"$'
-)  # fmt: skip
+    b"DATABLK*",
+    b"METABLKc",
+    b"IDXROOT2",
+    b"FILEINF2",
+    b'TRABLK"$',
+)
 #: Index levels below the root (HBase writes them for files with many blocks; read only).
 LEAF_INDEX, INTERMEDIATE_INDEX = b"IDXLEAF2", b"IDXINTE2"
 HEADER_SIZE = 33
@@ -53,8 +57,11 @@ _PUT, _LATEST = 4, (1 << 63) - 1
 _COMPARATOR = "org.apache.hudi.io.storage.HoodieHBaseKVComparator"
 #: File info keys every HFile carries (values are Java's big-endian ints and longs).
 LAST_KEY, AVG_KEY_LEN, AVG_VALUE_LEN, CREATE_TIME = (
-    "hfile.LASTKEY", "hfile.AVG_KEY_LEN", "hfile.AVG_VALUE_LEN", "hfile.CREATE_TIME_TS"
-)  # fmt: skip
+    "hfile.LASTKEY",
+    "hfile.AVG_KEY_LEN",
+    "hfile.AVG_VALUE_LEN",
+    "hfile.CREATE_TIME_TS",
+)
 KEY_VALUE_VERSION, MAX_MEMSTORE_TS = "KEY_VALUE_VERSION", "MAX_MEMSTORE_TS_KEY"
 
 

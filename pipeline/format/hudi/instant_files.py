@@ -27,15 +27,26 @@ class State(enum.IntEnum):
     COMPLETED = 2
 
 
-_WRITES_MOR = {State.REQUESTED: "deltacommit.requested", State.INFLIGHT: "deltacommit.inflight",
-               State.COMPLETED: "deltacommit"}  # fmt: skip
-_WRITES_COW = {State.REQUESTED: "commit.requested", State.INFLIGHT: "inflight",
-               State.COMPLETED: "commit"}  # fmt: skip
-_COMPACTIONS = {State.REQUESTED: "compaction.requested", State.INFLIGHT: "compaction.inflight",
-                State.COMPLETED: "commit"}  # fmt: skip
-_LOG_COMPACTIONS = {State.REQUESTED: "logcompaction.requested",
-                    State.INFLIGHT: "logcompaction.inflight",
-                    State.COMPLETED: "deltacommit"}  # fmt: skip
+_WRITES_MOR = {
+    State.REQUESTED: "deltacommit.requested",
+    State.INFLIGHT: "deltacommit.inflight",
+    State.COMPLETED: "deltacommit",
+}
+_WRITES_COW = {
+    State.REQUESTED: "commit.requested",
+    State.INFLIGHT: "inflight",
+    State.COMPLETED: "commit",
+}
+_COMPACTIONS = {
+    State.REQUESTED: "compaction.requested",
+    State.INFLIGHT: "compaction.inflight",
+    State.COMPLETED: "commit",
+}
+_LOG_COMPACTIONS = {
+    State.REQUESTED: "logcompaction.requested",
+    State.INFLIGHT: "logcompaction.inflight",
+    State.COMPLETED: "deltacommit",
+}
 #: Actions whose completed file is spelled as a write's: told apart by their requested file.
 SPELLED_AS_WRITES = ("compaction", "logcompaction")
 _SUFFIXES = {

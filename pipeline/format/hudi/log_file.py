@@ -122,9 +122,14 @@ def _write_value(w: Writer, branch: str, value: Any) -> None:
 
 
 #: The Avro primitive each logical branch of the ordering union is written as.
-_PRIMITIVE_OF = {"date": "int", "time-millis": "int", "time-micros": "long",
-                 "timestamp-millis": "long", "timestamp-micros": "long",
-                 "decimal": "bytes"}  # fmt: skip
+_PRIMITIVE_OF = {
+    "date": "int",
+    "time-millis": "int",
+    "time-micros": "long",
+    "timestamp-millis": "long",
+    "timestamp-micros": "long",
+    "decimal": "bytes",
+}
 
 
 _BRANCH_NAMES = {v: k for k, v in ORDERING_UNION.items()}
@@ -220,8 +225,11 @@ def rolled_back(blocks: Sequence[Block]) -> set[str]:
 
 def command_block(target: str, instant: str) -> bytes:
     """A rollback command block: the blocks of ``target`` are rolled back."""
-    header = {INSTANT_TIME: instant, TARGET_INSTANT_TIME: target,
-              COMMAND_BLOCK_TYPE: ROLLBACK_COMMAND}  # fmt: skip
+    header = {
+        INSTANT_TIME: instant,
+        TARGET_INSTANT_TIME: target,
+        COMMAND_BLOCK_TYPE: ROLLBACK_COMMAND,
+    }
     return _block(COMMAND, header, b"")
 
 

@@ -40,16 +40,21 @@ MERGE_FILES = 10
 KEEP_VERSIONS = 3
 #: The Avro schema Hudi reads the files by (kept in each file's footer, as Hudi's
 #: writer keeps it).
-AVRO_SCHEMA = json.dumps({
-    "type": "record", "name": "HoodieLSMTimelineInstant", "namespace": "org.apache.hudi.avro.model",
-    "fields": [
-        {"name": "instantTime", "type": ["null", "string"], "default": None},
-        {"name": "completionTime", "type": ["null", "string"], "default": None},
-        {"name": "action", "type": ["null", "string"], "default": None},
-        {"name": "metadata", "type": ["null", "bytes"], "default": None},
-        {"name": "plan", "type": ["null", "bytes"], "default": None},
-        {"name": "version", "type": "int", "default": 1},
-    ]})  # fmt: skip
+AVRO_SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "HoodieLSMTimelineInstant",
+        "namespace": "org.apache.hudi.avro.model",
+        "fields": [
+            {"name": "instantTime", "type": ["null", "string"], "default": None},
+            {"name": "completionTime", "type": ["null", "string"], "default": None},
+            {"name": "action", "type": ["null", "string"], "default": None},
+            {"name": "metadata", "type": ["null", "bytes"], "default": None},
+            {"name": "plan", "type": ["null", "bytes"], "default": None},
+            {"name": "version", "type": "int", "default": 1},
+        ],
+    }
+)
 SCHEMA = pa.schema(
     [
         ("instantTime", pa.string()),
@@ -142,7 +147,7 @@ def _merged(store: TableStore, files: list[dict[str, object]]) -> list[dict[str,
                 store.path(HISTORY_DIR, str(f["fileName"])),
                 columns=SCHEMA.names,
                 filesystem=store.fs,
-            ).cast(SCHEMA)  # fmt: skip
+            ).cast(SCHEMA)
             for f in merging
         )
         rows = rows.sort_by("instantTime")
@@ -180,6 +185,13 @@ def read(store: TableStore) -> list[Entry]:
     for f in files_of(store, latest_version(store)):
         table = pq.read_table(store.path(HISTORY_DIR, str(f["fileName"])), filesystem=store.fs)
         for r in table.to_pylist():
-            out.append(Entry(r["instantTime"], r["completionTime"], r["action"],
-                             r["metadata"] or b"", r["plan"] or b""))  # fmt: skip
+            out.append(
+                Entry(
+                    r["instantTime"],
+                    r["completionTime"],
+                    r["action"],
+                    r["metadata"] or b"",
+                    r["plan"] or b"",
+                )
+            )
     return sorted(out, key=lambda e: e.instant)

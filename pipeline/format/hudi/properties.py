@@ -11,8 +11,17 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 
-_ESCAPES = {"\\": "\\\\", ":": "\\:", "=": "\\=", "#": "\\#", "!": "\\!", "\t": "\\t",
-            "\n": "\\n", "\r": "\\r", "\f": "\\f"}  # fmt: skip
+_ESCAPES = {
+    "\\": "\\\\",
+    ":": "\\:",
+    "=": "\\=",
+    "#": "\\#",
+    "!": "\\!",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\f": "\\f",
+}
 _UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 

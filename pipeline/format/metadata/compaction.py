@@ -224,7 +224,7 @@ def plan(store: TableStore, kept: Iterable[str]) -> dict[str, Any] | None:
     return {
         "groups": [
             [p, g, found[(p, g)].base or "", list(found[(p, g)].logs)] for p, g in sorted(chosen)
-        ]  # fmt: skip
+        ]
     }
 
 

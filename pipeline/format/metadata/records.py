@@ -65,15 +65,22 @@ def _column_stats() -> dict[str, Any]:
     """``HoodieMetadataColumnStats`` (written by Hudi's column-stats partitions; carried in
     the schema so that every reader resolves it, never written here)."""
     wrappers = [
-        _wrapper("BooleanWrapper", "boolean"), _wrapper("IntWrapper", "int"),
-        _wrapper("LongWrapper", "long"), _wrapper("FloatWrapper", "float"),
-        _wrapper("DoubleWrapper", "double"), _wrapper("BytesWrapper", "bytes"),
-        _wrapper("StringWrapper", _string()), _wrapper("DateWrapper", "int"),
-        _wrapper("DecimalWrapper",
-                 {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15}),
+        _wrapper("BooleanWrapper", "boolean"),
+        _wrapper("IntWrapper", "int"),
+        _wrapper("LongWrapper", "long"),
+        _wrapper("FloatWrapper", "float"),
+        _wrapper("DoubleWrapper", "double"),
+        _wrapper("BytesWrapper", "bytes"),
+        _wrapper("StringWrapper", _string()),
+        _wrapper("DateWrapper", "int"),
+        _wrapper(
+            "DecimalWrapper",
+            {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15},
+        ),
         _wrapper("TimeMicrosWrapper", {"type": "long", "logicalType": "time-micros"}),
-        _wrapper("TimestampMicrosWrapper", "long"), _wrapper("LocalDateWrapper", "int"),
-    ]  # fmt: skip
+        _wrapper("TimestampMicrosWrapper", "long"),
+        _wrapper("LocalDateWrapper", "int"),
+    ]
     names = [w["name"] for w in wrappers]
     array = _record(
         "ArrayWrapper",
@@ -129,8 +136,13 @@ def schema() -> dict[str, Any]:
         ],
     )
     secondary = _record("HoodieSecondaryIndexInfo", [{"name": "isDeleted", "type": "boolean"}])
-    meta = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-            "_hoodie_partition_path", "_hoodie_file_name")  # fmt: skip
+    meta = (
+        "_hoodie_commit_time",
+        "_hoodie_commit_seqno",
+        "_hoodie_record_key",
+        "_hoodie_partition_path",
+        "_hoodie_file_name",
+    )
     out = _record(
         "HoodieMetadataRecord",
         [
@@ -218,8 +230,13 @@ def record_index_record(location: Location, schema_json: str | None = None) -> b
     parts = _uuid_file_id(location.file_id)
     if parts is not None:
         high, low, index = parts
-        info.update(fileIdHighBits=high, fileIdLowBits=low, fileIndex=index, fileId="",
-                    fileIdEncoding=UUID_ENCODING)  # fmt: skip
+        info.update(
+            fileIdHighBits=high,
+            fileIdLowBits=low,
+            fileIndex=index,
+            fileId="",
+            fileIdEncoding=UUID_ENCODING,
+        )
     return _encode(RECORD_INDEX, schema_json, recordIndexMetadata=info)
 
 

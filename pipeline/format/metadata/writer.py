@@ -113,8 +113,15 @@ def create(
             mdt.path(partition, PARTITION_METADATA), properties.dumps(meta, "partition metadata")
         )
     ours = records.schema_json()
-    made = [files.base(FILES, FILE_GROUP, INIT_INSTANT, arrays({
-        records.ALL_PARTITIONS_KEY: records.all_partitions_record([])}), ours)]  # fmt: skip
+    made = [
+        files.base(
+            FILES,
+            FILE_GROUP,
+            INIT_INSTANT,
+            arrays({records.ALL_PARTITIONS_KEY: records.all_partitions_record([])}),
+            ours,
+        )
+    ]
     made += [
         files.base(RECORD_INDEX, record_index.group_name(i), INIT_INSTANT, arrays({}), ours)
         for i in range(record_index.FILE_GROUPS if RECORD_INDEX in kept and not partitioned else 0)
@@ -195,7 +202,7 @@ def record(
             instant,
             compaction.merged(table, p, slices[(p, g)], changed.get((p, g), arrays({})), schema),
             schema,
-        )  # fmt: skip
+        )
         for p, g in sorted(due)
     ]
     made += [

@@ -84,6 +84,7 @@ def lookup(snapshot: Snapshot, wanted: pa.Table, meta_columns: bool) -> list[pa.
             return None
         mine = wanted.take(pa.array(rows)).select(list(spec.record_key))
         found = read_slice_of_keys(store, spec, fslice, mine, spec.schema.names)
-        out.append(decorate(spec, SliceRef(partition, fslice), found, spec.schema.names,
-                            meta_columns))  # fmt: skip
+        out.append(
+            decorate(spec, SliceRef(partition, fslice), found, spec.schema.names, meta_columns)
+        )
     return out

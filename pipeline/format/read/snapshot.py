@@ -521,7 +521,7 @@ def _scan(
                 format=pads.ParquetFileFormat(),
                 filesystem=store.fs,
                 partitions=[filters.guarantee(spec, r.partition) for r in by_path.values()],
-            )  # fmt: skip
+            )
         batches = dataset.scanner(columns=wanted, filter=filter).scan_batches()
         for tagged in batches:
             batch = tagged.record_batch

@@ -23,9 +23,21 @@ PREFIX = "hoodie.keygen.timebased."
 #: Timestamp types read here: milliseconds or seconds since the epoch, or text.
 TYPES = ("EPOCHMILLISECONDS", "UNIX_TIMESTAMP", "DATE_STRING")
 #: Java date-pattern letters -> strftime / strptime directives.
-_JAVA = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "hh": "%I",
-         "mm": "%M", "ss": "%S", "SSS": "%f", "a": "%p", "Z": "%z", "XXX": "%z",
-         "X": "%z"}  # fmt: skip
+_JAVA = {
+    "yyyy": "%Y",
+    "yy": "%y",
+    "MM": "%m",
+    "dd": "%d",
+    "HH": "%H",
+    "hh": "%I",
+    "mm": "%M",
+    "ss": "%S",
+    "SSS": "%f",
+    "a": "%p",
+    "Z": "%z",
+    "XXX": "%z",
+    "X": "%z",
+}
 _TOKEN = re.compile(r"'[^']*'|yyyy|yy|MM|dd|HH|hh|mm|ss|SSS|XXX|X|Z|a")
 
 
@@ -93,8 +105,10 @@ class TimestampPartitioning:
         zone = zoneinfo.ZoneInfo(self.timezone)
         out = java_format(self.output_format)
         encoded = pc.dictionary_encode(column)
-        texts = [self._time(name, v).astimezone(zone).strftime(out)
-                 for v in encoded.dictionary.to_pylist()]  # fmt: skip
+        texts = [
+            self._time(name, v).astimezone(zone).strftime(out)
+            for v in encoded.dictionary.to_pylist()
+        ]
         return pc.take(pa.array(texts, pa.string()), encoded.indices)
 
     def _time(self, name: str, value: object) -> dt.datetime:

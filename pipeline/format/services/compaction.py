@@ -120,8 +120,9 @@ def due_slices(
     ]
     if max_bytes is not None:
         due.sort(key=lambda r: -len(r.slice.logs))
-        reads = (r.slice.size if full is not False else sum(f.size for f in r.slice.logs)
-                 for r in due)  # fmt: skip
+        reads = (
+            r.slice.size if full is not False else sum(f.size for f in r.slice.logs) for r in due
+        )
         sizes = itertools.accumulate(reads)
         due = [r for r, before in zip(due, [0, *sizes], strict=False) if before < max_bytes]
     return due
@@ -324,10 +325,15 @@ def _carry_late_logs(
                 if any(f.kind == "base" and f.instant > instant for f in group):
                     continue
                 late = sorted(
-                    (f for f in group if f.kind == "log" and f.base_instant < instant
-                     and (f.instant > instant or f.instant in kept)),
+                    (
+                        f
+                        for f in group
+                        if f.kind == "log"
+                        and f.base_instant < instant
+                        and (f.instant > instant or f.instant in kept)
+                    ),
                     key=lambda f: (f.instant, f.version),
-                )  # fmt: skip
+                )
                 after = itertools.count(len(kept) + 1)
                 slots = dict(kept)  # a write logs once a group; a second log goes after
                 for f in late:
@@ -336,9 +342,17 @@ def _carry_late_logs(
                     batch.copy_file(f.path, target)
                     copied_largest(f.path, target)
                     out.append(
-                        WrittenFile(partition, target, "log", 0, f.size, file_id,
-                                    prev_commit=instant, log_version=version)
-                    )  # fmt: skip
+                        WrittenFile(
+                            partition,
+                            target,
+                            "log",
+                            0,
+                            f.size,
+                            file_id,
+                            prev_commit=instant,
+                            log_version=version,
+                        )
+                    )
     return out
 
 

@@ -104,8 +104,9 @@ def run_log(store: TableStore, spec: TableSpec, instant: str) -> ServiceResult:
         by_name = {f.name: f for f in listed[partition] if f.file_id == file_id}
         if merge_is_moot("log compaction", instant, partition, logs, by_name):
             continue
-        base = next((f.name for f in by_name.values() if f.kind == "base"
-                     and f.instant == base_instant), "")  # fmt: skip
+        base = next(
+            (f.name for f in by_name.values() if f.kind == "base" and f.instant == base_instant), ""
+        )
         txn.add(
             write_merged_log(
                 store, spec, partition, file_id, merged, [by_name[n] for n in logs], base

@@ -155,8 +155,11 @@ def merge_is_moot(
     if missing:
         log.warning(
             "%s %s: %s of %s are gone (cleaned); not merged",
-            what, instant, missing, partition or "(root)",
-        )  # fmt: skip
+            what,
+            instant,
+            missing,
+            partition or "(root)",
+        )
     return bool(missing)
 
 

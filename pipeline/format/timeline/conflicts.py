@@ -307,8 +307,10 @@ def _check_write(
     if rewritten:
         _refuse(tx, instant.id, f"both wrote file group(s) {_few(rewritten)}, one a base file")
     # 3.
-    for what, a, b in (("inserted", mine.inserts, their.inserts),
-                       ("deleted", mine.tombstones, their.tombstones)):  # fmt: skip
+    for what, a, b in (
+        ("inserted", mine.inserts, their.inserts),
+        ("deleted", mine.tombstones, their.tombstones),
+    ):
         for scope, hashes in a.items():
             if scope in b and len(both := np.intersect1d(hashes, b[scope], True)):
                 _refuse(tx, instant.id, f"both {what} {len(both)} key(s)")
