@@ -34,7 +34,7 @@ from dynbucket.format.timeline import outcome
 from dynbucket.options import DynamicBucketIndex
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
-from dynbucket.write import schemes as spark_stages  # where the Spark stages are built
+from dynbucket.write import engines, schemes
 from tests.hudi_readers import check_hudi_reads
 from tests.integration.invariants import checked_live_rows
 from tests.integration.processes import marked_env, wait_until_gone
@@ -131,7 +131,7 @@ def _killing_slot_0(flag: Path) -> Callable[..., Any]:
     (``flag``; Ray restarts it), 150 rows a call: a task's next call is sent before it takes
     an answer, so a task must make three calls or more for one to reach the killed slot
     (with 400 a call, a task of 750 rows made two, and CI once saw no call notice it)."""
-    original = spark_stages.assign_fn
+    original = schemes.assign_fn
     first_time = _once()
 
     def killing_assign_fn(link: Any, names: list[str], checkpoint: int, **kw: Any) -> Any:
@@ -165,7 +165,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     t.upsert(spark.createDataFrame(_rows(range(0, 3000), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "killed"
-    monkeypatch.setattr(spark_stages, "assign_fn", _killing_slot_0(flag))
+    monkeypatch.setattr(schemes, "assign_fn", _killing_slot_0(flag))
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.upsert(spark.createDataFrame(_rows(range(1500, 6000), 2), DDL), assigner_slots=2)
     assert flag.exists()
@@ -205,7 +205,7 @@ def test_a_global_move_whose_actor_dies_is_retried_and_moves_each_key_once(
     t.upsert(spark.createDataFrame(_rows(range(0, 900), 1), DDL), assigner_slots=2)
     moves = [(f"k{i}", f"d{(i + 1) % 3}", 2, 2 if i >= 30 else 0) for i in range(900)]
     flag = tmp_path / "killed"
-    monkeypatch.setattr(spark_stages, "assign_fn", _killing_slot_0(flag))
+    monkeypatch.setattr(schemes, "assign_fn", _killing_slot_0(flag))
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.upsert(spark.createDataFrame(moves, DDL), assigner_slots=2)
     monkeypatch.undo()
@@ -238,7 +238,7 @@ def test_a_delete_whose_actor_dies_is_retried_and_gives_its_room_back(
     groups = len(t.stats())  # 1000 keys a day, capacity 50: 20 buckets a day
     before = _state(t)
     flag = tmp_path / "killed"
-    monkeypatch.setattr(spark_stages, "assign_fn", _killing_slot_0(flag))
+    monkeypatch.setattr(schemes, "assign_fn", _killing_slot_0(flag))
     gone = spark.createDataFrame(_rows(range(1000, 2500), 0), DDL).select("id", "day")
     with caplog.at_level("WARNING", logger="dynbucket.write.spark"):
         result = t.delete(gone, assigner_slots=2)
@@ -280,7 +280,8 @@ def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
     t.upsert(spark.createDataFrame(_rows(range(0, 400), 1), DDL), assigner_slots=2)
     before = _state(t)
     flag = tmp_path / "failed-once"
-    original = getattr(spark_stages, stage)
+    built_in = schemes if stage == "assign_fn" else engines  # where the stage is built
+    original = getattr(built_in, stage)
     first_time = _once()
 
     def flaky(*args: Any, **kw: Any) -> Any:
@@ -294,7 +295,7 @@ def test_a_task_that_fails_after_its_work_is_retried_into_the_same_file_groups(
 
         return run_then_fail
 
-    monkeypatch.setattr(spark_stages, stage, flaky)
+    monkeypatch.setattr(built_in, stage, flaky)
     result = t.upsert(spark.createDataFrame(_rows(range(200, 900), 2), DDL), assigner_slots=2)
     assert flag.exists()
     assert (result.keys_updated, result.keys_inserted) == (200, 500)
