@@ -142,12 +142,7 @@ def _print_written(table: Table, result: WriteResult) -> None:
     """``ingest``'s result, and a line on the keys a delete did not find."""
     print(result)
     if result.keys_not_found:
-        where = (
-            "in the table"
-            if table.spec.global_index
-            else "in the partition the records name (a key is unique within its partition: "
-            "give each key's partition value)"
-        )
+        where = table.spec.scheme.unique_where
         print(f"{result.keys_not_found:,} key(s) to delete were not found {where}")
 
 

@@ -111,7 +111,7 @@ def tag_and_write(
     from pyspark.sql.types import StructType
 
     hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
-    moves = ctx.spec.global_index
+    moves = ctx.spec.scheme.keys_move
     if moves:  # every record of a key in one task: stage A keeps the newest (one per key)
         hashed = hashed.repartition(HASH)
     # Stage A turns the records' delete flag into ``_op``.

@@ -28,10 +28,9 @@ from dynbucket.format.table.spec import TableSpec
 
 
 def one_per_key(spec: TableSpec, rows: pa.Table, deletes: bool) -> pa.Table:
-    """``rows`` with one record per key whatever its partition value (the largest ordering
-    value, ties to the last; a delete write's first), for a global index's table; others'
-    rows as they are (the file-group writer dedupes per group)."""
-    if not spec.global_index or rows.num_rows <= 1:
+    """``rows`` of a global index's table with one record per key whatever its partition
+    value (the largest ordering value, ties to the last; a delete write's first)."""
+    if rows.num_rows <= 1:
         return rows
     return dedupe(spec, rows, deletes=deletes, by_partition=False)
 

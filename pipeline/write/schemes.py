@@ -18,8 +18,8 @@ shuffle by (partition, bucket) brings each file group's rows to one task for sta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -37,6 +37,12 @@ from dynbucket.base.columns import (
     partition_codes,
 )
 from dynbucket.format.buckets.layouts import BucketLayouts
+from dynbucket.format.buckets.scheme import (
+    BucketScheme,
+    DynamicBuckets,
+    GlobalDynamicBuckets,
+    LayoutBuckets,
+)
 from dynbucket.format.records.incoming import refuse_known
 from dynbucket.format.table.context import Operation, TableRef
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check
@@ -45,9 +51,6 @@ from dynbucket.write.index_source import index_source
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
 from dynbucket.write.moves import one_per_key, with_move_outs
-
-if TYPE_CHECKING:
-    pass
 
 
 class _Assigned(Protocol):
@@ -146,7 +149,7 @@ class AssignerScheme:
             prepare=record_check(spec, op.deletes, op.refuses_known, kept),
             method=op.assigner_call,
             refuse_known=spec.record_key if op.refuses_known else (),
-            global_spec=spec if spec.global_index else None,
+            global_spec=spec if spec.scheme.keys_move else None,
         )
 
     def index_slots(self, num_slots: int) -> int:
@@ -242,18 +245,29 @@ class InProcessSlots:
             slot.reset()
 
     def tag(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
-        rows = one_per_key(self.table.spec, rows, op.deletes)
-        tagged = [
-            getattr(self.slots[i], op.assigner_call)(w.checkpoint, rows_of_slot)
-            for i, rows_of_slot in _by_slot(rows, len(self.slots))
-        ]
-        out = with_move_outs(pa.Table.from_batches(tagged))
+        out = self._tagged(w, rows, op)
         if op.refuses_known:
             refuse_known(out, self.table.spec.record_key)
         return out
 
+    def _tagged(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        tagged = [
+            getattr(self.slots[i], op.assigner_call)(w.checkpoint, rows_of_slot)
+            for i, rows_of_slot in _by_slot(rows, len(self.slots))
+        ]
+        return pa.Table.from_batches(tagged)
+
     def close(self) -> None:
         self.slots = []
+
+
+class MovingInProcessSlots(InProcessSlots):
+    """A global index in this process (``moves.py``): one record per key across partitions
+    before the slots; after them, each moving key's delete where it was."""
+
+    def _tagged(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
+        rows = one_per_key(self.table.spec, rows, op.deletes)
+        return with_move_outs(super()._tagged(w, rows, op))
 
 
 class _Cores:
@@ -292,17 +306,37 @@ def _by_slot(rows: pa.Table, slots: int) -> list[tuple[int, pa.Table]]:
     return [(i, share) for i, share in shares if share.num_rows] or [(0, rows)]
 
 
+#: Each bucket scheme's sides (a scheme not named here takes its parent's).
+SIDES: dict[type[BucketScheme], tuple[Callable[..., SparkScheme], Callable[..., LocalScheme]]] = {
+    DynamicBuckets: (
+        lambda table, caches, link: AssignerScheme(table, link, caches),
+        lambda table, caches: InProcessSlots(table, caches),
+    ),
+    GlobalDynamicBuckets: (
+        lambda table, caches, link: AssignerScheme(table, link, caches),
+        lambda table, caches: MovingInProcessSlots(table, caches),
+    ),
+    LayoutBuckets: (
+        lambda table, caches, link: LayoutScheme(table),
+        lambda table, caches: LayoutScheme(table),
+    ),
+}
+
+
+def _sides(table: TableRef) -> tuple[Callable[..., SparkScheme], Callable[..., LocalScheme]]:
+    for cls in type(table.spec.scheme).__mro__:
+        if cls in SIDES:
+            return SIDES[cls]
+    raise TypeError(f"no write side for {type(table.spec.scheme).__name__}")
+
+
 def spark_scheme(table: TableRef, caches: CacheMatch, link: RayLink) -> SparkScheme:
     """The Spark side of the table's bucket scheme: its slot actors on the Ray cluster of
     ``link``, or the layouts of a scheme that computes buckets."""
-    if not table.spec.scheme.indexed:
-        return LayoutScheme(table)
-    return AssignerScheme(table, link, caches)
+    return _sides(table)[0](table, caches, link)
 
 
 def local_scheme(table: TableRef, caches: CacheMatch) -> LocalScheme:
     """The in-process side of the table's bucket scheme: its slots in this process, or
     the layouts of a scheme that computes buckets."""
-    if not table.spec.scheme.indexed:
-        return LayoutScheme(table)
-    return InProcessSlots(table, caches)
+    return _sides(table)[1](table, caches)

@@ -82,6 +82,8 @@ def build_index(
     by_partition: dict[str, list[SliceRef]] = defaultdict(list)
     for ref in Snapshot(store, spec).slices():
         by_partition[ref.partition].append(ref)
+    scopes = [scope for scope in spec.scheme.scopes(by_partition) if len(scope) > 1]
+    wide = {partition for scope in scopes for partition in scope}
     hashes: dict[str, np.ndarray] = {}
     for partition, refs in sorted(by_partition.items()):
         shares = [refs[i : i + SHARE] for i in range(0, len(refs), SHARE)]
@@ -89,12 +91,12 @@ def build_index(
             beside.map(slice_entries, [(store, spec, instant, s) for s in shares])
         )
         _check_unique(store, spec, partition, found)
-        if spec.global_index:
+        if partition in wide:
             hashes[partition] = found.column(HASH).to_numpy()
         if spec.scheme.indexed:  # a bucket index computes buckets: it keeps no index
             rli.write(partition, instant, found, kind="base", slots=slots)
-    if spec.global_index:
-        _check_unique_in_table(store, spec, instant, hashes, by_partition)
+    for scope in scopes:
+        _check_unique_in_table(store, spec, instant, {p: hashes[p] for p in scope}, by_partition)
 
 
 def _check_unique_in_table(

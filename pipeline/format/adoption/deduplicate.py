@@ -113,7 +113,7 @@ def find_duplicates(store: TableStore, spec: TableSpec, beside: Beside) -> Dupli
     by_partition: dict[str, list[SliceRef]] = defaultdict(list)
     for ref in Snapshot(store, spec).slices():
         by_partition[ref.partition].append(ref)
-    scopes = [sorted(by_partition)] if spec.global_index else [[p] for p in sorted(by_partition)]
+    scopes = spec.scheme.scopes(by_partition)
     losers: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
     keys = 0
     for scope in scopes:

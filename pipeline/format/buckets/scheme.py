@@ -3,22 +3,27 @@ which scheme a table has.
 
 * :class:`DynamicBuckets` (``DynamicBucketOptions``): assigner slots give new keys
   buckets that are not full; every key's bucket is kept in the record-level index, the
-  source of truth (docs/design.md).
+  source of truth (docs/design.md). A key is unique within its partition.
+* :class:`GlobalDynamicBuckets` (``DynamicBucketOptions(global_index=True)``): the same,
+  a key unique in the whole table: its row moves when its partition value changes, a
+  delete or a lookup needs the key alone.
 * :class:`SimpleBuckets` (``SimpleBucketIndex``, Hudi's bucket index) and
   :class:`ConsistentHashing` (``ConsistentHashingIndex``): a key's bucket is a function of
   the key and its partition's layout (``layouts.py``); no assigner, no index.
 
 Each write path (``write/schemes.py``) and each reader asks the table's scheme
-(``TableSpec.scheme``). A new scheme is a subclass here, a line in ``SCHEMES`` and its
-options class.
+(``TableSpec.scheme``) what it would otherwise branch on: where keys are unique
+(``key_scope``, ``scopes``), which fields find a row (``identity``), where a lookup
+looks. A new scheme is a subclass here, a line in ``SCHEMES`` and its options class.
 """
 
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import ClassVar
 
+from dynbucket.base.errors import InvalidInputError
 from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.buckets.options import (
@@ -45,9 +50,49 @@ class BucketScheme(ABC):
     file groups tell which keys are new; a lookup computes the bucket)."""
     adoptable: ClassVar[bool] = True
     """Whether a table Hudi wrote can be adopted with this scheme."""
+    keys_move: ClassVar[bool] = False
+    """Whether a key is unique in the table rather than in its partition: a record whose
+    partition value differs from its key's row moves the row (the write keeps one record
+    per key across partitions and deletes the row where it was)."""
+    unique_where: ClassVar[str] = (
+        "in the partition the records name (a key is unique within its partition: give "
+        "each key's partition value)"
+    )
+    """Where a key is unique, as a message says it."""
 
     def __init__(self, options: IndexOptions) -> None:
         self.options = options
+
+    @classmethod
+    def takes(cls, options: IndexOptions) -> bool:
+        """Whether ``options`` are this scheme's (the registry asks in its order)."""
+        return True
+
+    def key_scope(self, partition: str) -> str:
+        """The scope whose keys ``partition``'s keys must differ from: the partition
+        itself, or ``""`` for the whole table."""
+        return partition
+
+    def scopes(self, partitions: Iterable[str]) -> list[list[str]]:
+        """``partitions`` grouped by the scope their keys are unique in, each sorted."""
+        by_scope: dict[str, list[str]] = {}
+        for partition in sorted(partitions):
+            by_scope.setdefault(self.key_scope(partition), []).append(partition)
+        return list(by_scope.values())
+
+    def identity(
+        self, record_key: tuple[str, ...], partition_by: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        """The fields that find a key's row (a delete needs these and no more)."""
+        return tuple(dict.fromkeys([*record_key, *partition_by]))
+
+    def lookup_partitions(self, named: list[str], indexed: Callable[[], list[str]]) -> list[str]:
+        """The partitions a lookup of keys whose records name ``named`` reads
+        (``indexed``: the partitions the index holds, asked only if needed)."""
+        return named
+
+    def refuse_partial(self) -> None:  # noqa: B027 (most schemes take partial upserts)
+        """Raises InvalidInputError if a partial upsert cannot keep a known key's values."""
 
     def layouts(
         self, store: TableStore, key_fields: tuple[str, ...], visible: Collection[str]
@@ -65,7 +110,37 @@ class DynamicBuckets(BucketScheme):
     indexed = True
 
 
-class _LayoutScheme(BucketScheme):
+class GlobalDynamicBuckets(DynamicBuckets):
+    keys_move = True
+    unique_where = "in the table"
+
+    @classmethod
+    def takes(cls, options: IndexOptions) -> bool:
+        return isinstance(options, DynamicBucketOptions) and options.global_index
+
+    def key_scope(self, partition: str) -> str:
+        return ""
+
+    def identity(
+        self, record_key: tuple[str, ...], partition_by: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        return record_key  # the key alone finds its row, wherever it is
+
+    def lookup_partitions(self, named: list[str], indexed: Callable[[], list[str]]) -> list[str]:
+        return indexed()  # the key is in one partition, whatever the value given
+
+    def refuse_partial(self) -> None:
+        raise InvalidInputError(
+            "partial=True: a table with a global index (dynamic-bucket.global-index) takes "
+            "whole rows only (a key moving partitions would keep no values); write whole "
+            "rows, or set hoodie.write.set.null.for.missing.columns for nulls. Nothing was "
+            "written."
+        )
+
+
+class LayoutBuckets(BucketScheme):
+    """The schemes whose buckets are a function of the key and its partition's layout."""
+
     indexed = False
 
     def layouts(
@@ -74,20 +149,20 @@ class _LayoutScheme(BucketScheme):
         return BucketLayouts.load(store, self.options, key_fields, visible)
 
 
-class SimpleBuckets(_LayoutScheme):
+class SimpleBuckets(LayoutBuckets):
     name = SIMPLE
 
 
-class ConsistentHashing(_LayoutScheme):
+class ConsistentHashing(LayoutBuckets):
     name = CONSISTENT
     adoptable = False  # Hudi's consistent hashing keeps its ring in its own metadata
 
 
-#: The scheme of each options class.
-SCHEMES: dict[type, type[BucketScheme]] = {
-    DynamicBucketOptions: DynamicBuckets,
-    SimpleBucketIndex: SimpleBuckets,
-    ConsistentHashingIndex: ConsistentHashing,
+#: The schemes of each options class, the first whose ``takes`` answers yes chosen.
+SCHEMES: dict[type, tuple[type[BucketScheme], ...]] = {
+    DynamicBucketOptions: (GlobalDynamicBuckets, DynamicBuckets),
+    SimpleBucketIndex: (SimpleBuckets,),
+    ConsistentHashingIndex: (ConsistentHashing,),
 }
 
 
@@ -95,6 +170,7 @@ def scheme_of(options: IndexOptions) -> BucketScheme:
     """The scheme of a table's index options (a subclass of an options class, such as
     ``DynamicBucketIndex``, is its scheme's)."""
     for cls in type(options).__mro__:
-        if cls in SCHEMES:
-            return SCHEMES[cls](options)
+        for scheme in SCHEMES.get(cls, ()):
+            if scheme.takes(options):
+                return scheme(options)
     raise TypeError(f"no bucket scheme for {type(options).__name__}")

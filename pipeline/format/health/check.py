@@ -154,7 +154,7 @@ def check(store: TableStore) -> CheckReport:
         lambda: _files(store, spec, timeline, completed, report),
     )  # 3.
     rows = _snapshot(store, spec, report)  # 4.
-    if rows is not None and spec.global_index:
+    if rows is not None:
         _guarded(report, "keys unique in the table", lambda: _unique(spec, rows, report))
     if rows is not None and not spec.scheme.indexed:
         _guarded(report, "the bucket layout", lambda: _layout(store, spec, rows, report))  # 5.
@@ -361,18 +361,26 @@ def _snapshot(store: TableStore, spec: TableSpec, report: CheckReport) -> pa.Tab
 
 
 def _unique(spec: TableSpec, rows: pa.Table, report: CheckReport) -> None:
-    """A global index's table holds each key in one partition (I2 restated)."""
-    keys = record_keys(rows, spec.record_key)
-    counts = pc.value_counts(keys)
-    twice = counts.filter(pc.greater(counts.field("counts"), 1)).field("values").to_pylist()
-    if twice:
-        report.add(
-            f"{len(twice)} key(s) have live rows in more than one partition (e.g. "
-            f"{twice[:3]}); with dynamic-bucket.global-index a key is one row in the table "
-            "(I2)",
-            "delete each such key (a delete by key takes the row the index names), then "
-            "write its newest row again",
+    """A key is live in one partition of a scope that spans several (a global index's
+    table: I2 restated); a partition's own keys are checked against the index (step 5)."""
+    named = pc.unique(rows.column(PARTITION)).to_pylist()
+    for scope in spec.scheme.scopes(named):
+        if len(scope) < 2:
+            continue
+        mine = (
+            rows
+            if len(scope) == len(named)
+            else rows.filter(pc.is_in(rows.column(PARTITION), pa.array(scope, pa.string())))
         )
+        counts = pc.value_counts(record_keys(mine, spec.record_key))
+        twice = counts.filter(pc.greater(counts.field("counts"), 1)).field("values").to_pylist()
+        if twice:
+            report.add(
+                f"{len(twice)} key(s) have live rows in more than one partition (e.g. "
+                f"{twice[:3]}); a key is one row {spec.scheme.unique_where} (I2)",
+                "delete each such key (a delete by key takes the row the index names), then "
+                "write its newest row again",
+            )
 
 
 def _index(

@@ -383,9 +383,9 @@ class Snapshot:
         index = RecordLevelIndex(self.store, spec)
         layouts = spec.scheme.layouts(self.store, spec.record_key, self.visible)
         out = []
-        scoped = layouts is not None or not spec.global_index
-        # A global index's key is in one partition whatever the value given: ask each.
-        where = pc.unique(wanted.column(PARTITION)).to_pylist() if scoped else index.partitions()
+        named = pc.unique(wanted.column(PARTITION)).to_pylist()
+        where = spec.scheme.lookup_partitions(named, index.partitions)
+        scoped = where is named
         for partition in where:
             mine = (
                 wanted.filter(pc.equal(wanted.column(PARTITION), partition)) if scoped else wanted

@@ -205,9 +205,7 @@ def required_fields(spec: TableSpec, deletes: bool, partial: bool = False) -> li
     become nulls: ``hoodie.write.set.null.for.missing.columns``)."""
     identity = [*spec.record_key, *spec.partition_by]
     if deletes:
-        if spec.global_index:
-            return list(spec.record_key)  # the key alone finds its row
-        return list(dict.fromkeys(identity))
+        return list(spec.scheme.identity(spec.record_key, spec.partition_by))
     if partial or spec.options.null_for_missing_columns:
         ordering = [spec.ordering_field] if spec.ordering_field else []
         return list(dict.fromkeys([*identity, *ordering]))
@@ -219,13 +217,7 @@ def kept_fields(spec: TableSpec, present: Sequence[str], partial: bool) -> tuple
     known key keeps the values the table holds of them."""
     if not partial:
         return ()
-    if spec.global_index:
-        raise InvalidInputError(
-            "partial=True: a table with a global index (dynamic-bucket.global-index) takes "
-            "whole rows only (a key moving partitions would keep no values); write whole "
-            "rows, or set hoodie.write.set.null.for.missing.columns for nulls. Nothing was "
-            "written."
-        )
+    spec.scheme.refuse_partial()
     return tuple(n for n in spec.schema.names if n not in set(present))
 
 
@@ -320,7 +312,9 @@ def annotate(
                     ", which the table's schema says may not be null,",
                     among=None if marked is None else pc.invert(marked),
                 )
-    if deletes and spec.global_index:
+    if deletes and set(spec.partition_by).isdisjoint(
+        spec.scheme.identity(spec.record_key, spec.partition_by)
+    ):
         # The key alone finds its row, wherever it is: partition values are not read.
         paths = pa.array([""] * data.num_rows, pa.string())
     else:

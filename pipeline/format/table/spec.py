@@ -157,13 +157,6 @@ class TableSpec:
         return () if self.timestamp_partitioning is not None else self.partition_by
 
     @property
-    def global_index(self) -> bool:
-        """Whether a record key is unique in the table, not within its partition (a dynamic
-        bucket index with ``dynamic-bucket.global-index``)."""
-        options = self.bucket_options
-        return isinstance(options, DynamicBucketOptions) and options.global_index
-
-    @property
     def dynamic_options(self) -> DynamicBucketOptions:
         """The dynamic scheme's options: its assigners' configuration.
 
@@ -309,7 +302,7 @@ class TableSpec:
     def partitioned_record_index(self) -> bool:
         """Whether the record index of a version 9 table takes Hudi's partitioned layout:
         a key unique in its partition only (``metadata/record_index.py``)."""
-        return bool(self.partition_by) and not self.global_index
+        return bool(self.partition_by) and not self.scheme.keys_move
 
     def _version_9_properties(self) -> dict[str, str]:
         """What Hudi 1.1 writes instead (timeline layout 2, a merge mode and ordering

@@ -131,7 +131,7 @@ class Footprint:
             entries = pq.read_table(path, columns=[HASH, BUCKET, OP], filesystem=store.fs)
         if not entries.num_rows:
             return
-        scope = "" if spec.global_index else partition
+        scope = spec.scheme.key_scope(partition)
         ops = entries.column(OP).to_numpy(zero_copy_only=False)
         hashes = entries.column(HASH).to_numpy()
         buckets = entries.column(BUCKET).to_numpy()

@@ -555,7 +555,7 @@ def test_a_table_with_hudis_global_record_index_adopts_as_global_and_keys_move(
     key is in two partitions is refused as global, naming the key."""
     root = unzipped("quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
     t = Table.adopt(str(root))
-    assert t._spec.global_index
+    assert t.spec.scheme.keys_move
     rows = t.to_arrow(columns=t._spec.schema.names).select(t._spec.schema.names)
     moving = rows.slice(0, 1)
     key, city = moving.column("uuid")[0].as_py(), moving.column("city")[0].as_py()
@@ -674,7 +674,7 @@ def test_a_version_9_table_with_a_partitioned_record_index_adopts_partition_scop
         t.upsert(pa.table({"id": ["k1", "k2"], "day": ["a", "a"], "ts": [1, 1]}))
     shutil.rmtree(Path(uri) / ".hoodie" / ".dynbucket")
     with Table.adopt(uri) as t:
-        assert not t._spec.global_index
+        assert not t.spec.scheme.keys_move
         t.upsert(pa.table({"id": ["k1"], "day": ["b"], "ts": [2]}))
         want = [("k1", "a"), ("k1", "b"), ("k2", "a")]
         got = t.to_arrow(meta_columns=False).select(["id", "day"]).to_pylist()
