@@ -22,7 +22,7 @@ from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
 from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.base import columns
 from dynbucket.base.errors import InvalidInputError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 
 
 class AssignerActor:
@@ -32,7 +32,7 @@ class AssignerActor:
         self,
         slot: int,
         num_slots: int,
-        options: DynamicBucketOptions,
+        options: DynamicBucketIndex,
         source_factory: Callable[[], IndexSource],
     ) -> None:
         kernels.warm_up()

@@ -36,7 +36,7 @@ from dynbucket.actors import kernels
 from dynbucket.actors.partition_index import PartitionIndex
 from dynbucket.base.columns import MAX_BUCKET_ID
 from dynbucket.base.errors import BucketSpaceExhaustedError, ConfigError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 
 I64 = npt.NDArray[np.int64]
 
@@ -57,7 +57,7 @@ class BucketAllocator:
     #: New bucket ids looked at per round when a slot opens buckets.
     _NEW_IDS_PER_ROUND = 64
 
-    def __init__(self, slot: int, num_slots: int, options: DynamicBucketOptions) -> None:
+    def __init__(self, slot: int, num_slots: int, options: DynamicBucketIndex) -> None:
         if not 0 <= slot < num_slots:
             raise ConfigError(f"slot={slot}: must be in 0..{num_slots - 1} for {num_slots} slots")
         self.slot = slot

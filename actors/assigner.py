@@ -21,7 +21,7 @@ from dynbucket.actors.cache import MISSING
 from dynbucket.actors.keys import slot_of, to_cache_keys
 from dynbucket.actors.partition_index import PartitionCatchUp, PartitionIndex, PartitionLoad
 from dynbucket.base.errors import AssignerError, AssignerRestartedError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 
 #: Checkpoint id meaning "none yet".
 NO_CHECKPOINT = -1
@@ -114,7 +114,7 @@ class BucketAssigner:
         self,
         slot: int,
         num_slots: int,
-        options: DynamicBucketOptions,
+        options: DynamicBucketIndex,
         source: IndexSource,
     ) -> None:
         self.allocator = BucketAllocator(slot, num_slots, options)

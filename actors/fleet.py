@@ -19,7 +19,7 @@ from dynbucket.actors.assigner import IndexSource, NewKeys
 from dynbucket.actors.checkpoints import Gone, by_slot
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import RuntimeSetupError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class AssignerFleet:
         link: RayLink,
         label: str,
         num_slots: int,
-        options: DynamicBucketOptions,
+        options: DynamicBucketIndex,
         source_factory: Callable[[], IndexSource],
         num_cpus: float = 0,
         wait: bool = True,

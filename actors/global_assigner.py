@@ -36,7 +36,7 @@ from dynbucket.actors.memory import release_unused_memory
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
 from dynbucket.base.columns import DELETE
 from dynbucket.base.errors import AssignerError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -51,7 +51,7 @@ class GlobalBucketAssigner(BucketAssigner):
     """
 
     def __init__(
-        self, slot: int, num_slots: int, options: DynamicBucketOptions, source: IndexSource
+        self, slot: int, num_slots: int, options: DynamicBucketIndex, source: IndexSource
     ) -> None:
         super().__init__(slot, num_slots, options, source)
         self.locations = Locations()

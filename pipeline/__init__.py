@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from dynbucket.options import (
         ConsistentHashingIndex,
         DynamicBucketIndex,
-        DynamicBucketOptions,
         IndexOptions,
         RegroupResult,
         SimpleBucketIndex,
@@ -79,7 +78,7 @@ _LAZY = {
     "ServiceResult": "dynbucket.format.services.service",
     "ConsistentHashingIndex": "dynbucket.options",
     "DynamicBucketIndex": "dynbucket.options",
-    "DynamicBucketOptions": "dynbucket.options",
+    "DynamicBucketOptions": "dynbucket.options",  # the old name, deprecated
     "IndexOptions": "dynbucket.options",
     "RegroupResult": "dynbucket.options",
     "SimpleBucketIndex": "dynbucket.options",
@@ -120,7 +119,6 @@ __all__ = [
     "DataFileMissingError",
     "DynBucketError",
     "DynamicBucketIndex",
-    "DynamicBucketOptions",
     "ForeignFileGroupError",
     "FormatError",
     "IncompleteRangeError",

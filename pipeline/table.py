@@ -24,7 +24,6 @@ from dynbucket.base.errors import (
     RuntimeSetupError,
     TableClosedError,
 )
-from dynbucket.base.options import DynamicBucketOptions
 from dynbucket.format.adoption.adopt import adopt
 from dynbucket.format.adoption.metadata import undo
 from dynbucket.format.buckets import regroup
@@ -169,7 +168,7 @@ class Table:
             record_key=(record_key,) if isinstance(record_key, str) else tuple(record_key),
             partition_by=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
             ordering_field=ordering_field,
-            bucket_options=index or DynamicBucketOptions(),
+            bucket_options=index or DynamicBucketIndex(),
             options=table_options,
             table_id=uuid.uuid4().hex,
             name=name or table_name_for(store.uri),

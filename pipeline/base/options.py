@@ -1,15 +1,29 @@
-"""Options of the dynamic bucket index, persisted with the table as ``dynamic-bucket.*``.
+"""The options of a table's bucket index, persisted with the table, and the one way options
+are persisted.
 
-Also the one way options are persisted (:class:`PersistedOptions`), shared by every options
-class of a table: each field names its key (``option("dynamic-bucket.max-buckets")``), the
-key written is the key documented, and a key that no field names is refused.
+Three indexes (``engine`` in ``table.json``): :class:`DynamicBucketIndex`
+(``dynamic-bucket.*``: assigner actors and a record-level index; plus the number of
+assigner slots, the one setting that is a choice of each write, not persisted),
+:class:`SimpleBucketIndex` (Hudi's bucket index: a fixed count per partition, grown by
+``Table.rescale``) and :class:`ConsistentHashingIndex` (a ring of hash ranges per
+partition, split and merged by ``Table.rebalance``). The last two need no assigner: a key's
+bucket is computed from the key and the partition's layout (``format/buckets/layouts.py``).
+
+:class:`PersistedOptions` is shared by every options class of a table (the table options
+too, ``format/table/options.py``): each field names its key
+(``option("dynamic-bucket.max-buckets")``), the key written is the key documented, and a
+key that no field names is refused. The module sits at the bottom (``base``) because the
+assigner actors read the dynamic index's options.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import warnings
 from collections.abc import Mapping
-from dataclasses import Field, dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any, TypeAlias, TypeVar
 
 from dynbucket.base.columns import MAX_BUCKET_ID
 from dynbucket.base.errors import ConfigError
@@ -84,8 +98,10 @@ def _parse(key: str, value: str, annotation: str) -> Any:
 
 
 @dataclass(frozen=True)
-class DynamicBucketOptions(PersistedOptions):
-    """When a bucket is full, and how many buckets a partition may have.
+class DynamicBucketIndex(PersistedOptions):
+    """A table's dynamic bucket index: when a bucket is full, how many buckets a partition
+    may have (persisted), and how many assigner slots (actors; also each partition's initial
+    bucket count) a write uses (not persisted).
 
     "Full" is measured either in keys (the default) or in bytes of the bucket's file group
     (latest base file plus its deltas); a table chooses one.
@@ -113,10 +129,20 @@ class DynamicBucketOptions(PersistedOptions):
     wins; a delete or lookup needs only the key. Each slot caches its keys of every
     partition."""
 
+    assigner_slots: int | None = field(default=None, compare=False)
+    """Assigner slots of a write; None: Spark's default parallelism. May change between
+    writes (the actors are replaced; every key keeps its bucket). Not persisted, and not
+    part of the index's identity (two indexes differing only here are equal)."""
+
     DEFAULT_MAX_KEYS = 2_000_000
 
     def __post_init__(self) -> None:
-        key = DynamicBucketOptions.key
+        key = DynamicBucketIndex.key
+        slots = self.assigner_slots
+        if slots is not None and (
+            isinstance(slots, bool) or not isinstance(slots, int) or slots < 1
+        ):
+            raise ConfigError(f"assigner_slots={slots!r}: must be an integer >= 1 (or None)")
         if self.max_keys_per_bucket is not None and self.max_bytes_per_bucket is not None:
             raise ConfigError(
                 f"{key('max_keys_per_bucket')}={self.max_keys_per_bucket} and "
@@ -158,8 +184,163 @@ class DynamicBucketOptions(PersistedOptions):
         """Whether fullness is measured in file-group bytes (else in keys)."""
         return self.max_bytes_per_bucket is not None
 
-    def persisted(self) -> DynamicBucketOptions:
-        """These options alone (a subclass adding per-write settings drops them)."""
-        return DynamicBucketOptions(
-            **{f.name: getattr(self, f.name) for f in DynamicBucketOptions.persisted_fields()}
+    def persisted(self) -> DynamicBucketIndex:
+        """The persisted options alone (the write's slot count dropped)."""
+        return replace(self, assigner_slots=None)
+
+
+DYNAMIC = "dynamic-bucket"
+SIMPLE = "simple-bucket"
+CONSISTENT = "consistent-hashing"
+_PARTITION_BUCKETS = "simple-bucket.partition-buckets"
+
+
+def _count(key: str, value: object, low: int = 1) -> None:
+    top = MAX_BUCKET_ID + 1
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
+        raise ConfigError(f"{key}={value!r}: must be an integer in {low}..{MAX_BUCKET_ID + 1}")
+
+
+@dataclass(frozen=True)
+class SimpleBucketIndex(PersistedOptions):
+    """Hudi's simple bucket index: a fixed number of buckets per partition; a key's bucket
+    is Hudi's hash of its key field values mod that number, so Hudi's own writer
+    (``hoodie.index.type=BUCKET``, the same count) puts every key where dynbucket does.
+
+    ``partition_buckets`` sets other counts for some partitions (Hudi's partition-level
+    bucket index): the first regular expression that matches the whole partition path
+    gives its count.
+    """
+
+    num_buckets: int = option("simple-bucket.num-buckets", 4)
+    """Buckets of a partition no rule of ``partition_buckets`` matches."""
+    partition_buckets: Any = field(default=(), metadata={})
+    """``{regex: count}`` (or pairs, in order): the first regex matching a partition path
+    sets its count."""
+
+    def __post_init__(self) -> None:
+        _count(self.key("num_buckets"), self.num_buckets)
+        given = self.partition_buckets
+        pairs = list(given.items()) if isinstance(given, Mapping) else list(given or ())
+        rules = []
+        for pair in pairs:
+            try:
+                pattern, n = pair
+            except (TypeError, ValueError) as e:
+                raise ConfigError(
+                    f"{_PARTITION_BUCKETS}: {pair!r} is not a (regex, count) pair; give a dict "
+                    "like {'region=eu.*': 16}"
+                ) from e
+            try:
+                re.compile(str(pattern))
+            except re.error as e:
+                raise ConfigError(
+                    f"{_PARTITION_BUCKETS}: {pattern!r} is not a regular expression ({e}); "
+                    "fix the pattern"
+                ) from e
+            _count(f"{_PARTITION_BUCKETS}[{pattern!r}]", n)
+            rules.append((str(pattern), int(n)))
+        object.__setattr__(self, "partition_buckets", tuple(rules))
+
+    def buckets_of(self, partition: str) -> int:
+        """The count a partition starts with: the first matching rule's, else
+        ``num_buckets``."""
+        for pattern, n in self.partition_buckets:
+            if re.fullmatch(pattern, partition):
+                return int(n)
+        return self.num_buckets
+
+    def to_properties(self) -> dict[str, str]:
+        props = super().to_properties()
+        if self.partition_buckets:
+            props[_PARTITION_BUCKETS] = json.dumps([list(p) for p in self.partition_buckets])
+        return props
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> SimpleBucketIndex:
+        props = dict(props)
+        rules = props.pop(_PARTITION_BUCKETS, None)
+        base = super().from_properties(props)
+        if rules is None:
+            return base
+        try:
+            pairs = [tuple(p) for p in json.loads(rules)]
+        except ValueError as e:
+            raise ConfigError(f"{_PARTITION_BUCKETS}={rules!r}: not a JSON list of pairs") from e
+        return cls(num_buckets=base.num_buckets, partition_buckets=pairs)
+
+    def persisted(self) -> SimpleBucketIndex:
+        return self
+
+
+@dataclass(frozen=True)
+class ConsistentHashingIndex(PersistedOptions):
+    """Consistent hashing: per partition, a ring of ranges of a 32-bit hash of the key (the
+    low 32 bits of its ``xxhash64``), each range one bucket. ``Table.rebalance()`` splits a
+    bucket over ``max_keys_per_bucket`` into two ranges and merges two adjacent buckets under
+    ``min_keys_per_bucket`` into one."""
+
+    initial_buckets: int = option("consistent-hashing.initial-buckets", 4)
+    """Ranges of a partition's ring before its first rebalance (equal widths)."""
+    max_keys_per_bucket: int = option("consistent-hashing.max-keys-per-bucket", 2_000_000)
+    """A rebalance splits a bucket holding more keys."""
+    min_keys_per_bucket: int = option("consistent-hashing.min-keys-per-bucket", 400_000)
+    """A rebalance merges two adjacent buckets that both hold fewer keys (and together at
+    most ``max_keys_per_bucket``)."""
+
+    def __post_init__(self) -> None:
+        key = ConsistentHashingIndex.key
+        _count(key("initial_buckets"), self.initial_buckets)
+        for name in ("max_keys_per_bucket", "min_keys_per_bucket"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{key(name)}={value!r}: must be an integer >= 0")
+        if self.max_keys_per_bucket < 2:
+            raise ConfigError(
+                f"{key('max_keys_per_bucket')}={self.max_keys_per_bucket!r}: "
+                "must be at least 2 (a split halves a bucket)"
+            )
+        if self.min_keys_per_bucket * 2 > self.max_keys_per_bucket:
+            raise ConfigError(
+                f"{key('min_keys_per_bucket')}={self.min_keys_per_bucket} is more than half "
+                f"of {key('max_keys_per_bucket')}={self.max_keys_per_bucket}: the halves of a "
+                "split would be merged again; lower the minimum"
+            )
+
+    def persisted(self) -> ConsistentHashingIndex:
+        return self
+
+
+IndexOptions: TypeAlias = DynamicBucketIndex | SimpleBucketIndex | ConsistentHashingIndex
+ENGINES: dict[str, type[IndexOptions]] = {
+    DYNAMIC: DynamicBucketIndex,
+    SIMPLE: SimpleBucketIndex,
+    CONSISTENT: ConsistentHashingIndex,
+}
+
+
+def engine_of(index: IndexOptions) -> str:
+    """The ``engine`` name an index is persisted under."""
+    names = {cls: name for name, cls in ENGINES.items()}
+    return next(names[cls] for cls in type(index).__mro__ if cls in names)
+
+
+def __getattr__(name: str) -> Any:
+    """``DynamicBucketOptions``: the old name of :class:`DynamicBucketIndex`, for one
+    release."""
+    return deprecated_alias(__name__, name)
+
+
+def deprecated_alias(module: str, name: str) -> Any:
+    """The class an old name of this module's stands for, with a DeprecationWarning
+    (every module that exported the name answers with this)."""
+    if name == "DynamicBucketOptions":
+        warnings.warn(
+            "DynamicBucketOptions is now DynamicBucketIndex (one class: the persisted "
+            "dynamic-bucket.* options and the write's assigner_slots); the old name goes in "
+            "the next release",
+            DeprecationWarning,
+            stacklevel=3,
         )
+        return DynamicBucketIndex
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dynbucket.actors import BucketAssigner, DynamicBucketOptions, PartitionLoad
+from dynbucket.actors import BucketAssigner, DynamicBucketIndex, PartitionLoad
 from dynbucket.actors.assigner import EmptySource
 from dynbucket.actors.cache import SortedRun
 from dynbucket.actors.keys import to_cache_keys
@@ -42,7 +42,7 @@ from dynbucket.table import Table
 from dynbucket.write.index_source import MetadataIndexSource, RLIIndexSource
 
 BATCH = 100_000
-OPTIONS = DynamicBucketOptions(max_keys_per_bucket=2_000_000)
+OPTIONS = DynamicBucketIndex(max_keys_per_bucket=2_000_000)
 
 
 class _Preloaded(EmptySource):
@@ -215,7 +215,7 @@ def update_stream_cases(table: Table, keys: int, runs: int) -> list[Measurement]
     hashes = np.asarray(hash_columns([ids]), np.int64).reshape(10, 10_000)
     out = []
     for label, budget in (("flags alone", None), ("1 GiB budget", 1 << 30)):
-        options = DynamicBucketOptions(max_keys_per_bucket=2_000_000, cache_max_bytes=budget)
+        options = DynamicBucketIndex(max_keys_per_bucket=2_000_000, cache_max_bytes=budget)
         m = Measurement(f"update-only stream, {label}", hashes.size)
         for _ in range(runs):
             core = BucketAssigner(

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.actors.assigner import EmptySource
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
@@ -69,7 +69,7 @@ def run(
         df = synthetic_keys(spark, n, partitions=8).withColumn("payload", F.sha2(F.col("key"), 256))
         routed = df.repartition(slots, F.pmod(F.col(columns.HASH), F.lit(slots)))
         fleet = AssignerFleet(
-            link, "bench", slots, DynamicBucketOptions(max_keys_per_bucket=200_000), EmptySource
+            link, "bench", slots, DynamicBucketIndex(max_keys_per_bucket=200_000), EmptySource
         )
         try:
             fleet.begin(1, -1)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 from dynbucket.bench.report import Measurement, print_report
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
@@ -35,8 +35,8 @@ BATCH = 100_000
 WRITE_ROWS = 2_000_000
 
 
-def _options(global_index: bool) -> DynamicBucketOptions:
-    return DynamicBucketOptions(max_keys_per_bucket=2_000_000, global_index=global_index)
+def _options(global_index: bool) -> DynamicBucketIndex:
+    return DynamicBucketIndex(max_keys_per_bucket=2_000_000, global_index=global_index)
 
 
 def build(keys: int, partitions: int, folder: str) -> Table:

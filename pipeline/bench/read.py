@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.base.columns import BUCKET, HASH
 from dynbucket.bench.report import Measurement, print_report, timed
 from dynbucket.format.hudi import log_file
@@ -66,7 +66,7 @@ def build_mor(root: Path, rows: int) -> tuple[Table, Path]:
         "ts",
         # 8 buckets per region: the base leaves room in the last one for
         # exactly the new keys, so they land in delta files too.
-        DynamicBucketOptions(max_keys_per_bucket=rows // 64),
+        DynamicBucketIndex(max_keys_per_bucket=rows // 64),
     )
     for lo in range(0, base_rows, 1_000_000):  # bulk load: base files only
         table.upsert(rows_table(np.arange(lo, min(base_rows, lo + 1_000_000)), seed=1))

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 from dynbucket.bench.report import Measurement, print_report
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline.actions import Action
@@ -218,7 +218,7 @@ def _table(
         "id",
         "p",
         "v",
-        DynamicBucketOptions(max_keys_per_bucket=max(1000, keys // 8)),
+        DynamicBucketIndex(max_keys_per_bucket=max(1000, keys // 8)),
         TableOptions(write_concurrency_mode=mode, **({} if services else NO_SERVICES)),
     )
     table.upsert(_rows(np.arange(keys, dtype=np.int64), 0))

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.table import Table
 
@@ -23,7 +23,7 @@ SCHEMA = pa.schema([("id", pa.string()), ("day", pa.date32()), ("v", pa.int64())
 @pytest.fixture()
 def compacted(tmp_path: Path) -> Table:
     t = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketOptions(max_keys_per_bucket=40)
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=40)
     )
     days = [dt.date(2024, 1, 1), dt.date(2024, 1, 2)]
     t.upsert(

@@ -41,12 +41,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.base.columns import BUCKET, FILE_ID, HASH
 from dynbucket.base.errors import CommitFailedError
 from dynbucket.base.keyhash import hash_columns
+from dynbucket.base.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.buckets.hudi_hash import bucket_ids, list_hashes
-from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.timeline import Timeline
@@ -528,9 +528,7 @@ def _index(scheme: str, rng: random.Random, seed: int) -> Any:
     # Every other sequence keeps its caches (a budget): a committed delete then takes its
     # keys out of a kept cache; without one, the partition a delete touched bootstraps.
     budget = None if seed % 2 else 1 << 20
-    return DynamicBucketOptions(
-        max_keys_per_bucket=rng.choice([1, 2, 3, 5]), cache_max_bytes=budget
-    )
+    return DynamicBucketIndex(max_keys_per_bucket=rng.choice([1, 2, 3, 5]), cache_max_bytes=budget)
 
 
 CASES = [("dynamic", s) for s in seeds(SEQUENCES)] + [

@@ -25,7 +25,7 @@ from dynbucket.base.errors import (
 from dynbucket.format.table.options import TableOptions
 from dynbucket.options import (
     ConsistentHashingIndex,
-    DynamicBucketOptions,
+    DynamicBucketIndex,
     SimpleBucketIndex,
 )
 from dynbucket.table import Table
@@ -260,7 +260,7 @@ KEY_MESSAGE = (
 @pytest.mark.parametrize(
     "index",
     [
-        DynamicBucketOptions(max_keys_per_bucket=2),
+        DynamicBucketIndex(max_keys_per_bucket=2),
         SimpleBucketIndex(num_buckets=2),
         ConsistentHashingIndex(initial_buckets=2),
     ],

@@ -55,11 +55,10 @@ import pyarrow.fs as pafs
 
 from dynbucket.base.beside import Beside
 from dynbucket.base.errors import ConcurrentWriteError, NotATableError, TableExistsError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex, IndexOptions, SimpleBucketIndex
 from dynbucket.format.adoption.build_index import build_index, in_threads, refused
 from dynbucket.format.adoption.deduplicate import find_duplicates, rewrite_duplicates
 from dynbucket.format.adoption.metadata import keep_metadata_table
-from dynbucket.format.buckets.options import IndexOptions, SimpleBucketIndex
 from dynbucket.format.buckets.scheme import scheme_of
 from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import avro_read, log_file, properties, versions
@@ -329,7 +328,7 @@ def _index_of(store: TableStore, hoodie: dict[str, str]) -> IndexOptions:
             record_index = not MetadataTable(store).partitioned()
         except Exception:  # noqa: BLE001 - unreadable: taken as Hudi's default, global
             log.warning("the record index of %s cannot be read; taken as global", store.uri)
-    return DynamicBucketOptions(global_index=kind in GLOBAL_INDEX_TYPES or record_index)
+    return DynamicBucketIndex(global_index=kind in GLOBAL_INDEX_TYPES or record_index)
 
 
 def _key_generator(hoodie: dict[str, str]) -> str:

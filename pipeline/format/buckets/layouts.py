@@ -22,12 +22,12 @@ import pyarrow as pa
 
 from dynbucket.base.columns import HASH
 from dynbucket.base.errors import TableCorruptedError
-from dynbucket.format.buckets.hudi_hash import bucket_ids, list_hashes
-from dynbucket.format.buckets.options import (
+from dynbucket.base.options import (
     ConsistentHashingIndex,
     IndexOptions,
     SimpleBucketIndex,
 )
+from dynbucket.format.buckets.hudi_hash import bucket_ids, list_hashes
 from dynbucket.format.buckets.ring import Ring
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR

@@ -33,13 +33,13 @@ from dynbucket.base.beside import in_threads
 from dynbucket.base.columns import HASH, MAX_BUCKET_ID
 from dynbucket.base.errors import CommitFailedError, ConfigError
 from dynbucket.base.keyhash import key_hashes
+from dynbucket.base.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.buckets.layouts import (
     BucketLayouts,
     ring_layout,
     simple_layout,
     write_layouts,
 )
-from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.buckets.ring import Ring, changed, plan_rebalance
 from dynbucket.format.file_group.merge import read_slice
 from dynbucket.format.file_group.slices import FileSlice

@@ -1,10 +1,10 @@
 """A table's bucket scheme as one object: asked what it does instead of branching on
 which scheme a table has.
 
-* :class:`DynamicBuckets` (``DynamicBucketOptions``): assigner slots give new keys
+* :class:`DynamicBuckets` (``DynamicBucketIndex``): assigner slots give new keys
   buckets that are not full; every key's bucket is kept in the record-level index, the
   source of truth (docs/design.md). A key is unique within its partition.
-* :class:`GlobalDynamicBuckets` (``DynamicBucketOptions(global_index=True)``): the same,
+* :class:`GlobalDynamicBuckets` (``DynamicBucketIndex(global_index=True)``): the same,
   a key unique in the whole table: its row moves when its partition value changes, a
   delete or a lookup needs the key alone.
 * :class:`SimpleBuckets` (``SimpleBucketIndex``, Hudi's bucket index) and
@@ -24,16 +24,16 @@ from collections.abc import Callable, Collection, Iterable
 from typing import ClassVar
 
 from dynbucket.base.errors import InvalidInputError
-from dynbucket.base.options import DynamicBucketOptions
-from dynbucket.format.buckets.layouts import BucketLayouts
-from dynbucket.format.buckets.options import (
+from dynbucket.base.options import (
     CONSISTENT,
     DYNAMIC,
     SIMPLE,
     ConsistentHashingIndex,
+    DynamicBucketIndex,
     IndexOptions,
     SimpleBucketIndex,
 )
+from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.storage.store import TableStore
 
 
@@ -116,7 +116,7 @@ class GlobalDynamicBuckets(DynamicBuckets):
 
     @classmethod
     def takes(cls, options: IndexOptions) -> bool:
-        return isinstance(options, DynamicBucketOptions) and options.global_index
+        return isinstance(options, DynamicBucketIndex) and options.global_index
 
     def key_scope(self, partition: str) -> str:
         return ""
@@ -160,7 +160,7 @@ class ConsistentHashing(LayoutBuckets):
 
 #: The schemes of each options class, the first whose ``takes`` answers yes chosen.
 SCHEMES: dict[type, tuple[type[BucketScheme], ...]] = {
-    DynamicBucketOptions: (GlobalDynamicBuckets, DynamicBuckets),
+    DynamicBucketIndex: (GlobalDynamicBuckets, DynamicBuckets),
     SimpleBucketIndex: (SimpleBuckets,),
     ConsistentHashingIndex: (ConsistentHashing,),
 }

@@ -32,9 +32,9 @@ from dynbucket.base.errors import (
     TableCorruptedError,
     UnsupportedTableVersionError,
 )
-from dynbucket.base.options import DynamicBucketOptions
-from dynbucket.format.buckets.options import (
+from dynbucket.base.options import (
     ENGINES,
+    DynamicBucketIndex,
     IndexOptions,
 )
 from dynbucket.format.buckets.scheme import BucketScheme, scheme_of
@@ -69,7 +69,7 @@ class TableSpec:
     record_key: tuple[str, ...]
     partition_by: tuple[str, ...] = ()
     ordering_field: str | None = None
-    bucket_options: IndexOptions = field(default_factory=DynamicBucketOptions)
+    bucket_options: IndexOptions = field(default_factory=DynamicBucketIndex)
     """The bucket index: dynamic (assigner actors, a record-level index), simple or
     consistent hashing (``format/buckets/``)."""
     options: TableOptions = field(default_factory=TableOptions)
@@ -157,13 +157,13 @@ class TableSpec:
         return () if self.timestamp_partitioning is not None else self.partition_by
 
     @property
-    def dynamic_options(self) -> DynamicBucketOptions:
+    def dynamic_options(self) -> DynamicBucketIndex:
         """The dynamic scheme's options: its assigners' configuration.
 
         Raises:
             ConfigError: the table's index is a stateless scheme (it has no assigners).
         """
-        if not isinstance(self.bucket_options, DynamicBucketOptions):
+        if not isinstance(self.bucket_options, DynamicBucketIndex):
             raise ConfigError(f"table's index is {self.scheme.name}: it has no assigners")
         return self.bucket_options
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.actors.fleet import AssignerFleet
 from dynbucket.actors.link import RayLink
 from dynbucket.base import columns
@@ -50,7 +50,7 @@ def test_killed_slot_actor_comes_back_and_keeps_every_bucket(
     import ray
 
     table = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketOptions(max_keys_per_bucket=40)
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=40)
     )
     n = 400
     table.upsert(

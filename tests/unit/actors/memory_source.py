@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dynbucket.actors import BucketAssigner, DynamicBucketOptions, PartitionLoad
+from dynbucket.actors import BucketAssigner, DynamicBucketIndex, PartitionLoad
 from dynbucket.actors.keys import slot_of, to_cache_keys
 
 
@@ -46,7 +46,7 @@ class MemoryRLI:
 class Driver:
     """Routes keys to N assigners and walks begin -> assign -> commit/abort -> snapshot."""
 
-    def __init__(self, rli: MemoryRLI, num_slots: int, options: DynamicBucketOptions) -> None:
+    def __init__(self, rli: MemoryRLI, num_slots: int, options: DynamicBucketIndex) -> None:
         self.rli = rli
         self.slots = [BucketAssigner(i, num_slots, options, rli) for i in range(num_slots)]
         self.latest = -1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dynbucket.actors import BucketAssigner, DynamicBucketOptions
+from dynbucket.actors import BucketAssigner, DynamicBucketIndex
 from dynbucket.base.errors import (
     AssignerError,
     AssignerRestartedError,
@@ -16,7 +16,7 @@ from dynbucket.base.errors import (
 )
 from tests.unit.actors.memory_source import Driver, MemoryRLI
 
-CAP3 = DynamicBucketOptions(max_keys_per_bucket=3)
+CAP3 = DynamicBucketIndex(max_keys_per_bucket=3)
 
 
 def test_fill_first_then_new_bucket_only_when_all_full() -> None:
@@ -56,14 +56,14 @@ def test_partitions_are_independent() -> None:
     ],
 )
 def test_slots_share_buckets_filled_in_id_order(num_slots: int, expected: dict[int, int]) -> None:
-    d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=2))
+    d = Driver(MemoryRLI(), num_slots, DynamicBucketIndex(max_keys_per_bucket=2))
     hashes = sorted(expected)
     assert dict(zip(hashes, d.write("p", hashes), strict=True)) == expected
 
 
 @pytest.mark.parametrize("num_slots", [1, 2, 3, 8])
 def test_a_small_partition_fills_one_bucket_whatever_the_slot_count(num_slots: int) -> None:
-    d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=100))
+    d = Driver(MemoryRLI(), num_slots, DynamicBucketIndex(max_keys_per_bucket=100))
     for start in (0, 20, 40):
         assert set(d.write("p", list(range(start, start + 20)))) == {0}
     # 100 keys fill bucket 0 exactly (each slot its share), the 101st opens bucket 1.
@@ -72,7 +72,7 @@ def test_a_small_partition_fills_one_bucket_whatever_the_slot_count(num_slots: i
 
 
 def test_a_slot_with_more_keys_than_its_share_goes_on_and_the_next_instant_evens_out() -> None:
-    d = Driver(MemoryRLI(), 2, DynamicBucketOptions(max_keys_per_bucket=4))
+    d = Driver(MemoryRLI(), 2, DynamicBucketIndex(max_keys_per_bucket=4))
     # Slot 0 (even keys) brings 4 new keys, slot 1 one: each may add 2 to bucket 0, so slot
     # 0 goes on to bucket 1; bucket 0 keeps room for one key, which nobody took.
     assert d.write("p", [0, 2, 4, 6, 1]) == [0, 0, 1, 1, 0]
@@ -88,7 +88,7 @@ def test_a_slot_with_more_keys_than_its_share_goes_on_and_the_next_instant_evens
 @pytest.mark.parametrize("totals", [True, False])
 def test_a_snapshot_without_every_slots_keys_makes_the_next_begin_bootstrap(totals: bool) -> None:
     rli = MemoryRLI()
-    d = Driver(rli, 2, DynamicBucketOptions(max_keys_per_bucket=4))
+    d = Driver(rli, 2, DynamicBucketIndex(max_keys_per_bucket=4))
     # Instant 1 commits 0, 2 (slot 0) and 1 (slot 1) into bucket 0, but its snapshot comes
     # without (or with) the slots' new keys: slot 0 knows its two keys, not slot 1's.
     buckets, _ = d.assign_open(1, "p", [0, 2, 1])
@@ -108,7 +108,7 @@ def test_a_snapshot_without_every_slots_keys_makes_the_next_begin_bootstrap(tota
 
 def test_slot_count_change_2_3_2_keeps_buckets_and_capacity() -> None:
     rli = MemoryRLI()
-    cap = DynamicBucketOptions(max_keys_per_bucket=2)
+    cap = DynamicBucketIndex(max_keys_per_bucket=2)
     two = Driver(rli, 2, cap)
     b1 = dict(zip(range(8), two.write("p", list(range(8))), strict=True))
     # N=2, capacity 2: one key of each slot per bucket.
@@ -161,7 +161,7 @@ def test_a_delete_gives_its_room_back_and_a_returning_key_is_new() -> None:
 
 @pytest.mark.parametrize("num_slots", [1, 2, 3])
 def test_deletes_free_room_in_every_slot_and_no_bucket_opens(num_slots: int) -> None:
-    d = Driver(MemoryRLI(), num_slots, DynamicBucketOptions(max_keys_per_bucket=10))
+    d = Driver(MemoryRLI(), num_slots, DynamicBucketIndex(max_keys_per_bucket=10))
     assert set(d.write("p", list(range(30)))) == {0, 1, 2}
     d.delete("p", list(range(0, 30, 3)))  # ten keys, a third of each bucket
     # Ten new keys fill the freed room: with one slot exactly, with more each slot its
@@ -176,7 +176,7 @@ def test_deletes_free_room_in_every_slot_and_no_bucket_opens(num_slots: int) -> 
 def test_a_committed_delete_leaves_the_cache_it_is_kept_in(budget: int | None) -> None:
     """Without a cache budget the proposal's flags evict a partition a delete alone
     touched (it bootstraps again); with one, the keys leave the cache and the counts."""
-    options = DynamicBucketOptions(max_keys_per_bucket=3, cache_max_bytes=budget)
+    options = DynamicBucketIndex(max_keys_per_bucket=3, cache_max_bytes=budget)
     d = Driver(MemoryRLI(), 1, options)
     d.write("p", [1, 2, 3, 4])
     d.delete("p", [2, 4])
@@ -337,7 +337,7 @@ def test_misrouted_keys_are_refused() -> None:
 
 
 def test_max_buckets_reached_overflows_to_least_filled_bucket() -> None:
-    opts = DynamicBucketOptions(max_keys_per_bucket=2, max_buckets=2)
+    opts = DynamicBucketIndex(max_keys_per_bucket=2, max_buckets=2)
     d = Driver(MemoryRLI(), 1, opts)
     assert d.write("p", [1, 2, 3]) == [0, 0, 1]
     # Ids 0 and 1 are all a partition may have: 4 fills bucket 1, then 5 and 6 go over
@@ -348,7 +348,7 @@ def test_max_buckets_reached_overflows_to_least_filled_bucket() -> None:
 
 
 def test_more_slots_than_max_buckets_share_them() -> None:
-    d = Driver(MemoryRLI(), 3, DynamicBucketOptions(max_keys_per_bucket=3, max_buckets=2))
+    d = Driver(MemoryRLI(), 3, DynamicBucketIndex(max_keys_per_bucket=3, max_buckets=2))
     assert d.write("p", [0, 1, 2, 3, 4, 5]) == [0, 0, 0, 1, 1, 1]
     # Both ids are full: each slot's key goes over capacity into the least-filled bucket.
     assert set(d.write("p", [6, 7, 8])) <= {0, 1}
@@ -356,14 +356,14 @@ def test_more_slots_than_max_buckets_share_them() -> None:
 
 
 def test_bucket_id_space_exhausted_names_the_option() -> None:
-    d = Driver(MemoryRLI(), 1, DynamicBucketOptions(max_keys_per_bucket=1))
+    d = Driver(MemoryRLI(), 1, DynamicBucketIndex(max_keys_per_bucket=1))
     with pytest.raises(BucketSpaceExhaustedError, match="max-keys-per-bucket"):
         d.write("p", list(range(70_000)))
 
 
 def test_fullness_in_bytes_uses_the_file_listing() -> None:
     rli = MemoryRLI()
-    opts = DynamicBucketOptions(max_bytes_per_bucket=1000)
+    opts = DynamicBucketIndex(max_bytes_per_bucket=1000)
     d = Driver(rli, 1, opts)
     # No files yet: 128 bytes per key estimated -> 7 keys fill a bucket.
     assert d.write("p", list(range(1, 9))) == [0] * 7 + [1]
@@ -393,7 +393,7 @@ def test_an_update_only_partition_stays_cached_within_the_budget(
     """A CDC stream of updates: by the proposal's flags alone every batch bootstraps the
     partition again; with a cache budget it is loaded once."""
     rli = _three_partitions(100)
-    options = DynamicBucketOptions(max_keys_per_bucket=1000, cache_max_bytes=budget)
+    options = DynamicBucketIndex(max_keys_per_bucket=1000, cache_max_bytes=budget)
     a = BucketAssigner(0, 1, options, rli)
     for checkpoint in range(1, 11):
         _update_only(a, checkpoint, "p", range(10 * checkpoint - 10, 10 * checkpoint))
@@ -403,12 +403,12 @@ def test_an_update_only_partition_stays_cached_within_the_budget(
 
 def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() -> None:
     rli = _three_partitions(100)
-    sizer = BucketAssigner(0, 1, DynamicBucketOptions(max_keys_per_bucket=1000), rli)
+    sizer = BucketAssigner(0, 1, DynamicBucketIndex(max_keys_per_bucket=1000), rli)
     sizer.begin(1, 0)
     sizer.locate(1, ["p"], np.zeros(1, np.int32), np.array([1], np.int64))
     one = sizer.partitions["p"].nbytes  # every partition holds 100 keys: the same size
     a = BucketAssigner(
-        0, 1, DynamicBucketOptions(max_keys_per_bucket=1000, cache_max_bytes=2 * one), rli
+        0, 1, DynamicBucketIndex(max_keys_per_bucket=1000, cache_max_bytes=2 * one), rli
     )
     # 1: q and r read at checkpoint 1, p at 2; three do not fit: q, the older of the two
     #    least recently used (ties broken by name), goes.
@@ -455,7 +455,7 @@ def test_writers_in_two_lanes_fill_their_own_buckets_and_one_alone_fills_any() -
 def test_a_lane_with_no_bucket_left_spills_into_any() -> None:
     """``max-buckets`` 2 leaves lane 1 of 2 one id: the keys beyond its room go where a
     writer alone would put them (capacity still checked at the commit)."""
-    d = Driver(MemoryRLI(), 1, DynamicBucketOptions(max_keys_per_bucket=3, max_buckets=2))
+    d = Driver(MemoryRLI(), 1, DynamicBucketIndex(max_keys_per_bucket=3, max_buckets=2))
     d.lanes = (1, 2)
     assert d.write("p", [1, 2]) == [1, 1]
     assert d.write("p", [3, 4]) == [1, 0]
@@ -465,7 +465,7 @@ def test_every_slot_has_room_in_its_lane_when_capacity_is_below_slots_times_lane
     """Capacity 1, two slots, lane 0 of 2: the room's remainder rotates with a bucket's
     place in the lane (0 for bucket 0, 1 for bucket 2), so slot 1 fills bucket 2 and no
     key leaves the lane."""
-    d = Driver(MemoryRLI(), 2, DynamicBucketOptions(max_keys_per_bucket=1))
+    d = Driver(MemoryRLI(), 2, DynamicBucketIndex(max_keys_per_bucket=1))
     d.lanes = (0, 2)
     assert d.write("p", [0, 1]) == [0, 2]
     assert d.write("p", [2, 3]) == [4, 6]

@@ -12,9 +12,9 @@ from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.base.columns import DELETE, UPSERT
 from dynbucket.base.errors import AssignerError, ConfigError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 
-OPTS = DynamicBucketOptions(max_keys_per_bucket=2, global_index=True)
+OPTS = DynamicBucketIndex(max_keys_per_bucket=2, global_index=True)
 
 
 def h(*values: int) -> np.ndarray:
@@ -155,4 +155,4 @@ def test_a_global_index_evicts_nothing_and_refuses_a_cache_budget():
     core.snapshot(2, 2, {})
     assert core.stats().cached_keys == 1
     with pytest.raises(ConfigError, match="cache.max-bytes"):
-        DynamicBucketOptions(global_index=True, cache_max_bytes=1 << 20)
+        DynamicBucketIndex(global_index=True, cache_max_bytes=1 << 20)

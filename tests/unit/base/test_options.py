@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dynbucket.base.errors import ConfigError
-from dynbucket.base.options import DynamicBucketOptions
+from dynbucket.base.options import DynamicBucketIndex
 from dynbucket.format.table.options import TableOptions
-from dynbucket.options import DynamicBucketIndex
 
 
 def test_keys_are_the_documented_ones() -> None:
@@ -50,7 +49,7 @@ def test_keys_are_the_documented_ones() -> None:
         "hoodie.table.version": "6",
     }
     assert "hoodie.keep.min.commits" in TableOptions().own_properties()
-    assert sorted(DynamicBucketOptions(max_buckets=9).to_properties()) == [
+    assert sorted(DynamicBucketIndex(max_buckets=9).to_properties()) == [
         "dynamic-bucket.bytes-per-key-estimate",
         "dynamic-bucket.global-index",
         "dynamic-bucket.max-buckets",
@@ -58,7 +57,7 @@ def test_keys_are_the_documented_ones() -> None:
     ]
     assert (
         "dynamic-bucket.cache.max-bytes"
-        in DynamicBucketOptions(cache_max_bytes=1 << 20).to_properties()
+        in DynamicBucketIndex(cache_max_bytes=1 << 20).to_properties()
     )
 
 
@@ -68,15 +67,15 @@ def test_keys_are_the_documented_ones() -> None:
         TableOptions(cleaner_commits_retained=3, index_compaction_min_files=2,
                      lock_lease_seconds=1.5, table_type="COPY_ON_WRITE",
                      populate_meta_fields=False),
-        DynamicBucketOptions(max_bytes_per_bucket=10_000, max_buckets=7,
+        DynamicBucketIndex(max_bytes_per_bucket=10_000, max_buckets=7,
                              cache_max_bytes=64 << 20),
     ],
 )  # fmt: skip
-def test_options_round_trip(options: TableOptions | DynamicBucketOptions) -> None:
+def test_options_round_trip(options: TableOptions | DynamicBucketIndex) -> None:
     assert type(options).from_properties(options.to_properties()) == options
 
 
-@pytest.mark.parametrize("cls", [TableOptions, DynamicBucketOptions])
+@pytest.mark.parametrize("cls", [TableOptions, DynamicBucketIndex])
 def test_an_unknown_key_is_refused_naming_the_known_ones(cls: type) -> None:
     with pytest.raises(ConfigError, match=r"unknown option index\.compaction-min-files='8'"):
         cls.from_properties({"index.compaction-min-files": "8"})
@@ -93,11 +92,27 @@ def test_a_value_of_the_wrong_kind_names_the_key() -> None:
 
 def test_the_index_of_a_table_persists_only_the_bucket_options() -> None:
     index = DynamicBucketIndex(assigner_slots=4, max_keys_per_bucket=10)
-    assert index.to_properties() == DynamicBucketOptions(max_keys_per_bucket=10).to_properties()
-    assert index.persisted() == DynamicBucketOptions(max_keys_per_bucket=10)
+    assert index.to_properties() == DynamicBucketIndex(max_keys_per_bucket=10).to_properties()
+    assert index.persisted() == DynamicBucketIndex(max_keys_per_bucket=10)
+    assert index.persisted().assigner_slots is None
     with pytest.raises(ConfigError, match="assigner_slots=0"):
         DynamicBucketIndex(assigner_slots=0)
     with pytest.raises(ConfigError, match="dynamic-bucket.cache.max-bytes=0: must be an integer"):
-        DynamicBucketOptions(cache_max_bytes=0)
+        DynamicBucketIndex(cache_max_bytes=0)
     with pytest.raises(ConfigError, match="dynamic-bucket.max-buckets=0"):
         DynamicBucketIndex(max_buckets=0)
+
+
+def test_the_old_name_of_the_dynamic_index_still_imports_and_warns() -> None:
+    import dynbucket.actors
+    import dynbucket.options
+
+    for module in (dynbucket.options, dynbucket.actors):
+        with pytest.warns(
+            DeprecationWarning, match="DynamicBucketOptions is now DynamicBucketIndex"
+        ):
+            old = module.DynamicBucketOptions
+        assert old is DynamicBucketIndex
+        assert old(max_keys_per_bucket=3) == DynamicBucketIndex(max_keys_per_bucket=3)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchIndex'"):
+        dynbucket.options.NoSuchIndex  # noqa: B018

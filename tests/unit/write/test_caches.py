@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.options import TableOptions
 from dynbucket.table import Table
 from dynbucket.write.caches import CacheMatch
@@ -62,7 +62,7 @@ def _spy(slot: object) -> list[int]:
 
 def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path: Path) -> None:
     mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1"], 1))  # bucket 0 holds 1 of 2
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -79,7 +79,7 @@ def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path
 
 def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_path: Path) -> None:
     mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1", "k2"], 1))  # bucket 0 full
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -96,7 +96,7 @@ def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
     tmp_path: Path,
 ) -> None:
     mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1"], 1))
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -111,7 +111,7 @@ def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
 def test_slots_catch_up_to_what_a_fresh_writer_computes(tmp_path: Path) -> None:
     """Three slots, another writer's inserts and deletes between each write: every bucket
     id equal to the one a new handle (loading the index) would give."""
-    opts = DynamicBucketOptions(max_keys_per_bucket=3)
+    opts = DynamicBucketIndex(max_keys_per_bucket=3)
     mine = Table.create(str(tmp_path / "a"), SCHEMA, "id", "day", index=opts)
     fresh = Table.create(str(tmp_path / "b"), SCHEMA, "id", "day", index=opts)
     others = [Table.open(mine.uri), Table.open(fresh.uri)]
@@ -133,7 +133,7 @@ def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
     as they are across them, whoever ran them (a compaction beside the writes is another
     process's instant too)."""
     mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketOptions(max_keys_per_bucket=2))  # fmt: skip
+                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
     mine.upsert(_rows(["k1", "k2"], 1))
     mine.upsert(_rows(["k1", "k3"], 2))  # k3 opens bucket 1; k1 updated in a log
     [slot] = mine._writer().scheme.slots
@@ -156,7 +156,7 @@ def test_archival_keeps_the_caches(tmp_path: Path) -> None:
     partition's record index again)."""
     mine = Table.create(
         str(tmp_path / "t"), SCHEMA, "id", "day",
-        index=DynamicBucketOptions(max_keys_per_bucket=100),
+        index=DynamicBucketIndex(max_keys_per_bucket=100),
         options=TableOptions(keep_min_commits=2, keep_max_commits=3, cleaner_commits_retained=1),
     )  # fmt: skip
     mine.upsert(_rows(["k0"], 0))

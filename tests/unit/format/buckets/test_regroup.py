@@ -10,8 +10,8 @@ import pyarrow.compute as pc
 import pytest
 
 from dynbucket.base.errors import ConfigError
+from dynbucket.base.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.buckets.hudi_hash import bucket_ids, list_hashes
-from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 from tests.hudi_readers import hudi_read

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dynbucket.base.errors import InvalidInputError
-from dynbucket.format.buckets.options import ConsistentHashingIndex, SimpleBucketIndex
+from dynbucket.base.options import ConsistentHashingIndex, SimpleBucketIndex
 from dynbucket.format.buckets.scheme import (
     ConsistentHashing,
     DynamicBuckets,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.format.hudi import files, log_file
 from dynbucket.format.hudi.meta_fields import META_FIELDS
 from dynbucket.format.table.options import TableOptions
@@ -25,7 +25,7 @@ def _table(tmp_path: Path, ordering_type: pa.DataType, **options: object) -> Tab
         "id",
         "day",
         "ts",
-        DynamicBucketOptions(max_keys_per_bucket=100),
+        DynamicBucketIndex(max_keys_per_bucket=100),
         TableOptions(**options),
     )  # type: ignore[arg-type]
 

@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.base.columns import DELETE, INSTANT, OP, UPSERT
-from dynbucket.format.buckets.options import SimpleBucketIndex
+from dynbucket.base.options import SimpleBucketIndex
 from dynbucket.format.health.check import check
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.timeline.timeline import _METADATA
@@ -42,7 +42,7 @@ def _table(tmp_path: Path, table_type: str = "MERGE_ON_READ") -> Table:
         "id",
         "day",
         "ts",
-        DynamicBucketOptions(max_keys_per_bucket=10),
+        DynamicBucketIndex(max_keys_per_bucket=10),
         TableOptions(table_type=table_type, cleaner_commits_retained=2),
     )
     t.upsert(_rows(range(25), 1))

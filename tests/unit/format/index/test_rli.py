@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.base.columns import BUCKET, DELETE, FILE_ID, HASH, INSTANT, OP, UPSERT
 from dynbucket.base.keyhash import slot_of
 from dynbucket.format.index import entries, rli
@@ -35,7 +35,7 @@ def _index(tmp_path: Path) -> RecordLevelIndex:
         "id",
         "day",
         "ts",
-        DynamicBucketOptions(max_keys_per_bucket=100),
+        DynamicBucketIndex(max_keys_per_bucket=100),
     )
     return RecordLevelIndex(t._store, t._spec)
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from dynbucket.actors import DynamicBucketOptions
+from dynbucket.actors import DynamicBucketIndex
 from dynbucket.base.errors import (
     InstantNotFoundError,
     SchemaMismatchError,
@@ -36,7 +36,7 @@ def _ids(t: pa.Table) -> dict[str, int]:
 @pytest.fixture()
 def table(tmp_path: Path) -> Table:
     return Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketOptions(max_keys_per_bucket=2)
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
     )
 
 
@@ -229,7 +229,7 @@ def test_a_latest_snapshot_reads_its_rows_when_a_service_it_did_not_see_complete
 
     t = Table.create(
         str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL,
-        index=DynamicBucketOptions(max_keys_per_bucket=50),
+        index=DynamicBucketIndex(max_keys_per_bucket=50),
     )  # fmt: skip
     ids = [f"k{i}" for i in range(150)]
     model = dict.fromkeys(ids, 0)
