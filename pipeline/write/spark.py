@@ -129,7 +129,7 @@ class SparkWriter(Writer):
         the actors start while the caller prepares its first write. Their caches are empty,
         so they match the table as of ``latest``; a commit by another writer before the
         first write empties them as usual."""
-        if self.fleet is None and self.spec.scheme.indexed:
+        if self.fleet is None:  # a scheme without actors has none to start: a no-op
             self.scheme.assigners(slots or self.default_slots, latest)
 
     def close(self) -> None:

@@ -60,7 +60,7 @@ def slice_entries(
     key's spelling (and, for a bucket index, its place) checked: step 5's task."""
     checked = [RECORD_KEY, PARTITION_PATH] if spec.meta_fields else []
     columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
-    layouts = None if spec.scheme.indexed else BucketLayouts(spec.bucket_options, spec.record_key)
+    layouts = spec.scheme.initial_layouts(spec.record_key)
     out = []
     for ref in refs:
         rows = read_slice(store, spec, ref.slice, columns, checked)

@@ -32,7 +32,6 @@ import pyarrow.compute as pc
 
 from dynbucket.base.beside import Beside
 from dynbucket.format.adoption.build_index import SHARE, check_placed, check_spelling
-from dynbucket.format.buckets.layouts import BucketLayouts
 from dynbucket.format.file_group.merge import ordering_keys, read_slice
 from dynbucket.format.file_group.writer import moved_to, write_base
 from dynbucket.format.hudi.files import base_name
@@ -77,7 +76,7 @@ def slice_rows(store: TableStore, spec: TableSpec, refs: list[SliceRef]) -> pa.T
     columns = list(dict.fromkeys([*spec.record_key, *spec.partition_by]))
     if spec.ordering_field is not None and spec.ordering_field not in columns:
         columns.append(spec.ordering_field)
-    layouts = None if spec.scheme.indexed else BucketLayouts(spec.bucket_options, spec.record_key)
+    layouts = spec.scheme.initial_layouts(spec.record_key)
     out = []
     for i, ref in enumerate(refs):
         rows = read_slice(store, spec, ref.slice, columns, [COMMIT_TIME, *checked])

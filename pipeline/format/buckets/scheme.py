@@ -101,6 +101,11 @@ class BucketScheme(ABC):
         scheme has no layouts)."""
         return None
 
+    def initial_layouts(self, key_fields: tuple[str, ...]) -> BucketLayouts | None:
+        """The layouts of a table no instant has changed the layout of (an adopted one's
+        files are checked against them); None: a bucket may hold any key."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.options!r})"
 
@@ -147,6 +152,9 @@ class LayoutBuckets(BucketScheme):
         self, store: TableStore, key_fields: tuple[str, ...], visible: Collection[str]
     ) -> BucketLayouts:
         return BucketLayouts.load(store, self.options, key_fields, visible)
+
+    def initial_layouts(self, key_fields: tuple[str, ...]) -> BucketLayouts:
+        return BucketLayouts(self.options, key_fields)
 
 
 class SimpleBuckets(LayoutBuckets):
