@@ -385,7 +385,7 @@ class Snapshot:
         out = []
         named = pc.unique(wanted.column(PARTITION)).to_pylist()
         where = spec.scheme.lookup_partitions(named, index.partitions)
-        scoped = where is named
+        scoped = not spec.scheme.keys_move  # else a key's row may be in any partition asked
         for partition in where:
             mine = (
                 wanted.filter(pc.equal(wanted.column(PARTITION), partition)) if scoped else wanted

@@ -312,9 +312,7 @@ def annotate(
                     ", which the table's schema says may not be null,",
                     among=None if marked is None else pc.invert(marked),
                 )
-    if deletes and set(spec.partition_by).isdisjoint(
-        spec.scheme.identity(spec.record_key, spec.partition_by)
-    ):
+    if deletes and spec.scheme.keys_move:
         # The key alone finds its row, wherever it is: partition values are not read.
         paths = pa.array([""] * data.num_rows, pa.string())
     else:
