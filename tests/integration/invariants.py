@@ -17,7 +17,7 @@ def checked_live_rows(t: Table) -> list[dict[str, Any]]:
     retried on the way)."""
     live = t.to_arrow().to_pylist()
     snapshot = t.snapshot()
-    options = t._spec.dynamic_options if t._spec.scheme.indexed else None
+    options = t._spec.dynamic_options if t._spec.scheme.index_entries else None
     cap = options.max_keys_per_bucket if options and options.max_buckets is None else None
     for partition in snapshot.partitions():
         buckets = [r.slice.bucket for r in snapshot.slices([partition])]

@@ -421,7 +421,7 @@ def _check(
     for r in snap.to_pylist():
         first = model.first_bucket.setdefault((r["region"], r["id"]), r[BUCKET])
         assert r[BUCKET] == first  # I1
-    if not table._spec.scheme.indexed:  # where the scheme says, and nowhere else
+    if not table._spec.scheme.index_entries:  # where the scheme says, and nowhere else
         keys = [(r["region"], r["id"]) for r in snap.to_pylist()]
         assert snap.column(BUCKET).to_pylist() == _layout_buckets(table, keys)
     if model.hudi_checks and hudi_can_merge(table):
@@ -581,7 +581,7 @@ def test_random_sequences_match_the_model(
     model.bucket_of = lambda keys: _layout_buckets(table, keys)
     dead: list[str] = []
     keys = rng.choice([4, 10, 25])
-    grow = 0 if table._spec.scheme.indexed else 1
+    grow = 0 if table._spec.scheme.index_entries else 1
     for at in range(STEPS):
         before = table.latest_instant()
         step = rng.choices(

@@ -205,7 +205,7 @@ def _adopt(
     replaces = _replace_commits(store)
     floor = max([i.id for i in completed] + list(replaces), default="")
     _partition_folders_explained(store, spec)
-    record = _files(store, floor, replaces, not spec.scheme.indexed)  # 3.
+    record = _files(store, floor, replaces, spec.scheme.file_ids_numbered)  # 3.
     _newest_files_there(store, hoodie, set(record.replaced))
     written = [store.path(ADOPTED_FILE), store.path(ARCHIVE_DIR), store.path(RLI_DIR)]
     beside = beside or in_threads()

@@ -93,7 +93,7 @@ def build_index(
         _check_unique(store, spec, partition, found)
         if partition in wide:
             hashes[partition] = found.column(HASH).to_numpy()
-        if spec.scheme.indexed:  # a bucket index computes buckets: it keeps no index
+        if spec.scheme.index_entries:
             rli.write(partition, instant, found, kind="base", slots=slots)
     for scope in scopes:
         _check_unique_in_table(store, spec, instant, {p: hashes[p] for p in scope}, by_partition)

@@ -43,11 +43,18 @@ class BucketScheme(ABC):
     name: ClassVar[str]
     """The name the scheme is persisted under (``index.engine`` of the table's
     properties)."""
-    indexed: ClassVar[bool]
-    """Whether a key's bucket is given by the assigner slots and kept in the record-level
-    index (a write tags rows through the slots and writes index entries; a lookup reads
-    the index), rather than computed from the key and its partition's layout (a write's
-    file groups tell which keys are new; a lookup computes the bucket)."""
+    assigner_tells_new_keys: ClassVar[bool]
+    """Whether a write's assigner slots say which of its keys are new (they place every
+    key); else no assigner ran, and each file group's slice tells the file-group writer
+    which keys it already holds (an insert refuses those)."""
+    index_entries: ClassVar[bool]
+    """Whether the table keeps an entry per key in the record-level index, which places
+    the key (adoption writes the entries, ``check`` compares them with the rows, the
+    stats count them, a version 9 table keeps Hudi's record index too); else the
+    partition's layout places each key (``layouts``) and no entry is kept."""
+    file_ids_numbered: ClassVar[bool]
+    """Whether an adopted file group's id starts with its bucket's number (Hudi's bucket
+    index names its groups so); else adoption numbers a partition's groups in order."""
     adoptable: ClassVar[bool] = True
     """Whether a table Hudi wrote can be adopted with this scheme."""
     keys_move: ClassVar[bool] = False
@@ -86,9 +93,9 @@ class BucketScheme(ABC):
         """The fields that find a key's row (a delete needs these and no more)."""
         return tuple(dict.fromkeys([*record_key, *partition_by]))
 
-    def lookup_partitions(self, named: list[str], indexed: Callable[[], list[str]]) -> list[str]:
+    def lookup_partitions(self, named: list[str], held: Callable[[], list[str]]) -> list[str]:
         """The partitions a lookup of keys whose records name ``named`` reads
-        (``indexed``: the partitions the index holds, asked only if needed)."""
+        (``held``: the partitions the index holds, asked only if needed)."""
         return named
 
     def refuse_partial(self) -> None:  # noqa: B027 (most schemes take partial upserts)
@@ -112,7 +119,9 @@ class BucketScheme(ABC):
 
 class DynamicBuckets(BucketScheme):
     name = DYNAMIC
-    indexed = True
+    assigner_tells_new_keys = True
+    index_entries = True
+    file_ids_numbered = False
 
 
 class GlobalDynamicBuckets(DynamicBuckets):
@@ -131,8 +140,8 @@ class GlobalDynamicBuckets(DynamicBuckets):
     ) -> tuple[str, ...]:
         return record_key  # the key alone finds its row, wherever it is
 
-    def lookup_partitions(self, named: list[str], indexed: Callable[[], list[str]]) -> list[str]:
-        return indexed()  # the key is in one partition, whatever the value given
+    def lookup_partitions(self, named: list[str], held: Callable[[], list[str]]) -> list[str]:
+        return held()  # the key is in one partition, whatever the value given
 
     def refuse_partial(self) -> None:
         raise InvalidInputError(
@@ -146,7 +155,9 @@ class GlobalDynamicBuckets(DynamicBuckets):
 class LayoutBuckets(BucketScheme):
     """The schemes whose buckets are a function of the key and its partition's layout."""
 
-    indexed = False
+    assigner_tells_new_keys = False
+    index_entries = False
+    file_ids_numbered = True
 
     def layouts(
         self, store: TableStore, key_fields: tuple[str, ...], visible: Collection[str]

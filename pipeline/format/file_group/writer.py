@@ -197,7 +197,8 @@ def write_file_groups(
     # What a group's writing reads (not the partition path and bucket: one value a group).
     needed = rows.select([c for c in rows.column_names if c not in (PARTITION, BUCKET)])
     files = WriteBatch(store)
-    indexed = spec.scheme.indexed
+    slices_tell_known = not spec.scheme.assigner_tells_new_keys
+    keeps_entries = spec.scheme.index_entries
 
     def one_group(partition: str, bucket: int, at: pa.Array) -> tuple[str, pa.Table | None]:
         with out.timed("take"):
@@ -205,7 +206,7 @@ def write_file_groups(
         with out.timed("dedupe"):
             group = dedupe(spec, group, deletes=deletes)
         fslice = current[partition].get(bucket)
-        if not indexed:  # no assigner knew which keys are new: the slice tells
+        if slices_tell_known:  # no assigner knew which keys are new: the slice tells
             with out.timed("known"):
                 group, missing = settle.mark_known(store, spec, fslice, group, refuse_known)
             out.add_not_found(missing)
@@ -237,7 +238,7 @@ def write_file_groups(
             file_id = names.file_id_for(spec.table_id, instant, partition, bucket)
         written = _write_group(store, files, spec, instant, partition, file_id, fslice, group, out)
         out.add(written)
-        if not indexed or not (written.inserts or written.deletes):
+        if not keeps_entries or not (written.inserts or written.deletes):
             return partition, None
         # Tombstones of the keys deleted (the room they free counted, I3), entries of the new.
         parts = []

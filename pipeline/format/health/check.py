@@ -156,7 +156,7 @@ def check(store: TableStore) -> CheckReport:
     rows = _snapshot(store, spec, report)  # 4.
     if rows is not None:
         _guarded(report, "keys unique in the table", lambda: _unique(spec, rows, report))
-    if rows is not None and not spec.scheme.indexed:
+    if rows is not None and not spec.scheme.index_entries:
         _guarded(report, "the bucket layout", lambda: _layout(store, spec, rows, report))  # 5.
     elif rows is not None:
         _guarded(

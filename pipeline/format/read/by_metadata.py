@@ -44,7 +44,7 @@ class Snapshot(Protocol):
 def answers(snapshot: Snapshot) -> bool:
     """Whether the metadata table's record index can answer for ``snapshot``."""
     return (
-        snapshot.spec.scheme.indexed
+        snapshot.spec.scheme.index_entries
         and snapshot.instant is not None
         and snapshot.instant == snapshot.seen
         and RECORD_INDEX in metadata_partitions.partitions(snapshot.store)

@@ -420,7 +420,7 @@ class Snapshot:
         entries (dynamic buckets) or the slice's live keys (stateless schemes, which also
         say each partition's ``num_buckets`` or each bucket's ring range, and leave out
         buckets their layout retired)."""
-        if not self.spec.scheme.indexed:
+        if not self.spec.scheme.index_entries:
             return self._layout_stats()
         index = RecordLevelIndex(self.store, self.spec)
         rows = []

@@ -125,4 +125,4 @@ class WriteContext:
     def files_refuse_known(self) -> bool:
         """Whether the file-group writer refuses known keys: an insert into a table of a
         stateless scheme, where no assigner knows them and each group's slice tells."""
-        return self.operation.refuses_known and not self.spec.scheme.indexed
+        return self.operation.refuses_known and not self.spec.scheme.assigner_tells_new_keys

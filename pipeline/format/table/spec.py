@@ -288,7 +288,7 @@ class TableSpec:
     def metadata_partitions(self) -> tuple[str, ...]:
         """The partitions of Hudi's metadata table a version 9 table keeps: the file
         listing, and where a scheme keeps an index of its keys, the record index."""
-        if self.scheme.indexed:
+        if self.scheme.index_entries:
             return mdt_partitions.PARTITIONS
         return mdt_partitions.PARTITIONS[:1]
 
@@ -296,7 +296,7 @@ class TableSpec:
     def keeps_record_index(self) -> bool:
         """Whether the table may keep Hudi's record index (version 8 or 9, a scheme that
         indexes its keys): what it writes must fit the record index's files and keys."""
-        return self.table_version >= 8 and self.scheme.indexed
+        return self.table_version >= 8 and self.scheme.index_entries
 
     @property
     def partitioned_record_index(self) -> bool:

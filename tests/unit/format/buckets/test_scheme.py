@@ -53,3 +53,22 @@ def test_a_global_scheme_keeps_keys_unique_in_the_table() -> None:
     with pytest.raises(InvalidInputError, match="dynamic-bucket.global-index"):
         scheme.refuse_partial()
     assert scheme.unique_where == "in the table"
+
+
+@pytest.mark.parametrize(
+    ("options", "tells", "entries", "numbered"),
+    [
+        (DynamicBucketIndex(), True, True, False),
+        (DynamicBucketIndex(global_index=True), True, True, False),
+        (SimpleBucketIndex(num_buckets=4), False, False, True),
+        (ConsistentHashingIndex(initial_buckets=4), False, False, True),
+    ],
+)
+def test_each_scheme_says_who_knows_new_keys_whether_entries_are_kept_and_how_groups_number(
+    options: object, tells: bool, entries: bool, numbered: bool
+) -> None:
+    scheme = scheme_of(options)  # type: ignore[arg-type]
+    assert scheme.assigner_tells_new_keys is tells
+    assert scheme.index_entries is entries
+    assert scheme.file_ids_numbered is numbered
+    assert (scheme.initial_layouts(("id",)) is None) is entries  # entries or a layout place keys

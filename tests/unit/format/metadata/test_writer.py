@@ -49,7 +49,7 @@ def _listed_is_stored(t: Table) -> None:
         assert listing.get(partition, {}) == stored, partition
     rows = t.to_arrow().to_pylist()
     live = {(r["_partition"], r["id"]): r["_file_id"] for r in rows}
-    if not t._spec.scheme.indexed:  # no index of keys, no record index
+    if not t._spec.scheme.index_entries:  # no index of keys, no record index
         assert not (Path(t.uri) / ".hoodie" / "metadata" / "record_index").exists()
         return
     index = {k: loc.file_id for k, loc in mdt.record_index().items()}
