@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors.allocator import ALONE, BucketAllocator, Lane
-from dynbucket.actors.cache import MISSING
-from dynbucket.actors.keys import slot_of, to_cache_keys
+from dynbucket.actors.cache import MISSING, to_cache_keys
 from dynbucket.actors.partition_index import PartitionCatchUp, PartitionIndex, PartitionLoad
 from dynbucket.base.errors import AssignerError, AssignerRestartedError
+from dynbucket.base.keyhash import slot_of
 from dynbucket.base.options import DynamicBucketIndex
 
 #: Checkpoint id meaning "none yet".

@@ -9,15 +9,26 @@ Two shapes, one job each:
 * :class:`PendingTable`: an open-addressing hash table for the mappings one checkpoint
   creates. O(1) inserts however many batches a checkpoint brings; merged into the run when
   the checkpoint commits, dropped whole when it aborts.
+
+Beside them, the two helpers a cache's owners share: :func:`to_cache_keys` (a key's
+signed 64-bit hash as its cache key) and :func:`release_unused_memory`, which hands back
+what a bootstrap freed. A bootstrap reads index files (Arrow buffers) and merges sorted
+parts (numpy arrays of a few megabytes each, which glibc serves from its heap once its
+mmap threshold has grown past them); freed, both stay resident unless handed back, and a
+slot's resident size per key is what a cluster pays for.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 from collections import deque
 from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from dynbucket.actors import kernels
 
@@ -30,6 +41,36 @@ MISSING = -1
 #: Keys per directory segment, at least: a segment is one cache line to scan, and the
 #: directory costs 1-2 bytes per key (6-10 for the key and bucket: <= 12 in all).
 _KEYS_PER_SEGMENT = 2
+
+
+_SIGN = np.uint64(1 << 63)
+
+
+def to_cache_keys(hashes: npt.NDArray[np.int64]) -> U64:
+    """Maps signed hashes to uint64 preserving order (flip the sign bit).
+
+    An RLI column sorted by signed hash is then a sorted cache run with no re-sort.
+    """
+    return np.ascontiguousarray(hashes).view(np.uint64) ^ _SIGN
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+def release_unused_memory() -> None:
+    """Hands free memory back to the system: Arrow's pool, and the C heap's free pages
+    (glibc's ``malloc_trim``; elsewhere a no-op)."""
+    pa.default_memory_pool().release_unused()
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is not None:
+        trim(0)
 
 
 def _directory_bits(n: int) -> int:

@@ -29,10 +29,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys, rows_by_partition
-from dynbucket.actors.cache import MISSING, SortedRun, union_arrays
+from dynbucket.actors.cache import (
+    MISSING,
+    SortedRun,
+    release_unused_memory,
+    to_cache_keys,
+    union_arrays,
+)
 from dynbucket.actors.global_keys import COMMITTED, THIS, GlobalKeys, Locations
-from dynbucket.actors.keys import to_cache_keys
-from dynbucket.actors.memory import release_unused_memory
 from dynbucket.actors.partition_index import PartitionIndex, PartitionLoad
 from dynbucket.base.columns import DELETE
 from dynbucket.base.errors import AssignerError

@@ -87,7 +87,7 @@ def main(argv: list[str]) -> None:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
     )
-    logging.getLogger("dynbucket.write.retry").setLevel(logging.INFO)
+    logging.getLogger("dynbucket.write.writer").setLevel(logging.INFO)
     # Settles, rollbacks and carries: what a failed model run's writer stderr shows.
     logging.getLogger("dynbucket.format.timeline.transaction").setLevel(logging.INFO)
     table = Table.open(path)

@@ -32,8 +32,7 @@ import pyarrow as pa
 
 from dynbucket.actors import BucketAssigner, DynamicBucketIndex, PartitionLoad
 from dynbucket.actors.assigner import EmptySource
-from dynbucket.actors.cache import SortedRun
-from dynbucket.actors.keys import to_cache_keys
+from dynbucket.actors.cache import SortedRun, to_cache_keys
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.bench.report import Measurement, print_report, timed
 from dynbucket.format.table.context import TableRef

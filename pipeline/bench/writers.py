@@ -114,7 +114,7 @@ def _write_all(table: Table, batches: list[Any], ordering: str = "step") -> dict
     step: writers that fall behind each other write updates that lose, counted stale,
     after reading their slices)."""
     handler = _Conflicts()
-    logger = logging.getLogger("dynbucket.write.retry")
+    logger = logging.getLogger("dynbucket.write.writer")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     laps: Counter[str] = Counter()

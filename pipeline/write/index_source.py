@@ -24,9 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from dynbucket.actors.cache import union_arrays
-from dynbucket.actors.keys import to_cache_keys
-from dynbucket.actors.memory import release_unused_memory
+from dynbucket.actors.cache import release_unused_memory, to_cache_keys, union_arrays
 from dynbucket.actors.partition_index import PartitionCatchUp, PartitionLoad
 from dynbucket.base.columns import BUCKET, HASH
 from dynbucket.base.keyhash import key_hashes, slot_of

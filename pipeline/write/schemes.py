@@ -46,11 +46,11 @@ from dynbucket.format.buckets.scheme import (
 from dynbucket.format.records.incoming import refuse_known
 from dynbucket.format.table.context import Operation, TableRef
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check
-from dynbucket.write.caches import CacheMatch
 from dynbucket.write.index_source import index_source
 from dynbucket.write.instant import InstantWrite
 from dynbucket.write.locate_stage import locate_fn, with_buckets
 from dynbucket.write.moves import one_per_key, with_move_outs
+from dynbucket.write.writer import CacheMatch
 
 
 class _Assigned(Protocol):

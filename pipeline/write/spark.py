@@ -2,9 +2,9 @@
 
 The parts are chosen once and are small objects: the table's bucket scheme
 (``write/schemes.py``: slot actors, or the stateless schemes' layouts), the write's engine
-(``write/engines.py``: the driver for small DataFrames, else Spark tasks), the retries
-(``write/retry.py``: a budget per cause) and the one rule for trusting caches
-(``write/caches.py``). What follows is the whole path.
+(``write/engines.py``: the driver for small DataFrames, else Spark tasks), and the
+skeleton every writer shares (``write/writer.py``: retries with a budget per cause, the
+one rule for trusting caches). What follows is the whole path.
 
 The instant's skeleton (lease, stream batch already committed, commit, the actors'
 checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
@@ -66,9 +66,8 @@ from dynbucket.write.engines import DriverEngine, SparkTasksEngine
 from dynbucket.write.instant import InstantWrite, StreamBatch, logs_ready_for
 from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
-from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.schemes import SparkScheme, spark_scheme
-from dynbucket.write.writer import Writer
+from dynbucket.write.writer import RetryPolicy, Writer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -5,7 +5,7 @@ beside each other; each commit checks its instant against every instant that com
 since it began (not in its ``visible`` set: first without the table's lease, then under it
 for those that completed in between) and is refused with
 :class:`WriteConflictError` when one of them changed what it decided from. The write is then
-run again from the table as it is (``write/retry.py``). Merge-on-read updates of known keys
+run again from the table as it is (``write/writer.py``). Merge-on-read updates of known keys
 never conflict: each writer appends its own log, and logs merge by ordering value.
 
 1. A concurrent rescale or rebalance (it moved keys), a schema another writer committed,

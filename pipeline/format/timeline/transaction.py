@@ -394,7 +394,7 @@ class Transaction:
 
     def caches_match(self) -> str | None:
         """After the commit: what a writer's caches match now that they took this instant's
-        mappings (``write/caches.py``): the instant itself with one writer; with several,
+        mappings (``write/writer.py``): the instant itself with one writer; with several,
         the set of data writes they reflect (None: they miss keys another writer placed
         beside this instant)."""
         if not self.spec.options.optimistic:
@@ -647,7 +647,7 @@ def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict
 
 
 def _writes_token(completed: list[Instant], optimistic: bool) -> str | None:
-    """What assigner caches must match for a write to use them (``write/caches.py``): the
+    """What assigner caches must match for a write to use them (``write/writer.py``): the
     latest completed data write with one writer; with several (whose instants complete out
     of id order), the whole set of completed data writes."""
     writes = [i.id for i in completed if i.action == Action.COMMIT]

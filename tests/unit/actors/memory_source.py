@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dynbucket.actors import BucketAssigner, DynamicBucketIndex, PartitionLoad
-from dynbucket.actors.keys import slot_of, to_cache_keys
+from dynbucket.actors.cache import to_cache_keys
+from dynbucket.base.keyhash import slot_of
 
 
 @dataclass

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dynbucket.actors import cache
-from dynbucket.actors.cache import MISSING, PendingTable, SortedRun
-from dynbucket.actors.keys import slot_of, to_cache_keys
+from dynbucket.actors.cache import MISSING, PendingTable, SortedRun, to_cache_keys
+from dynbucket.base.keyhash import slot_of
 from tests.seeds import sample
 
 

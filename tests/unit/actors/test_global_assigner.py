@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dynbucket.actors.assigner import EmptySource
+from dynbucket.actors.cache import to_cache_keys
 from dynbucket.actors.global_assigner import GlobalBucketAssigner
-from dynbucket.actors.keys import to_cache_keys
 from dynbucket.actors.partition_index import PartitionLoad
 from dynbucket.base.columns import DELETE, UPSERT
 from dynbucket.base.errors import AssignerError, ConfigError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynbucket.actors.keys import to_cache_keys
+from dynbucket.actors.cache import to_cache_keys
 from dynbucket.actors.partition_index import (
     SEEN_MAX,
     PartitionCatchUp,

@@ -16,7 +16,7 @@ import pytest
 from dynbucket.actors import DynamicBucketIndex
 from dynbucket.options import TableOptions
 from dynbucket.table import Table
-from dynbucket.write.caches import CacheMatch
+from dynbucket.write.writer import CacheMatch
 
 
 def test_a_match_holds_for_the_last_data_write() -> None:
@@ -183,7 +183,7 @@ def test_a_retry_after_a_compaction_beside_keeps_the_caches(
     from dynbucket.format.timeline.transaction import schedule
     from tests.unit.format.timeline.test_conflicts import _beside, _retries, _rows, _table
 
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     t.upsert(_rows(["k1", "k2"], 1))
     t.upsert(_rows(["k1"], 2))  # a log: the log compaction has a slice to merge

@@ -14,8 +14,8 @@ from dynbucket.base.errors import AssignerRestartedError, WriteConflictError
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.results import WriteResult
-from dynbucket.write.retry import RetryPolicy
 from dynbucket.write.spark import SparkWriter
+from dynbucket.write.writer import RetryPolicy
 
 
 class _Layout(Exception):

@@ -89,7 +89,7 @@ def _retries(caplog: pytest.LogCaptureFixture) -> int:
 def test_a_new_key_both_writers_insert_gets_one_bucket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     other = Table.open(t.uri)
     _beside(monkeypatch, lambda: other.upsert(_rows(["k1", "k2"], 1)))
@@ -111,7 +111,7 @@ def test_a_write_completed_between_the_check_and_the_lease_is_checked_under_the_
 ) -> None:
     """The commit checks most instants before it takes the lease; one that completes after
     that check is checked under the lease: both inserted k2, so this write runs again."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     other = Table.open(t.uri)
     _under_the_lease(monkeypatch, lambda: other.upsert(_rows(["k1", "k2"], 1)))
@@ -128,7 +128,7 @@ def test_writers_beside_each_other_fill_their_own_buckets_and_none_writes_again(
 ) -> None:
     """The other writer begins beside this one's pending instant (lane 0 of 1) and takes
     lane 1 of 2: its new keys go to bucket 1, so the two commits share no bucket."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     other = Table.open(t.uri)
     _beside(monkeypatch, lambda: other.upsert(_rows(["a1", "a2", "a3"], 1)))
@@ -147,7 +147,7 @@ def test_capacity_holds_when_both_fill_one_bucket(
 ) -> None:
     """Writers whose lanes disagree (one began before the other took its lane) may fill
     one bucket: the commit check holds its capacity."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     monkeypatch.setattr(Lanes, "choose", lambda self, live, now=None: ALONE)
     t = _table(tmp_path)
     other = Table.open(t.uri)
@@ -168,7 +168,7 @@ def test_updates_of_known_keys_conflict_only_when_a_base_is_rewritten(
     table_type: str,
     retried: int,
 ) -> None:
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path, table_type)
     t.upsert(_rows(["k1", "k2"], 1))
     other = Table.open(t.uri)
@@ -182,7 +182,7 @@ def test_updates_of_known_keys_conflict_only_when_a_base_is_rewritten(
 def test_a_delete_beside_an_update_of_its_key_conflicts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     t.upsert(_rows(["k1", "k2"], 1))
     other = Table.open(t.uri)
@@ -198,7 +198,7 @@ def test_a_partial_upsert_beside_a_write_of_its_key_keeps_that_write(
 ) -> None:
     """The partial upsert fills ``b`` from the row it read; the other writer's newer ``b``
     would be undone by it had the commit not been written again."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     schema = SCHEMA.append(pa.field("a", pa.string())).append(pa.field("b", pa.string()))
     opts = TableOptions(write_concurrency_mode=OCC, compaction_async=False)
     t = Table.create(str(tmp_path / "t"), schema, "id", "day", "v", options=opts)
@@ -295,7 +295,7 @@ def test_a_service_planned_after_a_write_began_makes_its_commit_write_again(
     write's log (index delta), would hide it once it completes: readers skip what a merged
     log restates by instant range. The write's commit conflicts, and it is written again
     under a younger instant than the service's."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     t.upsert(_rows(["k1", "k2"], 1))
     partition = "day=d1"
@@ -325,7 +325,7 @@ def test_a_log_on_a_slice_an_older_compaction_completed_meanwhile_is_carried_not
     """A compaction planned before a write began completes while the write is written: the
     write's log sits on the slice the compaction restated. The commit carries it onto the
     new slice (the next version there, the write's token) instead of writing again."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     t.upsert(_rows(["k1", "k2"], 1))
     t.upsert(_rows(["k1"], 2))  # a log on the group's slice
@@ -369,7 +369,7 @@ def test_a_compaction_planned_while_a_write_is_written_takes_its_log_at_a_kept_v
     token says so). The write commits without writing again: its log is copied onto the
     new slice at that version, and the original stays on the old slice, which a view
     between the two instants reads. A write after both logs at version 2."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     first = t.upsert(_rows(["k1", "k2"], 1)).instant
     t.upsert(_rows(["k1"], 2))  # log 1 on the group's slice
@@ -408,7 +408,7 @@ def test_a_compaction_completed_after_a_write_it_left_out_carries_that_writes_lo
     (no conflict: it left the write's log out) and after a younger write: its finish copies
     both logs onto its new slice, the older write's at the version kept for it, before the
     younger one's, as readers must order them."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     first = t.upsert(_rows(["k1", "k2"], 1)).instant
     t.upsert(_rows(["k1"], 2))
@@ -440,7 +440,7 @@ def test_a_log_carried_after_a_younger_writes_log_conflicts_only_on_a_key_both_w
     slice after a younger write's log there: Hudi's readers order the two by version, ours
     by instant, which differ only on a key both wrote with one ordering value. Another key
     (k1): carried after it, no conflict; the same key and value (k2): written again."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     t.upsert(_rows(["k1", "k2"], 1))
     t.upsert(_rows(["k1"], 2))
@@ -473,7 +473,7 @@ def test_on_version_9_a_compaction_planned_while_a_write_is_written_makes_it_wri
     compaction's plan reads on the compaction's slice there, which no view before the
     compaction has. So on version 9 such a compaction keeps no version for the write, and
     the write runs again, younger than the compaction; both readers agree."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path, table_version=9)
     t.upsert(_rows(["k1", "k2"], 1))
     t.upsert(_rows(["k1"], 2))
@@ -494,7 +494,7 @@ def test_an_index_compaction_completed_while_a_write_is_written_leaves_its_delta
     instants before that write only (the oldest pending): the write's delta stays after
     the new base, and its commit goes through without writing again; a clean after both
     keeps the delta the base does not restate."""
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path)
     t.upsert(_rows(["k1"], 1))
     t.upsert(_rows(["k2"], 1))
@@ -588,7 +588,7 @@ def test_a_commit_paused_past_its_lease_stays_fenced_whoever_took_the_lease_over
     from dynbucket.format.timeline import archive
     from dynbucket.format.timeline.actions import Action
 
-    caplog.set_level(logging.INFO, "dynbucket.write.retry")
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
     t = _table(tmp_path, commit_lease_seconds=0.2)
     for v in range(3):
         t.upsert(_rows(["k1", "k2"], v))
