@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from tests.integration.processes import marked_env, run, tool, wait_until_gone
 
@@ -55,6 +56,7 @@ def test_demo_streams_prints_layout_saves_png_and_leaves_no_process(tmp_path: Pa
     assert hudi_rows == keys == 3000 + 2 * 2100  # 30% of each later batch updates old keys
 
 
+@pytest.mark.sample(2, family="a whole job as its user runs it")
 def test_ingest_show_compact_rollback(tmp_path: Path) -> None:
     from dynbucket.table import Table
 
@@ -173,6 +175,7 @@ def test_ingest_checks_its_inputs_before_starting_anything(tmp_path: Path) -> No
         assert done.stdout == ""
 
 
+@pytest.mark.sample(2, family="a whole job as its user runs it")
 def test_a_bad_csv_is_one_line_and_a_new_text_ordering_is_refused(tmp_path: Path) -> None:
     from dynbucket.table import Table
 

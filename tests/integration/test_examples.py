@@ -25,6 +25,7 @@ def _load(name: str) -> ModuleType:
     return module
 
 
+@pytest.mark.sample(2, family="a whole job as its user runs it")
 def test_batch_upsert_example(
     runtime: Runtime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -40,6 +41,7 @@ def test_batch_upsert_example(
     assert "lookup u5: [('u5', 'us', 'pro')]" in out  # where the key is
 
 
+@pytest.mark.sample(2, family="a whole job as its user runs it")
 def test_stream_from_folder_example(runtime: Runtime, tmp_path: Path) -> None:
     example = _load("stream_from_folder")
     incoming, path = tmp_path / "incoming", str(tmp_path / "sensors")

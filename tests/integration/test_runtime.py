@@ -97,6 +97,7 @@ with Runtime() as rt:
 """
 
 
+@pytest.mark.sample(2, family="a whole job as its user runs it")
 def test_a_driver_script_prints_only_its_own_output(tmp_path: Path) -> None:
     """Ray's, Spark's and the JVM's output goes to the runtime's log file by default (the
     Python API as quiet as the CLI); the script's own stdout and stderr stay its own."""

@@ -55,7 +55,7 @@ def _outcome(t: Table, operation: str, data: Any, root: Path) -> tuple[Any, str,
     return None, "", sorted(rows.to_pylist(), key=str)
 
 
-@pytest.mark.sample(10)
+@pytest.mark.sample(6)
 @pytest.mark.parametrize("case", INPUT_CASES, ids=[c.name for c in INPUT_CASES])
 def test_both_paths_take_and_refuse_the_same_input(
     spark: Any, runtime: Runtime, tmp_path: Path, case: InputCase

@@ -462,6 +462,7 @@ def _change_batch(b: int) -> pa.Table:
     return batch
 
 
+@pytest.mark.sample(2, family="a whole job as its user runs it")
 def test_a_driver_killed_mid_micro_batch_is_rerun_once_after_restart(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:

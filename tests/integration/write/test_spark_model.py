@@ -50,7 +50,7 @@ SCHEMA = pa.schema(
 )
 #: Workloads in the suite (each path of ``_frames`` takes a third of them, each run new
 #: seeds: ``tests/seeds.py``); ``make test-long`` runs 30.
-WORKLOADS = int(os.environ.get("DYNBUCKET_MODEL_WORKLOADS", "3"))
+WORKLOADS = int(os.environ.get("DYNBUCKET_MODEL_WORKLOADS", "2"))
 BATCHES = 4
 DAYS = ["d0", "d1", "d2"]
 

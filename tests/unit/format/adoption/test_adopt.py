@@ -107,7 +107,7 @@ def _writes(t: Table) -> list[tuple[str, pa.Table]]:
     return [("upsert", upsert), ("delete", rows.slice(rows.num_rows - 1))]
 
 
-@pytest.mark.sample(13)
+@pytest.mark.sample(8)
 @pytest.mark.parametrize("name", TABLES)
 def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
     tmp_path: Path, name: str

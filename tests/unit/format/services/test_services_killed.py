@@ -101,7 +101,7 @@ def _written(tmp_path: Path, writes: int, version: int = 6) -> tuple[Table, dict
     return t, model
 
 
-@pytest.mark.sample(2)
+@pytest.mark.sample(1)
 @pytest.mark.parametrize("service", ["compaction", "logcompaction", "clean", "archive"])
 def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> None:
     t, model = _written(tmp_path, 8)
@@ -209,7 +209,7 @@ def _kill_in(t: Table, service: str, when: str) -> None:
     time.sleep(1.1)  # the killed scheduler's lease runs out
 
 
-@pytest.mark.sample(3)
+@pytest.mark.sample(2)
 @pytest.mark.parametrize(
     ("service", "when"),
     [
