@@ -45,6 +45,7 @@ from dynbucket.format.buckets.scheme import (
 )
 from dynbucket.format.records.incoming import refuse_known
 from dynbucket.format.table.context import Operation, TableRef
+from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.assign_stage import ArrowFn, assign_fn, record_check
 from dynbucket.write.index_source import index_source
 from dynbucket.write.instant import InstantWrite
@@ -149,8 +150,14 @@ class AssignerScheme:
             prepare=record_check(spec, op.deletes, op.refuses_known, kept),
             method=op.assigner_call,
             refuse_known=spec.record_key if op.refuses_known else (),
-            global_spec=spec if spec.scheme.keys_move else None,
+            global_spec=self._moving(spec),
         )
+
+    def _moving(self, spec: TableSpec) -> TableSpec | None:
+        """The table whose keys move between partitions (the assign stage then keeps one
+        record per key across partitions and deletes a moved key's row); None: keys stay
+        in their partition."""
+        return None
 
     def index_slots(self, num_slots: int) -> int:
         return num_slots
@@ -164,6 +171,14 @@ class AssignerScheme:
                 self.fleet.close()
             finally:
                 self.fleet = None
+
+
+class MovingAssignerScheme(AssignerScheme):
+    """The global index's Spark side: a task's records of one key are one, whatever their
+    partitions, and a key whose partition changed moves."""
+
+    def _moving(self, spec: TableSpec) -> TableSpec | None:
+        return spec
 
 
 class LayoutScheme:
@@ -313,7 +328,7 @@ SIDES: dict[type[BucketScheme], tuple[Callable[..., SparkScheme], Callable[..., 
         lambda table, caches: InProcessSlots(table, caches),
     ),
     GlobalDynamicBuckets: (
-        lambda table, caches, link: AssignerScheme(table, link, caches),
+        lambda table, caches, link: MovingAssignerScheme(table, link, caches),
         lambda table, caches: MovingInProcessSlots(table, caches),
     ),
     LayoutBuckets: (

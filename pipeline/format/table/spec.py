@@ -170,8 +170,8 @@ class TableSpec:
     @property
     def scheme(self) -> BucketScheme:
         """The table's bucket scheme (``format/buckets/scheme.py``): what a write and a
-        read ask instead of which index the table has."""
-        return scheme_of(self.bucket_options)
+        read ask instead of which index the table has (made once)."""
+        return self._derived("scheme", lambda: scheme_of(self.bucket_options))
 
     def field_types(self) -> dict[str, pa.DataType]:
         """Each table field's type in data files (``file_schema``'s), by name."""
