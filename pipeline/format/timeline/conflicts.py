@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -168,6 +168,10 @@ class Checked:
     slots: dict[tuple[str, str], int] = field(default_factory=dict)
     """Of ``carry``, the groups whose compaction was planned while this write was written:
     the log version its slice keeps for this write."""
+    footprint: Footprint | None = None
+    """What the write wrote, when the check needed it (``own_footprint``: a check with
+    nothing completed or pending beside the write makes none; one alone on its table never
+    does)."""
 
 
 def check(
@@ -196,6 +200,7 @@ def check(
     if not theirs and not younger:
         return done
     mine = mine if mine is not None else own_footprint(tx)
+    done = replace(done, footprint=mine)
     for instant in theirs:
         if instant.action in COMPACTIONS:
             rewritten = _footprint(tx, timeline, instant, with_index=False)

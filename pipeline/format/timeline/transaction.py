@@ -354,10 +354,10 @@ class Transaction:
         assert self.lock is not None and self.heartbeat is not None
         self._verify_not_settled()
         mor = self.spec.options.merge_on_read
-        # 1. Without the lease: this write's footprint, and the check against what completed
-        # so far (a conflict found here is one under the lease too).
-        mine = conflicts.own_footprint(self)
-        early = conflicts.check(self, Timeline(self.store, mor), metadata, mine)
+        # 1. Without the lease: the check against what completed so far (a conflict found
+        # here is one under the lease too), which makes this write's footprint if anything
+        # completed or is pending beside it.
+        early = conflicts.check(self, Timeline(self.store, mor), metadata)
         # 2. Under the lease: only what completed since step 1 (the lease is held for the
         # commit, not for reading other writers' footprints).
         self.lock.acquire(instant=self.id)
@@ -365,7 +365,7 @@ class Transaction:
         _settle_superseded(self.store, timeline, self.lock)
         self.lock.verify()
         self._verify_not_settled()
-        late = conflicts.check(self, timeline, metadata, mine, early.completed)
+        late = conflicts.check(self, timeline, metadata, early.footprint, early.completed)
         self.beside = tuple(late.writes)
         self.timeline = timeline  # the completion time follows what is on it now
         # 3. Logs on slices a compaction completed meanwhile go onto its new slices.
