@@ -150,7 +150,7 @@ def _killing_slot_0(flag: Path) -> Callable[..., Any]:
     return killing_assign_fn
 
 
-@pytest.mark.sample(2, family="a slot actor dying mid-write")
+@pytest.mark.sample(1, family="a slot actor dying mid-write")
 def test_an_actor_dying_mid_batch_retries_the_instant(
     spark: Any,
     runtime: Runtime,
@@ -180,7 +180,7 @@ def test_an_actor_dying_mid_batch_retries_the_instant(
     assert len(t.history()) == 2 and t._timeline.pending() == []
 
 
-@pytest.mark.sample(2, family="a slot actor dying mid-write")
+@pytest.mark.sample(1, family="a slot actor dying mid-write")
 def test_a_global_move_whose_actor_dies_is_retried_and_moves_each_key_once(
     spark: Any,
     runtime: Runtime,
@@ -220,7 +220,7 @@ def test_a_global_move_whose_actor_dies_is_retried_and_moves_each_key_once(
     assert t.check().healthy and max(t.stats().column("keys").to_pylist()) <= 50
 
 
-@pytest.mark.sample(2, family="a slot actor dying mid-write")
+@pytest.mark.sample(1, family="a slot actor dying mid-write")
 def test_a_delete_whose_actor_dies_is_retried_and_gives_its_room_back(
     spark: Any,
     runtime: Runtime,

@@ -49,7 +49,7 @@ def _days(t: Table) -> dict[str, str]:
     return {r["id"]: r["day"] for r in rows}
 
 
-@pytest.mark.sample(2)
+@pytest.mark.sample(1)
 @pytest.mark.parametrize("point", ["before", "after"])
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_a_writer_killed_mid_move_leaves_each_key_in_one_partition(

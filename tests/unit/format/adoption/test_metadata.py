@@ -24,6 +24,7 @@ from tests.hudi_readers import check_hudi_reads, hudi_read
 from tests.hudi_tables import unzipped
 
 
+@pytest.mark.sample(1)
 @pytest.mark.parametrize(
     "name",
     [

@@ -27,7 +27,7 @@ SCHEMA = pa.schema(
     [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("note", pa.string())]
 )
 SEED = int(os.environ.get("DYNBUCKET_FILTER_SEED", time.time_ns() % 100_000))
-SEQUENCES = int(os.environ.get("DYNBUCKET_FILTER_SEQUENCES", "2"))
+SEQUENCES = int(os.environ.get("DYNBUCKET_FILTER_SEQUENCES", "1"))
 
 
 def _filter(rng: random.Random) -> pc.Expression:

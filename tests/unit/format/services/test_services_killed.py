@@ -209,7 +209,7 @@ def _kill_in(t: Table, service: str, when: str) -> None:
     time.sleep(1.1)  # the killed scheduler's lease runs out
 
 
-@pytest.mark.sample(2)
+@pytest.mark.sample(1)
 @pytest.mark.parametrize(
     ("service", "when"),
     [

@@ -52,6 +52,7 @@ t.upsert(pa.table({"id": [f"n{i}" for i in range(50)] + ["a"], "day": ["d2"] * 5
 """
 
 
+@pytest.mark.sample(1)
 @pytest.mark.parametrize("point", ["before", "after"])
 def test_sigkill_around_the_commit_point(tmp_path: Path, point: str) -> None:
     t = Table.create(
