@@ -44,8 +44,8 @@ from dynbucket.format.index.file_names import index_files
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline import heartbeat
-from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
+from dynbucket.format.timeline.timeline import Timeline, seconds_since
+from dynbucket.format.timeline.transaction import DETACHED_ACTIONS, left_pending
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -209,26 +209,31 @@ def _settle(path: str, key: str, lease: float) -> str:
     then the services it made due, waited for. Returns its instant."""
     t = Table.open(path)
     deadline = time.monotonic() + 4 * lease + 10
+    row = pa.table({"id": [key], "day": ["d0"], "v": [0]}, schema=SCHEMA)
     while True:
         try:
-            result = t.upsert(pa.table({"id": [key], "day": ["d0"], "v": [0]}, schema=SCHEMA))
+            result = t.upsert(row)
             break
         except ConcurrentWriteError:  # a lease still held: the fault's writer's
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
     t.wait_for_services()
-    # Several writers: the killed writer's instant waits for its heartbeat to expire (the
-    # write above did not wait for it); then the next write settles it, and runs the
-    # services the dead writer left pending (older than a lease by then), as here.
-    waited = False
-    while (dead := _dead_writes(t)) and time.monotonic() < deadline:
-        waited = True
-        time.sleep(0.2)
-        if not any(heartbeat.is_alive(t.store, i) for i in dead):
+    # What the dead writer left pending: its data write, settled by a write once its
+    # heartbeat expired, and the services its processes ran (killed or paused with it),
+    # run again by a write once older than a lease. The write above may have come before
+    # either (a service then read as left by `check`, a moment later, holding archival
+    # back): wait for both, and write again, as the writer's next write would.
+    timeline = Timeline(t.store, t.spec.options.merge_on_read)
+    dead, left = _dead_writes(t), [i.id for i in left_pending(timeline)]
+    while (dead or left) and time.monotonic() < deadline:
+        if not any(heartbeat.is_alive(t.store, i) for i in dead) and all(
+            seconds_since(i) > lease for i in left
+        ):
             break
-    if waited:
-        result = t.upsert(pa.table({"id": [key], "day": ["d0"], "v": [0]}, schema=SCHEMA))
+        time.sleep(0.2)
+    if dead or left:
+        result = t.upsert(row)
         t.wait_for_services()
     t.close()
     return result.instant
