@@ -44,8 +44,9 @@ from dynbucket.format.index.file_names import index_files
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.paths import HOODIE_DIR, TIMELINE_DIR
 from dynbucket.format.timeline import heartbeat
+from dynbucket.format.timeline.plans import left_pending
 from dynbucket.format.timeline.timeline import Timeline, seconds_since
-from dynbucket.format.timeline.transaction import DETACHED_ACTIONS, left_pending
+from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])

@@ -42,12 +42,9 @@ from dynbucket.format.services.service import Scope, ServiceResult, pending_inst
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.plans import compaction_groups, left_pending
 from dynbucket.format.timeline.timeline import Timeline, compaction_writing
-from dynbucket.format.timeline.transaction import (
-    WrittenFile,
-    compaction_groups,
-    left_pending,
-)
+from dynbucket.format.timeline.transaction import WrittenFile
 from dynbucket.write.ray_tasks import RayTasks
 from dynbucket.write.results import WriteResult
 

@@ -63,13 +63,14 @@ from dynbucket.format.table.paths import HOODIE_DIR, RLI_DIR
 from dynbucket.format.table.spec import TableSpec, load_table
 from dynbucket.format.timeline import heartbeat, outcome
 from dynbucket.format.timeline.lock import WriterLock
+from dynbucket.format.timeline.plans import left_pending
 from dynbucket.format.timeline.timeline import (
     Instant,
     Timeline,
     Visible,
     seconds_since,
 )
-from dynbucket.format.timeline.transaction import DETACHED_ACTIONS, left_pending
+from dynbucket.format.timeline.transaction import DETACHED_ACTIONS
 
 
 @dataclass(frozen=True)

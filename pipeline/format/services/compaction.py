@@ -61,14 +61,9 @@ from dynbucket.format.services.service import AUTOMATIC, Scope, Service, Service
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.plans import compaction_groups, left_pending, left_pending_one
 from dynbucket.format.timeline.timeline import WRITING, Instant, Timeline, compaction_writing
-from dynbucket.format.timeline.transaction import (
-    Transaction,
-    WrittenFile,
-    compaction_groups,
-    left_pending,
-    left_pending_one,
-)
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
 
 #: A planned group: (partition, file id, base instant of the slice it compacts).

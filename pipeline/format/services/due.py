@@ -28,8 +28,9 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.plans import left_pending
 from dynbucket.format.timeline.timeline import Instant, Timeline, seconds_since
-from dynbucket.format.timeline.transaction import WrittenFile, left_pending
+from dynbucket.format.timeline.transaction import WrittenFile
 
 
 @dataclass(frozen=True)

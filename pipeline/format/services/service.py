@@ -28,8 +28,9 @@ from typing import Any, ClassVar
 from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.plans import left_pending
 from dynbucket.format.timeline.timeline import Instant, Timeline
-from dynbucket.format.timeline.transaction import Transaction, WrittenFile, left_pending
+from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 
 log = logging.getLogger(__name__)
 

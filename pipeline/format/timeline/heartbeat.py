@@ -6,7 +6,7 @@ because another writer sees it. Each write instant has a heartbeat file, Hudi's
 ``.hoodie/.heartbeat/<instant>`` (Hudi's writers keep the same one), holding the time it
 expires; its writer renews it every quarter of ``heartbeat.expiry-seconds``. An instant
 whose heartbeat is missing or expired is a dead writer's: the next writer to begin settles
-it (``transaction.settle``: rolled back, unless its writer had decided it committed).
+it (``settle.settle``: rolled back, unless its writer had decided it committed).
 
 A writer never renews a heartbeat that expired in its own view (it was paused: a GC pause,
 SIGSTOP, a suspended VM), so it cannot revive an instant another writer may be rolling back.

@@ -24,12 +24,16 @@ stalled writer stays fenced however long its pause (one small file per instant r
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from dynbucket.base.errors import CommitStateUnknownError, ConcurrentWriteError
+from dynbucket.format.metadata import partitions as metadata_partitions
+from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import OUTCOME_DIR
+from dynbucket.format.timeline.timeline import Instant, Timeline
 
 COMMITTED = "committed"
 ROLLED_BACK = "rolled-back"
@@ -136,3 +140,40 @@ def forget(store: TableStore, instant: str) -> None:
 def _encode(outcome: Outcome) -> bytes:
     doc = {"outcome": outcome.state, "writer": outcome.writer, "document": outcome.document}
     return json.dumps(doc, sort_keys=True, default=str).encode()
+
+
+#: Attempts of a committed instant's publish before the writer leaves it to the next one.
+_PUBLISH_TRIES = 3
+
+
+def publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]) -> None:
+    """Publishes a committed instant (a few attempts), then forgets its outcome. A table
+    with Hudi's metadata table records the instant's files there first (``metadata/``).
+
+    A publisher paused before its publish (past its lease, or a detached executor) may
+    wake after another published the instant and archival took it off the active
+    timeline: a completed file published again there would sit below the archive's floor,
+    where Hudi's readers take the active timeline to begin (every archived instant above
+    it then reads as uncommitted). So an archived instant is not published, and one that
+    archival took while it was being published is removed again."""
+    if instant.id <= timeline.archived().floor:
+        forget(store, instant.id)
+        return
+    for attempt in range(_PUBLISH_TRIES):
+        try:
+            if metadata_partitions.enabled(store):
+                metadata_writer.record(
+                    store,
+                    instant.id,
+                    body,
+                    lambda: any(i.id != instant.id for i in timeline.pending()),
+                )
+            timeline.complete(instant, body)
+            break
+        except OSError:
+            if attempt == _PUBLISH_TRIES - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    forget(store, instant.id)
+    if instant.id <= timeline.archived().floor:
+        timeline.forget_archived(instant)

@@ -22,8 +22,6 @@
 from __future__ import annotations
 
 import logging
-import posixpath
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,18 +34,11 @@ from dynbucket.base.errors import (
     PublishPendingError,
 )
 from dynbucket.format.file_group.carry import carry_logs
-from dynbucket.format.hudi import files as names
-from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.commit import commit_metadata, extra_of
-from dynbucket.format.hudi.files import PARTITION_METADATA
 from dynbucket.format.hudi.instant_files import HUDI_ACTIONS
-from dynbucket.format.index.file_names import index_instant
-from dynbucket.format.metadata import partitions as metadata_partitions
-from dynbucket.format.metadata import writer as metadata_writer
-from dynbucket.format.storage.store import TableStore, final_name
-from dynbucket.format.table.paths import BUCKET_LAYOUT_DIR, HOODIE_DIR, RLI_DIR, SCHEMA_DIR
+from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline import conflicts, heartbeat, outcome
+from dynbucket.format.timeline import conflicts, heartbeat, outcome, plans, settle
 from dynbucket.format.timeline.actions import COMPACTIONS, DETACHED_ACTIONS, Action
 from dynbucket.format.timeline.heartbeat import Heartbeat
 from dynbucket.format.timeline.lanes import ALONE, Lanes, lane_of, plan_fields
@@ -140,15 +131,15 @@ class Transaction:
         lock.acquire()
         try:
             timeline = Timeline(store, options.merge_on_read)
-            settled = _settle_superseded(store, timeline, lock)
+            settled = settle.settle_superseded(store, timeline, lock) if lock.superseded else {}
             pending = timeline.pending()
             # A service's instant whose scheduler died before its plan was recorded has
             # no executor and nothing to execute: it is settled as a write is. With
             # several writers, a write instant whose heartbeat beats is a live writer's.
             settled |= {
-                p.id: settle(store, timeline, p, lock.owner)
+                p.id: settle.settle(store, timeline, p, lock.owner)
                 for p in pending
-                if (p.action not in DETACHED_ACTIONS or not executable(store, timeline, p))
+                if (p.action not in DETACHED_ACTIONS or not plans.executable(store, timeline, p))
                 and not (options.optimistic and heartbeat.is_alive(store, p.id))
             }
             pending = timeline.pending() if settled else pending
@@ -156,7 +147,7 @@ class Transaction:
                 file_id: p.id
                 for p in pending
                 if p.action in COMPACTIONS
-                for _, file_id, _ in compaction_groups(timeline, p)
+                for _, file_id, _ in plans.compaction_groups(timeline, p)
             }
             completed = timeline.completed()
             based_on = completed[-1].id if completed else None
@@ -227,7 +218,7 @@ class Transaction:
         compaction, whose files nobody else writes and which move no row, or a clean.
         ``owner`` names this executor in the instant's outcome."""
         timeline = Timeline(store, spec.options.merge_on_read)
-        if not executable(store, timeline, instant):  # a writer rolled it back: write nothing
+        if not plans.executable(store, timeline, instant):  # a writer rolled it back: write nothing
             raise ConcurrentWriteError(
                 f"{instant.action} {instant.id} of {store.uri} was rolled back (its scheduler "
                 "stalled past its lease); it is not executed"
@@ -263,7 +254,8 @@ class Transaction:
             # Another executor of this instant held the lease: this one finishes it, and
             # its commit point fences the other (``_decide``).
             lock.settled((instant.id,))
-        _settle_superseded(store, tx.timeline, lock)
+        if lock.superseded:
+            settle.settle_superseded(store, tx.timeline, lock)
         completed = tx.timeline.completed()
         tx.expected = latest_write(completed)
         tx.visible = tx.timeline.visible_of(completed)
@@ -324,7 +316,7 @@ class Transaction:
             self._release()
             return standing
         try:
-            _publish(self.store, self.timeline, self.instant, body)
+            outcome.publish(self.store, self.timeline, self.instant, body)
         except Exception as e:
             raise PublishPendingError(
                 f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
@@ -362,7 +354,8 @@ class Transaction:
         # commit, not for reading other writers' footprints).
         self.lock.acquire(instant=self.id)
         timeline = Timeline(self.store, mor)
-        _settle_superseded(self.store, timeline, self.lock)
+        if self.lock.superseded:
+            settle.settle_superseded(self.store, timeline, self.lock)
         self.lock.verify()
         self._verify_not_settled()
         late = conflicts.check(self, timeline, metadata, early.footprint, early.completed)
@@ -433,7 +426,7 @@ class Transaction:
                 )
             else:
                 raise
-        _publish(self.store, self.timeline, self.instant, body)
+        outcome.publish(self.store, self.timeline, self.instant, body)
         return body
 
     def _decide(self, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -521,7 +514,7 @@ class Transaction:
             self._release()
             return
         try:
-            rollback_instant(self.store, self.timeline, self.instant)
+            settle.rollback_instant(self.store, self.timeline, self.instant)
         finally:
             self._release()
 
@@ -550,7 +543,7 @@ def schedule(
         if entries is None:
             txn.cancel()
             return None
-        txn.record_plan({**entries, SCHEDULED: True})
+        txn.record_plan({**entries, plans.SCHEDULED: True})
     except BaseException:
         txn.cancel()
         raise
@@ -558,92 +551,10 @@ def schedule(
     return txn.id
 
 
-#: The plan entry by which a detached instant says its whole plan is recorded: one without
-#: it was left by a scheduler that died (or stalled past its lease) before it recorded it.
-SCHEDULED = "scheduled"
-#: Entries that plans recorded before ``SCHEDULED`` existed hold (the services' own).
-_PLAN_ENTRIES = ("groups", "earliest-retained", "partitions", "merges")
-
-
-def is_scheduled(plan: dict[str, Any]) -> bool:
-    """Whether a detached instant's plan (``Timeline.plan``) was recorded whole, so that it
-    can be executed; one that was not is rolled back by the next writer (``begin``)."""
-    return bool(plan.get(SCHEDULED)) or any(k in plan for k in _PLAN_ENTRIES)
-
-
-def executable(store: TableStore, timeline: Timeline, instant: Instant) -> bool:
-    """Whether a pending detached instant can be executed and completed: its plan was
-    recorded whole, and no writer decided it rolled back (a scheduler paused past its lease
-    between its last lease check and its plan's write wrote the plan onto an instant the
-    next writer had rolled back: no executor can commit it, the next writer settles it)."""
-    if not is_scheduled(timeline.plan(instant)):
-        return False
-    decided = outcome.read(store, instant.id)
-    return decided is None or decided.state != outcome.ROLLED_BACK
-
-
-def left_pending(timeline: Timeline, *actions: str) -> list[Instant]:
-    """The executable (:func:`executable`), not completed instants of ``actions``
-    (default: every detached action), oldest first: running now, or left by an executor
-    that died."""
-    wanted = actions or DETACHED_ACTIONS
-    pending = [i for i in timeline.pending() if i.action in wanted]
-    return [i for i in pending if executable(timeline.store, timeline, i)]
-
-
-def left_pending_one(timeline: Timeline, action: str, instant: str) -> Instant | None:
-    """The executable, not completed instant ``instant`` of ``action`` (None: completed,
-    rolled back, or never scheduled whole): :func:`left_pending`, by id."""
-    return next((i for i in left_pending(timeline, action) if i.id == instant), None)
-
-
 def latest_write(completed: list[Instant]) -> str | None:
     """The latest of ``completed`` not completed beside the writes (``DETACHED_ACTIONS``):
     a commit's precondition."""
     return next((i.id for i in reversed(completed) if i.action not in DETACHED_ACTIONS), None)
-
-
-def compaction_groups(timeline: Timeline, instant: Instant) -> list[tuple[str, str, str]]:
-    """(partition, file id, base instant) of each file group a compaction (or a log
-    compaction) plans."""
-    return [(p, f, b) for p, f, b, *_ in timeline.plan(instant).get("groups", [])]
-
-
-#: Attempts of a committed instant's publish before the writer leaves it to the next one.
-_PUBLISH_TRIES = 3
-
-
-def _publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]) -> None:
-    """Publishes a committed instant (a few attempts), then forgets its outcome. A table
-    with Hudi's metadata table records the instant's files there first (``metadata/``).
-
-    A publisher paused before its publish (past its lease, or a detached executor) may
-    wake after another published the instant and archival took it off the active
-    timeline: a completed file published again there would sit below the archive's floor,
-    where Hudi's readers take the active timeline to begin (every archived instant above
-    it then reads as uncommitted). So an archived instant is not published, and one that
-    archival took while it was being published is removed again."""
-    if instant.id <= timeline.archived().floor:
-        outcome.forget(store, instant.id)
-        return
-    for attempt in range(_PUBLISH_TRIES):
-        try:
-            if metadata_partitions.enabled(store):
-                metadata_writer.record(
-                    store,
-                    instant.id,
-                    body,
-                    lambda: any(i.id != instant.id for i in timeline.pending()),
-                )
-            timeline.complete(instant, body)
-            break
-        except OSError:
-            if attempt == _PUBLISH_TRIES - 1:
-                raise
-            time.sleep(0.1 * (attempt + 1))
-    outcome.forget(store, instant.id)
-    if instant.id <= timeline.archived().floor:
-        timeline.forget_archived(instant)
 
 
 def _writes_token(completed: list[Instant], optimistic: bool) -> str | None:
@@ -691,121 +602,3 @@ def _lane(timeline: Timeline, pending: list[Instant], lanes: Lanes) -> tuple[int
         if found is not None:
             live[found[0]] = found[1]
     return lanes.choose(live)
-
-
-def _settle_superseded(store: TableStore, timeline: Timeline, lock: WriterLock) -> dict[str, str]:
-    """Settles the instants whose writers held the expired lease ``lock`` took over while
-    committing them, or an expired lease before it that nobody settled (several writers:
-    ``WriterLock.superseded``): each was past its checks, so it commits only if it had
-    passed its commit point too."""
-    owed = lock.superseded
-    if not owed:
-        return {}
-    pending = {i.id: i for i in timeline.pending()}
-    done = {}
-    for instant_id in owed:
-        found = pending.get(instant_id)
-        if found is not None:
-            done[found.id] = settle(store, timeline, found, lock.owner)
-            heartbeat.forget(store, found.id)
-    lock.settled(owed)
-    return done
-
-
-def settle(store: TableStore, timeline: Timeline, instant: Instant, writer: str) -> str:
-    """Ends another writer's pending instant as its outcome says (deciding it rolled back
-    if it has none yet); returns what was done: ``rolled back``, ``published`` or
-    ``nothing`` (it was published in between)."""
-    if instant.id <= timeline.archived().floor:
-        # Archived as completed; a crash of the archival left a state file behind.
-        timeline.forget_archived(instant)
-        return "nothing"
-    decided = outcome.decide_rollback(store, instant.id, writer)
-    if decided is None:
-        return "nothing"
-    if decided.state == outcome.COMMITTED:
-        assert decided.document is not None
-        _publish(store, timeline, instant, decided.document)
-        log.info("published instant %s, which its writer had committed", instant.id)
-        return "published"
-    if timeline.is_published(instant) or instant.id <= timeline.archived().floor:
-        # Its writer published and forgot its outcome after our look at the timeline (and
-        # it may have been archived since, while this writer stalled).
-        if decided.writer == writer:
-            outcome.forget(store, instant.id)
-        return "nothing"
-    rollback_instant(store, timeline, instant)
-    heartbeat.forget(store, instant.id)
-    return "rolled back"
-
-
-def rollback_instant(store: TableStore, timeline: Timeline, instant: Instant) -> list[str]:
-    """Removes every data and index file of a pending instant, the partition metadata of
-    partitions it created and the folders it leaves empty, then its timeline entries."""
-    if instant.completed:
-        raise CommitFailedError(f"instant {instant.id} is completed; it cannot be rolled back")
-    removed = []
-    # Base files end in ``_<id>.parquet``, log files' write tokens read ``-<id>-``, index
-    # files start with ``<id>.``; temporary files of either keep the name.
-    token = re.compile(rf"(^|[_.-]){instant.id}([._-]|$)")
-    hoodie = store.path(HOODIE_DIR)
-    # Inside .hoodie/, only the index entries and bucket layouts are an instant's files.
-    own = tuple(store.path(d) + "/" for d in (RLI_DIR, BUCKET_LAYOUT_DIR, SCHEMA_DIR))
-    listed = [
-        (info, _parsed(info.base_name))
-        for info in store.walk(store.root)
-        if not info.path.startswith(hoodie + "/") or info.path.startswith(own)
-    ]
-    # A compaction's finish carries the logs written on a planned group's old slice while
-    # it ran onto its new slice: copies, each beside its original (the same writer's log of
-    # the same group on an older slice). A log with no original there is a writer's own,
-    # put on the new slice after it saw a copy (``FileSlice.next_log``): it stays, and
-    # reads on the slice before, as a log on a slice whose base never came does.
-    originals = {
-        (posixpath.dirname(info.path), p.file_id, p.instant)
-        for info, p in listed
-        if p is not None and p.kind == "log" and p.base_instant < instant.id
-    }
-
-    def written_by_it(path: str, parsed: names.ParsedName | None) -> bool:
-        # A data file by its writer's instant only: a log another writer put on a slice
-        # whose base instant is this one, or a merged log whose run starts at it, is theirs.
-        if parsed is not None:
-            carried = (
-                instant.action == Action.COMPACTION
-                and parsed.base_instant == instant.id
-                and (posixpath.dirname(path), parsed.file_id, parsed.instant) in originals
-            )
-            return parsed.instant == instant.id or carried
-        # An index file by its writer's instant too: a merged delta names the instants it
-        # restates (``m<first>-<until>``), a pending write's among them.
-        index = index_instant(final_name(posixpath.basename(path)))
-        if index is not None:
-            return index == instant.id
-        return token.search(posixpath.basename(path).lstrip(".")) is not None
-
-    for info, parsed in listed:
-        if written_by_it(info.path, parsed) or (
-            info.base_name == PARTITION_METADATA and _created_by(store, info.path, instant.id)
-        ):
-            store.delete(info.path)
-            removed.append(info.path)
-    store.remove_empty_dirs(posixpath.dirname(p) for p in removed)
-    timeline.discard(instant)
-    log.info("rolled back instant %s: %d file(s) removed", instant.id, len(removed))
-    return removed
-
-
-def _parsed(name: str) -> names.ParsedName | None:
-    """What a data file's name says, a temporary one's by its final name."""
-    final = final_name(name)
-    return names.parse(final) or names.parse("." + final)
-
-
-def _created_by(store: TableStore, path: str, instant: str) -> bool:
-    """Whether a partition's metadata file was written by ``instant`` (the first write of
-    the partition): a rolled-back first write leaves no partition behind."""
-    try:
-        return properties.loads(store.read_bytes(path)).get("commitTime") == instant
-    except (OSError, ValueError):
-        return False

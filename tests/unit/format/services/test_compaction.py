@@ -14,8 +14,8 @@ from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
 from dynbucket.format.services import compaction
 from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline.plans import compaction_groups
 from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.format.timeline.transaction import compaction_groups
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 

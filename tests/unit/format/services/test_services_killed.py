@@ -23,8 +23,8 @@ from dynbucket.format.services.log_compaction import LogCompaction
 from dynbucket.format.services.service import Scope, run_now
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.plans import left_pending
 from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.format.timeline.transaction import left_pending
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 

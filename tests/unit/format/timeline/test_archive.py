@@ -19,8 +19,9 @@ from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.hudi import archived as hudi_archived
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
+from dynbucket.format.timeline.settle import settle
 from dynbucket.format.timeline.timeline import Timeline
-from dynbucket.format.timeline.transaction import Transaction, settle
+from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.table import Table
 from dynbucket.write.instant import InstantWrite, StreamBatch, committed
 from tests.dead_writer import die_mid_instant

@@ -160,8 +160,9 @@ def test_a_plan_written_onto_a_service_instant_rolled_back_meanwhile_is_settled(
     can commit it (its outcome says rolled back), so it held archival back for good. It is
     not executed, and the next writer settles it."""
     from dynbucket.format.services import clean
+    from dynbucket.format.timeline.plans import SCHEDULED, left_pending
     from dynbucket.format.timeline.timeline import Timeline
-    from dynbucket.format.timeline.transaction import SCHEDULED, Transaction, left_pending
+    from dynbucket.format.timeline.transaction import Transaction
 
     options = TableOptions(clean_automatic=False, lock_lease_seconds=0.2)
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
@@ -412,8 +413,8 @@ def test_a_publish_paused_until_archival_took_its_instant_brings_nothing_back(
 ) -> None:
     """A committed instant's publisher (its writer, or one that found it committed) paused
     while another published it and archival took it: waking up, it publishes nothing."""
+    from dynbucket.format.timeline.outcome import publish
     from dynbucket.format.timeline.timeline import Instant, State, Timeline
-    from dynbucket.format.timeline.transaction import _publish
 
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=_BY_HAND)
     for v in range(4):
@@ -422,7 +423,7 @@ def test_a_publish_paused_until_archival_took_its_instant_brings_nothing_back(
     first = timeline.completed()[0]
     document = timeline.raw(first)
     floor = _archive_all_but_one(t)
-    _publish(t._store, timeline, Instant(first.id, first.action, State.INFLIGHT), document)
+    publish(t._store, timeline, Instant(first.id, first.action, State.INFLIGHT), document)
     assert min(i.id for i in Timeline(t._store, True).instants()) > floor
 
 
@@ -436,7 +437,8 @@ def test_a_rolled_back_compaction_takes_its_carried_copies_and_leaves_a_writers_
     slice before (the flaky S3 writers model lost a committed log so, 1 run in 40)."""
     from dynbucket.format.file_group.slices import data_files
     from dynbucket.format.services import compaction
-    from dynbucket.format.timeline.transaction import Transaction, rollback_instant
+    from dynbucket.format.timeline.settle import rollback_instant
+    from dynbucket.format.timeline.transaction import Transaction
 
     t, planned, pending = _scheduled_compaction(tmp_path, _BY_HAND)
     t.upsert(_rows(5))  # a log on the planned group's old slice, after the plan
@@ -465,7 +467,8 @@ def test_rolling_back_a_write_leaves_a_merged_index_delta_that_names_it(tmp_path
     import shutil
 
     from dynbucket.format.index.file_names import index_files, merged_delta_name
-    from dynbucket.format.timeline.transaction import Transaction, rollback_instant
+    from dynbucket.format.timeline.settle import rollback_instant
+    from dynbucket.format.timeline.transaction import Transaction
 
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day")
     t.upsert(_rows(1))
