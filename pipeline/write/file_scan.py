@@ -14,8 +14,9 @@ None and Spark collects as before:
    (checked once per stream by :func:`bare_file_stream`: no filter, projection or join).
 2. The files are those of Spark's own scan (its ``FileScanRDD``, in its order, so ties
    between duplicate keys resolve as on the Spark path), each read whole by one piece of
-   the scan, local, without partition values from the folder names, and not written by a
-   Spark that rebased old dates.
+   the scan or by consecutive pieces in the file's order (Spark splits a file past 4 MiB
+   on two cores: its rows come in the file's order then too), local, without partition
+   values from the folder names, and not written by a Spark that rebased old dates.
 3. Each file has the DataFrame's fields, by name (not with Spark matching columns by field
    id), with exactly the Arrow types Spark's would convert to (Spark reads some types
    differently: INT96 or millisecond timestamps, unsigned ints, binary as string; those go
@@ -26,6 +27,7 @@ None and Spark collects as before:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -118,13 +120,16 @@ def _bare_relation(plan: Any) -> bool:
 def _scanned_files(rdd: Any) -> list[str] | None:
     """2. The local paths Spark's file scan reads, in its order; None if the scan is not one
     narrow chain down to a ``FileScanRDD``, a file carries partition values, or Spark split
-    a file (small files of a small write seldom are: a split is at least 4 MiB)."""
+    a file into pieces that are not read one after the other from its start to its end
+    (Spark orders pieces by size, so pieces of two split files may interleave: the rows of
+    the files would then not come one file after the other)."""
     while rdd.getClass().getName() != _SCAN_RDD:
         deps = rdd.dependencies()
         if deps.size() != 1:
             return None
         rdd = deps.head().rdd()
     paths: list[str] = []
+    end = 0  # where the last piece of ``paths[-1]`` ends
     partitions = rdd.filePartitions()
     for i in range(partitions.size()):
         for piece in partitions.apply(i).files():
@@ -134,9 +139,16 @@ def _scanned_files(rdd: Any) -> list[str] | None:
             if not uri.startswith("file:"):
                 return None
             path = unquote(urlparse(uri).path)
-            if path in paths:  # split into pieces: Spark's row order could interleave files
-                return None
+            start, length = int(piece.start()), int(piece.length())
+            if paths and path == paths[-1] and start == end:
+                end = start + length  # the next piece of the file being read
+                continue
+            if path in paths or start != 0 or (paths and end != os.path.getsize(paths[-1])):
+                return None  # a piece out of order, or the file before it not read whole
             paths.append(path)
+            end = length
+    if paths and end != os.path.getsize(paths[-1]):
+        return None
     return paths
 
 
