@@ -33,9 +33,13 @@ NewKeys = Mapping[str, Mapping[int, int]]
 class IndexSource(Protocol):
     """Reads what the assigner needs from the record-level index and file listing."""
 
-    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
-        """This slot's entries of ``partition`` (hash routes to ``slot``), plus every slot's
-        key count per bucket (and bytes per bucket, when fullness is in bytes)."""
+    def loads(
+        self, partitions: Sequence[str], slot: int, num_slots: int
+    ) -> dict[str, PartitionLoad]:
+        """Per partition of ``partitions``, this slot's entries (hash routes to ``slot``),
+        plus every slot's key count per bucket (and bytes per bucket, when fullness is in
+        bytes). One call for the partitions a batch touches first: the committed state is
+        read once (a listing of the timeline each, on S3 a request each, otherwise)."""
         ...
 
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
@@ -59,8 +63,10 @@ class IndexSource(Protocol):
 class EmptySource:
     """The index of a table with no committed keys yet (every partition starts empty)."""
 
-    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
-        return PartitionLoad.empty()
+    def loads(
+        self, partitions: Sequence[str], slot: int, num_slots: int
+    ) -> dict[str, PartitionLoad]:
+        return {p: PartitionLoad.empty() for p in partitions}
 
     def bucket_bytes(self, partition: str) -> npt.NDArray[np.int64]:
         return np.zeros(0, np.int64)
@@ -183,7 +189,9 @@ class BucketAssigner:
         hashes = self._routed(hashes)
         buckets = np.empty(len(hashes), np.int32)
         is_new = np.empty(len(hashes), np.bool_)
-        for name, rows in rows_by_partition(partitions, partition_codes):
+        groups = rows_by_partition(partitions, partition_codes)
+        self._bootstrap([name for name, _ in groups if name not in self.partitions])
+        for name, rows in groups:
             buckets[rows], is_new[rows] = self._assign_partition(
                 checkpoint, name, to_cache_keys(hashes[rows])
             )
@@ -207,7 +215,9 @@ class BucketAssigner:
         self._check_open(checkpoint)
         hashes = self._routed(hashes)
         buckets = np.full(len(hashes), MISSING, np.int32)
-        for name, rows in rows_by_partition(partitions, partition_codes):
+        groups = rows_by_partition(partitions, partition_codes)
+        self._bootstrap([name for name, _ in groups if name not in self.partitions])
+        for name, rows in groups:
             index = self._index(name)
             index.last_used_checkpoint = checkpoint
             keys = to_cache_keys(hashes[rows])
@@ -397,16 +407,23 @@ class BucketAssigner:
     def _index(self, name: str) -> PartitionIndex:
         """The partition's cache, bootstrapped on first touch (an empty cache is falsy)."""
         index = self.partitions.get(name)
-        return self._bootstrap(name) if index is None else index
-
-    def _bootstrap(self, name: str) -> PartitionIndex:
-        start = time.perf_counter()
-        load = self.source.load(name, self.slot, self.num_slots)
-        index = self.partitions[name] = PartitionIndex(load)
-        self._stats.bootstraps += 1
-        self._stats.bootstrap_seconds += time.perf_counter() - start
-        self._stats.bootstrap_entries_scanned += load.entries_scanned
+        if index is None:
+            self._bootstrap([name])
+            index = self.partitions[name]
         return index
+
+    def _bootstrap(self, names: Sequence[str]) -> None:
+        """The caches of ``names`` from the index, in one read of the committed state."""
+        if not names:
+            return
+        start = time.perf_counter()
+        loads = self.source.loads(names, self.slot, self.num_slots)
+        for name in names:
+            load = loads.pop(name)
+            self.partitions[name] = PartitionIndex(load)
+            self._stats.bootstraps += 1
+            self._stats.bootstrap_entries_scanned += load.entries_scanned
+        self._stats.bootstrap_seconds += time.perf_counter() - start
 
 
 def rows_by_partition(

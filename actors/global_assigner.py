@@ -315,7 +315,8 @@ class GlobalBucketAssigner(BucketAssigner):
         start = time.perf_counter()
         parts = []
         for name in self.source.partitions():  # 1.
-            load = self.source.load(name, self.slot, self.num_slots)
+            # A partition at a time: its arrays go into ``parts`` before the next is read.
+            load = self.source.loads([name], self.slot, self.num_slots)[name]
             parts.append((load.keys, self.locations.of(name, load.buckets)))
             self.partitions[name] = PartitionIndex(
                 PartitionLoad.empty().with_counts(load.bucket_keys, load.bucket_bytes)

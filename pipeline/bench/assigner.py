@@ -24,6 +24,7 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,11 @@ class _Preloaded(EmptySource):
         self.keys = to_cache_keys(hashes[order])
         self.buckets = buckets[order].astype(np.uint16)
 
-    def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
-        return PartitionLoad(self.keys, self.buckets, np.bincount(self.buckets).astype(np.int64))
+    def loads(
+        self, partitions: Sequence[str], slot: int, num_slots: int
+    ) -> dict[str, PartitionLoad]:
+        counts = np.bincount(self.buckets).astype(np.int64)
+        return {p: PartitionLoad(self.keys, self.buckets, counts) for p in partitions}
 
     def bucket_bytes(self, partition: str) -> np.ndarray:
         return np.zeros(0, np.int64)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 import numpy as np
@@ -56,6 +56,13 @@ class RLIIndexSource:
 
     def _visible(self) -> frozenset[str]:
         return Timeline(self.store).visible()
+
+    def loads(
+        self, partitions: Sequence[str], slot: int, num_slots: int
+    ) -> dict[str, PartitionLoad]:
+        """:meth:`load` of each of ``partitions``, the timeline read once for all."""
+        visible = self._visible()
+        return {p: self._load_as_of(p, slot, num_slots, visible) for p in partitions}
 
     def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
         """``slot``'s entries of ``partition`` (its own section of each index file, not the
@@ -161,6 +168,13 @@ class MetadataIndexSource(RLIIndexSource):
     def __init__(self, table: TableRef) -> None:
         super().__init__(table)
         self._agreed: dict[tuple[str, int, int], tuple[str, ...]] = {}
+
+    def loads(
+        self, partitions: Sequence[str], slot: int, num_slots: int
+    ) -> dict[str, PartitionLoad]:
+        """:meth:`load` of each of ``partitions`` (each compares the two indexes as of
+        its own reads)."""
+        return {p: self.load(p, slot, num_slots) for p in partitions}
 
     def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
         """``slot``'s keys of ``partition`` by the record index, with every slot's key

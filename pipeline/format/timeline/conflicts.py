@@ -186,8 +186,8 @@ def check(
     ``checked``: instants an earlier check of ``tx`` found no conflict with (the commit
     checks once before it takes the lease and again under it, for what completed since:
     the lease is held for the few instants in between, not the whole check)."""
-    completed = timeline.completed()
-    theirs = [i for i in completed if i.id not in tx.visible and i.id != tx.id]
+    listed = timeline.instants()  # one listing: what completed and what is pending, together
+    theirs = [i for i in listed if i.completed and i.id not in tx.visible and i.id != tx.id]
     done = Checked(
         [i.id for i in theirs if i.action == Action.COMMIT], frozenset(i.id for i in theirs)
     )
@@ -196,7 +196,7 @@ def check(
     floor = timeline.archived().floor
     if tx.unseen_from is not None and floor and floor >= tx.unseen_from:
         _refuse(tx, floor, "archival moved instants this write never saw off the timeline")
-    younger = [i for i in timeline.pending() if i.id > tx.id]
+    younger = [i for i in listed if not i.completed and i.id > tx.id]
     if not theirs and not younger:
         return done
     mine = mine if mine is not None else own_footprint(tx)

@@ -17,7 +17,7 @@ import datetime as dt
 import functools
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -427,12 +427,14 @@ class Timeline:
 
     # --- changing ------------------------------------------------------------------------
 
-    def request(self, action: str) -> Instant:
-        """Creates a new requested instant with an id greater than every existing one."""
+    def request(self, action: str, listed: Sequence[Instant] | None = None) -> Instant:
+        """Creates a new requested instant with an id greater than every existing one
+        (``listed``: :meth:`instants` as the caller just listed them, under the lease that
+        every request is made under; else listed here)."""
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}")
-        existing = self.instants()
-        last = existing[-1].id if existing else None
+        existing = self.instants() if listed is None else listed
+        last = max((i.id for i in existing), default=None)
         while True:
             instant = Instant(next_instant_id(last), action, State.REQUESTED)
             # Not flushed: the inflight file written next is, with its folder.

@@ -132,7 +132,10 @@ class Transaction:
         try:
             timeline = Timeline(store, options.merge_on_read)
             settled = settle.settle_superseded(store, timeline, lock) if lock.superseded else {}
-            pending = timeline.pending()
+            listed = timeline.instants()  # one listing serves the whole begin (the lease is
+            # held: no instant is requested beside it; one completed beside it since is seen
+            # by the commit's checks)
+            pending = [i for i in listed if not i.completed]
             # A service's instant whose scheduler died before its plan was recorded has
             # no executor and nothing to execute: it is settled as a write is. With
             # several writers, a write instant whose heartbeat beats is a live writer's.
@@ -142,20 +145,22 @@ class Transaction:
                 if (p.action not in DETACHED_ACTIONS or not plans.executable(store, timeline, p))
                 and not (options.optimistic and heartbeat.is_alive(store, p.id))
             }
-            pending = timeline.pending() if settled else pending
+            if settled:
+                listed = timeline.instants()
+                pending = [i for i in listed if not i.completed]
             compacting = {
                 file_id: p.id
                 for p in pending
                 if p.action in COMPACTIONS
                 for _, file_id, _ in plans.compaction_groups(timeline, p)
             }
-            completed = timeline.completed()
+            completed = [i for i in listed if i.completed]
             based_on = completed[-1].id if completed else None
             if completed:
                 # A latest commit that does not read fails every read; a write on top of it
                 # would commit into a table nobody can read (TableCorruptedError, its fix).
                 timeline.raw(completed[-1])
-            instant = timeline.request(action)
+            instant = timeline.request(action, listed)
             plan: dict[str, Any] = {"operation": operation, "based-on": based_on}
             beside = options.optimistic and not hold
             chosen = _lane(timeline, pending, lanes) if beside and lanes else ALONE

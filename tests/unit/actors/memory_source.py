@@ -3,6 +3,7 @@ that plays the checkpoint flow the write pipeline plays for real."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,10 +20,16 @@ class MemoryRLI:
 
     entries: dict[str, dict[int, int]] = field(default_factory=dict)
     file_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
-    loads: int = 0
+    loaded: int = 0
+    """Partitions loaded so far."""
+
+    def loads(
+        self, partitions: Sequence[str], slot: int, num_slots: int
+    ) -> dict[str, PartitionLoad]:
+        return {p: self.load(p, slot, num_slots) for p in partitions}
 
     def load(self, partition: str, slot: int, num_slots: int) -> PartitionLoad:
-        self.loads += 1
+        self.loaded += 1
         part = self.entries.get(partition, {})
         hashes = np.array(sorted(part), dtype=np.int64)
         buckets = np.array([part[h] for h in hashes.tolist()], dtype=np.int64)

@@ -97,12 +97,12 @@ def test_a_snapshot_without_every_slots_keys_makes_the_next_begin_bootstrap(tota
     for a in d.slots:
         a.snapshot(1, 1, {"p": {0: 3}} if totals else None)
     d.latest = d.checkpoint = 1
-    loads = rli.loads
+    loads = rli.loaded
     # Instant 2: bucket 0's room of one goes to slot 0 ((0 - 0) mod 2 < 1), so slot 1's key
     # opens bucket 1. Had slot 1 kept counting bucket 0 as holding its one key, it would
     # have put 3 there too: five keys in a bucket of four.
     assert d.write("p", [4, 3]) == [0, 1]
-    assert rli.loads == loads + (0 if totals else 2)  # without them, both slots bootstrap
+    assert rli.loaded == loads + (0 if totals else 2)  # without them, both slots bootstrap
     assert max(list(rli.entries["p"].values()).count(b) for b in (0, 1)) <= 4
 
 
@@ -233,13 +233,13 @@ def test_reset_after_another_writer_sees_its_keys_and_buckets() -> None:
     assert d.write("p", [1, 2]) == [0, 0]
     # Another writer commits 3 into bucket 0 and 4, 5, 6 into bucket 1: the cache misses them.
     rli.entries["p"].update({3: 0, 4: 1, 5: 1, 6: 1})
-    loads = rli.loads
+    loads = rli.loaded
     assert d.slots[0].reset() == 1
     assert d.slots[0].partitions == {}
     # Bootstrapped again at the next touch: 4 keeps bucket 1, and 7 opens bucket 2 (0 and 1
     # are full), where the stale cache would have moved 4 into bucket 0 (I1).
     assert d.write("p", [4, 7]) == [1, 2]
-    assert rli.loads == loads + 1
+    assert rli.loaded == loads + 1
 
 
 def test_reset_refuses_while_mappings_are_uncommitted() -> None:
@@ -300,10 +300,10 @@ def test_eviction_flow_step_by_step() -> None:
     assert a.stats().evictions == 1 and "p" not in a.partitions
 
     # The next touch bootstraps again from the RLI, and finds every mapping.
-    loads = rli.loads
+    loads = rli.loaded
     a.begin(4, 3)
     buckets, is_new = a.assign(4, ["p"], np.zeros(3, np.int32), np.array([3, 2, 1], np.int64))
-    assert rli.loads == loads + 1
+    assert rli.loaded == loads + 1
     assert buckets.tolist() == [0, 0, 0] and not is_new.any()
 
 
@@ -397,7 +397,7 @@ def test_an_update_only_partition_stays_cached_within_the_budget(
     a = BucketAssigner(0, 1, options, rli)
     for checkpoint in range(1, 11):
         _update_only(a, checkpoint, "p", range(10 * checkpoint - 10, 10 * checkpoint))
-    assert rli.loads == loads
+    assert rli.loaded == loads
     assert a.stats().bootstraps == loads and a.stats().evictions == (10 if budget is None else 0)
 
 
@@ -430,10 +430,10 @@ def test_over_budget_the_least_recently_used_goes_and_flagged_partitions_stay() 
     assert a.snapshot(3, 2) == ["r"]
     assert list(a.partitions) == ["p"] and a.partitions["p"].nbytes > 2 * one
     # 3: q comes back from the index with its buckets (I1).
-    loads = rli.loads
+    loads = rli.loaded
     a.begin(4, 3)
     buckets, is_new = a.assign(4, ["q"], np.zeros(2, np.int32), np.array([7, 8], np.int64))
-    assert rli.loads == loads + 1 and buckets.tolist() == [0, 0] and not is_new.any()
+    assert rli.loaded == loads + 1 and buckets.tolist() == [0, 0] and not is_new.any()
 
 
 def test_writers_in_two_lanes_fill_their_own_buckets_and_one_alone_fills_any() -> None:

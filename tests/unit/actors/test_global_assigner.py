@@ -123,6 +123,9 @@ class _TwoPartitions:
     def partitions(self):
         return ["p=a", "p=b"]
 
+    def loads(self, partitions, slot, num_slots):
+        return {p: self.load(p, slot, num_slots) for p in partitions}
+
     def load(self, partition, slot, num_slots):
         keys = {"p=a": [10, 12], "p=b": [11]}[partition]
         bucket = {"p=a": 0, "p=b": 3}[partition]
