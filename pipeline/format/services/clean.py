@@ -44,7 +44,6 @@ from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, 
 from dynbucket.format.timeline.transaction import (
     DETACHED_ACTIONS,
     UNSEEN_FROM,
-    Transaction,
     WrittenFile,
 )
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
@@ -108,24 +107,40 @@ def schedule_clean(store: TableStore, spec: TableSpec, retain: int | None = None
     clean runs learns that its instant is no longer retained: ``snapshot.missing_file``),
     and the compactions then pending, whose base files the clean must not count (a reader
     may still read the slices they replace). Removing files below a horizon needs no
-    lease: horizons only grow. Returns its instant (None: fewer instants than retained)."""
+    lease: horizons only grow. Returns its instant (None: nothing to clean).
+
+    The plan is first made from a look at the timeline without the lease: when the
+    horizon would not move (fewer instants than retained, or another writer's pending
+    write holds it at the last clean's), no instant is begun. A clean is due after every
+    ``hoodie.clean.max.commits`` data commits until one completes, so beside another
+    writer, whose pending writes hold the horizon back, every write scheduled a clean
+    that planned nothing: the lease, an instant's files and their removal, each write
+    (on S3 about 15 requests)."""
     keep = retain or spec.options.cleaner_commits_retained
+    if _plan(Timeline(store, spec.options.merge_on_read), keep, None) is None:
+        return None  # looked at again by the next write it is due after
+    return schedule_instant(
+        store, spec, Action.CLEAN, "clean", lambda txn: _plan(txn.timeline, keep, txn.id)
+    )
 
-    def plan(txn: Transaction) -> dict[str, Any] | None:
-        # Retention counts instants that change data; cleans and rollbacks do not.
-        completed = [i.id for i in txn.timeline.completed(Action.COMMIT, Action.COMPACTION)]
-        if len(completed) <= keep:
-            return None
-        pending = [i for i in txn.timeline.pending() if i.id != txn.id]
-        horizon = _horizon(txn.timeline, completed, completed[-keep], pending)
-        last = cleaning_horizon(txn.timeline)
-        # Horizons only grow: below the last one (a pending write's bound), the last clean
-        # has removed all this one would, and readers would count what it removed as lost.
-        if horizon is None or (last is not None and horizon <= last.earliest):
-            return None
-        return CleanPlan(horizon, tuple(i.id for i in pending)).entries()
 
-    return schedule_instant(store, spec, Action.CLEAN, "clean", plan)
+def _plan(timeline: Timeline, keep: int, own: str | None) -> dict[str, Any] | None:
+    """A clean's plan entries as ``timeline`` stands (``own``: the clean's instant, when
+    begun), or None: nothing to clean."""
+    listed = timeline.instants()
+    # Retention counts instants that change data; cleans and rollbacks do not.
+    data = (Action.COMMIT, Action.COMPACTION)
+    completed = [i.id for i in listed if i.completed and i.action in data]
+    if len(completed) <= keep:
+        return None
+    pending = [i for i in listed if not i.completed and i.id != own]
+    horizon = _horizon(timeline, completed, completed[-keep], pending)
+    last = cleaning_horizon(timeline)
+    # Horizons only grow: below the last one (a pending write's bound), the last clean
+    # has removed all this one would, and readers would count what it removed as lost.
+    if horizon is None or (last is not None and horizon <= last.earliest):
+        return None
+    return CleanPlan(horizon, tuple(i.id for i in pending)).entries()
 
 
 def _horizon(

@@ -230,3 +230,51 @@ def test_a_cleans_horizon_never_goes_back(tmp_path: Path) -> None:
     assert after is not None and after.earliest > before.earliest
     assert t.check().healthy
     assert sorted(t.to_arrow().column("v").to_pylist()) == [8, 8]
+
+
+def test_a_clean_that_would_plan_nothing_takes_no_lease_and_begins_no_instant(
+    tmp_path: Path,
+) -> None:
+    """A clean is due after every ``hoodie.clean.max.commits`` data commits until one
+    completes: with fewer commits than retained, or beside another writer whose pending
+    write holds the horizon at the last clean's, it plans nothing. Looked at without the
+    lease, it then takes no lease and writes no timeline file (each write beside another
+    writer did both, and removed the instant again)."""
+    from dynbucket.format.table.paths import META_DIR
+    from dynbucket.format.timeline.lock import LEASE_PREFIX
+    from dynbucket.format.timeline.timeline import Timeline
+    from dynbucket.format.timeline.transaction import Transaction
+
+    options = dataclasses.replace(MANUAL, write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL")
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+
+    def write(v: int) -> None:
+        t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "v": [v, v]}, schema=SCHEMA))
+
+    def leases() -> list[str]:
+        listed = t._store.list_files(t._store.path(META_DIR))
+        return sorted(i.base_name for i in listed if LEASE_PREFIX in i.base_name)
+
+    def timeline_files() -> int:
+        return len(Timeline(t._store).instants())
+
+    write(1)
+    write(2)
+    before, instants = leases(), timeline_files()
+    assert before  # the writes took the lease
+    assert clean.schedule_clean(t._store, t._spec, retain=5) is None  # fewer than retained
+    assert leases() == before and timeline_files() == instants
+    write(3)
+    assert clean.clean(t._store, t._spec, retain=1).instant is not None
+    pending = Transaction.begin(t._store, t._spec, "commit", "upsert", hold=False)
+    try:
+        write(4)
+        write(5)
+        before, instants = leases(), timeline_files()
+        assert clean.schedule_clean(t._store, t._spec, retain=1) is None  # held back
+        assert leases() == before and timeline_files() == instants
+    finally:
+        pending.abort()
+    write(6)
+    assert clean.clean(t._store, t._spec, retain=1).instant is not None
+    assert t.check().healthy
