@@ -115,7 +115,8 @@ class ServiceProcesses(Beside):
     """The service processes of this machine: spawned once per process (a pool shared by
     every table), at a lower CPU priority than the writes, each ending when the process
     that started it ends, however it ends. A thread of the writer's process would share its
-    interpreter lock and priority with the writes."""
+    interpreter lock and priority with the writes: threads serve only a process that may
+    not start processes (``submit_service``)."""
 
     lower_priority = True
 
@@ -189,10 +190,37 @@ def _main_hidden() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
+#: The service threads of a process that may not start processes, (pid, pool).
+_THREADS: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def may_start_processes() -> bool:
+    """Whether this process may start child processes: a daemonic one (a worker of a
+    ``multiprocessing.Pool``, of many task queues and servers) may not."""
+    return not multiprocessing.current_process().daemon
+
+
+def _service_threads() -> ThreadPoolExecutor:
+    """The service threads of this process (started at the first call)."""
+    global _THREADS
+    with _PROCESSES_LOCK:
+        if _THREADS is None or _THREADS[0] != os.getpid():
+            pool = ThreadPoolExecutor(
+                max(SERVICE_PROCESSES, os.cpu_count() or 1), thread_name_prefix="services"
+            )
+            _THREADS = (os.getpid(), pool)
+        return _THREADS[1]
+
+
 def submit_service(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """Runs ``fn(*args)`` in a service process (a pool that broke, a process of it
-    killed, is replaced once)."""
+    killed, is replaced once); in a thread of this process when it may not start
+    processes (``may_start_processes``: every service of a writer in a
+    ``multiprocessing.Pool`` worker failed to start, so none ever ran and its table's
+    logs and timeline grew with every write)."""
     global _PROCESSES
+    if not may_start_processes():
+        return _service_threads().submit(fn, *args)
     try:
         return _submit(fn, *args)
     except BrokenProcessPool:

@@ -227,6 +227,39 @@ def _table(
     return uri
 
 
+class _Spawned:
+    """A call in a process of its own, its result by :meth:`get` (as a pool's
+    ``apply_async``). Not a ``multiprocessing.Pool`` worker: those are daemonic, and a
+    daemonic writer runs its services in threads instead of the service processes
+    (``base/beside.py``), which no writer job does."""
+
+    def __init__(self, ctx: Any, manager: Any, fn: Any, *args: Any) -> None:
+        self._results = manager.Queue()
+        self._proc = ctx.Process(target=_put_result, args=(self._results, fn, args))
+        self._proc.start()
+
+    def get(self, timeout: float) -> Any:
+        ok, out = self._results.get(timeout=timeout)
+        self.end()
+        if not ok:
+            raise RuntimeError(out)
+        return out
+
+    def end(self) -> None:
+        self._proc.join(timeout=60)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+
+
+def _put_result(results: Any, fn: Any, args: tuple[Any, ...]) -> None:
+    try:
+        results.put((True, fn(*args)))
+    except BaseException as e:
+        results.put((False, f"{fn.__name__}: {type(e).__name__}: {e}"))
+        raise
+
+
 def _run_processes(
     uris: list[str],
     n: int,
@@ -241,18 +274,18 @@ def _run_processes(
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         go, ready = manager.Event(), manager.Queue()
-        with ctx.Pool(n) as pool:
-            pending = [
-                pool.apply_async(
-                    _process_writer,
-                    (uris[w % len(uris)], w, keys, rows, writes, go, ready, of, ordering),
-                )
-                for w in range(n)
-            ]
+        calls = [
+            (uris[w % len(uris)], w, keys, rows, writes, go, ready, of, ordering) for w in range(n)
+        ]
+        pending = [_Spawned(ctx, manager, _process_writer, *call) for call in calls]
+        try:
             for _ in range(n):  # every writer opened its table and warmed up
                 ready.get(timeout=600)
             go.set()
             return [p.get(timeout=3600) for p in pending]
+        finally:
+            for p in pending:
+                p.end()
 
 
 def _copy(uri: str, w: int) -> str:
@@ -368,12 +401,12 @@ def stream_beside_backfill(folder: str, keys: int, rows: int) -> list[Measuremen
     ctx = mp.get_context("spawn")
     for case in ("stream alone", "stream beside a backfill"):
         uri = _table(folder, 100 + len(out), keys)
-        with ctx.Manager() as manager, ctx.Pool(2) as pool:
+        with ctx.Manager() as manager:
             go, done, ready = manager.Event(), manager.Event(), manager.Queue()
-            stream = pool.apply_async(_stream, (uri, keys, go, done, ready))
+            stream = _Spawned(ctx, manager, _stream, uri, keys, go, done, ready)
             backfill = None
             if case != "stream alone":
-                backfill = pool.apply_async(_backfill, (uri, keys, rows, go, done, ready))
+                backfill = _Spawned(ctx, manager, _backfill, uri, keys, rows, go, done, ready)
             for _ in range(1 if backfill is None else 2):  # every process warm
                 ready.get(timeout=600)
             go.set()

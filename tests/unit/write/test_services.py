@@ -82,6 +82,40 @@ def test_a_driver_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     assert t.to_arrow(meta_columns=False).num_rows == 20_000
 
 
+IN_A_POOL = r"""
+import multiprocessing, sys
+import pyarrow as pa
+from dynbucket.table import Table
+
+def write(path: str) -> None:
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
+    t = Table.create(path, schema, "id", "day")
+    ids = [f"k{i}" for i in range(20_000)]
+    t.upsert(pa.table({"id": ids, "day": ["d1"] * len(ids), "v": [0] * len(ids)}, schema=schema))
+    for w in range(1, 7):  # small logs: due for a log compaction
+        t.upsert(pa.table({"id": [f"k{w}"], "day": ["d1"], "v": [w]}, schema=schema))
+    t.close()
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # daemonic workers
+        pool.apply(write, (sys.argv[1],))
+"""
+
+
+def test_a_writer_in_a_pool_worker_runs_its_services(tmp_path: Path) -> None:
+    """A ``multiprocessing.Pool`` worker is daemonic: it may not start the service
+    processes. Its services run in threads of its own (they failed to start, every write
+    again: the table was never compacted)."""
+    script, table = tmp_path / "pool.py", tmp_path / "t"
+    script.write_text(IN_A_POOL)
+    done = subprocess.run([sys.executable, str(script), str(table)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    t = Table.open(str(table))
+    assert t._timeline.completed("logcompaction")
+    assert t.to_arrow(meta_columns=False).num_rows == 20_000
+    assert t.check().healthy
+
+
 STARTER = r"""
 import os, sys, time
 from dynbucket.base import beside
