@@ -14,8 +14,9 @@ None and Spark collects as before:
    (checked once per stream by :func:`bare_file_stream`: no filter, projection or join).
 2. The files are those of Spark's own scan (its ``FileScanRDD``, in its order, so ties
    between duplicate keys resolve as on the Spark path), each read whole by one piece of
-   the scan or by consecutive pieces in the file's order (Spark splits a file past 4 MiB
-   on two cores: its rows come in the file's order then too), local, without partition
+   the scan or by consecutive pieces in the file's order (Spark splits a file larger than
+   its split size, 4 MiB at least: the rows come in the file's order then too), local,
+   without partition
    values from the folder names, and not written by a Spark that rebased old dates.
 3. Each file has the DataFrame's fields, by name (not with Spark matching columns by field
    id), with exactly the Arrow types Spark's would convert to (Spark reads some types

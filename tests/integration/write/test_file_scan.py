@@ -120,9 +120,10 @@ _SPLIT = {"spark.sql.files.maxPartitionBytes": "1024", "spark.sql.files.openCost
 def test_a_file_spark_splits_into_pieces_read_one_after_the_other_is_read_whole(
     spark: Any, runtime: Runtime, tmp_path: Path
 ) -> None:
-    """Spark splits a file past 4 MiB on two cores: pieces of one file, read from its start
-    to its end, give the file's rows in its order (a 7 MB input of 500k rows fell back to
-    a Spark collect for this: 2.0-3.4 s, against a read of 0.4-0.5 s)."""
+    """Spark splits a file larger than its split size (4 MiB at least; the input's bytes over
+    its default parallelism): pieces of one file, read from its start to its end, give the
+    file's rows in its order (a 7 MB input of 500k rows fell back to a Spark collect for
+    this in a run that split it: 2.0-3.4 s, against a read of 0.2-0.5 s)."""
     spec = _spec(tmp_path, runtime)
     folder = tmp_path / "in"
     folder.mkdir()
