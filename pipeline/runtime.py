@@ -88,6 +88,12 @@ class RuntimeConfig:
     a file scan) is written by this process, not Spark's Python workers: the same actors
     tag it, the same files result, without a Spark job's second of overhead. 0: always by
     Spark tasks."""
+    spark_one_stage_max_bytes: int = 64 << 20
+    """A larger Spark DataFrame of a partitioned table that Spark estimates at most this size
+    is shuffled by partition and tagged and written by one stage of Python workers (its
+    rows cross into Python once, not twice); larger ones are tagged where they are and
+    shuffled by file group, so that one partition's buckets are written in parallel. 0:
+    always two stages."""
     driver_read_max_bytes: int = 8 << 20
     """``Table.read()`` of a snapshot whose files total at most this is read by this process
     and handed to Spark as Arrow (the same rows, without a job of Python tasks). 0: always
@@ -112,14 +118,14 @@ class RuntimeConfig:
                 f"or one of {', '.join(placements)} (Ray placement group strategies)"
             )
         for name, zero in (
-            ("driver_write_max_bytes", "writes every Spark DataFrame"),
-            ("driver_read_max_bytes", "reads every table"),
+            ("driver_write_max_bytes", "writes every Spark DataFrame with Spark tasks"),
+            ("driver_read_max_bytes", "reads every table with Spark tasks"),
+            ("spark_one_stage_max_bytes", "writes in two stages"),
         ):
             limit = getattr(self, name)
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ConfigError(
-                    f"RuntimeConfig.{name}={limit!r}: must be an integer >= 0 (bytes; 0 "
-                    f"{zero} with Spark tasks)"
+                    f"RuntimeConfig.{name}={limit!r}: must be an integer >= 0 (bytes; 0 {zero})"
                 )
         if self.object_store_memory is not None and self.object_store_memory < 78_643_200:
             raise ConfigError(

@@ -611,6 +611,7 @@ class Table:
                 link,
                 rt.default_parallelism,
                 rt.config.driver_write_max_bytes,
+                rt.config.spark_one_stage_max_bytes,
             )
             self._spark.compact = self._compact_logs
         return self._spark

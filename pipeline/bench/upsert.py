@@ -12,13 +12,17 @@ The workload (deterministic, generated as Parquet files before anything is timed
 Every system applies the same files in the same order, the systems taking turns on each file
 (so that none runs on a machine the others warmed up; pypaimon, a minute per upsert, runs
 its four after the others); each timing covers reading the input Parquet file and the whole
-write and commit:
+write and commit. The table services a dynbucket write makes due (compactions) run after it,
+untimed, before the next system's turn (their seconds are printed): beside the next turn
+they would slow that system instead:
 
 * ``dynbucket``: ``Table.upsert(spark.read.parquet(file))``, on this process's runtime, into
   a merge-on-read Hudi table; ``dynbucket-nometa``: the same without Hudi's meta fields
   (``hoodie.populate.meta.fields=false``), for their cost; ``dynbucket-v9``: the same in a
   table of version 9, whose metadata table lists its files (``table_version=9``), for
-  the metadata table's cost (``inprocess-v9`` likewise in process);
+  the metadata table's cost (``inprocess-v9`` likewise in process); ``dynbucket-two-stage``:
+  the same with the Spark job in two Python stages (tag where the rows are, shuffle by file
+  group, write), as writes larger than ``RuntimeConfig.spark_one_stage_max_bytes`` run;
 * ``spark (same layout)``: plain Spark writing the same rows to one Parquet file per
   (partition, bucket), with as many buckets per partition as dynbucket has: a write with no
   index, no merge and no commit protocol (the floor of a Spark writer);
@@ -64,6 +68,7 @@ LABELS = {
     "dynbucket": "dynbucket",
     "dynbucket-nometa": "dynbucket (no meta fields)",
     "dynbucket-v9": "dynbucket (table version 9)",
+    "dynbucket-two-stage": "dynbucket (Spark job in two stages)",
     "inprocess-v9": "dynbucket in process (table version 9)",
     "spark": "spark (same layout)",
     "inprocess": "dynbucket in process (pyarrow)",
@@ -129,10 +134,16 @@ class Ours:
     Hudi table, with or without Hudi's meta fields)."""
 
     def __init__(
-        self, rt: Runtime, table_dir: Path, bucket_rows: int, meta: bool = True, version: int = 6
+        self,
+        rt: Runtime,
+        table_dir: Path,
+        bucket_rows: int,
+        meta: bool = True,
+        version: int = 6,
+        one_stage: bool = True,
     ) -> None:
         self.rt, self.dir, self.bucket_rows, self.meta = rt, table_dir, bucket_rows, meta
-        self.version = version
+        self.version, self.one_stage = version, one_stage
         self.table: Table | None = None
 
     def load(self, files: Sequence[Path]) -> None:
@@ -152,6 +163,8 @@ class Ours:
             for f in files:
                 table.upsert(spark.read.parquet(str(f)))
         self.table = Table.open(str(self.dir), runtime=self.rt)  # cold caches, as a new driver
+        if not self.one_stage:  # the runtime's limit, for this table alone
+            self.table._spark_writer().one_stage_max_bytes = 0
 
     def upsert(self, f: Path) -> float:
         assert self.table is not None
@@ -159,7 +172,8 @@ class Ours:
         s, result = timed(lambda: table.upsert(spark.read.parquet(str(f))))
         label = "dynbucket" if self.meta else "dynbucket (no meta fields)"
         label += f" v{self.version}" if self.version != 6 else ""
-        _print_write(f"{label} {f.name}", s, result, "stages (summed over tasks)")
+        label += "" if self.one_stage else " (two stages)"
+        _print_write(f"{label} {f.name}", s, result, "stages (summed over tasks)", table)
         return s
 
     def buckets_per_partition(self) -> int:
@@ -204,7 +218,7 @@ class InProcess:
         else:
             s, result = timed(lambda: table.upsert(pq.read_table(f)))
         label = f"in process{' partial' * self.partial}{f' v{self.version}' * (self.version != 6)}"
-        _print_write(f"{label} {f.name}", s, result, "stages")
+        _print_write(f"{label} {f.name}", s, result, "stages", table)
         return s
 
     def buckets_per_partition(self) -> int:
@@ -261,11 +275,17 @@ class Floor:
         pass
 
 
-def _print_write(label: str, seconds: float, result: WriteResult, stages: str) -> None:
+def _print_write(
+    label: str, seconds: float, result: WriteResult, stages: str, table: Table
+) -> None:
+    """Prints a write, then waits, untimed, for the services it made due: they run beside
+    the writes, and would slow whichever system takes the next turn (the seconds they took
+    are printed)."""
+    services = timed(table.wait_for_services)[0]
     print(
         f"  {label}: {seconds:.2f}s ({result.keys_updated:,} updated, "
-        f"{result.keys_inserted:,} inserted)\n    steps {result.seconds}\n"
-        f"    {stages} {result.stages}",
+        f"{result.keys_inserted:,} inserted; its services after it {services:.2f}s)\n"
+        f"    steps {result.seconds}\n    {stages} {result.stages}",
         flush=True,
     )
 
@@ -453,6 +473,8 @@ def _system(
         return Ours(rt, tables / "dynbucket-nometa", bucket_rows, meta=False)
     if system == "dynbucket-v9":
         return Ours(rt, tables / "dynbucket-v9", bucket_rows, version=9)
+    if system == "dynbucket-two-stage":
+        return Ours(rt, tables / "dynbucket-two-stage", bucket_rows, one_stage=False)
     if system == "spark":
         return PlainSpark(rt, tables / "spark", ours)
     if python is None:
@@ -487,6 +509,10 @@ def _summary(medians: dict[tuple[str, int], float], sizes: Sequence[int]) -> dic
         for system in ("paimon", "delta", "spark"):
             if (system, size) in medians:
                 out[f"speedup_vs_{system}_{tag}"] = round(medians[(system, size)] / ours_s, 3)
+        if ("dynbucket-two-stage", size) in medians:  # two stages' time / one's
+            out[f"two_stage_vs_one_{tag}"] = round(
+                medians[("dynbucket-two-stage", size)] / ours_s, 3
+            )
         if ("dynbucket-nometa", size) in medians:  # time with meta fields / time without
             out[f"meta_fields_cost_{tag}"] = round(ours_s / medians[("dynbucket-nometa", size)], 3)
 

@@ -772,7 +772,7 @@ def parser() -> argparse.ArgumentParser:
         help="comma-separated: dynbucket, dynbucket-nometa, spark, inprocess, floor, delta, "
         "paimon; also inprocess-partial (the in-process upserts without one field, "
         "partial=True), dynbucket-v9 and inprocess-v9 (a table of version 9, with Hudi's "
-        "metadata table)",
+        "metadata table), dynbucket-two-stage (the Spark job in two Python stages)",
     )
     up.add_argument(
         "--bucket-rows",

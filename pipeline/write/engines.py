@@ -6,7 +6,10 @@
   with its own key hash), tagged by the same stage A and written in this process's
   threads: no Spark job's second of scheduling, shuffle and Python workers
   (``write/driver.py``).
-* :class:`SparkTasksEngine`: the write's Spark job (:func:`tag_and_write`), collected.
+* :class:`SparkTasksEngine`: the write's Spark job (:func:`tag_and_write`), collected: one
+  Python stage after a shuffle by partition (:func:`one_stage_fits`: a partitioned table
+  whose keys stay in their partition, a DataFrame Spark estimates at most
+  ``one_stage_max_bytes``), else two (tag where the rows are, shuffle by file group, write).
 
 Both read what they need before the scheme's assigners open (``prepare``: a new fleet's
 actors start meanwhile) and return what was written with the number of shuffles.
@@ -14,7 +17,7 @@ actors start meanwhile) and return what was written with the number of shuffles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -56,6 +59,9 @@ class DriverEngine:
         self._local = local
         self._batches: list[pa.RecordBatch] = []
 
+    #: What the commit records of the job: no Spark stage ran Python.
+    metadata: dict[str, Any] = {"python_stages": 0}
+
     def prepare(self, op: Operation, laps: Laps) -> None:
         if self._local is not None:  # taken from the local rows it was created from
             self._batches = self._local
@@ -80,10 +86,17 @@ class DriverEngine:
 
 
 class SparkTasksEngine:
-    """The write's Spark job (the module doc)."""
+    """The write's Spark job (the module doc); ``one_stage``: its rows shuffled by
+    partition, then tagged and written by one Python stage."""
 
-    def __init__(self, df: DataFrame) -> None:
+    def __init__(self, df: DataFrame, one_stage: bool = False) -> None:
         self.df = df
+        self.one_stage = one_stage
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the commit records of the job: its Python stages."""
+        return {"python_stages": 1 if self.one_stage else 2}
 
     def prepare(self, op: Operation, laps: Laps) -> None:
         """Spark reads the DataFrame in its tasks."""
@@ -94,30 +107,59 @@ class SparkTasksEngine:
         ctx: WriteContext,
         laps: Laps,
     ) -> tuple[GroupWrites, int]:
-        job, shuffles, inputs = tag_and_write(self.df, stage_a, ctx)
+        job, shuffles, inputs = tag_and_write(self.df, stage_a, ctx, self.one_stage)
         written = from_rows(job.collect())
         inputs.raise_any()  # a bad record fails the write once, whatever was written
         laps.lap("spark")
         return written, shuffles
 
 
+def one_stage_fits(spec: TableSpec) -> bool:
+    """Whether a write's rows can be shuffled by partition before they are tagged: the
+    partition fields' values alone name a row's partition (no time formatting: two values
+    of one day would land in two tasks), and a key's records never leave it (a global
+    index's moving key needs its old partition's group in the same task)."""
+    return (
+        bool(spec.partition_by)
+        and spec.timestamp_partitioning is None
+        and not spec.scheme.keys_move
+    )
+
+
 def tag_and_write(
-    df: DataFrame, stage_a: ArrowFn, ctx: WriteContext
+    df: DataFrame, stage_a: ArrowFn, ctx: WriteContext, one_stage: bool = False
 ) -> tuple[DataFrame, int, InputErrors]:
-    """The Spark job of a write: keys hashed (``xxhash64``), stage A where the rows are, one
-    shuffle by (partition, bucket), stage B; with its number of shuffles and the input
-    errors its tasks find (raise them after the job: ``InputErrors.raise_any``)."""
+    """The Spark job of a write, with its number of shuffles and the input errors its tasks
+    find (raise them after the job: ``InputErrors.raise_any``). Keys are hashed by Spark
+    (``xxhash64``); then
+
+    * ``one_stage`` (:func:`one_stage_fits`): one shuffle by the partition fields, so that a
+      task holds every row of its partitions, and one Python stage tags them (stage A) and
+      writes their file groups (stage B): the rows cross into Python once. A partition's
+      file groups are written by one task: for DataFrames of a bounded size.
+    * else stage A where the rows are, one shuffle by (partition, bucket), stage B: a
+      partition's groups written in parallel, the rows crossing into Python twice."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     hashed = df.withColumn(HASH, F.xxhash64(*ctx.spec.record_key))
+    inputs = InputErrors(df.sparkSession)
+    if one_stage:
+        stage_b = write_fn(ctx)
+
+        def tag_then_write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            seconds: dict[str, float] = {}  # stage A's, filled as stage B reads its rows
+            return stage_b(stage_a(batches, seconds), seconds)
+
+        by_partition = hashed.repartition(*ctx.spec.partition_by)
+        job = by_partition.mapInArrow(carry_errors(tag_then_write, inputs), written_schema())
+        return job, 1, inputs
     moves = ctx.spec.scheme.keys_move
     if moves:  # every record of a key in one task: stage A keeps the newest (one per key)
         hashed = hashed.repartition(HASH)
     # Stage A turns the records' delete flag into ``_op``.
     kept = StructType([f for f in hashed.schema.fields if f.name != IS_DELETE])
     tagged_struct = with_fields(kept, [(PARTITION, "string"), (OP, "tinyint")])
-    inputs = InputErrors(df.sparkSession)
     tagged = hashed.mapInArrow(carry_errors(stage_a, inputs), tagged_schema(tagged_struct, moves))
     stage_b = write_fn(ctx)
     job = tagged.repartition(PARTITION, BUCKET).mapInArrow(carry_errors(stage_b), written_schema())

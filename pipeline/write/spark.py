@@ -18,7 +18,9 @@ checkpoint flow) is ``write/instant.py``'s; this module brings the Spark parts:
    partition paths and tags buckets through each row's slot actor (``pmod(hash, N)``); one
    shuffle by (partition, bucket); stage B writes each file group once and the index
    entries. Every slot may fill every bucket (``actors/allocator.py``): the shuffle brings
-   a group's rows from every slot to one task.
+   a group's rows from every slot to one task. A DataFrame of at most
+   ``one_stage_max_bytes`` of a partitioned table is shuffled by partition first instead,
+   and one Python stage tags and writes each task's partitions (``engines.tag_and_write``).
 4. A dynbucket error raised in a task reaches the driver as itself (``carry_errors``). An
    actor that restarted mid-instant makes the instant run again with a new fleet (twice
    at most; ``WRITE_RETRIES``).
@@ -62,7 +64,7 @@ from dynbucket.format.table.context import Operation, TableRef, WriteContext
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.write.driver import estimated_bytes
-from dynbucket.write.engines import DriverEngine, SparkTasksEngine
+from dynbucket.write.engines import DriverEngine, SparkTasksEngine, one_stage_fits
 from dynbucket.write.instant import InstantWrite, StreamBatch, logs_ready_for
 from dynbucket.write.local_rows import read_local
 from dynbucket.write.results import Laps, WriteResult
@@ -91,6 +93,9 @@ class SparkWriter(Writer):
         default_slots: assigner slots of a write that names none (Spark's parallelism).
         driver_max_bytes: DataFrames Spark estimates at most this size are written in this
             process (``write/driver.py``); 0: always by Spark tasks.
+        one_stage_max_bytes: larger DataFrames Spark estimates at most this size are
+            tagged and written by one Python stage after a shuffle by partition
+            (``engines.tag_and_write``); 0: always two stages.
     """
 
     retries = WRITE_RETRIES
@@ -102,11 +107,13 @@ class SparkWriter(Writer):
         link: RayLink,
         default_slots: int,
         driver_max_bytes: int = 0,
+        one_stage_max_bytes: int = 0,
     ) -> None:
         super().__init__(store, spec)
         self.link = link
         self.default_slots = default_slots
         self.driver_max_bytes = driver_max_bytes
+        self.one_stage_max_bytes = one_stage_max_bytes
 
     @functools.cached_property
     def table(self) -> TableRef:
@@ -188,11 +195,7 @@ class SparkWriter(Writer):
         local = None
         if self.driver_max_bytes > 0 and not file_stream:
             local = read_local(given, spec, required, self.driver_max_bytes)
-        engine: DriverEngine | SparkTasksEngine = (
-            DriverEngine(given, df, spec, file_stream, required, local)
-            if local is not None or self._small(df)
-            else SparkTasksEngine(df)
-        )
+        engine = self._engine(given, df, spec, file_stream, required, local)
         scheme = self.scheme
 
         def body(w: InstantWrite) -> tuple[GroupWrites, dict[str, Any]]:  # 2.
@@ -205,7 +208,7 @@ class SparkWriter(Writer):
             table = TableRef.of(self.store, spec)
             ctx = WriteContext(table, w.id, w.visible, op, slots_of_index, kept)
             written, shuffles = engine.run(stage_a, ctx, laps)
-            return written, scheme.metadata(num_slots, shuffles)
+            return written, {**scheme.metadata(num_slots, shuffles), **engine.metadata}
 
         try:
             return self._instant(op, schema, laps, kept, body, stream)
@@ -215,14 +218,28 @@ class SparkWriter(Writer):
                 raise
             raise mapped from e
 
-    def _small(self, df: DataFrame) -> bool:
-        """Whether the write goes through the driver: Spark estimates the DataFrame at most
+    def _engine(
+        self,
+        given: DataFrame,
+        df: DataFrame,
+        spec: TableSpec,
+        file_stream: bool,
+        required: Sequence[str] | None,
+        local: list[pa.RecordBatch] | None,
+    ) -> DriverEngine | SparkTasksEngine:
+        """The driver for a DataFrame of local rows or one Spark estimates at most
         ``driver_max_bytes`` (a streaming micro-batch of a file source is sized by its
-        files; a source Spark cannot size goes to Spark tasks)."""
-        if self.driver_max_bytes <= 0:
-            return False
-        size = estimated_bytes(df)
-        return size is not None and size <= self.driver_max_bytes
+        files; a source Spark cannot size goes to Spark tasks); else Spark tasks, in one
+        Python stage when the table allows it (``engines.one_stage_fits``) and Spark
+        estimates the DataFrame at most ``one_stage_max_bytes``."""
+        if local is not None:
+            return DriverEngine(given, df, spec, file_stream, required, local)
+        sized = self.driver_max_bytes > 0 or self.one_stage_max_bytes > 0
+        size = estimated_bytes(df) if sized else None
+        if size is not None and size <= self.driver_max_bytes:
+            return DriverEngine(given, df, spec, file_stream, required, local)
+        small = size is not None and size <= self.one_stage_max_bytes
+        return SparkTasksEngine(df, one_stage=small and one_stage_fits(spec))
 
 
 def conform_spark(df: DataFrame, spec: TableSpec, required: Sequence[str] | None) -> DataFrame:

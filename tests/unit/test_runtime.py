@@ -18,6 +18,7 @@ from dynbucket.runtime import RuntimeConfig
      ("driver_write_max_bytes", "8m", "driver_write_max_bytes='8m'"),
      ("driver_write_max_bytes", True, "driver_write_max_bytes=True"),
      ("driver_read_max_bytes", -5, "driver_read_max_bytes=-5: must be an integer >= 0"),
+     ("spark_one_stage_max_bytes", -1, "spark_one_stage_max_bytes=-1: .*0 writes in two stages"),
      ("executor_placement", "spread", "executor_placement=.spread.: must be None or one of")],
 )  # fmt: skip
 def test_bad_runtime_config_names_field_and_value(field: str, value: object, message: str) -> None:

@@ -245,6 +245,58 @@ def test_one_shuffle_whatever_the_slot_count_and_slots_share_buckets(
     assert max(r["keys"] for r in t.stats().to_pylist()) <= 4
 
 
+def test_one_python_stage_writes_what_two_write_each_partition_from_one_task(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    """The same upserts (new keys, then updates and new keys) through the one-stage job
+    (a shuffle by partition, then tag and write in one Python stage) and the two-stage one:
+    equal rows, each key in one bucket of its day (I1), buckets within capacity, and in the
+    one-stage table each day's index entries of a write in one file: one task held it."""
+    one, two = (
+        Table.create(str(tmp_path / name), SCHEMA, "id", "day", "ts",
+                     DynamicBucketIndex(max_keys_per_bucket=4), runtime=runtime)
+        for name in ("one", "two")
+    )  # fmt: skip
+    two._spark_writer().one_stage_max_bytes = 0
+    batches = [
+        [(f"k{i}", f"d{i % 3}", i, 1) for i in range(30)],
+        [(f"k{i}", f"d{i % 3}", -i, 2) for i in range(20, 50)],
+    ]
+    # Every shuffle partition a task of its own (Spark would join these small ones into one).
+    coalesce = "spark.sql.adaptive.coalescePartitions.enabled"
+    with one, two:
+        spark.conf.set(coalesce, "false")
+        try:
+            for n, rows in enumerate(batches):
+                # Spark sizes a Parquet scan (not ``createDataFrame`` of a list): one stage fits
+                _df(spark, rows).repartition(5).write.parquet(str(tmp_path / f"in{n}"))
+                for t in (one, two):
+                    t.upsert(spark.read.parquet(str(tmp_path / f"in{n}")), assigner_slots=2)
+        finally:
+            spark.conf.unset(coalesce)
+        for t, stages in ((one, 1), (two, 2)):
+            last = t._timeline.completed()[-1]
+            assert t._timeline.metadata(last)["python_stages"] == stages
+        index_files = {
+            t: Counter(
+                Path(f["path"]).parent.name
+                for instant in t._timeline.completed()
+                for f in t._timeline.metadata(instant)["files"]
+                if f["kind"] == "index"
+            )
+            for t in (one, two)
+        }
+        assert index_files[one] == {"day=d0": 2, "day=d1": 2, "day=d2": 2}  # one per write
+        assert sum(index_files[two].values()) > 6  # a day's groups written by several tasks
+        rows_of = {t: sorted((r["id"], r["day"], r["v"]) for r in t.to_arrow().to_pylist())
+                   for t in (one, two)}  # fmt: skip
+        assert rows_of[one] == rows_of[two] and len(rows_of[one]) == 50
+        for t in (one, two):
+            assert max(r["keys"] for r in t.stats().to_pylist()) <= 4
+            assert len(_check_index(t)) == 50
+        check_hudi_reads(one)
+
+
 @pytest.mark.parametrize(("budget", "reloads"), [(None, 2 * 2 * 2), (64 << 20, 0)])
 def test_an_update_only_stream_reloads_the_index_only_without_a_cache_budget(
     spark: Any, runtime: Runtime, tmp_path: Path, budget: int | None, reloads: int

@@ -124,9 +124,14 @@ def _path_of(t: Table, spark: Any, tmp_path: Path, seed: int) -> Callable[[Any],
     """A third of the workloads through the driver reading Parquet files
     (``write/file_scan.py``; the session's runtime says never), a third through the driver
     taking ``createDataFrame``'s local rows (``write/local_rows.py``), the others through
-    Spark tasks: how to make their DataFrames."""
+    Spark tasks: half of them DataFrames Spark sizes (read back from Parquet), in one Python
+    stage after a shuffle by partition, half in two (``engines.tag_and_write``; Spark cannot
+    size ``createDataFrame`` of a list): how to make their DataFrames."""
     if seed % 3 == 2:
-        return _passthrough
+        if seed % 2:
+            t._spark_writer().one_stage_max_bytes = 0
+            return _passthrough
+        return _sized(spark, tmp_path / "in")
     t._spark_writer().driver_max_bytes = RuntimeConfig().driver_write_max_bytes
     return _sized(spark, tmp_path / "in") if seed % 3 == 0 else _passthrough
 
@@ -247,8 +252,11 @@ def _dynamic_workload(
             _check(t, model, first_bucket, before, cap, slots, shares=kind != "change")
             if r.instant:  # a write of nothing (a delete of absent keys) commits none
                 shuffles = t._timeline.metadata(t._timeline.completed()[-1])["shuffles"]
-                driver = t._spark_writer().driver_max_bytes > 0
+                writer = t._spark_writer()
+                driver = writer.driver_max_bytes > 0
                 assert (shuffles == 0) == driver  # the seed's path
+                stages = t._timeline.metadata(t._timeline.completed()[-1])["python_stages"]
+                assert stages == (0 if driver else 1 if writer.one_stage_max_bytes else 2)
                 # createDataFrame's local rows taken from their collection, not collected
                 assert not (driver and frame is _passthrough and "collect" in r.seconds)
             else:
