@@ -7,6 +7,7 @@ and the assigner actors for a Spark DataFrame).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import uuid
@@ -32,6 +33,7 @@ from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.read import changes
 from dynbucket.format.read.snapshot import Snapshot, read_ref
 from dynbucket.format.services.rollback import rollback
+from dynbucket.format.services.runner import ServiceRunner
 from dynbucket.format.services.service import Scope, ServiceResult
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table import schemas
@@ -48,7 +50,6 @@ from dynbucket.write.local import LocalWriter
 from dynbucket.write.local_rows import arrow_frame
 from dynbucket.write.ray_tasks import RayTasks
 from dynbucket.write.results import WriteResult
-from dynbucket.write.services import ServiceRunner
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -523,7 +524,7 @@ class Table:
                 file_stream,
                 partial,
             )
-            result = self._services().after(result)
+            result = self._after(result)
             if on_batch is not None:
                 on_batch(batch_id, result)
 
@@ -560,7 +561,7 @@ class Table:
         else:
             rows = inputs.as_arrow(data, operation)
             result = self._writer().write(rows, operation, 1 if slots is None else slots, partial)
-        return self._services().after(result)
+        return self._after(result)
 
     def _refuse_if_closed(self, what: str) -> None:
         if self._closed:
@@ -578,9 +579,14 @@ class Table:
                 TableRef.of(self._store, self._spec),
                 # On the cluster when this table has one (given, or found by a Spark
                 # write); a table written in process keeps its services in process.
-                on_ray=lambda: self.runtime is not None or self._spark is not None,
+                cluster=lambda: RayTasks() if self.runtime or self._spark else None,
             )
         return self._runner
+
+    def _after(self, result: WriteResult) -> WriteResult:
+        """``result`` with the services its write made due, run (or started beside)."""
+        ran = self._services().after(result.instant, result.written)
+        return dataclasses.replace(result, services=ran) if ran else result
 
     def wait_for_services(self) -> None:
         """Waits for a compaction running beside the writes (``close`` waits too)."""

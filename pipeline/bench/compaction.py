@@ -3,8 +3,8 @@
 Builds a merge-on-read table of ``rows`` rows in process (4 partitions, string keys; the
 services off), then twice: an upsert of ``upsert_rows`` updates spread over every file
 group (a log on each), and a ``Table.compact`` of every slice, once with the groups spread
-over the service processes (``write/services.ServiceRunner.compact``) and once in the driver's
-threads, taking turns ``runs`` times. Prints seconds and rows/s of each and their ratio
+over the service processes (``format/services/runner.ServiceRunner.compact``) and once in
+the driver's threads, taking turns ``runs`` times. Prints seconds and rows/s of each and their ratio
 (medians); then the live row count against the rows written.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 
 from dynbucket.base import beside
 from dynbucket.bench.soak import SCHEMA, rows_of
+from dynbucket.format.services import runner
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
-from dynbucket.write import services
 
 #: The services off: the bench compacts by hand.
 MANUAL = TableOptions(
@@ -50,14 +50,14 @@ def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str
     list(pool.map(time.sleep, [0.5] * max(beside.SERVICE_PROCESSES, os.cpu_count() or 1)))
     seconds: dict[str, list[float]] = {"tasks": [], "threads": []}
     ts = 0
-    spread = services.SPREAD_BYTES
+    spread = runner.SPREAD_BYTES
     try:
         for _ in range(runs):
             for how in ("tasks", "threads"):
                 ts += 1
                 table.upsert(rows_of(rng.integers(0, rows, upsert_rows), ts, rng))
                 # Tasks: every plan counts as large; threads: none does (4 threads here).
-                services.SPREAD_BYTES = 0 if how == "tasks" else 1 << 62
+                runner.SPREAD_BYTES = 0 if how == "tasks" else 1 << 62
                 start = time.perf_counter()
                 result = table.compact()
                 seconds[how].append(time.perf_counter() - start)
@@ -67,7 +67,7 @@ def run(rows: int, upsert_rows: int, runs: int, workdir: str | None) -> dict[str
                     flush=True,
                 )
     finally:
-        services.SPREAD_BYTES = spread
+        runner.SPREAD_BYTES = spread
         beside.shutdown_service_processes()
     live = table.to_arrow(columns=["id"], meta_columns=False).num_rows
     out: dict[str, Any] = {

@@ -195,7 +195,8 @@ class SparkWriter(Writer):
         local = None
         if self.driver_max_bytes > 0 and not file_stream:
             local = read_local(given, spec, required, self.driver_max_bytes)
-        engine = self._engine(given, df, spec, file_stream, required, local)
+        driver = DriverEngine(given, df, spec, file_stream, required, local)
+        engine = self._engine(df, spec, driver, local is not None)
         scheme = self.scheme
 
         def body(w: InstantWrite) -> tuple[GroupWrites, dict[str, Any]]:  # 2.
@@ -219,25 +220,19 @@ class SparkWriter(Writer):
             raise mapped from e
 
     def _engine(
-        self,
-        given: DataFrame,
-        df: DataFrame,
-        spec: TableSpec,
-        file_stream: bool,
-        required: Sequence[str] | None,
-        local: list[pa.RecordBatch] | None,
+        self, df: DataFrame, spec: TableSpec, driver: DriverEngine, local: bool
     ) -> DriverEngine | SparkTasksEngine:
-        """The driver for a DataFrame of local rows or one Spark estimates at most
+        """``driver`` for a DataFrame of ``local`` rows or one Spark estimates at most
         ``driver_max_bytes`` (a streaming micro-batch of a file source is sized by its
         files; a source Spark cannot size goes to Spark tasks); else Spark tasks, in one
         Python stage when the table allows it (``engines.one_stage_fits``) and Spark
         estimates the DataFrame at most ``one_stage_max_bytes``."""
-        if local is not None:
-            return DriverEngine(given, df, spec, file_stream, required, local)
+        if local:
+            return driver
         sized = self.driver_max_bytes > 0 or self.one_stage_max_bytes > 0
         size = estimated_bytes(df) if sized else None
         if size is not None and size <= self.driver_max_bytes:
-            return DriverEngine(given, df, spec, file_stream, required, local)
+            return driver
         small = size is not None and size <= self.one_stage_max_bytes
         return SparkTasksEngine(df, one_stage=small and one_stage_fits(spec))
 

@@ -3,7 +3,7 @@
 A table that takes a micro-batch every few seconds grows a log file per touched group, an
 index file per touched partition and three timeline files per write. Left alone, every
 write and read gets slower with each of them (docs/soak.md). As Hudi's writers do, the
-services a write made due run right after it (``write/services.py``; a due compaction may
+services a write made due run right after it (``runner.py``; a due compaction may
 run beside the writes), each service deciding from what the write wrote and one listing of
 the timeline (``Service.due``):
 
@@ -78,7 +78,7 @@ def due(spec: TableSpec, files: Sequence[WrittenFile], timeline: Timeline) -> Up
 def _left(spec: TableSpec, instants: Sequence[Instant]) -> tuple[str, ...]:
     """Actions of automatic services with an instant pending for longer than a lease:
     its executor died (one of this process that still runs it is not run twice:
-    ``write/services.py`` skips the actions it runs). A service switched off is not run."""
+    ``runner.py`` skips the actions it runs). A service switched off is not run."""
     o = spec.options
     old = (
         i.action

@@ -2,7 +2,7 @@
 
 A table service (compaction, log compaction, cleaning, index compaction) is an instant of
 its own, in three steps that may run in different threads, processes or machines (the
-runner, ``write/services.py``, decides where):
+runner, ``format/services/runner.py``, decides where):
 
 1. ``plan``: under the writer lease, in a moment, decide what to do and record it as the
    plan of a new pending instant (None: nothing to do);

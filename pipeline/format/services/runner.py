@@ -8,10 +8,11 @@ archival inline, compaction inline or asynchronous):
 
 * archival runs inline, a moment under the writer lease;
 * a due compaction of file slices or of the index, or a clean, is scheduled inline (a
-  moment under the writer lease) and executed beside the writes: on the Ray cluster as one
-  task when the table has a Runtime; else, when it reads ``HEAVY_BYTES`` or more, in a
-  service process of this machine at a lower priority than the writes
-  (``base/beside.py``), and in a thread of this process when small. A clean or an index
+  moment under the writer lease) and executed beside the writes: on the cluster the table
+  has (the executor its owner injects: Ray tasks, ``write/ray_tasks.py``, when the table
+  has a Runtime) as one task; else, when it reads ``HEAVY_BYTES`` or more, in a service
+  process of this machine at a lower priority than the writes (``base/beside.py``), and in
+  a thread of this process when small. A clean or an index
   compaction completes there; a compaction's base files are written there, and the next
   write's thread finishes it (a moment under the lease: ``compaction.finish``). One of each
   runs at a time, and one an earlier process left pending is executed before a new one is
@@ -25,7 +26,6 @@ first: it would otherwise execute the same pending plan a second time.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -45,8 +45,6 @@ from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.plans import compaction_groups, left_pending
 from dynbucket.format.timeline.timeline import Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import WrittenFile
-from dynbucket.write.ray_tasks import RayTasks
-from dynbucket.write.results import WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +98,13 @@ def _execute_spread(
     table: TableRef,
     instant: str,
     tasks: Beside,
+    on_cluster: bool,
     progress: Callable[[int, int], None] | None = None,
 ) -> ServiceResult:
     """1. The plan's groups and their slices' sizes; 2. shares balanced by size (largest
     first onto the lightest share), one per CPU; 3. the shares as ``tasks``, or in threads
-    here when small; 4. the finish, here (a moment under the lease)."""
+    here when small (on this machine; ``on_cluster``: only when fewer than two); 4. the
+    finish, here (a moment under the lease)."""
     store, spec = table.store, table.spec
     timeline = Timeline(store, spec.options.merge_on_read)  # 1.
     found = next(i for i in left_pending(timeline, Action.COMPACTION) if i.id == instant)
@@ -112,8 +112,7 @@ def _execute_spread(
     writing = compaction_writing(timeline, found)
     sizes = compaction.planned_sizes(store, groups)
     count = _Count(len(groups), progress)
-    local = not isinstance(tasks, RayTasks)
-    if (local and sum(sizes) < SPREAD_BYTES) or len(groups) < 2:  # 3. small
+    if (not on_cluster and sum(sizes) < SPREAD_BYTES) or len(groups) < 2:  # 3. small
         written = compaction.execute_groups(store, spec, instant, groups, 4, count, writing)
         return compaction.finish(store, spec, instant, written)
     shares: list[list[Group]] = [[] for _ in range(max(1, min(tasks.cpus(), len(groups))))]  # 2.
@@ -134,14 +133,19 @@ class ServiceRunner:
 
     Args:
         table: the table.
-        on_ray: runs services as Ray tasks (the driver's Ray must be connected), else in
-            the process's service processes (``HEAVY_BYTES`` or more) or a thread.
+        cluster: the executor of the cluster the table's services run on, asked at each
+            service (a table may find its cluster after it opened), None while it has
+            none: then they run in the machine's service processes (``HEAVY_BYTES`` or
+            more) or a thread. The layer that knows the cluster injects it (``table.py``:
+            Ray tasks), so the runner imports no engine.
     """
 
-    def __init__(self, table: TableRef, on_ray: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self, table: TableRef, cluster: Callable[[], Beside | None] = lambda: None
+    ) -> None:
         self.table = table
         """The table as defined: its options (its schema may have evolved: ``_now``)."""
-        self.on_ray = on_ray
+        self.cluster = cluster
         self._running: dict[str, tuple[str, Running]] = {}
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
@@ -152,11 +156,6 @@ class ServiceRunner:
         field the files hold (a schema only grows, so the newest is the one to write)."""
         spec = schemas.current(self.table.store, self.table.spec)
         return self.table if spec is self.table.spec else TableRef.of(self.table.store, spec)
-
-    def _tasks(self) -> Beside:
-        """Where a large service or a compaction's shares run: the cluster, else the
-        machine's service processes."""
-        return RayTasks() if self.on_ray() else ServiceProcesses()
 
     # --- what the user asks for ------------------------------------------------------------
 
@@ -179,14 +178,15 @@ class ServiceRunner:
         earlier process left pending, the same way. ``progress`` is told (groups done,
         groups planned) as groups are written."""
         self._finish_running(Action.COMPACTION)
-        table, tasks = self._now(), self._tasks()
+        table, cluster = self._now(), self.cluster()
+        tasks = cluster or ServiceProcesses()  # the cluster, else the machine's processes
         store, spec = table.store, table.spec
         for left in left_pending(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
-            _execute_spread(table, left.id, tasks, progress)
+            _execute_spread(table, left.id, tasks, cluster is not None, progress)
         instant = compaction.schedule(store, spec, 1, partitions)
         if instant is None:
             return ServiceResult(Action.COMPACTION, None)
-        return _execute_spread(table, instant, tasks, progress)
+        return _execute_spread(table, instant, tasks, cluster is not None, progress)
 
     def _finish_running(self, action: str) -> None:
         if action in self._running:
@@ -194,12 +194,13 @@ class ServiceRunner:
 
     # --- after the writes --------------------------------------------------------------------
 
-    def after(self, result: WriteResult) -> WriteResult:
-        """Runs what ``result``'s write made due; returns it with the services named."""
+    def after(self, instant: str | None, written: Sequence[WrittenFile]) -> tuple[str, ...]:
+        """Runs what the write of ``instant`` (which wrote ``written``) made due; returns
+        the services it ran or started, named (``WriteResult.services``)."""
         store, spec = self.table.store, self.table.spec
-        due = due_services.due(spec, result.written, Timeline(store, spec.options.merge_on_read))
+        due = due_services.due(spec, written, Timeline(store, spec.options.merge_on_read))
         if not due and not self._running:
-            return result
+            return ()
         ran: list[str] = []
         try:
             finished = [self._collect(a) for a in list(self._running) if self.done(a)]
@@ -222,15 +223,15 @@ class ServiceRunner:
                         ran += self._beside(table, action, scope)  # one left pending first
                 self._index_seen()
         except Exception:
-            log.exception("a service after instant %s failed; it is due again", result.instant)
-        return dataclasses.replace(result, services=tuple(ran))
+            log.exception("a service after instant %s failed; it is due again", instant)
+        return tuple(ran)
 
     def _index_candidates(self, written: Sequence[str]) -> list[str]:
         """The partitions written to whose index may have reached
         ``index.compaction.min-files``: a partition found with ``c`` files is not looked at
         again before ``min-files - c`` more writes (a write in this process adds one index
         file to a partition; with a cluster, its tasks may add several: always looked at)."""
-        if self.on_ray():
+        if self.cluster() is not None:
             return list(written)
         out = []
         for p in written:
@@ -261,8 +262,9 @@ class ServiceRunner:
             instant = service.plan(store, spec, scope)
         if instant is None:
             return []
-        if self.on_ray():
-            running = RayTasks().submit(execute, table, action, instant)
+        cluster = self.cluster()
+        if cluster is not None:
+            running = cluster.submit(execute, table, action, instant)
         elif self._heavy(action, instant):
             running = ServiceProcesses().submit(execute, table, action, instant)
         else:  # small: compaction in one thread (its pieces are small; writes keep the rest)

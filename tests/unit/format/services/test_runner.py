@@ -16,10 +16,9 @@ import pytest
 
 from dynbucket.base import beside
 from dynbucket.bench.crash import alive, children_of
-from dynbucket.format.services import compaction
+from dynbucket.format.services import compaction, runner
 from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
-from dynbucket.write import services
 from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
@@ -30,7 +29,7 @@ MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_aut
 def test_a_large_compaction_runs_as_shares_in_the_service_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(services, "SPREAD_BYTES", 0)  # every plan counts as large
+    monkeypatch.setattr(runner, "SPREAD_BYTES", 0)  # every plan counts as large
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL)
     days = ["d0", "d1", "d2", "d3", "d4"]
     for v in range(3):
