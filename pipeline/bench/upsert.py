@@ -173,7 +173,8 @@ class Ours:
         label = "dynbucket" if self.meta else "dynbucket (no meta fields)"
         label += f" v{self.version}" if self.version != 6 else ""
         label += "" if self.one_stage else " (two stages)"
-        _print_write(f"{label} {f.name}", s, result, "stages (summed over tasks)", table)
+        services = timed(table.wait_for_services)[0]  # untimed: not in the next turn
+        _print_write(f"{label} {f.name}", s, result, "stages (summed over tasks)", services)
         return s
 
     def buckets_per_partition(self) -> int:
@@ -218,7 +219,8 @@ class InProcess:
         else:
             s, result = timed(lambda: table.upsert(pq.read_table(f)))
         label = f"in process{' partial' * self.partial}{f' v{self.version}' * (self.version != 6)}"
-        _print_write(f"{label} {f.name}", s, result, "stages", table)
+        services = timed(table.wait_for_services)[0]  # untimed: not in the next turn
+        _print_write(f"{label} {f.name}", s, result, "stages", services)
         return s
 
     def buckets_per_partition(self) -> int:
@@ -276,12 +278,10 @@ class Floor:
 
 
 def _print_write(
-    label: str, seconds: float, result: WriteResult, stages: str, table: Table
+    label: str, seconds: float, result: WriteResult, stages: str, services: float
 ) -> None:
-    """Prints a write, then waits, untimed, for the services it made due: they run beside
-    the writes, and would slow whichever system takes the next turn (the seconds they took
-    are printed)."""
-    services = timed(table.wait_for_services)[0]
+    """Prints a write and the seconds the services it made due took after it (the caller
+    waits for them, untimed: beside the next system's turn they would slow that one)."""
     print(
         f"  {label}: {seconds:.2f}s ({result.keys_updated:,} updated, "
         f"{result.keys_inserted:,} inserted; its services after it {services:.2f}s)\n"

@@ -231,10 +231,16 @@ class SparkWriter(Writer):
             return driver
         sized = self.driver_max_bytes > 0 or self.one_stage_max_bytes > 0
         size = estimated_bytes(df) if sized else None
-        if size is not None and size <= self.driver_max_bytes:
+        if within(size, self.driver_max_bytes):
             return driver
-        small = size is not None and size <= self.one_stage_max_bytes
-        return SparkTasksEngine(df, one_stage=small and one_stage_fits(spec))
+        one_stage = within(size, self.one_stage_max_bytes) and one_stage_fits(spec)
+        return SparkTasksEngine(df, one_stage=one_stage)
+
+
+def within(size: int | None, limit: int) -> bool:
+    """Whether a DataFrame Spark sized ``size`` (None: it could not) is within ``limit``
+    (0: none is, not even an empty one)."""
+    return limit > 0 and size is not None and size <= limit
 
 
 def conform_spark(df: DataFrame, spec: TableSpec, required: Sequence[str] | None) -> DataFrame:

@@ -1,4 +1,5 @@
-"""Which tables a Spark write may shuffle by partition before tagging (one Python stage)."""
+"""Which tables a Spark write may shuffle by partition before tagging (one Python stage),
+and which DataFrames a size limit takes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dynbucket.format.records.timestamp_partitions import TimestampPartitioning
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.options import ConsistentHashingIndex, DynamicBucketIndex, SimpleBucketIndex
 from dynbucket.write.engines import one_stage_fits
+from dynbucket.write.spark import within
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("at", pa.int64())])
 AT = pa.schema([("id", pa.string()), ("at", pa.int64())])
@@ -32,3 +34,9 @@ def test_one_stage_only_where_the_partition_fields_values_name_a_rows_group(
     spec: TableSpec, fits: bool
 ) -> None:
     assert one_stage_fits(spec) is fits
+
+
+def test_a_limit_of_zero_takes_no_dataframe_not_even_an_empty_one() -> None:
+    assert [within(0, 0), within(None, 8), within(8, 8), within(9, 8), within(0, 8)] == [
+        False, False, True, False, True
+    ]  # fmt: skip
