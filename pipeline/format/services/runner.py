@@ -42,7 +42,8 @@ from dynbucket.format.services.service import Scope, ServiceResult, pending_inst
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.plans import compaction_groups, left_pending
+from dynbucket.format.timeline.heartbeat import Heartbeat, beating
+from dynbucket.format.timeline.plans import compaction_groups, left_pending, unattended
 from dynbucket.format.timeline.timeline import Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import WrittenFile
 
@@ -147,6 +148,7 @@ class ServiceRunner:
         """The table as defined: its options (its schema may have evolved: ``_now``)."""
         self.cluster = cluster
         self._running: dict[str, tuple[str, Running]] = {}
+        self._beats: dict[str, Heartbeat] = {}  # action -> its running instant's heartbeat
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
@@ -181,12 +183,15 @@ class ServiceRunner:
         table, cluster = self._now(), self.cluster()
         tasks = cluster or ServiceProcesses()  # the cluster, else the machine's processes
         store, spec = table.store, table.spec
-        for left in left_pending(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
-            _execute_spread(table, left.id, tasks, cluster is not None, progress)
+        expiry = spec.options.heartbeat_expiry_seconds
+        for left in unattended(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
+            with beating(store, left.id, expiry):
+                _execute_spread(table, left.id, tasks, cluster is not None, progress)
         instant = compaction.schedule(store, spec, 1, partitions)
         if instant is None:
             return ServiceResult(Action.COMPACTION, None)
-        return _execute_spread(table, instant, tasks, cluster is not None, progress)
+        with beating(store, instant, expiry):
+            return _execute_spread(table, instant, tasks, cluster is not None, progress)
 
     def _finish_running(self, action: str) -> None:
         if action in self._running:
@@ -262,13 +267,20 @@ class ServiceRunner:
             instant = service.plan(store, spec, scope)
         if instant is None:
             return []
-        cluster = self.cluster()
-        if cluster is not None:
-            running = cluster.submit(execute, table, action, instant)
-        elif self._heavy(action, instant):
-            running = ServiceProcesses().submit(execute, table, action, instant)
-        else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
-            running = self._threads.submit(execute, table, action, instant, 1)
+        beat = Heartbeat(store, instant, spec.options.heartbeat_expiry_seconds)
+        beat.start()  # until collected: other writers leave it to this one (plans.unattended)
+        try:
+            cluster = self.cluster()
+            if cluster is not None:
+                running = cluster.submit(execute, table, action, instant)
+            elif self._heavy(action, instant):
+                running = ServiceProcesses().submit(execute, table, action, instant)
+            else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
+                running = self._threads.submit(execute, table, action, instant, 1)
+        except BaseException:
+            beat.stop()
+            raise
+        self._beats[action] = beat
         self._running[action] = (instant, running)
         return [f"{action} {instant} (beside the writes)"]
 
@@ -302,6 +314,8 @@ class ServiceRunner:
         except Exception:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None
+        finally:
+            self._beats.pop(action).stop()
 
     def wait(self) -> list[ServiceResult]:
         """Waits for the services running beside the writes; returns their results."""

@@ -8,6 +8,10 @@ expires; its writer renews it every quarter of ``heartbeat.expiry-seconds``. An 
 whose heartbeat is missing or expired is a dead writer's: the next writer to begin settles
 it (``settle.settle``: rolled back, unless its writer had decided it committed).
 
+A detached service's instant (a compaction, an index compaction, a clean) beats one too
+while a process executes it (:func:`beating`): a writer that finds it pending executes it
+only when nobody beats it (its executor died), not a second time beside a live executor.
+
 A writer never renews a heartbeat that expired in its own view (it was paused: a GC pause,
 SIGSTOP, a suspended VM), so it cannot revive an instant another writer may be rolling back.
 Its commit is refused once another writer decided the instant rolled back (the exclusive
@@ -21,6 +25,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
@@ -93,7 +99,7 @@ class Heartbeat:
     def _beat_once(self) -> None:
         expires = time.time() + self.expiry_seconds
         body = json.dumps({"expires_at": expires}).encode()
-        self.store.write_atomic(heartbeat_path(self.store, self.instant), body)
+        self.store.write_atomic(heartbeat_path(self.store, self.instant), body, durable=False)
         self._expires_at = expires
 
     def _beat(self) -> None:
@@ -104,3 +110,16 @@ class Heartbeat:
                 self._beat_once()
             except OSError:
                 continue  # the next beat retries; verify() reports a lapse
+
+
+@contextmanager
+def beating(store: TableStore, instant: str, expiry_seconds: float) -> Iterator[Heartbeat]:
+    """The heartbeat of ``instant`` while the block runs: a detached service's executor
+    beats it, so that another writer finding the instant pending does not execute it a
+    second time while this one does (``plans.unattended``)."""
+    beat = Heartbeat(store, instant, expiry_seconds)
+    beat.start()
+    try:
+        yield beat
+    finally:
+        beat.stop()

@@ -201,3 +201,49 @@ def test_compact_waits_for_the_compaction_running_beside_the_writes(
     assert len(executed) == len(set(executed)) == 1
     assert t._timeline.completed("compaction")[-1].id == executed[0]
     t.close()
+
+
+def test_a_writer_leaves_a_service_another_live_writer_executes_and_runs_a_dead_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers of one table (two handles, each its own runner): the compaction one
+    runs beside its writes beats its heartbeat, so the other, finding it pending when a
+    compaction is due, does not execute it a second time; a compaction whose executor
+    died (scheduled, never executed: nobody beats it) is executed by the next writer."""
+    executed: list[str] = []
+    real = compaction.execute_groups
+
+    def slow(store, spec, instant, groups, threads=1, done=None, writing=()):  # type: ignore[no-untyped-def]
+        executed.append(instant)
+        time.sleep(1.0)  # the other writer's writes come while this runs
+        return real(store, spec, instant, groups, threads, done, writing)
+
+    monkeypatch.setattr(compaction, "execute_groups", slow)
+    options = TableOptions(compaction_delta_commits=2, log_compaction_enable=False,
+                           clean_automatic=False, archive_automatic=False,
+                           index_compaction_automatic=False)  # fmt: skip
+    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    b = Table.open(str(tmp_path / "t"))
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        started = a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    running = [s.split()[1] for s in started.services if "beside the writes" in s]
+    assert running
+    for v in range(3, 5):  # compaction is due for b too, the plan of a's still pending
+        b.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    a.wait_for_services()
+    b.wait_for_services()
+    assert executed.count(running[0]) == 1, executed
+    assert running[0] in [i.id for i in a._timeline.completed("compaction")]
+
+    # A compaction scheduled by a writer that died before executing it: nobody beats it.
+    left = compaction.schedule(a.store, a.spec, 1)
+    assert left is not None and left not in executed
+    b.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [9] * 20}))
+    b.wait_for_services()
+    assert executed.count(left) == 1
+    assert left in [i.id for i in b._timeline.completed("compaction")]
+    assert b.to_arrow(meta_columns=False).column("v").to_pylist() == [9] * 20
+    check_hudi_reads(b)
+    a.close()
+    b.close()
