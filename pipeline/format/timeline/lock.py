@@ -282,7 +282,9 @@ class WriterLock:
             newest = self._newest()
             if newest is not None and self._mine(newest) and newest.lease is not None:
                 released = replace(newest.lease, released=True, settling=self.superseded)
-                self.store.write_atomic(self.path(self.generation), _encode(released))
+                self.store.write_atomic(
+                    self.path(self.generation), _encode(released), durable=False
+                )
         self._held = False
 
     # --- internals -----------------------------------------------------------------------
@@ -379,7 +381,7 @@ class WriterLock:
             path = f"{self.dir}/{TICKET_PREFIX}{since:020d}.{self.owner}"
             ticket = _Ticket(since, self.owner, path, 0.0)
         if time.monotonic() - ticket.written >= self.lease_seconds / 3:
-            self.store.write_atomic(ticket.path, b"")
+            self.store.write_atomic(ticket.path, b"", durable=False)
             ticket = replace(ticket, written=time.monotonic())
         return ticket
 
@@ -423,7 +425,7 @@ class WriterLock:
                 newest = self._newest()
                 if newest is None or not self._mine(newest) or self.generation is None:
                     return
-                self.store.write_atomic(self.path(self.generation), _encode(lease))
+                self.store.write_atomic(self.path(self.generation), _encode(lease), durable=False)
             except OSError:
                 continue  # the store failed: a later beat retries; verify() reports a lapse
             self._expires_at = lease.expires_at

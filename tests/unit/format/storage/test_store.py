@@ -50,6 +50,26 @@ def test_a_published_file_and_its_folder_are_flushed(
     assert [p.name for p in (tmp_path / "p=1").iterdir()] == ["f.bin"]
 
 
+def test_a_liveness_file_is_published_whole_without_waiting_for_the_disk(
+    tmp_path: Path, flushed: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TableStore.at(str(tmp_path))
+    target = store.path("hb", "x.heartbeat")
+    store.write_atomic(target, b"first", durable=False)
+    store.write_atomic(target, b"second", durable=False)
+    assert Path(target).read_bytes() == b"second" and flushed == []
+    assert [p.name for p in (tmp_path / "hb").iterdir()] == ["x.heartbeat"]
+
+    def broken(*_: object) -> None:
+        raise OSError("rename failed")
+
+    monkeypatch.setattr(storage.os, "replace", broken)
+    with pytest.raises(OSError, match="rename failed"):
+        store.write_atomic(target, b"third", durable=False)
+    assert Path(target).read_bytes() == b"second"  # the old content, no temporary left
+    assert [p.name for p in (tmp_path / "hb").iterdir()] == ["x.heartbeat"]
+
+
 def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     store = TableStore.at(str(tmp_path))
 
