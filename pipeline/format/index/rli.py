@@ -267,7 +267,7 @@ class RecordLevelIndex:
         if any(d.merges_from and d.instant not in seen for d in deltas):
             return None
         missed = [d for d in deltas if d.instant not in seen]
-        found = self._slice(missed, _with_resolving(columns), slot, num_slots, raw=True)
+        found = self._slice(missed, _with_resolving(columns), slot, num_slots, raw=True, kept=True)
         slice_ = frozenset(f.instant for f in ([base] if base else []) + deltas)
         return dataclasses.replace(found, instants=slice_)
 
@@ -278,20 +278,22 @@ class RecordLevelIndex:
         slot: int,
         num_slots: int,
         raw: bool = False,
+        kept: bool = False,
     ) -> SlotSlice:
-        """``slot_slice``'s steps over ``files`` (``raw``: without step 4)."""
-        parquets = [pq.ParquetFile(f.path, filesystem=self.store.fs) for f in files]
-        footers = [_parse_footer(p) for p in parquets]  # 1.
-        resolve = not raw and any(f.tombstones for f in footers)
+        """``slot_slice``'s steps over ``files`` (``raw``: without step 4; ``kept``:
+        deltas through the process's cache of deltas, :func:`delta_entries`)."""
+        opened = [_opened(self.store, f, kept) for f in files]
+        resolve = not raw and any(footer.tombstones for footer, _ in opened)  # 1.
         read_cols = _with_resolving(columns) if resolve else list(columns)
         runs: list[pa.Table] = []
         counts = np.zeros(0, np.int64)
         read = total = 0
-        for parquet, footer in zip(parquets, footers, strict=True):
+        for footer, source in opened:
             slots, slot_rows, bucket_rows = footer.slots, footer.slot_rows, footer.bucket_rows
-            total += parquet.metadata.num_rows
+            whole = source if isinstance(source, pa.Table) else None
+            total += whole.num_rows if whole is not None else source.metadata.num_rows
             if bucket_rows is None:  # an older file: read whole, counted here
-                table = _read(parquet, list({*columns, BUCKET}))
+                table = whole if whole is not None else _read(source, list({*columns, BUCKET}))
                 bucket_rows = np.bincount(table.column(BUCKET).to_numpy())
             counts = _add(counts, bucket_rows)
             ends = np.cumsum(slot_rows)
@@ -300,7 +302,10 @@ class RecordLevelIndex:
                 start, stop = int(ends[r] - slot_rows[r]), int(ends[r])
                 if start == stop:
                     continue
-                section, first = _read_rows(parquet, start, stop, read_cols)  # 3.
+                if whole is not None:  # 3.
+                    section, first = with_op(whole.slice(start, stop - start), read_cols), start
+                else:
+                    section, first = _read_rows(source, start, stop, read_cols)
                 read += section.num_rows
                 section = section.slice(start - first, stop - start)
                 if slots % num_slots:
@@ -424,12 +429,14 @@ _LOCK = threading.Lock()
 
 
 def clear_lookup_cache() -> None:
-    """Forgets the footers and row groups lookups kept."""
-    global _GROUPS_BYTES
+    """Forgets the footers and row groups lookups kept, and the deltas kept."""
+    global _GROUPS_BYTES, _DELTAS_BYTES
     with _LOCK:
         _GROUPS.clear()
         _FOOTERS.clear()
         _GROUPS_BYTES = 0
+        _DELTAS.clear()
+        _DELTAS_BYTES = 0
 
 
 def _row_group(
@@ -486,6 +493,59 @@ def _footer(store: TableStore, f: DataFile) -> _Footer:
         while len(_FOOTERS) > _FOOTERS_MAX:
             _FOOTERS.popitem(last=False)
     return footer
+
+
+#: Bytes of completed index deltas read whole that a process keeps (:func:`delta_entries`).
+DELTA_CACHE_BYTES = 32 * 1024 * 1024
+_DELTAS: OrderedDict[str, tuple[_Parsed, pa.Table]] = OrderedDict()
+_DELTAS_BYTES = 0
+
+
+def delta_entries(store: TableStore, path: str, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of every entry of a completed write's index file (a delta), kept
+    (:func:`_delta`)."""
+    return with_op(_delta(store, path)[1], columns)
+
+
+def _delta(store: TableStore, path: str) -> tuple[_Parsed, pa.Table]:
+    """A completed write's index file (a delta): its footer and every entry, kept.
+
+    Beside other writers, each write reads the deltas the others committed meanwhile
+    twice: its commit's conflict check reads them whole, and its caches' catch-up at the
+    next write reads each slot's section of them (a file open and a row-group read per
+    slot and partition, 20-30 ms a write of four partitions). Kept by path: a completed
+    instant's files never change (a write run again is a new instant, under new names),
+    and only deltas of completed instants come here. The least recently used go past
+    ``DELTA_CACHE_BYTES``; a file larger than an eighth of it is read, not kept."""
+    global _DELTAS_BYTES
+    with _LOCK:
+        hit = _DELTAS.get(path)
+        if hit is not None:
+            _DELTAS.move_to_end(path)
+            return hit
+    parquet = pq.ParquetFile(path, filesystem=store.fs)
+    read = (_parse_footer(parquet), parquet.read().replace_schema_metadata(None))
+    size = read[1].nbytes
+    if size > DELTA_CACHE_BYTES // 8:
+        return read
+    with _LOCK:
+        if path not in _DELTAS:
+            _DELTAS[path] = read
+            _DELTAS_BYTES += size
+        while _DELTAS_BYTES > DELTA_CACHE_BYTES and _DELTAS:
+            _DELTAS_BYTES -= _DELTAS.popitem(last=False)[1][1].nbytes
+    return read
+
+
+def _opened(
+    store: TableStore, f: DataFile, kept: bool
+) -> tuple[_Parsed, pq.ParquetFile | pa.Table]:
+    """An index file's footer, and the file to read from or (``kept`` and a delta) all its
+    entries."""
+    if kept and f.kind == "delta":
+        return _delta(store, f.path)
+    parquet = pq.ParquetFile(f.path, filesystem=store.fs)
+    return _parse_footer(parquet), parquet
 
 
 @dataclass(frozen=True)

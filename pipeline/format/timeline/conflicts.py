@@ -57,6 +57,7 @@ from dynbucket.format.file_group.slices import DataFile
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.files import bucket_of, is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import record_keys
+from dynbucket.format.index.rli import delta_entries
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -125,10 +126,7 @@ class Footprint:
     ) -> None:
         """Adds the index file ``path`` (``written``: its entries, in memory already)."""
         self.indexed.add(partition)
-        if written is not None:
-            entries = written
-        else:
-            entries = pq.read_table(path, columns=[HASH, BUCKET, OP], filesystem=store.fs)
+        entries = written if written is not None else delta_entries(store, path, [HASH, BUCKET, OP])
         if not entries.num_rows:
             return
         scope = spec.scheme.key_scope(partition)
