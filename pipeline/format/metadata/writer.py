@@ -173,17 +173,21 @@ def record(
         )
         changed[(FILES, FILE_GROUP)] = arrays(entries)
     if keyed.num_rows:
-        groups = _record_index_groups(keyed, [g for p, g in slices if p == RECORD_INDEX])
+        codes, names = _record_index_groups(keyed, [g for p, g in slices if p == RECORD_INDEX])
         values = _locations(keyed, schema)
         keys = keyed.column("key").combine_chunks().cast(pa.binary())
-        for group in np.unique(groups):
-            at = pa.array(np.flatnonzero(groups == group))
+        order = np.argsort(codes, kind="stable")  # each group's keys in record order
+        bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+        for code, group in enumerate(names):
+            if bounds[code] == bounds[code + 1]:
+                continue
+            at = pa.array(order[bounds[code] : bounds[code + 1]])
             # Deletes before inserts: where a key is both (moved), the insert wins.
             mine = merge(
                 [Chunk(keys.take(at), values.take(at), schema)],
                 keep_deletes=True,
             )
-            changed[(RECORD_INDEX, str(group))] = (mine.keys, mine.values)
+            changed[(RECORD_INDEX, group)] = (mine.keys, mine.values)
     # 3. Logs, and as bases (when no other instant is pending) the ``files`` group when
     # due and any group at the bound.
     due = _at_bound(slices) | compaction.files_due(slices, schema)
@@ -223,25 +227,36 @@ def _at_bound(slices: Mapping[tuple[str, str], Slice]) -> set[tuple[str, str]]:
     return {k for k, s in slices.items() if len(s.logs) >= compaction.MAX_LOGS}
 
 
-def _record_index_groups(keyed: pa.Table, groups: list[str]) -> npt.NDArray[np.str_]:
-    """The record index group of each key of ``keyed`` (``record_index.changes``), in the
-    layout the existing ``groups`` have (``record_index.py``), as many as there are (Hudi
-    sizes them when it builds an index): the global layout (a key in one place: a key
-    deleted in one partition and inserted in another only moves) or the partitioned one (a
-    new data partition's groups made by its first key)."""
+def _record_index_groups(
+    keyed: pa.Table, groups: list[str]
+) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """The record index group of each key of ``keyed`` (``record_index.changes``), as a
+    code into the group names it returns, in the layout the existing ``groups`` have
+    (``record_index.py``), as many as there are (Hudi sizes them when it builds an index):
+    the global layout (a key in one place: a key deleted in one partition and inserted in
+    another only moves) or the partitioned one (a new data partition's groups made by its
+    first key). A partition of one group (the partitioned layout's own) needs no key's
+    hash: its keys are not read into Python (a write of 500k new keys spent 0.1 s there)."""
     counts = Counter(record_index.partition_of(g) for g in groups)
-    keys = keyed.column("key").to_pylist()
     if None in counts:
-        names = np.array([record_index.group_name(i) for i in range(counts[None])])
-        return names[record_index.group_indexes(keys, counts[None])]
+        names = [record_index.group_name(i) for i in range(counts[None])]
+        keys = keyed.column("key").to_pylist()
+        return record_index.group_indexes(keys, counts[None]), names
     partitions = keyed.column("partition").combine_chunks().dictionary_encode()
-    out = np.empty(len(keys), object)
+    of_row = partitions.indices.to_numpy(zero_copy_only=False)
+    out = np.empty(len(of_row), np.int64)
+    names = []
     for code, partition in enumerate(partitions.dictionary.to_pylist()):
-        mine = np.flatnonzero(partitions.indices.to_numpy() == code)
+        mine = np.flatnonzero(of_row == code)
         count = counts.get(partition) or record_index.PARTITION_GROUPS
-        names = np.array([record_index.group_name(i, partition) for i in range(count)])
-        out[mine] = names[record_index.group_indexes([keys[i] for i in mine], count)]
-    return out.astype(str)
+        first = len(names)
+        names += [record_index.group_name(i, partition) for i in range(count)]
+        if count == 1:
+            out[mine] = first
+        else:
+            keys = keyed.column("key").take(pa.array(mine)).to_pylist()
+            out[mine] = first + record_index.group_indexes(keys, count)
+    return out, names
 
 
 def _locations(keyed: pa.Table, schema: str) -> pa.BinaryArray:
