@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
+from dynbucket.format.hudi.hfile_scan import key_order
 from dynbucket.format.metadata import records
 from dynbucket.format.metadata.partitions import FILES, RECORD_INDEX
 from dynbucket.format.metadata.record_index import (
@@ -165,7 +166,7 @@ def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = 
         valid = pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)
         live = winners[valid]  # 3.
     if sort_keys and not ascending:
-        live = live[pc.sort_indices(all_keys.take(pa.array(live))).to_numpy()]
+        live = live[key_order(all_keys.take(pa.array(live)))]
     taken = pa.array(live)
     return Merged(
         all_keys.take(taken),

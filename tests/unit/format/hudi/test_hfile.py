@@ -6,11 +6,15 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from dynbucket.base.errors import FormatError
 from dynbucket.format.hudi import hfile, hfile_scan
 from dynbucket.format.hudi.hfile import HFile
+from dynbucket.format.hudi.hfile_scan import key_order
 from tests.hudi_tables import unzipped
 
 
@@ -93,3 +97,27 @@ def test_the_hfiles_hudi_wrote_read_whole_and_by_key(tmp_path: Path, name: str) 
         # Written again by our writer, the entries read back the same.
         again = HFile.read(hfile.write(items, {"schema": f.schema.encode()}, block_size=256))
         assert list(again.items()) == items
+
+
+def test_keys_are_ordered_as_arrow_orders_their_bytes() -> None:
+    """``key_order`` sorts keys of up to 64 bytes as machine words: the order Arrow's sort
+    gives (HFile's byte order), prefixes, zero bytes, empty keys, ties and slices alike,
+    and longer keys through Arrow."""
+    rng = np.random.default_rng(5)
+    tricky = [b"", b"\x00", b"a", b"ab", b"ab\x00", b"ab\x00\x00", b"b", b"\xff", b"a\x00b"]
+    for _ in range(200):
+        n = int(rng.integers(0, 200))
+        values = [_key(rng, tricky) for _ in range(n)]
+        keys = pa.array(values, pa.binary())
+        assert key_order(keys).tolist() == pc.sort_indices(keys).to_numpy().tolist()
+        if n > 4:
+            cut = keys.slice(2, n - 3)
+            assert key_order(cut).tolist() == pc.sort_indices(cut).to_numpy().tolist()
+
+
+def _key(rng: np.random.Generator, tricky: list[bytes]) -> bytes:
+    """A short key around the tricky ones (prefixes, zero bytes), or a long random one."""
+    if rng.random() < 0.7:
+        tail = rng.integers(0, 3, rng.integers(0, 12)).astype(np.uint8)
+        return tricky[rng.integers(len(tricky))] + bytes(tail)
+    return bytes(rng.integers(0, 256, rng.integers(0, 90)).astype(np.uint8))
