@@ -158,16 +158,21 @@ CHANGES_SCHEMA = pa.schema(
 )
 
 
-def changes(store: TableStore, document: Mapping[str, Any]) -> pa.Table:
+def changes(
+    store: TableStore, document: Mapping[str, Any], in_memory: Mapping[str, pa.Table] | None = None
+) -> pa.Table:
     """The keys the instant of ``document`` inserted (with their file id and instant) and
-    deleted (file id null), by the index files it wrote: deletes first, so that where a
-    key is deleted and inserted at once (a key moving in the global layout) the insert,
-    later, wins."""
+    deleted (file id null), by the index files it wrote (``in_memory``: the entries of
+    those its writer still holds, by full path; the others are read): deletes first, so
+    that where a key is deleted and inserted at once (a key moving in the global layout)
+    the insert, later, wins."""
     tables = []
     for path in extra_of(document).get("index-files", []) or []:
         partition = posixpath.dirname(posixpath.relpath(path, RLI_DIR))
         partition = "" if partition == "." else partition
-        entries = pq.read_table(store.path(path), filesystem=store.fs)
+        full = store.path(path)
+        held = (in_memory or {}).get(full)
+        entries = held if held is not None else pq.read_table(full, filesystem=store.fs)
         if entries.num_rows == 0:
             continue
         fields: Sequence[str] = entries.column_names[: entries.column_names.index(HASH)]

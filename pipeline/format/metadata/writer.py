@@ -135,11 +135,13 @@ def record(
     instant: str,
     document: Mapping[str, Any],
     others_pending: Callable[[], bool] = lambda: True,
+    index_entries: Mapping[str, pa.Table] | None = None,
 ) -> None:
     """Steps 2-3 (module doc): the delta of the instant ``instant`` completing with
     ``document`` (Hudi's commit metadata, or dynbucket's record of a clean: ``removed``;
     a metadata compaction's completes it: ``compaction.complete``); ``others_pending``:
-    whether another instant of the table is pending."""
+    whether another instant of the table is pending; ``index_entries``: the entries of the
+    instant's index files by path, where the caller has them in memory."""
     if compaction.WRITTEN in document:
         compaction.complete(store, instant, document)
         return
@@ -152,7 +154,7 @@ def record(
     # 1. What changed: files added and removed; keys inserted and deleted.
     added, removed = _changes(document)
     keyed = (
-        record_index.changes(store, document)
+        record_index.changes(store, document, index_entries or {})
         if RECORD_INDEX in kept
         else record_index.CHANGES_SCHEMA.empty_table()
     )

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from dynbucket.base.errors import CommitStateUnknownError, ConcurrentWriteError
 from dynbucket.format.metadata import partitions as metadata_partitions
@@ -146,9 +149,17 @@ def _encode(outcome: Outcome) -> bytes:
 _PUBLISH_TRIES = 3
 
 
-def publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[str, Any]) -> None:
+def publish(
+    store: TableStore,
+    timeline: Timeline,
+    instant: Instant,
+    body: dict[str, Any],
+    index_entries: Mapping[str, pa.Table] | None = None,
+) -> None:
     """Publishes a committed instant (a few attempts), then forgets its outcome. A table
-    with Hudi's metadata table records the instant's files there first (``metadata/``).
+    with Hudi's metadata table records the instant's files there first (``metadata/``;
+    ``index_entries``: what its index files hold, by path, where the committing process
+    still has it).
 
     A publisher paused before its publish (past its lease, or a detached executor) may
     wake after another published the instant and archival took it off the active
@@ -167,6 +178,7 @@ def publish(store: TableStore, timeline: Timeline, instant: Instant, body: dict[
                     instant.id,
                     body,
                     lambda: any(i.id != instant.id for i in timeline.pending()),
+                    index_entries or {},
                 )
             timeline.complete(instant, body)
             break

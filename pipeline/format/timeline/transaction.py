@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from dynbucket.base.errors import (
     CommitFailedError,
     CommitStateUnknownError,
@@ -321,7 +323,7 @@ class Transaction:
             self._release()
             return standing
         try:
-            outcome.publish(self.store, self.timeline, self.instant, body)
+            outcome.publish(self.store, self.timeline, self.instant, body, self._index_entries())
         except Exception as e:
             raise PublishPendingError(
                 f"instant {self.instant.id} is committed, but publishing it failed ({e}); "
@@ -431,8 +433,14 @@ class Transaction:
                 )
             else:
                 raise
-        outcome.publish(self.store, self.timeline, self.instant, body)
+        outcome.publish(self.store, self.timeline, self.instant, body, self._index_entries())
         return body
+
+    def _index_entries(self) -> dict[str, pa.Table]:
+        """The entries of the index files this process wrote for the instant, by path (the
+        metadata table's record index takes them from memory, not from the files)."""
+        held = (f for f in self.files if f.kind == "index" and f.entries is not None)
+        return {f.path: f.entries for f in held}
 
     def _decide(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """The commit point (module doc, 5.); None: this commit decided the instant. A

@@ -19,7 +19,7 @@ from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import properties
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import compaction as metadata_compaction
-from dynbucket.format.metadata import records
+from dynbucket.format.metadata import record_index, records
 from dynbucket.format.metadata import writer as metadata_writer
 from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.timeline.transaction import Transaction
@@ -364,3 +364,34 @@ def _write_rounds(
         assert len(slices) == partitions
         most = max(most, *(len(s.logs) for s in slices.values()))
     return t, rewrites, most
+
+
+def test_a_commit_records_its_keys_in_the_record_index_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that wrote an instant's index files hands their entries to the
+    metadata table's record index at the commit (no file read back); a settler, which
+    has none in memory, reads the files: the record index is the same either way."""
+    reads: list[str] = []
+    real = record_index.pq.read_table
+
+    def counting(path: str, *args: object, **kwargs: object) -> pa.Table:
+        reads.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(record_index.pq, "read_table", counting)
+    options = TableOptions(table_version=9)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts", options=options)
+    t.upsert(_rows(range(40), 1))
+    t.upsert(_rows(range(20, 60), 2))
+    assert reads == []
+    mdt = MetadataTable(t.store)
+    live = {
+        k for p in ("day=d0", "day=d1") for k in mdt.record_locations(p).column("key").to_pylist()
+    }
+    assert live == {f"k{i:03d}" for i in range(60)}
+    # The same instant's keys, from its files: what a settler records.
+    last = t._timeline.completed()[-1]
+    held = record_index.changes(t.store, t._timeline.raw(last))
+    assert reads and sorted(held.column("key").to_pylist()) == [f"k{i:03d}" for i in range(40, 60)]
+    t.close()
