@@ -262,21 +262,29 @@ def _record_index_groups(
 
 
 def _locations(keyed: pa.Table, schema: str) -> pa.BinaryArray:
-    """Each inserted key's ``record_index`` record (null for a deleted one), each distinct
-    location encoded once: a write's keys share few (partition, file group, instant)."""
-    # NUL joins them: no path (partition folder, file name) or instant id can hold one.
-    coded = pc.binary_join_element_wise(
-        *(keyed.column(c).combine_chunks() for c in ("partition", "file_id", "instant")),
-        "\x00",
-        null_handling="emit_null",
-    ).dictionary_encode()
-    encoded = [
-        records.record_index_record(
-            records.Location(partition, file_id, records.instant_millis(instant)), schema
-        )
-        for partition, file_id, instant in (d.split("\x00") for d in coded.dictionary.to_pylist())
-    ]
-    return pa.array(encoded, pa.binary()).take(coded.indices)
+    """Each inserted key's ``record_index`` record (null for a deleted one: no file id),
+    each distinct location encoded once: a write's keys share few (partition, file group,
+    instant). The three columns are coded apart and their codes combined as integers
+    (joining the strings first took 0.09 s for 500k keys)."""
+    partitions, file_ids, instants = (
+        keyed.column(c).combine_chunks() for c in ("partition", "file_id", "instant")
+    )
+    code = np.zeros(keyed.num_rows, np.int64)
+    for column in (partitions, file_ids, instants):
+        coded = column.dictionary_encode()  # a null (a delete's file id) codes as 0
+        indices = pc.add(coded.indices, 1).fill_null(0).to_numpy()
+        code = code * (len(coded.dictionary) + 1) + indices
+    gone = pc.is_null(file_ids).to_numpy(zero_copy_only=False)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    encoded: list[bytes | None] = []
+    for row in first.tolist():
+        if gone[row]:
+            encoded.append(None)
+            continue
+        millis = records.instant_millis(str(instants[row].as_py()))
+        where = records.Location(str(partitions[row].as_py()), str(file_ids[row].as_py()), millis)
+        encoded.append(records.record_index_record(where, schema))
+    return pa.array(encoded, pa.binary()).take(pa.array(inverse.reshape(-1)))
 
 
 def _changes(document: Mapping[str, Any]) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
