@@ -173,26 +173,40 @@ def test_a_writer_in_a_multiprocessing_child_ends_once_it_returns(
     assert done.stdout.splitlines()[-1] == "ended", done.stdout
 
 
+#: Compaction due every 2 writes, beside them; no other service.
+COMPACT_SOON = TableOptions(
+    compaction_delta_commits=2,
+    log_compaction_enable=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+)
+
+
+def _slow_compactions(monkeypatch: pytest.MonkeyPatch, first_only: bool) -> list[str]:
+    """Compactions executed (their instants, in turn), each (or the first) a second
+    longer, so that another call comes while it runs."""
+    executed: list[str] = []
+    real = compaction.execute_groups
+
+    def slow(store, spec, instant, groups, threads=1, done=None, writing=()):  # type: ignore[no-untyped-def]
+        executed.append(instant)
+        if len(executed) == 1 or not first_only:
+            time.sleep(1.0)
+        return real(store, spec, instant, groups, threads, done, writing)
+
+    monkeypatch.setattr(compaction, "execute_groups", slow)
+    return executed
+
+
 def test_compact_waits_for_the_compaction_running_beside_the_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``Table.compact`` while the runner's thread executes a compaction of the same
     table: the pending plan is executed once (the user's call waits for it, then plans
     what is left), not a second time beside the first."""
-    executed: list[str] = []
-    real = compaction.execute_groups
-
-    def slow(store, spec, instant, groups, threads=1, done=None, writing=()):  # type: ignore[no-untyped-def]
-        executed.append(instant)
-        if len(executed) == 1:
-            time.sleep(1.0)  # the user's compact() comes while this runs
-        return real(store, spec, instant, groups, threads, done, writing)
-
-    monkeypatch.setattr(compaction, "execute_groups", slow)
-    options = TableOptions(compaction_delta_commits=2, log_compaction_enable=False,
-                           clean_automatic=False, archive_automatic=False,
-                           index_compaction_automatic=False)  # fmt: skip
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    executed = _slow_compactions(monkeypatch, first_only=True)  # compact() comes meanwhile
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
     ids = [f"k{i}" for i in range(20)]
     for v in range(3):
         result = t.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
@@ -210,19 +224,8 @@ def test_a_writer_leaves_a_service_another_live_writer_executes_and_runs_a_dead_
     runs beside its writes beats its heartbeat, so the other, finding it pending when a
     compaction is due, does not execute it a second time; a compaction whose executor
     died (scheduled, never executed: nobody beats it) is executed by the next writer."""
-    executed: list[str] = []
-    real = compaction.execute_groups
-
-    def slow(store, spec, instant, groups, threads=1, done=None, writing=()):  # type: ignore[no-untyped-def]
-        executed.append(instant)
-        time.sleep(1.0)  # the other writer's writes come while this runs
-        return real(store, spec, instant, groups, threads, done, writing)
-
-    monkeypatch.setattr(compaction, "execute_groups", slow)
-    options = TableOptions(compaction_delta_commits=2, log_compaction_enable=False,
-                           clean_automatic=False, archive_automatic=False,
-                           index_compaction_automatic=False)  # fmt: skip
-    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    executed = _slow_compactions(monkeypatch, first_only=False)  # b writes meanwhile
+    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
     b = Table.open(str(tmp_path / "t"))
     ids = [f"k{i}" for i in range(20)]
     for v in range(3):
