@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.files import PARTITION_METADATA
+from dynbucket.format.hudi.hfile_scan import key_order
 from dynbucket.format.metadata import compaction, files, record_index, records
 from dynbucket.format.metadata.files import INIT_INSTANT, Changes, arrays
 from dynbucket.format.metadata.partitions import PARTITIONS, note, partitions
@@ -183,13 +184,8 @@ def record(
         for code, group in enumerate(names):
             if bounds[code] == bounds[code + 1]:
                 continue
-            at = pa.array(order[bounds[code] : bounds[code + 1]])
-            # Deletes before inserts: where a key is both (moved), the insert wins.
-            mine = merge(
-                [Chunk(keys.take(at), values.take(at), schema)],
-                keep_deletes=True,
-            )
-            changed[(RECORD_INDEX, group)] = (mine.keys, mine.values)
+            at = order[bounds[code] : bounds[code + 1]]
+            changed[(RECORD_INDEX, group)] = _sorted_changes(keys, values, at, schema)
     # 3. Logs, and as bases (when no other instant is pending) the ``files`` group when
     # due and any group at the bound.
     due = _at_bound(slices) | compaction.files_due(slices, schema)
@@ -222,6 +218,22 @@ def record(
     else:
         logs = {(p, g): len(data) for p, g, name, data, _ in made if name.startswith(".")}
         compaction.note(store, slices, logs, schema)
+
+
+def _sorted_changes(
+    keys: pa.BinaryArray, values: pa.BinaryArray, at: npt.NDArray[np.int64], schema: str
+) -> Changes:
+    """A group's records ``at``, sorted by key: each key once (a write's keys of one
+    partition are), so sorting is the merge, and the keys and values are each taken
+    once in that order; a key twice (a move in the global layout: its delete, then its
+    insert) goes through :func:`merge`, deletes before inserts, so that the insert wins."""
+    taken = keys.take(pa.array(at))
+    order = key_order(taken)
+    ordered = taken.take(pa.array(order))
+    if len(ordered) > 1 and pc.any(pc.equal(ordered[1:], ordered[:-1])).as_py():
+        mine = merge([Chunk(taken, values.take(pa.array(at)), schema)], keep_deletes=True)
+        return mine.keys, mine.values
+    return ordered, values.take(pa.array(at[order]))
 
 
 def _at_bound(slices: Mapping[tuple[str, str], Slice]) -> set[tuple[str, str]]:
