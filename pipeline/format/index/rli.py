@@ -282,7 +282,7 @@ class RecordLevelIndex:
     ) -> SlotSlice:
         """``slot_slice``'s steps over ``files`` (``raw``: without step 4; ``kept``:
         deltas through the process's cache of deltas, :func:`delta_entries`)."""
-        opened = [_opened(self.store, f, kept) for f in files]
+        opened = [_opened(self.store, self.spec, f, kept) for f in files]
         resolve = not raw and any(footer.tombstones for footer, _ in opened)  # 1.
         read_cols = _with_resolving(columns) if resolve else list(columns)
         runs: list[pa.Table] = []
@@ -497,31 +497,35 @@ def _footer(store: TableStore, f: DataFile) -> _Footer:
 
 #: Bytes of completed index deltas read whole that a process keeps (:func:`delta_entries`).
 DELTA_CACHE_BYTES = 32 * 1024 * 1024
-_DELTAS: OrderedDict[str, tuple[_Parsed, pa.Table]] = OrderedDict()
+_DELTAS: OrderedDict[tuple[str, str], tuple[_Parsed, pa.Table]] = OrderedDict()
 _DELTAS_BYTES = 0
 
 
-def delta_entries(store: TableStore, path: str, columns: Sequence[str]) -> pa.Table:
-    """``columns`` of every entry of a completed write's index file (a delta), kept
-    (:func:`_delta`)."""
-    return with_op(_delta(store, path)[1], columns)
+def delta_entries(
+    store: TableStore, spec: TableSpec, path: str, columns: Sequence[str]
+) -> pa.Table:
+    """``columns`` of every entry of a completed write's index file (a delta) of the table
+    ``spec`` defines, kept (:func:`_delta`)."""
+    return with_op(_delta(store, spec, path)[1], columns)
 
 
-def _delta(store: TableStore, path: str) -> tuple[_Parsed, pa.Table]:
+def _delta(store: TableStore, spec: TableSpec, path: str) -> tuple[_Parsed, pa.Table]:
     """A completed write's index file (a delta): its footer and every entry, kept.
 
     Beside other writers, each write reads the deltas the others committed meanwhile
     twice: its commit's conflict check reads them whole, and its caches' catch-up at the
     next write reads each slot's section of them (a file open and a row-group read per
-    slot and partition, 20-30 ms a write of four partitions). Kept by path: a completed
-    instant's files never change (a write run again is a new instant, under new names),
-    and only deltas of completed instants come here. The least recently used go past
+    slot and partition, 20-30 ms a write of four partitions). Kept by the table's id and the
+    path: a completed instant's files never change (a write run again is a new instant,
+    under new names), only deltas of completed instants come here, and a table deleted
+    and created again at the path has another id. The least recently used go past
     ``DELTA_CACHE_BYTES``; a file larger than an eighth of it is read, not kept."""
     global _DELTAS_BYTES
+    key = (spec.table_id, path)
     with _LOCK:
-        hit = _DELTAS.get(path)
+        hit = _DELTAS.get(key)
         if hit is not None:
-            _DELTAS.move_to_end(path)
+            _DELTAS.move_to_end(key)
             return hit
     parquet = pq.ParquetFile(path, filesystem=store.fs)
     read = (_parse_footer(parquet), parquet.read().replace_schema_metadata(None))
@@ -529,8 +533,8 @@ def _delta(store: TableStore, path: str) -> tuple[_Parsed, pa.Table]:
     if size > DELTA_CACHE_BYTES // 8:
         return read
     with _LOCK:
-        if path not in _DELTAS:
-            _DELTAS[path] = read
+        if key not in _DELTAS:
+            _DELTAS[key] = read
             _DELTAS_BYTES += size
         while _DELTAS_BYTES > DELTA_CACHE_BYTES and _DELTAS:
             _DELTAS_BYTES -= _DELTAS.popitem(last=False)[1][1].nbytes
@@ -538,12 +542,12 @@ def _delta(store: TableStore, path: str) -> tuple[_Parsed, pa.Table]:
 
 
 def _opened(
-    store: TableStore, f: DataFile, kept: bool
+    store: TableStore, spec: TableSpec, f: DataFile, kept: bool
 ) -> tuple[_Parsed, pq.ParquetFile | pa.Table]:
     """An index file's footer, and the file to read from or (``kept`` and a delta) all its
     entries."""
     if kept and f.kind == "delta":
-        return _delta(store, f.path)
+        return _delta(store, spec, f.path)
     parquet = pq.ParquetFile(f.path, filesystem=store.fs)
     return _parse_footer(parquet), parquet
 

@@ -147,8 +147,8 @@ class ServiceRunner:
         self.table = table
         """The table as defined: its options (its schema may have evolved: ``_now``)."""
         self.cluster = cluster
-        self._running: dict[str, tuple[str, Running]] = {}
-        self._beats: dict[str, Heartbeat] = {}  # action -> its running instant's heartbeat
+        # action -> its running instant, its execution and the instant's heartbeat
+        self._running: dict[str, tuple[str, Running, Heartbeat]] = {}
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
@@ -280,8 +280,7 @@ class ServiceRunner:
         except BaseException:
             beat.stop()
             raise
-        self._beats[action] = beat
-        self._running[action] = (instant, running)
+        self._running[action] = (instant, running, beat)
         return [f"{action} {instant} (beside the writes)"]
 
     def _heavy(self, action: str, instant: str) -> bool:
@@ -303,7 +302,7 @@ class ServiceRunner:
         """A service's result, waiting for it; a compaction is finished here, in the
         writer's thread (a moment under the lease). A failure is logged: the service stays
         pending and runs again later."""
-        instant, running = self._running.pop(action)
+        instant, running, beat = self._running.pop(action)
         try:
             out = running.result()
             table = self._now()
@@ -315,7 +314,7 @@ class ServiceRunner:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None
         finally:
-            self._beats.pop(action).stop()
+            beat.stop()
 
     def wait(self) -> list[ServiceResult]:
         """Waits for the services running beside the writes; returns their results."""

@@ -126,7 +126,9 @@ class Footprint:
     ) -> None:
         """Adds the index file ``path`` (``written``: its entries, in memory already)."""
         self.indexed.add(partition)
-        entries = written if written is not None else delta_entries(store, path, [HASH, BUCKET, OP])
+        entries = written
+        if entries is None:
+            entries = delta_entries(store, spec, path, [HASH, BUCKET, OP])
         if not entries.num_rows:
             return
         scope = spec.scheme.key_scope(partition)

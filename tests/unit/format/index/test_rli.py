@@ -3,6 +3,7 @@ whatever slot count wrote it, and counts every slot's keys per bucket from the f
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -282,4 +283,25 @@ def test_an_index_compaction_until_a_pending_write_leaves_that_writes_delta_afte
     base, deltas = index.files("day=1", ids)
     assert [f.instant for f in deltas] == (
         [ids[2], ids[3]] if merge == "base" else [ids[2], ids[3], ids[4]]
+    )
+
+
+def test_a_delta_kept_by_the_process_is_not_taken_for_one_of_a_table_made_again_there(
+    tmp_path: Path,
+) -> None:
+    """The process keeps completed deltas it read whole; a table deleted and created again
+    at the same path, whose write makes a delta of the same name, is read anew."""
+    rng = np.random.default_rng(3)
+    first = _index(tmp_path)
+    f = first.write("day=1", INSTANTS[0], _entries(rng, 50, INSTANTS[0]), slots=2)
+    kept = rli.delta_entries(first.store, first.spec, f.path, [HASH, BUCKET])
+    assert kept.num_rows == 50
+    shutil.rmtree(tmp_path / "t")
+    again = _index(tmp_path)
+    g = again.write("day=1", INSTANTS[0], _entries(rng, 20, INSTANTS[0]), slots=2)
+    assert g.path == f.path
+    read = rli.delta_entries(again.store, again.spec, g.path, [HASH, BUCKET])
+    assert read.num_rows == 20
+    assert sorted(read.column(HASH).to_pylist()) == sorted(
+        pq.read_table(g.path).column(HASH).to_pylist()
     )
