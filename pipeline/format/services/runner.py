@@ -42,7 +42,12 @@ from dynbucket.format.services.service import Scope, ServiceResult, pending_inst
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.heartbeat import Heartbeat, beating
+from dynbucket.format.timeline.heartbeat import (
+    Heartbeat,
+    beating,
+    end_executor_beat,
+    executor_beat,
+)
 from dynbucket.format.timeline.plans import compaction_groups, left_pending, unattended
 from dynbucket.format.timeline.timeline import Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import WrittenFile
@@ -148,7 +153,7 @@ class ServiceRunner:
         """The table as defined: its options (its schema may have evolved: ``_now``)."""
         self.cluster = cluster
         # action -> its running instant, its execution and the instant's heartbeat
-        self._running: dict[str, tuple[str, Running, Heartbeat]] = {}
+        self._running: dict[str, tuple[str, Running, Heartbeat | None]] = {}
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
@@ -267,8 +272,8 @@ class ServiceRunner:
             instant = service.plan(store, spec, scope)
         if instant is None:
             return []
-        beat = Heartbeat(store, instant, spec.options.heartbeat_expiry_seconds)
-        beat.start()  # until collected: other writers leave it to this one (plans.unattended)
+        # Until collected: other writers leave it to this one (plans.unattended).
+        beat = executor_beat(store, instant, spec.options.heartbeat_expiry_seconds)
         try:
             cluster = self.cluster()
             if cluster is not None:
@@ -278,7 +283,7 @@ class ServiceRunner:
             else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
                 running = self._threads.submit(execute, table, action, instant, 1)
         except BaseException:
-            beat.stop()
+            end_executor_beat(beat)
             raise
         self._running[action] = (instant, running, beat)
         return [f"{action} {instant} (beside the writes)"]
@@ -314,7 +319,7 @@ class ServiceRunner:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None
         finally:
-            beat.stop()
+            end_executor_beat(beat)
 
     def wait(self) -> list[ServiceResult]:
         """Waits for the services running beside the writes; returns their results."""

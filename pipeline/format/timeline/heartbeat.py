@@ -23,6 +23,7 @@ committed, and publishes it.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 
 HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
+
+log = logging.getLogger(__name__)
 
 
 def heartbeat_path(store: TableStore, instant: str) -> str:
@@ -112,14 +115,38 @@ class Heartbeat:
                 continue  # the next beat retries; verify() reports a lapse
 
 
-@contextmanager
-def beating(store: TableStore, instant: str, expiry_seconds: float) -> Iterator[Heartbeat]:
-    """The heartbeat of ``instant`` while the block runs: a detached service's executor
-    beats it, so that another writer finding the instant pending does not execute it a
-    second time while this one does (``plans.unattended``)."""
+def executor_beat(store: TableStore, instant: str, expiry_seconds: float) -> Heartbeat | None:
+    """The heartbeat of a detached service's executor, started: other writers leave the
+    instant to it (``plans.unattended``). One the store refuses to write (a flaky network)
+    is no reason not to execute the service: None then, and another writer may execute
+    it too (the outcome completes it once)."""
     beat = Heartbeat(store, instant, expiry_seconds)
-    beat.start()
     try:
-        yield beat
-    finally:
+        beat.start()
+    except OSError as e:
+        log.warning("%s: its executor's heartbeat was not written (%s); running it", instant, e)
+        return None
+    return beat
+
+
+def end_executor_beat(beat: Heartbeat | None) -> None:
+    """Stops an :func:`executor_beat`; a heartbeat file the store fails to remove lapses on
+    its own within its expiry."""
+    if beat is None:
+        return
+    try:
         beat.stop()
+    except OSError as e:
+        log.warning("%s: its executor's heartbeat was not removed (%s)", beat.instant, e)
+
+
+@contextmanager
+def beating(store: TableStore, instant: str, expiry_seconds: float) -> Iterator[None]:
+    """An :func:`executor_beat` while the block runs: a detached service's executor beats
+    it, so that another writer finding the instant pending does not execute it a second
+    time while this one does (``plans.unattended``)."""
+    beat = executor_beat(store, instant, expiry_seconds)
+    try:
+        yield
+    finally:
+        end_executor_beat(beat)

@@ -250,3 +250,31 @@ def test_a_writer_leaves_a_service_another_live_writer_executes_and_runs_a_dead_
     check_hudi_reads(b)
     a.close()
     b.close()
+
+
+def test_a_service_runs_when_its_executors_heartbeat_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that refuses the executor's heartbeat (a flaky network) does not keep the
+    service from running: the compaction planned beside the writes completes."""
+    from dynbucket.format.timeline import heartbeat
+    from dynbucket.format.timeline.timeline import Timeline
+
+    real = heartbeat.Heartbeat._beat_once
+
+    def refused(self: heartbeat.Heartbeat) -> None:  # a compaction's; a write's beats
+        pending = Timeline(self.store, True).pending()
+        if any(i.id == self.instant and i.action == "compaction" for i in pending):
+            raise OSError("the network cut the heartbeat's write")
+        real(self)
+
+    monkeypatch.setattr(heartbeat.Heartbeat, "_beat_once", refused)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        result = t.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    running = [s.split()[1] for s in result.services if "beside the writes" in s]
+    assert running
+    t.wait_for_services()
+    assert running[0] in [i.id for i in t._timeline.completed("compaction")]
+    t.close()
