@@ -42,13 +42,7 @@ from dynbucket.format.services.service import Scope, ServiceResult, pending_inst
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.heartbeat import (
-    Heartbeat,
-    beating,
-    end_executor_beat,
-    executor_beat,
-)
-from dynbucket.format.timeline.plans import compaction_groups, left_pending, unattended
+from dynbucket.format.timeline.plans import compaction_groups, left_pending
 from dynbucket.format.timeline.timeline import Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import WrittenFile
 
@@ -152,8 +146,7 @@ class ServiceRunner:
         self.table = table
         """The table as defined: its options (its schema may have evolved: ``_now``)."""
         self.cluster = cluster
-        # action -> its running instant, its execution and the instant's heartbeat
-        self._running: dict[str, tuple[str, Running, Heartbeat | None]] = {}
+        self._running: dict[str, tuple[str, Running]] = {}
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
@@ -188,15 +181,12 @@ class ServiceRunner:
         table, cluster = self._now(), self.cluster()
         tasks = cluster or ServiceProcesses()  # the cluster, else the machine's processes
         store, spec = table.store, table.spec
-        expiry = spec.options.heartbeat_expiry_seconds
-        for left in unattended(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
-            with beating(store, left.id, expiry):
-                _execute_spread(table, left.id, tasks, cluster is not None, progress)
+        for left in left_pending(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
+            _execute_spread(table, left.id, tasks, cluster is not None, progress)
         instant = compaction.schedule(store, spec, 1, partitions)
         if instant is None:
             return ServiceResult(Action.COMPACTION, None)
-        with beating(store, instant, expiry):
-            return _execute_spread(table, instant, tasks, cluster is not None, progress)
+        return _execute_spread(table, instant, tasks, cluster is not None, progress)
 
     def _finish_running(self, action: str) -> None:
         if action in self._running:
@@ -272,20 +262,14 @@ class ServiceRunner:
             instant = service.plan(store, spec, scope)
         if instant is None:
             return []
-        # Until collected: other writers leave it to this one (plans.unattended).
-        beat = executor_beat(store, instant, spec.options.heartbeat_expiry_seconds)
-        try:
-            cluster = self.cluster()
-            if cluster is not None:
-                running = cluster.submit(execute, table, action, instant)
-            elif self._heavy(action, instant):
-                running = ServiceProcesses().submit(execute, table, action, instant)
-            else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
-                running = self._threads.submit(execute, table, action, instant, 1)
-        except BaseException:
-            end_executor_beat(beat)
-            raise
-        self._running[action] = (instant, running, beat)
+        cluster = self.cluster()
+        if cluster is not None:
+            running = cluster.submit(execute, table, action, instant)
+        elif self._heavy(action, instant):
+            running = ServiceProcesses().submit(execute, table, action, instant)
+        else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
+            running = self._threads.submit(execute, table, action, instant, 1)
+        self._running[action] = (instant, running)
         return [f"{action} {instant} (beside the writes)"]
 
     def _heavy(self, action: str, instant: str) -> bool:
@@ -307,7 +291,7 @@ class ServiceRunner:
         """A service's result, waiting for it; a compaction is finished here, in the
         writer's thread (a moment under the lease). A failure is logged: the service stays
         pending and runs again later."""
-        instant, running, beat = self._running.pop(action)
+        instant, running = self._running.pop(action)
         try:
             out = running.result()
             table = self._now()
@@ -318,8 +302,6 @@ class ServiceRunner:
         except Exception:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
             return None
-        finally:
-            end_executor_beat(beat)
 
     def wait(self) -> list[ServiceResult]:
         """Waits for the services running beside the writes; returns their results."""
