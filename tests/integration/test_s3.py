@@ -76,14 +76,16 @@ RACERS = 3
 def _racer(uri: str, me: int, barrier: Any, results: Any) -> None:
     """One of the racing processes: per trial, take the lease with the others at once (and
     hold it until all have tried), then upsert a row of its own with the others at once."""
-    table = Table.open(uri)
-    for trial in range(RACE_TRIALS):
-        try:
-            results.put(_race_once(table, trial, me, barrier))
-        except Exception as e:  # reported, so the test fails naming it rather than hang
-            results.put((trial, me, repr(e), False))
-            barrier.abort()
-            return
+    # Closed at the end: a compaction this racer executed whose finish found another
+    # racer holding the lease is finished there (no other racer executes it meanwhile).
+    with Table.open(uri) as table:
+        for trial in range(RACE_TRIALS):
+            try:
+                results.put(_race_once(table, trial, me, barrier))
+            except Exception as e:  # reported, so the test fails naming it rather than hang
+                results.put((trial, me, repr(e), False))
+                barrier.abort()
+                return
 
 
 def _race_once(table: Table, trial: int, me: int, barrier: Any) -> tuple[int, int, bool, bool]:

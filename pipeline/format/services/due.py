@@ -28,7 +28,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.plans import left_pending
+from dynbucket.format.timeline.plans import unattended
 from dynbucket.format.timeline.timeline import Instant, Timeline, seconds_since
 from dynbucket.format.timeline.transaction import WrittenFile
 
@@ -108,13 +108,12 @@ def _archivable(instants: Sequence[Instant], keep_min: int, keep_max: int) -> bo
 
 
 def run_left(store: TableStore, spec: TableSpec, actions: Sequence[str]) -> list[ServiceResult]:
-    """Executes and completes the services of ``actions`` left pending (their executor
-    died, or it runs in another process: a second execution of one plan completes it
-    once), oldest first."""
+    """Executes and completes the services of ``actions`` left pending by an executor that
+    died (``plans.unattended``), oldest first."""
     if not actions:
         return []
     timeline = Timeline(store, spec.options.merge_on_read)
-    return [SERVICES[i.action].run(store, spec, i.id) for i in left_pending(timeline, *actions)]
+    return [SERVICES[i.action].run(store, spec, i.id) for i in unattended(timeline, *actions)]
 
 
 def target_io_bytes(spec: TableSpec) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,7 +43,13 @@ from dynbucket.format.services.service import Scope, ServiceResult, pending_inst
 from dynbucket.format.table import schemas
 from dynbucket.format.table.context import TableRef
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.plans import compaction_groups, left_pending
+from dynbucket.format.timeline.heartbeat import (
+    Heartbeat,
+    beating,
+    end_executor_beat,
+    executor_beat,
+)
+from dynbucket.format.timeline.plans import compaction_groups, left_pending, unattended
 from dynbucket.format.timeline.timeline import Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import WrittenFile
 
@@ -88,6 +95,11 @@ class _Count:
             self.progress(self.done, self.total)
 
 
+#: Finishes an executed service is given after its own (after each of the writer's next
+#: writes, then at ``wait``) before it is left to another writer to execute again.
+FINISH_TRIES = 4
+#: Seconds ``wait`` (``Table.close``) keeps trying a failed finish.
+FINISH_WAIT_SECONDS = 20.0
 #: Bytes a service beside the writes reads from which it runs in a service process.
 HEAVY_BYTES = 16 * 1024 * 1024
 #: Bytes of slices below which a compaction runs in the caller's threads.
@@ -146,7 +158,11 @@ class ServiceRunner:
         self.table = table
         """The table as defined: its options (its schema may have evolved: ``_now``)."""
         self.cluster = cluster
-        self._running: dict[str, tuple[str, Running]] = {}
+        # action -> its running instant, its execution and the instant's heartbeat
+        self._running: dict[str, tuple[str, Running, Heartbeat | None]] = {}
+        # action -> an executed service whose finish failed: instant, what its execution
+        # returned, its heartbeat (still beating: it is this runner's to finish), tries
+        self._unfinished: dict[str, tuple[str, Any, Heartbeat | None, int]] = {}
         self._index_wait: dict[str, int] = {}  # partition -> writes before it is looked at
         self._index_files: dict[str, int] = {}  # partition -> index files its planning saw
         self._threads = Threads(4, "services")  # a thread per action: a clean need not wait
@@ -181,16 +197,21 @@ class ServiceRunner:
         table, cluster = self._now(), self.cluster()
         tasks = cluster or ServiceProcesses()  # the cluster, else the machine's processes
         store, spec = table.store, table.spec
-        for left in left_pending(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
-            _execute_spread(table, left.id, tasks, cluster is not None, progress)
+        expiry = spec.options.heartbeat_expiry_seconds
+        for left in unattended(Timeline(store, spec.options.merge_on_read), Action.COMPACTION):
+            with beating(store, left.id, expiry):
+                _execute_spread(table, left.id, tasks, cluster is not None, progress)
         instant = compaction.schedule(store, spec, 1, partitions)
         if instant is None:
             return ServiceResult(Action.COMPACTION, None)
-        return _execute_spread(table, instant, tasks, cluster is not None, progress)
+        with beating(store, instant, expiry):
+            return _execute_spread(table, instant, tasks, cluster is not None, progress)
 
     def _finish_running(self, action: str) -> None:
         if action in self._running:
             self._collect(action)
+        if action in self._unfinished:
+            self._finish_again(action, last=True)
 
     # --- after the writes --------------------------------------------------------------------
 
@@ -199,11 +220,12 @@ class ServiceRunner:
         the services it ran or started, named (``WriteResult.services``)."""
         store, spec = self.table.store, self.table.spec
         due = due_services.due(spec, written, Timeline(store, spec.options.merge_on_read))
-        if not due and not self._running:
+        if not due and not self._running and not self._unfinished:
             return ()
         ran: list[str] = []
         try:
-            finished = [self._collect(a) for a in list(self._running) if self.done(a)]
+            finished = [self._finish_again(a) for a in list(self._unfinished)]
+            finished += [self._collect(a) for a in list(self._running) if self.done(a)]
             ran += [f"{r.action} {r.instant} (finished)" for r in finished if r and r.instant]
             table = self._now() if due else self.table
             for r in due_services.run_inline(table.store, table.spec, due):
@@ -251,7 +273,7 @@ class ServiceRunner:
         """Schedules a service of ``action`` and starts its execution beside the writes
         (none while one of the same action runs): one an earlier process left pending (its
         executor died) is run again first; else, when ``scope`` (it is due), a new one."""
-        if action in self._running:
+        if action in self._running or action in self._unfinished:
             return []
         store, spec = table.store, table.spec
         service = SERVICES[action]
@@ -262,14 +284,20 @@ class ServiceRunner:
             instant = service.plan(store, spec, scope)
         if instant is None:
             return []
-        cluster = self.cluster()
-        if cluster is not None:
-            running = cluster.submit(execute, table, action, instant)
-        elif self._heavy(action, instant):
-            running = ServiceProcesses().submit(execute, table, action, instant)
-        else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
-            running = self._threads.submit(execute, table, action, instant, 1)
-        self._running[action] = (instant, running)
+        # Until collected: other writers leave it to this one (plans.unattended).
+        beat = executor_beat(store, instant, spec.options.heartbeat_expiry_seconds)
+        try:
+            cluster = self.cluster()
+            if cluster is not None:
+                running = cluster.submit(execute, table, action, instant)
+            elif self._heavy(action, instant):
+                running = ServiceProcesses().submit(execute, table, action, instant)
+            else:  # small: compaction in one thread (its pieces are small; writes keep the rest)
+                running = self._threads.submit(execute, table, action, instant, 1)
+        except BaseException:
+            end_executor_beat(beat)
+            raise
+        self._running[action] = (instant, running, beat)
         return [f"{action} {instant} (beside the writes)"]
 
     def _heavy(self, action: str, instant: str) -> bool:
@@ -289,23 +317,63 @@ class ServiceRunner:
 
     def _collect(self, action: str) -> ServiceResult | None:
         """A service's result, waiting for it; a compaction is finished here, in the
-        writer's thread (a moment under the lease). A failure is logged: the service stays
-        pending and runs again later."""
-        instant, running = self._running.pop(action)
+        writer's thread (a moment under the lease: ``_finish``). A failed execution is
+        logged: the service stays pending, and the next writer runs it again."""
+        instant, running, beat = self._running.pop(action)
         try:
             out = running.result()
-            table = self._now()
-            return SERVICES[action].finish(table.store, table.spec, instant, out)
-        except InstantNotFoundError as e:  # finished by an earlier run whose answer was lost
-            log.info("%s %s beside the writes: %s", action, instant, e)
-            return None
         except Exception:
             log.exception("%s %s beside the writes failed; it runs again later", action, instant)
+            end_executor_beat(beat)
             return None
+        return self._finish(action, instant, out, beat, 1)
+
+    def _finish(
+        self, action: str, instant: str, out: Any, beat: Heartbeat | None, tries: int
+    ) -> ServiceResult | None:
+        """Completes an executed service. A finish that fails (its lease held by a writer
+        that does not wait: ``SINGLE_WRITER``; the store) keeps what the execution did and
+        its heartbeat, so no other writer executes it again meanwhile: it is finished after
+        this runner's next write or at ``wait`` (``_finish_again``). The heartbeat ends
+        with the last try: another writer then executes it (``plans.unattended``)."""
+        try:
+            table = self._now()
+            result = SERVICES[action].finish(table.store, table.spec, instant, out)
+        except InstantNotFoundError as e:  # finished by an earlier run whose answer was lost
+            log.info("%s %s beside the writes: %s", action, instant, e)
+            result = None
+        except Exception as e:
+            if tries < FINISH_TRIES:
+                self._unfinished[action] = (instant, out, beat, tries)
+                log.warning("%s %s: its finish failed (%s); tried again", action, instant, e)
+                return None
+            log.exception("%s %s: its finish failed; it runs again later", action, instant)
+            result = None
+        end_executor_beat(beat)
+        return result
+
+    def _finish_again(
+        self, action: str, last: bool = False, count: bool = True
+    ) -> ServiceResult | None:
+        """Tries again the finish of an executed service whose finish failed (``last``: this
+        try is its last; ``count``: it counts towards ``FINISH_TRIES``)."""
+        instant, out, beat, tries = self._unfinished.pop(action)
+        tries = FINISH_TRIES if last else tries + count
+        return self._finish(action, instant, out, beat, tries)
 
     def wait(self) -> list[ServiceResult]:
-        """Waits for the services running beside the writes; returns their results."""
+        """Waits for the services running beside the writes; returns their results. An
+        executed service whose finish failed is tried again, pausing between tries, for
+        up to ``FINISH_WAIT_SECONDS`` (the writer holding the lease ends its write), then
+        left to the next writer."""
         out = [self._collect(action) for action in list(self._running)]
+        deadline, pause = time.monotonic() + FINISH_WAIT_SECONDS, 0.1
+        while self._unfinished:
+            last = time.monotonic() + pause >= deadline
+            if not last:
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+            out += [self._finish_again(a, last, count=False) for a in list(self._unfinished)]
         return [r for r in out if r is not None]
 
     def close(self) -> None:

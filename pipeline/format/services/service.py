@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.plans import left_pending
+from dynbucket.format.timeline.heartbeat import beating
+from dynbucket.format.timeline.plans import unattended
 from dynbucket.format.timeline.timeline import Instant, Timeline
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 
@@ -119,8 +120,9 @@ class Service(ABC):
     def run(
         self, store: TableStore, spec: TableSpec, instant: str, threads: int = 4
     ) -> ServiceResult:
-        """2-3 in the caller's thread."""
-        return self.finish(store, spec, instant, self.execute(store, spec, instant, threads))
+        """2-3 in the caller's thread, beating the instant's heartbeat meanwhile."""
+        with beating(store, instant, spec.options.heartbeat_expiry_seconds):
+            return self.finish(store, spec, instant, self.execute(store, spec, instant, threads))
 
     def reads_bytes(self, store: TableStore, timeline: Timeline, found: Instant) -> int:
         """About what executing the pending ``found`` reads (the runner runs a service
@@ -128,10 +130,10 @@ class Service(ABC):
         return 0
 
     def left(self, timeline: Timeline) -> list[Instant]:
-        """Instants of this service scheduled and not completed, oldest first (running
-        now, or left by an executor that died; not one whose scheduler died before its plan
-        was recorded: the next writer rolls that back)."""
-        return left_pending(timeline, self.action)
+        """Instants of this service scheduled and not completed, oldest first, that no live
+        process executes (left by an executor that died; not one whose scheduler died
+        before its plan was recorded: the next writer rolls that back)."""
+        return unattended(timeline, self.action)
 
 
 def run_now(service: Service, store: TableStore, spec: TableSpec, scope: Scope) -> ServiceResult:

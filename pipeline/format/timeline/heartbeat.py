@@ -8,6 +8,10 @@ expires; its writer renews it every quarter of ``heartbeat.expiry-seconds``. An 
 whose heartbeat is missing or expired is a dead writer's: the next writer to begin settles
 it (``settle.settle``: rolled back, unless its writer had decided it committed).
 
+A detached service's instant (a compaction, an index compaction, a clean) beats one too
+while a process executes it (:func:`beating`): a writer that finds it pending executes it
+only when nobody beats it (its executor died), not a second time beside a live executor.
+
 A writer never renews a heartbeat that expired in its own view (it was paused: a GC pause,
 SIGSTOP, a suspended VM), so it cannot revive an instant another writer may be rolling back.
 Its commit is refused once another writer decided the instant rolled back (the exclusive
@@ -19,13 +23,18 @@ committed, and publishes it.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import HOODIE_DIR
 
 HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
+
+log = logging.getLogger(__name__)
 
 
 def heartbeat_path(store: TableStore, instant: str) -> str:
@@ -104,3 +113,40 @@ class Heartbeat:
                 self._beat_once()
             except OSError:
                 continue  # the next beat retries; verify() reports a lapse
+
+
+def executor_beat(store: TableStore, instant: str, expiry_seconds: float) -> Heartbeat | None:
+    """The heartbeat of a detached service's executor, started: other writers leave the
+    instant to it (``plans.unattended``). One the store refuses to write (a flaky network)
+    is no reason not to execute the service: None then, and another writer may execute
+    it too (the outcome completes it once)."""
+    beat = Heartbeat(store, instant, expiry_seconds)
+    try:
+        beat.start()
+    except OSError as e:
+        log.warning("%s: its executor's heartbeat was not written (%s); running it", instant, e)
+        return None
+    return beat
+
+
+def end_executor_beat(beat: Heartbeat | None) -> None:
+    """Stops an :func:`executor_beat`; a heartbeat file the store fails to remove lapses on
+    its own within its expiry."""
+    if beat is None:
+        return
+    try:
+        beat.stop()
+    except OSError as e:
+        log.warning("%s: its executor's heartbeat was not removed (%s)", beat.instant, e)
+
+
+@contextmanager
+def beating(store: TableStore, instant: str, expiry_seconds: float) -> Iterator[None]:
+    """An :func:`executor_beat` while the block runs: a detached service's executor beats
+    it, so that another writer finding the instant pending does not execute it a second
+    time while this one does (``plans.unattended``)."""
+    beat = executor_beat(store, instant, expiry_seconds)
+    try:
+        yield
+    finally:
+        end_executor_beat(beat)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynbucket.format.storage.store import TableStore
-from dynbucket.format.timeline import outcome
+from dynbucket.format.timeline import heartbeat, outcome
 from dynbucket.format.timeline.actions import DETACHED_ACTIONS
 from dynbucket.format.timeline.timeline import Instant, Timeline
 
@@ -47,6 +47,16 @@ def left_pending(timeline: Timeline, *actions: str) -> list[Instant]:
     wanted = actions or DETACHED_ACTIONS
     pending = [i for i in timeline.pending() if i.action in wanted]
     return [i for i in pending if executable(timeline.store, timeline, i)]
+
+
+def unattended(timeline: Timeline, *actions: str) -> list[Instant]:
+    """Of :func:`left_pending`, the instants no live process executes: nobody beats their
+    heartbeat (``heartbeat.beating``), so their executor died (or an older process, which
+    beat none, ran them). Beside another writer, its service running now is not
+    executed a second time (two writers of ``bench writers`` started 6 compaction
+    executions and completed 2 compactions when each executed the other's again)."""
+    store = timeline.store
+    return [i for i in left_pending(timeline, *actions) if not heartbeat.is_alive(store, i.id)]
 
 
 def left_pending_one(timeline: Timeline, action: str, instant: str) -> Instant | None:

@@ -215,3 +215,111 @@ def test_compact_waits_for_the_compaction_running_beside_the_writes(
     assert len(executed) == len(set(executed)) == 1
     assert t._timeline.completed("compaction")[-1].id == executed[0]
     t.close()
+
+
+def test_a_writer_leaves_a_service_another_live_writer_executes_and_runs_a_dead_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers of one table (two handles, each its own runner): the compaction one
+    runs beside its writes beats its heartbeat, so the other, finding it pending when a
+    compaction is due, does not execute it a second time; a compaction whose executor
+    died (scheduled, never executed: nobody beats it) is executed by the next writer."""
+    executed = _slow_compactions(monkeypatch, first_only=False)  # b writes meanwhile
+    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
+    b = Table.open(str(tmp_path / "t"))
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        started = a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    running = [s.split()[1] for s in started.services if "beside the writes" in s]
+    assert running
+    for v in range(3, 5):  # compaction is due for b too, the plan of a's still pending
+        b.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    a.wait_for_services()
+    b.wait_for_services()
+    assert executed.count(running[0]) == 1, executed
+    assert running[0] in [i.id for i in a._timeline.completed("compaction")]
+
+    # A compaction scheduled by a writer that died before executing it: nobody beats it.
+    left = compaction.schedule(a.store, a.spec, 1)
+    assert left is not None and left not in executed
+    b.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [9] * 20}))
+    b.wait_for_services()
+    assert executed.count(left) == 1
+    assert left in [i.id for i in b._timeline.completed("compaction")]
+    assert b.to_arrow(meta_columns=False).column("v").to_pylist() == [9] * 20
+    check_hudi_reads(b)
+    a.close()
+    b.close()
+
+
+def test_a_service_runs_when_its_executors_heartbeat_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that refuses the executor's heartbeat (a flaky network) does not keep the
+    service from running: the compaction planned beside the writes completes."""
+    from dynbucket.format.timeline import heartbeat
+    from dynbucket.format.timeline.timeline import Timeline
+
+    real = heartbeat.Heartbeat._beat_once
+
+    def refused(self: heartbeat.Heartbeat) -> None:  # a compaction's; a write's beats
+        pending = Timeline(self.store, True).pending()
+        if any(i.id == self.instant and i.action == "compaction" for i in pending):
+            raise OSError("the network cut the heartbeat's write")
+        real(self)
+
+    monkeypatch.setattr(heartbeat.Heartbeat, "_beat_once", refused)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        result = t.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    running = [s.split()[1] for s in result.services if "beside the writes" in s]
+    assert running
+    t.wait_for_services()
+    assert running[0] in [i.id for i in t._timeline.completed("compaction")]
+    t.close()
+
+
+def test_a_compaction_whose_finish_lost_the_lease_is_finished_by_its_executor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction's finish refused (another writer held the lease: ``SINGLE_WRITER``)
+    keeps what its execution wrote and its heartbeat: the other writer's writes meanwhile
+    do not execute it again, and its executor finishes it at ``wait_for_services`` (racing
+    processes relied on executing it twice before; one kept refusing is left to the next
+    writer at the last try, and that writer executes it)."""
+    from dynbucket.base.errors import ConcurrentWriteError
+
+    executed = _slow_compactions(monkeypatch, first_only=False)
+    refusals = [2]  # the finishes refused, in turn
+    real = compaction.finish
+
+    def refused(store, spec, instant, written):  # type: ignore[no-untyped-def]
+        if refusals[0] > 0:
+            refusals[0] -= 1
+            raise ConcurrentWriteError("the table's lease is held by another writer")
+        return real(store, spec, instant, written)
+
+    monkeypatch.setattr(compaction, "finish", refused)
+    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
+    b = Table.open(str(tmp_path / "t"))
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        started = a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    running = [s.split()[1] for s in started.services if "beside the writes" in s]
+    assert running
+    while not a._runner.done("compaction"):  # type: ignore[union-attr]
+        time.sleep(0.05)
+    a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [3] * 20}))  # collected: refused
+    assert refusals == [1] and "compaction" in a._runner._unfinished  # type: ignore[union-attr]
+    for v in range(4, 6):  # due for b too: it leaves the executed one to a
+        b.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    b.wait_for_services()
+    a.wait_for_services()  # refused once more, then finished
+    assert refusals == [0]
+    assert executed.count(running[0]) == 1, executed
+    assert running[0] in [i.id for i in a._timeline.completed("compaction")]
+    assert a._timeline.pending() == []
+    assert a.to_arrow(meta_columns=False).column("v").to_pylist() == [5] * 20
+    a.close()
+    b.close()
