@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dynbucket.base.beside import Beside, Running, ServiceProcesses, Threads
-from dynbucket.base.errors import InstantNotFoundError
+from dynbucket.base.errors import ConcurrentWriteError, InstantNotFoundError
 from dynbucket.format.services import compaction
 from dynbucket.format.services import due as due_services
 from dynbucket.format.services.compaction import Group
@@ -331,8 +331,8 @@ class ServiceRunner:
     def _finish(
         self, action: str, instant: str, out: Any, beat: Heartbeat | None, tries: int
     ) -> ServiceResult | None:
-        """Completes an executed service. A finish that fails (its lease held by a writer
-        that does not wait: ``SINGLE_WRITER``; the store) keeps what the execution did and
+        """Completes an executed service. A finish refused (its lease held by a writer that
+        does not wait: ``SINGLE_WRITER``; a store's error) keeps what the execution did and
         its heartbeat, so no other writer executes it again meanwhile: it is finished after
         this runner's next write or at ``wait`` (``_finish_again``). The heartbeat ends
         with the last try: another writer then executes it (``plans.unattended``)."""
@@ -342,11 +342,14 @@ class ServiceRunner:
         except InstantNotFoundError as e:  # finished by an earlier run whose answer was lost
             log.info("%s %s beside the writes: %s", action, instant, e)
             result = None
-        except Exception as e:
+        except (ConcurrentWriteError, OSError) as e:  # the lease held; the store: passes
             if tries < FINISH_TRIES:
                 self._unfinished[action] = (instant, out, beat, tries)
                 log.warning("%s %s: its finish failed (%s); tried again", action, instant, e)
                 return None
+            log.exception("%s %s: its finish failed; it runs again later", action, instant)
+            result = None
+        except Exception:
             log.exception("%s %s: its finish failed; it runs again later", action, instant)
             result = None
         end_executor_beat(beat)
