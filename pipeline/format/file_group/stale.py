@@ -10,6 +10,9 @@ the records of those updates' keys take part in the merge.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -103,15 +106,58 @@ def _records_of(
     store: TableStore, spec: TableSpec, fslice: FileSlice, keys: pa.Array
 ) -> tuple[pa.Table | None, list[pa.Table]]:
     """The slice's records of ``keys`` (base, logs): key fields, ordering field, commit
-    time and ``_key``, read from every file of the slice."""
+    time and ``_key``, read from every file of the slice (each file once per process while
+    it fits ``_RECORDS``: beside another writer, a writer's updates lag the other's and
+    the same slices are read at every write)."""
     ordering = [spec.ordering_field] if spec.ordering_field else []
     columns = list(dict.fromkeys([*spec.record_key, *ordering, COMMIT_TIME]))
+    types = {f.name: str(f.type) for f in spec.file_schema()}
+    shape = "\0" + ",".join(f"{c}:{types.get(c)}" for c in columns)
     base = None
     if fslice.base is not None:
-        base = read_base(store, spec, fslice.base, columns)
-        base = base.append_column(KEY, record_keys(base, spec.record_key))
-    logs = read_deltas(store, spec, fslice.logs, columns)
+        f = fslice.base
+        base = _kept(f, shape, lambda: [_keyed(read_base(store, spec, f, columns), spec)])[0]
+    logs = [
+        d
+        for f in fslice.logs
+        for d in _kept(f, shape, lambda f=f: read_deltas(store, spec, [f], columns))
+    ]
     return _only_keys(base, logs, keys)
+
+
+def _keyed(base: pa.Table, spec: TableSpec) -> pa.Table:
+    return base.append_column(KEY, record_keys(base, spec.record_key))
+
+
+def _kept(f: DataFile, shape: str, read: Callable[[], list[pa.Table]]) -> list[pa.Table]:
+    """What ``read`` returns of the data file ``f``, kept by its path and size (a file
+    never changes once written; Hudi appends to a log only as a larger file) and the
+    columns' names and types (``shape``), the least recently used dropped past
+    ``_RECORDS_MAX_BYTES``."""
+    global _records_bytes
+    key = f"{f.path}\0{f.size}{shape}"
+    with _RECORDS_LOCK:  # the groups of a write are written in threads
+        found = _RECORDS.pop(key, None)
+        if found is not None:
+            _RECORDS[key] = found  # the most recently used last
+            return found[0]
+    tables = read()
+    size = sum(t.nbytes for t in tables)
+    with _RECORDS_LOCK:
+        _RECORDS[key] = (tables, size)
+        _records_bytes += size
+        if _records_bytes > _RECORDS_MAX_BYTES:  # counted again: forget() drops some
+            _records_bytes = sum(n for _, n in _RECORDS.values())
+            while _records_bytes > _RECORDS_MAX_BYTES:
+                _records_bytes -= _RECORDS.pop(next(iter(_RECORDS)))[1]
+    return tables
+
+
+#: Data files' records as the stale check reads them (``_kept``).
+_RECORDS: dict[str, tuple[list[pa.Table], int]] = caches.per_table({})
+_RECORDS_MAX_BYTES = 64 * 1024 * 1024
+_records_bytes = 0
+_RECORDS_LOCK = threading.Lock()
 
 
 def _only_keys(

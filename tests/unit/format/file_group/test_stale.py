@@ -117,3 +117,40 @@ def test_a_slices_largest_value_is_read_once_per_file(
     read.clear()
     assert stale.stale_updates(t._store, t._spec, fslice, above, "99999999999999999") == 0
     assert read == []  # the second time, from what the process remembers
+
+
+def test_a_slices_records_are_read_once_per_file_and_a_new_log_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer whose updates lag another writer's (all below the slice's largest value)
+    checks the same slice at every write: each file's records are read once per process,
+    a log written since is read alone, and the count is the one a fresh read gives."""
+    t = _table(tmp_path, "MERGE_ON_READ")  # k0..k9 at 20 in a log over a base at 10
+    read: list[str] = []
+    real_base, real_deltas = stale.read_base, stale.read_deltas
+
+    def reading_base(store: TableStore, spec: Any, f: Any, columns: Any) -> pa.Table:
+        read.append(f.path)
+        return real_base(store, spec, f, columns)
+
+    def reading_deltas(store: TableStore, spec: Any, logs: Any, columns: Any) -> list[pa.Table]:
+        read.extend(f.path for f in logs)
+        return real_deltas(store, spec, logs, columns)
+
+    monkeypatch.setattr(stale, "read_base", reading_base)
+    monkeypatch.setattr(stale, "read_deltas", reading_deltas)
+    updates = _updates(["k0", "k1", "k500"], [15, 25, 5])  # k0 and k500 lose
+    fslice = _only_slice(t)
+    assert stale.stale_updates(t._store, t._spec, fslice, updates, "99999999999999999") == 2
+    assert sorted(read) == sorted(f.path for f in fslice.files)
+    read.clear()
+    assert stale.stale_updates(t._store, t._spec, fslice, updates, "99999999999999999") == 2
+    assert read == []  # from what the process kept
+    t.upsert(pa.table({"id": ["k1"], "ts": [30]}))  # a new log: k1 at 30 now wins over 25
+    fslice = _only_slice(t)
+    assert stale.stale_updates(t._store, t._spec, fslice, updates, "99999999999999999") == 3
+    assert read == [fslice.logs[-1].path]
+    read.clear()
+    stale._RECORDS.clear()  # a new process: every file read again, the same count
+    assert stale.stale_updates(t._store, t._spec, fslice, updates, "99999999999999999") == 3
+    assert sorted(read) == sorted(f.path for f in fslice.files)
