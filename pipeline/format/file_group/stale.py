@@ -117,11 +117,13 @@ def _records_of(
     if fslice.base is not None:
         f = fslice.base
         base = _kept(f, shape, lambda: [_keyed(read_base(store, spec, f, columns), spec)])[0]
-    logs = [
-        d
-        for f in fslice.logs
-        for d in _kept(f, shape, lambda f=f: read_deltas(store, spec, [f], columns))
-    ]
+    logs = []
+    for log in fslice.logs:
+
+        def read(f: DataFile = log) -> list[pa.Table]:
+            return read_deltas(store, spec, [f], columns)
+
+        logs += _kept(log, shape, read)
     return _only_keys(base, logs, keys)
 
 

@@ -199,6 +199,19 @@ def _slow_compactions(monkeypatch: pytest.MonkeyPatch, first_only: bool) -> list
     return executed
 
 
+def _two_writers_a_compaction_running(tmp_path: Path) -> tuple[Table, Table, list[str], str]:
+    """Two handles of one new table (two writers); the first's three writes of 20 keys
+    made a compaction due, which runs beside its writes now: (a, b, the keys, its instant)."""
+    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
+    b = Table.open(str(tmp_path / "t"))
+    ids = [f"k{i}" for i in range(20)]
+    for v in range(3):
+        started = a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
+    running = [s.split()[1] for s in started.services if "beside the writes" in s]
+    assert running
+    return a, b, ids, running[0]
+
+
 def test_compact_waits_for_the_compaction_running_beside_the_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,19 +238,13 @@ def test_a_writer_leaves_a_service_another_live_writer_executes_and_runs_a_dead_
     compaction is due, does not execute it a second time; a compaction whose executor
     died (scheduled, never executed: nobody beats it) is executed by the next writer."""
     executed = _slow_compactions(monkeypatch, first_only=False)  # b writes meanwhile
-    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
-    b = Table.open(str(tmp_path / "t"))
-    ids = [f"k{i}" for i in range(20)]
-    for v in range(3):
-        started = a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
-    running = [s.split()[1] for s in started.services if "beside the writes" in s]
-    assert running
+    a, b, ids, running = _two_writers_a_compaction_running(tmp_path)
     for v in range(3, 5):  # compaction is due for b too, the plan of a's still pending
         b.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
     a.wait_for_services()
     b.wait_for_services()
-    assert executed.count(running[0]) == 1, executed
-    assert running[0] in [i.id for i in a._timeline.completed("compaction")]
+    assert executed.count(running) == 1, executed
+    assert running in [i.id for i in a._timeline.completed("compaction")]
 
     # A compaction scheduled by a writer that died before executing it: nobody beats it.
     left = compaction.schedule(a.store, a.spec, 1)
@@ -301,13 +308,7 @@ def test_a_compaction_whose_finish_lost_the_lease_is_finished_by_its_executor(
         return real(store, spec, instant, written)
 
     monkeypatch.setattr(compaction, "finish", refused)
-    a = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=COMPACT_SOON)
-    b = Table.open(str(tmp_path / "t"))
-    ids = [f"k{i}" for i in range(20)]
-    for v in range(3):
-        started = a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [v] * 20}))
-    running = [s.split()[1] for s in started.services if "beside the writes" in s]
-    assert running
+    a, b, ids, running = _two_writers_a_compaction_running(tmp_path)
     while not a._runner.done("compaction"):  # type: ignore[union-attr]
         time.sleep(0.05)
     a.upsert(pa.table({"id": ids, "day": ["d0"] * 20, "v": [3] * 20}))  # collected: refused
@@ -317,8 +318,8 @@ def test_a_compaction_whose_finish_lost_the_lease_is_finished_by_its_executor(
     b.wait_for_services()
     a.wait_for_services()  # refused once more, then finished
     assert refusals == [0]
-    assert executed.count(running[0]) == 1, executed
-    assert running[0] in [i.id for i in a._timeline.completed("compaction")]
+    assert executed.count(running) == 1, executed
+    assert running in [i.id for i in a._timeline.completed("compaction")]
     assert a._timeline.pending() == []
     assert a.to_arrow(meta_columns=False).column("v").to_pylist() == [5] * 20
     a.close()
