@@ -9,10 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from dynbucket.base.columns import DELETE, UPSERT
 from dynbucket.format.file_group.merge import (
     KEY,
+    fold_logs,
     holding_row_groups,
     merge,
     ordering_keys,
@@ -23,6 +25,7 @@ from dynbucket.format.services import log_compaction
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.table import Table
+from tests.seeds import seeds
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
 SPEC = TableSpec(SCHEMA, ("id",), ordering_field="ts")
@@ -174,3 +177,79 @@ def test_fields_named_like_internal_columns_read_and_compact(tmp_path: Path) -> 
             assert {r["id"]: (r["v"], r["_key"], r["_row"]) for r in got} == want
             t.compact()
         assert t.check().healthy
+
+
+def _fold_model(logs: list[list[tuple[str, object, int]]], ordered: bool) -> list[tuple[int, int]]:
+    """The logs folded one commit at a time, as Hudi's merge compares two records (a null
+    on either side: the newer wins; floats in Java's total order); the (commit, row) of
+    each key's record, in the order the commits added them."""
+
+    def java(x: object) -> object:
+        return ordering_keys(pa.array([x], pa.float64()))[0].as_py() if isinstance(x, float) else x
+
+    state: dict[str, tuple[int, int, object, int]] = {}
+    for c, delta in enumerate(logs):
+        for r, (key, ts, op) in enumerate(delta):
+            held = state.get(key)
+            wins = (
+                held is None
+                or op == DELETE
+                or held[3] == DELETE
+                or not ordered
+                or ts is None
+                or held[2] is None
+                or java(ts) >= java(held[2])  # type: ignore[operator]
+            )
+            if wins:
+                state[key] = (c, r, ts, op)
+    return sorted((c, r) for c, r, _, _ in state.values())
+
+
+@pytest.mark.parametrize("seed", seeds(40))
+def test_the_logs_fold_at_once_as_one_commit_at_a_time(seed: int) -> None:
+    """fold_logs against the sequential fold (a delete resets; an upsert replaces a missing
+    record, a delete, or an upsert whose ordering value is not larger; nulls let the newer
+    win), with ties, nulls, -0.0 and NaN, and commits without rows."""
+    rng = np.random.default_rng(seed)
+    kind = [pa.int64(), pa.float64(), None][seed % 3]
+    keys = [f"k{i}" for i in range(int(rng.integers(1, 12)))]
+    floats = [0.0, -0.0, 1.5, float("nan"), -2.0]
+    logs = []
+    for _ in range(int(rng.integers(1, 9))):
+        chosen = rng.permutation(keys)[: int(rng.integers(0, len(keys) + 1))]
+        delta = []
+        for key in chosen:
+            op = DELETE if rng.random() < 0.25 else UPSERT
+            ts: object = None
+            if op == UPSERT and rng.random() > 0.2:
+                ts = floats[int(rng.integers(5))] if kind == pa.float64() else int(rng.integers(3))
+            delta.append((str(key), ts, op))
+        logs.append(delta)
+    tables = [
+        pa.table(
+            {
+                "id": [d[0] for d in delta],
+                "ts": pa.array([d[1] for d in delta], kind or pa.int64()),
+                "_hoodie_commit_time": [str(c)] * len(delta),
+                KEY: [d[0] for d in delta],
+                "_op": pa.array([d[2] for d in delta], pa.int8()),
+            }
+        )
+        for c, delta in enumerate(logs)
+    ]
+    spec = TableSpec(
+        pa.schema([("id", pa.string()), ("ts", kind or pa.int64())]),
+        ("id",),
+        ordering_field="ts" if kind is not None else None,
+    )
+    folded = fold_logs(spec, tables)
+    expected = _fold_model(logs, kind is not None)
+    got = list(
+        zip(
+            folded.column("_hoodie_commit_time").to_pylist(),
+            folded.column(KEY).to_pylist(),
+            strict=True,
+        )
+    )
+    assert got == [(str(c), logs[c][r][0]) for c, r in expected]
+    assert folded.column("_op").to_pylist() == [logs[c][r][2] for c, r in expected]
