@@ -150,11 +150,12 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _warm(table: Table, batch: pa.Table) -> None:
-    """A writer's first write loads its kernels and imports (about 0.5 s on 2 cores): an
-    upsert of a few known keys before the clock starts, so that every case measures warm
-    writers, as a long-running job's are."""
-    table.upsert(batch.slice(0, 10))
+def _warm(table: Table, batch: Any) -> None:
+    """A writer's first write loads its kernels and imports (about 0.5 s on 2 cores; a
+    Spark writer's first case ran twice as long as the next, 13-14 s against 5.7-6.6 s):
+    an upsert of a few known keys before the clock starts, so that every case measures
+    warm writers, as a long-running job's are."""
+    table.upsert(batch.slice(0, 10) if isinstance(batch, pa.Table) else batch)
 
 
 def _process_writer(
@@ -305,6 +306,8 @@ def _run_threads(
         for w in range(n)
     ]
     results: list[dict[str, Any]] = [{} for _ in range(n)]
+    for table, made in zip(tables, frames, strict=True):  # as _process_writer's writers
+        _warm(table, made[0].limit(10))
 
     def one(w: int) -> None:
         results[w] = _write_all(tables[w], frames[w])

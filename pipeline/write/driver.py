@@ -7,8 +7,10 @@ of a few thousand rows needs none of that. When the DataFrame's plan says it is 
 (``RuntimeConfig.driver_write_max_bytes``), the write:
 
 1. collects it as Arrow, with the key hash computed by Spark's own ``xxhash64`` as on the
-   Spark path (a JVM-only job: no Python worker takes part), or, for a bare scan of Parquet
-   files, reads the files here without any job (``write/file_scan.py``);
+   Spark path (a JVM-only job: no Python worker takes part; rows the driver's JVM holds,
+   such as a ``createDataFrame`` of pandas, converted there without a job:
+   ``local_rows.relation_batches``), or, for a bare scan of Parquet files, reads the files
+   here without any job (``write/file_scan.py``);
 2. tags the rows through the same slot actors as the Spark path (stage A's function, run
    here), so every key gets the bucket it would get there;
 3. writes the file groups and index entries with the one file-group writer, in this
@@ -26,6 +28,7 @@ from dynbucket.base.columns import HASH
 from dynbucket.format.file_group.writer import GroupWrites, write_file_groups
 from dynbucket.format.table.context import WriteContext
 from dynbucket.write.assign_stage import ArrowFn
+from dynbucket.write.local_rows import relation_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,6 +54,9 @@ def collect_hashed(df: DataFrame, key_fields: tuple[str, ...]) -> list[pa.Record
     from pyspark.sql import functions as F
 
     hashed = df.withColumn(HASH, F.xxhash64(*key_fields))
+    held = relation_batches(hashed)  # rows the driver's JVM holds: converted there, no job
+    if held is not None:
+        return held
     return [b for b in hashed._collect_as_arrow() if b.num_rows]
 
 

@@ -1,6 +1,8 @@
 """Local rows and Spark DataFrames, without a Spark job: a small write whose DataFrame is
-``spark.createDataFrame`` of local Python rows is read back in the driver; a small snapshot
-read by the driver is handed to Spark as Arrow (:func:`arrow_frame`).
+``spark.createDataFrame`` of local Python rows is read back in the driver, one whose plan
+is rows the driver's JVM holds (a ``LocalRelation``) is converted to Arrow there
+(:func:`relation_batches`); a small snapshot read by the driver is handed to Spark as
+Arrow (:func:`arrow_frame`).
 
 ``createDataFrame(list, schema)`` pickles the rows into a parallelized collection in the
 driver JVM; Spark cannot size such a plan (a ``LogicalRDD``), and reading it, even to
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +175,51 @@ def _to_arrow(rows: list[Any], df: DataFrame, want: pa.Schema) -> pa.Table | Non
             column = pa.array(values, arrow_field.type)
         columns.append(column)
     return pa.table(columns, schema=want)
+
+
+def relation_batches(df: DataFrame) -> list[pa.RecordBatch] | None:
+    """The rows of ``df`` as Arrow batches when its optimized plan is rows the driver's JVM
+    holds: a ``LocalRelation`` (PySpark's Arrow ``createDataFrame`` of a pandas DataFrame
+    below ``spark.sql.execution.arrow.localRelationThreshold``, :func:`arrow_frame`'s
+    snapshots, ``VALUES``; Spark's optimizer evaluates a projection of it, the key hash
+    included, in the driver). Spark's own converter (the one a collect's tasks run) turns
+    them to Arrow in the JVM, which writes the stream to a local file this process reads:
+    no job. A collect of 20k such rows is a job of 0.13-0.44 s on 2 cores, most of a small
+    write's time; this 0.05-0.09 s. None when the plan is anything else, or Spark's
+    internals are not as in 3.5 (then Spark collects it)."""
+    try:
+        plan = df._jdf.queryExecution().optimizedPlan()
+        if plan.getClass().getSimpleName() != "LocalRelation":
+            return None
+        spark = df.sparkSession
+        jvm: Any = spark._jvm
+        conf = spark._jsparkSession.sessionState().conf()
+        arrow = jvm.org.apache.spark.sql.execution.arrow
+        converters = getattr(getattr(arrow, "ArrowConverters$"), "MODULE$")
+        zone, schema = conf.sessionLocalTimeZone(), plan.schema()
+        with tempfile.TemporaryDirectory(prefix="dynbucket-rows-") as folder:
+            path = os.path.join(folder, "rows.arrows")
+            out = jvm.java.io.FileOutputStream(path)
+            try:
+                writer = arrow.ArrowBatchStreamWriter(schema, out, zone, True)
+                writer.writeBatches(
+                    converters.toBatchIterator(
+                        plan.data().iterator(),
+                        schema,
+                        conf.arrowMaxRecordsPerBatch(),
+                        zone,
+                        True,
+                        None,
+                    )
+                )
+                writer.end()
+            finally:
+                out.close()
+            with pa.ipc.open_stream(path) as reader:
+                return [b for b in reader if b.num_rows]
+    except Exception as e:  # noqa: BLE001 - another Spark's internals: Spark collects it
+        log.debug("the driver's rows were not converted here; Spark collects them", exc_info=e)
+        return None
 
 
 def arrow_frame(spark: Any, table: pa.Table) -> DataFrame | None:

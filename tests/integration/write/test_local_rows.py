@@ -15,7 +15,7 @@ import pyarrow as pa
 from dynbucket.format.records.incoming import required_fields
 from dynbucket.runtime import Runtime
 from dynbucket.table import Table
-from dynbucket.write.local_rows import read_local
+from dynbucket.write.local_rows import read_local, relation_batches
 from tests.integration.write.test_file_scan import _same, _spark_collects, _spec
 
 DDL = "id string, n int, day date, v long, price decimal(9,2), at timestamp, note string"
@@ -73,6 +73,54 @@ def test_a_small_delete_from_local_rows_runs_no_spark_job(
         assert len(tracker.getJobIdsForGroup(None)) == jobs
         assert "driver" in result.seconds
         assert t.to_arrow().num_rows == 200
+    finally:
+        t.close()
+
+
+def test_rows_the_drivers_jvm_holds_are_converted_there_as_spark_collects_them(
+    spark: Any, runtime: Runtime, tmp_path: Path
+) -> None:
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    rows = pa.table(
+        {
+            "id": [f"k{i % 7}" if i % 5 else None for i in range(700)],
+            "n": pa.array([i % 3 for i in range(700)], pa.int32()),
+            "day": [dt.date(2026, 1, 1 + i % 28) for i in range(700)],
+            "price": [decimal.Decimal(i) / 4 for i in range(700)],
+            "at": pa.array(
+                [
+                    dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i)
+                    for i in range(700)
+                ],
+                pa.timestamp("us", "UTC"),
+            ),
+            "note": [None if i % 4 else f"#{i}" for i in range(700)],
+        }
+    )
+    df = spark.createDataFrame(rows.to_pandas()).withColumn("_hash", F.xxhash64("id", "n"))
+    tracker = spark.sparkContext.statusTracker()
+    jobs = len(tracker.getJobIdsForGroup(None))
+    held = relation_batches(df)
+    assert len(tracker.getJobIdsForGroup(None)) == jobs  # no job
+    assert held is not None
+    collected = pa.Table.from_batches(df._collect_as_arrow())  # a job's tasks convert them
+    assert pa.Table.from_batches(held).equals(collected)  # types, values, nulls, order
+    # Rows the JVM does not hold: Spark collects them.
+    assert relation_batches(spark.range(10)) is None
+    assert relation_batches(spark.createDataFrame(pd.DataFrame({"a": [1]})).repartition(2)) is None
+    # A small write of a pandas frame through Spark: no job, the rows as given.
+    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("ts", pa.int64())])
+    t = Table.create(str(tmp_path / "t"), schema, "id", "day", "ts", runtime=runtime)
+    t._spark_writer().driver_max_bytes = MAX  # the session's runtime says 0
+    try:
+        given = pd.DataFrame({"id": [f"k{i}" for i in range(300)], "day": "d0", "ts": 1})
+        jobs = len(tracker.getJobIdsForGroup(None))
+        result = t.upsert(spark.createDataFrame(given))
+        assert len(tracker.getJobIdsForGroup(None)) == jobs
+        assert result.keys_inserted == 300
+        assert sorted(t.to_arrow().column("id").to_pylist()) == sorted(given["id"])
     finally:
         t.close()
 
