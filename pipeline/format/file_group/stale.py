@@ -10,7 +10,6 @@ the records of those updates' keys take part in the merge.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -134,32 +133,14 @@ def _keyed(base: pa.Table, spec: TableSpec) -> pa.Table:
 def _kept(f: DataFile, shape: str, read: Callable[[], list[pa.Table]]) -> list[pa.Table]:
     """What ``read`` returns of the data file ``f``, kept by its path and size (a file
     never changes once written; Hudi appends to a log only as a larger file) and the
-    columns' names and types (``shape``), the least recently used dropped past
-    ``_RECORDS_MAX_BYTES``."""
-    global _records_bytes
-    key = f"{f.path}\0{f.size}{shape}"
-    with _RECORDS_LOCK:  # the groups of a write are written in threads
-        found = _RECORDS.pop(key, None)
-        if found is not None:
-            _RECORDS[key] = found  # the most recently used last
-            return found[0]
-    tables = read()
-    size = sum(t.nbytes for t in tables)
-    with _RECORDS_LOCK:
-        _RECORDS[key] = (tables, size)
-        _records_bytes += size
-        if _records_bytes > _RECORDS_MAX_BYTES:  # counted again: forget() drops some
-            _records_bytes = sum(n for _, n in _RECORDS.values())
-            while _records_bytes > _RECORDS_MAX_BYTES:
-                _records_bytes -= _RECORDS.pop(next(iter(_RECORDS)))[1]
-    return tables
+    columns' names and types (``shape``), in ``_RECORDS``."""
+    return _RECORDS.read(f"{f.path}\0{f.size}{shape}", read)
 
 
-#: Data files' records as the stale check reads them (``_kept``).
-_RECORDS: dict[str, tuple[list[pa.Table], int]] = caches.per_table({})
-_RECORDS_MAX_BYTES = 64 * 1024 * 1024
-_records_bytes = 0
-_RECORDS_LOCK = threading.Lock()
+#: Data files' records as the stale check reads them (``_kept``), 64 MiB.
+_RECORDS: caches.Kept[str, list[pa.Table]] = caches.per_table(
+    caches.Kept(64 * 1024 * 1024, size=lambda tables: sum(t.nbytes for t in tables))
+)
 
 
 def _only_keys(

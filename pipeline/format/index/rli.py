@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -45,6 +43,7 @@ from dynbucket.format.index.file_names import (
     index_name,
     merged_delta_tag,
 )
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import FileWriter, TableStore
 from dynbucket.format.table.paths import RLI_DIR
 from dynbucket.format.table.spec import TableSpec
@@ -415,28 +414,21 @@ class _Footer:
 
 #: Footers of index files read by lookups, by path and size (a file never changes once
 #: written; the size tells apart a file written again under a name, as a test may).
-_FOOTERS: OrderedDict[tuple[str, int], _Footer] = OrderedDict()
-_FOOTERS_MAX = 512
-
+_FOOTERS: caches.Kept[tuple[str, int], _Footer] = caches.Kept(512)
 
 #: Bytes of decoded index row groups that lookups keep per process.
 LOOKUP_CACHE_BYTES = 64 * 1024 * 1024
 
 _Read = tuple[pa.Table, npt.NDArray[np.int64]]
-_GROUPS: OrderedDict[tuple[str, int, int, tuple[str, ...]], _Read] = OrderedDict()
-_GROUPS_BYTES = 0
-_LOCK = threading.Lock()
+_GROUPS: caches.Kept[tuple[str, int, int, tuple[str, ...]], _Read] = caches.Kept(
+    LOOKUP_CACHE_BYTES, size=lambda read: read[0].nbytes
+)
 
 
 def clear_lookup_cache() -> None:
     """Forgets the footers and row groups lookups kept, and the deltas kept."""
-    global _GROUPS_BYTES, _DELTAS_BYTES
-    with _LOCK:
-        _GROUPS.clear()
-        _FOOTERS.clear()
-        _GROUPS_BYTES = 0
-        _DELTAS.clear()
-        _DELTAS_BYTES = 0
+    for kept in (_GROUPS, _FOOTERS, _DELTAS):
+        kept.clear()
 
 
 def _row_group(
@@ -444,32 +436,20 @@ def _row_group(
 ) -> _Read:
     """Row group ``group`` of index file ``f`` (``columns``, the hash first), and its
     hashes as numpy; kept, the least recently used dropped past ``LOOKUP_CACHE_BYTES``."""
-    global _GROUPS_BYTES
-    key = (f.path, f.size, group, tuple(columns))
-    with _LOCK:
-        hit = _GROUPS.get(key)
-        if hit is not None:
-            _GROUPS.move_to_end(key)
-            return hit
-    parquet = pq.ParquetFile(f.path, filesystem=store.fs, metadata=footer.metadata)
-    table = _read(parquet, columns, [group]).replace_schema_metadata(None)
-    read = (table, table.column(HASH).to_numpy())
-    with _LOCK:
-        if key not in _GROUPS:
-            _GROUPS[key] = read
-            _GROUPS_BYTES += table.nbytes
-        while _GROUPS_BYTES > LOOKUP_CACHE_BYTES and _GROUPS:
-            _GROUPS_BYTES -= _GROUPS.popitem(last=False)[1][0].nbytes
-    return read
+
+    def read() -> _Read:
+        parquet = pq.ParquetFile(f.path, filesystem=store.fs, metadata=footer.metadata)
+        table = _read(parquet, columns, [group]).replace_schema_metadata(None)
+        return table, table.column(HASH).to_numpy()
+
+    return _GROUPS.read((f.path, f.size, group, tuple(columns)), read)
 
 
 def _footer(store: TableStore, f: DataFile) -> _Footer:
-    key = (f.path, f.size)
-    with _LOCK:
-        footer = _FOOTERS.get(key)
-        if footer is not None:
-            _FOOTERS.move_to_end(key)
-            return footer
+    return _FOOTERS.read((f.path, f.size), lambda: _read_footer(store, f))
+
+
+def _read_footer(store: TableStore, f: DataFile) -> _Footer:
     parquet = pq.ParquetFile(f.path, filesystem=store.fs)
     metadata = parquet.metadata
     parsed = _parse_footer(parquet)
@@ -485,20 +465,16 @@ def _footer(store: TableStore, f: DataFile) -> _Footer:
             low[i], high[i] = stats.min, stats.max
     stops = np.cumsum(slot_rows)
     ends = np.cumsum(rows)
-    footer = _Footer(
+    return _Footer(
         metadata, stops - slot_rows, stops, ends - rows, ends, low, high, parsed.tombstones
     )
-    with _LOCK:
-        _FOOTERS[key] = footer
-        while len(_FOOTERS) > _FOOTERS_MAX:
-            _FOOTERS.popitem(last=False)
-    return footer
 
 
 #: Bytes of completed index deltas read whole that a process keeps (:func:`delta_entries`).
 DELTA_CACHE_BYTES = 32 * 1024 * 1024
-_DELTAS: OrderedDict[tuple[str, str], tuple[_Parsed, pa.Table]] = OrderedDict()
-_DELTAS_BYTES = 0
+_DELTAS: caches.Kept[tuple[str, str], tuple[_Parsed, pa.Table]] = caches.Kept(
+    DELTA_CACHE_BYTES, size=lambda read: read[1].nbytes, largest=DELTA_CACHE_BYTES // 8
+)
 
 
 def delta_entries(
@@ -520,25 +496,12 @@ def _delta(store: TableStore, spec: TableSpec, path: str) -> tuple[_Parsed, pa.T
     under new names), only deltas of completed instants come here, and a table deleted
     and created again at the path has another id. The least recently used go past
     ``DELTA_CACHE_BYTES``; a file larger than an eighth of it is read, not kept."""
-    global _DELTAS_BYTES
-    key = (spec.table_id, path)
-    with _LOCK:
-        hit = _DELTAS.get(key)
-        if hit is not None:
-            _DELTAS.move_to_end(key)
-            return hit
-    parquet = pq.ParquetFile(path, filesystem=store.fs)
-    read = (_parse_footer(parquet), parquet.read().replace_schema_metadata(None))
-    size = read[1].nbytes
-    if size > DELTA_CACHE_BYTES // 8:
-        return read
-    with _LOCK:
-        if key not in _DELTAS:
-            _DELTAS[key] = read
-            _DELTAS_BYTES += size
-        while _DELTAS_BYTES > DELTA_CACHE_BYTES and _DELTAS:
-            _DELTAS_BYTES -= _DELTAS.popitem(last=False)[1][1].nbytes
-    return read
+
+    def read() -> tuple[_Parsed, pa.Table]:
+        parquet = pq.ParquetFile(path, filesystem=store.fs)
+        return _parse_footer(parquet), parquet.read().replace_schema_metadata(None)
+
+    return _DELTAS.read((spec.table_id, path), read)
 
 
 def _opened(

@@ -9,10 +9,10 @@ last batch and the slot counts of archived commits.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynbucket.format.storage import caches
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import ARCHIVE_DIR
 
@@ -63,7 +63,7 @@ class Archived:
         )
 
 
-_LOADED: OrderedDict[tuple[str, str], Archived] = OrderedDict()
+_LOADED: caches.Kept[tuple[str, str], Archived] = caches.Kept(256)
 
 
 def load(store: TableStore) -> Archived:
@@ -77,12 +77,11 @@ def load(store: TableStore) -> Archived:
         return Archived()
     newest = max(names)
     key = (store.uri, newest)
-    if key not in _LOADED:
-        try:
-            data = store.read_bytes(store.path(ARCHIVE_DIR, newest))
-        except FileNotFoundError:  # a newer archival replaced it since the listing
-            return load(store)
-        _LOADED[key] = Archived.from_json(data)
-        if len(_LOADED) > 256:
-            _LOADED.popitem(last=False)
-    return _LOADED[key]
+    found = _LOADED.get(key)
+    if found is not None:
+        return found
+    try:
+        data = store.read_bytes(store.path(ARCHIVE_DIR, newest))
+    except FileNotFoundError:  # a newer archival replaced it since the listing
+        return load(store)
+    return _LOADED.put(key, Archived.from_json(data))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -256,8 +255,7 @@ def document_of(data: bytes) -> dict[str, Any]:
 
 
 #: Completed instants' metadata never changes: parsed once per process.
-_METADATA: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-_METADATA_MAX = 20_000
+_METADATA: caches.Kept[tuple[str, str], dict[str, Any]] = caches.Kept(20_000)
 
 
 class Timeline:
@@ -347,7 +345,6 @@ class Timeline:
         key = (self.store.uri, f"{instant.id}.{instant.action}")
         doc = _METADATA.get(key)
         if doc is not None:
-            _METADATA.move_to_end(key)
             return doc
         if self.layout == 2 and instant.action not in OWN_ACTIONS:
             rel = f"{self.hudi_dir}/{self.completed_name(instant)}"
@@ -369,10 +366,7 @@ class Timeline:
                 "the file from a backup, or delete it and run `dynbucket rollback` to remove "
                 "that instant's files"
             ) from e
-        _METADATA[key] = doc
-        if len(_METADATA) > _METADATA_MAX:
-            _METADATA.popitem(last=False)
-        return doc
+        return _METADATA.put(key, doc)
 
     def completed_name(self, instant: Instant) -> str:
         """Layout 2: the name of a completed instant's file (its completion time is in it)."""
