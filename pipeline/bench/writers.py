@@ -16,8 +16,9 @@ is what sharing one table costs),
 the writes run again after a conflict, a write's p50 time, where a writer's time goes
 (the laps of ``WriteResult.seconds``, summed over its writes: the commit lap holds the
 wait for another writer's commit lease and the conflict checks), and the cores the writer
-processes kept busy with their CPU seconds per 1,000 rows: one writer alone keeping 1.5
-of 2 cores busy leaves several at most 2 / 1.5 = 1.33x its rows per second.
+processes kept busy with their CPU seconds per 1,000 rows, and the cores the whole machine
+kept busy (service processes included): one writer alone keeping 1.5 of 2 cores busy
+leaves several at most 2 / 1.5 = 1.33x its rows per second.
 
 Then a writer killed (SIGKILL) at the two points that matter: holding the commit lease
 (committing), and in the middle of its write; reported: how long the next write of
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import re
 import resource
 import shutil
@@ -142,6 +144,56 @@ def _write_all(table: Table, batches: list[Any], ordering: str = "step") -> dict
         "causes": dict(handler.causes),
     }
     return {**out, "took": took}
+
+
+class _MachineCpu:
+    """The whole machine's busy CPU seconds (``/proc/stat``: every process, the writers'
+    service processes and Spark's and Ray's included, which a writer's own CPU seconds
+    leave out), sampled every 50 ms in a thread while the cases run, so that each case's
+    span is asked afterwards (:func:`_busy_between`). Nothing where there is no
+    ``/proc/stat``."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float, float]] = []
+        """(wall time, perf counter, busy CPU seconds)."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> _MachineCpu:
+        if Path("/proc/stat").exists():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _sample(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.wait(0.05):
+            fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+            busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+            self.samples.append((time.time(), time.perf_counter(), busy / tick))
+
+    def busy(self, start: float, end: float, clock: str) -> float | None:
+        """Cores the machine kept busy from ``start`` to ``end`` (``clock``: "wall" or
+        "perf", the clock they were read on)."""
+        at = 0 if clock == "wall" else 1
+        return _busy_between([(x[at], x[2]) for x in self.samples], start, end)
+
+
+def _busy_between(samples: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """Cores busy between ``start`` and ``end`` by ``samples`` (time, busy CPU seconds so
+    far), over the samples inside the span; None with fewer than two."""
+    inside = [s for s in samples if start <= s[0] <= end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def _cpu_seconds() -> float:
@@ -461,7 +513,7 @@ def run(
         if n > 1 and runtime is None:
             runs += [(n, occ, _ALONE), (n, occ, _OWN)]
         runs.append((n, occ, ""))
-    with tempfile.TemporaryDirectory(dir=workdir) as folder:
+    with tempfile.TemporaryDirectory(dir=workdir) as folder, _MachineCpu() as machine:
         if runtime is not None:
             # Untimed: the first Spark case ran 1.5-2x the time of the same case run again
             # (2.97 s against 2.12 s, 6 writes), whichever came first: the driver's JVM
@@ -481,7 +533,8 @@ def run(
             else:
                 done = _run_threads(uri, n, keys, rows, writes, runtime)
                 clock = "perf"
-            span = max(d["end"] for d in done) - min(d["start"] for d in done)
+            span_start, span_end = min(d["start"] for d in done), max(d["end"] for d in done)
+            span = span_end - span_start
             total = n * writes * rows
             laps: Counter[str] = Counter()
             for d in done:
@@ -527,9 +580,11 @@ def run(
                 "writes": n * writes,
                 "write p50 s": round(p50, 3),
                 # Cores the writers kept busy (in process: their processes' CPU seconds over
-                # the span, services included); one writer's sets what two cores allow
-                # several: cores / busy (Spark: the work is in other processes, not told).
+                # the span, their services' threads included, not their service processes;
+                # Spark: the work is in other processes, not told), and the machine: one
+                # writer's sets what two cores allow several, cores / busy.
                 "cores busy": round(cpu / span, 2),
+                "machine cores busy": _rounded(machine.busy(span_start, span_end, clock)),
                 "cpu s per 1k rows": round(1000 * cpu / total, 4),
                 "seconds per write": per_write,
                 "clock": clock,
