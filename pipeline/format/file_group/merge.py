@@ -290,7 +290,7 @@ def merge(spec: TableSpec, base: pa.Table | None, logs: Sequence[pa.Table]) -> p
     state = base.select(columns).cast(schema) if base is not None else schema.empty_table()
     state = state.append_column(OP, pa.repeat(pa.scalar(UPSERT, pa.int8()), state.num_rows))
     folded = fold_logs(spec, logs)  # 1.
-    return _fold(spec, state, folded, keep_deletes=False).drop_columns([OP])  # 2.
+    return _fold(spec, state, folded).drop_columns([OP])  # 2.
 
 
 def fold_logs(spec: TableSpec, logs: Sequence[pa.Table]) -> pa.Table:
@@ -335,7 +335,7 @@ def fold_logs(spec: TableSpec, logs: Sequence[pa.Table]) -> pa.Table:
     winner = last_reset.copy()  # a reset that ends its key's records
     after = np.flatnonzero(pos > last_reset[run])  # 3.
     best = after[np.lexsort((after, rank[after], run[after]))]
-    last_of_run = np.r_[run[best][1:] != run[best][:-1], True] if len(best) else best > 0
+    last_of_run = np.r_[run[best][1:] != run[best][:-1], True] if len(best) else []
     winner[run[best[last_of_run]]] = best[last_of_run]
     return rows.take(pa.array(np.sort(order[winner])))
 
@@ -356,13 +356,12 @@ def _positions(state: pa.Table, delta: pa.Table) -> pa.Array:
     return pa.array(found, pa.int64(), mask=~present)
 
 
-def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool) -> pa.Table:
-    """``state`` (one record per key) after ``delta`` (one record per key): a delete in
-    ``delta`` replaces the key's record (and stays as a delete record when
-    ``keep_deletes``, else removes it); an upsert replaces a missing record, a delete, or an
-    upsert whose ordering value is not larger."""
-    if state.num_rows == 0:  # the first commit of the logs: nothing to meet
-        return delta if keep_deletes else delta.filter(pc.not_equal(delta.column(OP), DELETE))
+def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table) -> pa.Table:
+    """``state`` (a slice's base rows, one per key) after ``delta`` (the logs folded, one
+    record per key): a delete in ``delta`` removes the key's record; an upsert replaces a
+    missing record, a delete, or an upsert whose ordering value is not larger."""
+    if state.num_rows == 0:  # no base rows: nothing to meet
+        return delta.filter(pc.not_equal(delta.column(OP), DELETE))
     pos = _positions(state, delta)
     matched = pc.is_valid(pos)
     at = pos.fill_null(0)
@@ -377,7 +376,7 @@ def _fold(spec: TableSpec, state: pa.Table, delta: pa.Table, keep_deletes: bool)
         wins = pc.or_(pc.or_(pc.invert(matched), was_deleted), newer_or_tie)
     else:
         wins = pa.repeat(pa.scalar(True), delta.num_rows)
-    added = wins if keep_deletes else pc.and_(pc.invert(deleted), wins)
+    added = pc.and_(pc.invert(deleted), wins)
     replaced = pc.and_(matched, pc.or_(deleted, wins)).to_numpy(zero_copy_only=False)
     keep = np.ones(state.num_rows, np.bool_)
     keep[at.to_numpy(zero_copy_only=False)[replaced]] = False
