@@ -114,7 +114,7 @@ def schedule_index_compaction(
 
     def plan(txn: Transaction) -> dict[str, Any] | None:
         pending = txn.timeline.pending()
-        if any(i.action == Action.INDEX_COMPACTION for i in pending[:-1]):
+        if any(i.action == Action.INDEX_COMPACTION and i.id != txn.id for i in pending):
             return None
         # 1. The oldest write pending: its delta, and every one after it, stays beside.
         writing = min(

@@ -425,18 +425,24 @@ class Timeline:
         """Creates a new requested instant with an id greater than every existing one
         (``listed``: :meth:`instants` as the caller just listed them, under the lease that
         every request is made under; else listed here)."""
+        instant = self.next_request(action, listed)
+        while not self.reserve(instant):
+            instant = Instant(next_instant_id(instant.id), action, State.REQUESTED)
+        return instant
+
+    def next_request(self, action: str, listed: Sequence[Instant] | None = None) -> Instant:
+        """The instant :meth:`request` would create, not created yet (:meth:`reserve`)."""
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}")
         existing = self.instants() if listed is None else listed
         last = max((i.id for i in existing), default=None)
-        while True:
-            instant = Instant(next_instant_id(last), action, State.REQUESTED)
-            # Not flushed: the inflight file written next is, with its folder.
-            if self.store.create_exclusive(
-                self._path(instant, State.REQUESTED), b"", durable=False
-            ):
-                return instant
-            last = instant.id
+        return Instant(next_instant_id(last), action, State.REQUESTED)
+
+    def reserve(self, instant: Instant) -> bool:
+        """Creates the requested file of ``instant`` unless it exists (False: the id is
+        another's)."""
+        # Not flushed: the inflight file written next is, with its folder.
+        return self.store.create_exclusive(self._path(instant, State.REQUESTED), b"", durable=False)
 
     def start(self, instant: Instant, plan: dict[str, Any]) -> Instant:
         """requested -> inflight, recording the plan (what the instant will do)."""

@@ -106,6 +106,8 @@ class Transaction:
     into (``lanes.py``)."""
     writer_lanes: Lanes | None = None
     """Several writers: its writer's lanes, told of the lanes of commits beside it."""
+    published: bool = True
+    """The instant's files are on the timeline (False: begun ``deferred``, not yet)."""
 
     @classmethod
     def begin(
@@ -118,6 +120,7 @@ class Transaction:
         lease_seconds: float | None = None,
         hold: bool = True,
         lanes: Lanes | None = None,
+        deferred: bool = False,
     ) -> Transaction:
         """Begins an instant of ``action`` under the table's writer lease. ``hold=False``
         (a data write, with several writers: ``TableOptions.optimistic``): the lease is
@@ -125,7 +128,9 @@ class Transaction:
         commits or aborts (the commit takes the lease again and checks for conflicts);
         ``lanes``: the writer's, which picks the instant's lane among the live writers'.
         ``lock`` held already (an adoption's): the caller's, still held when the instant
-        ends."""
+        ends. ``deferred``: the instant's id is chosen, its files are not written until
+        :meth:`publish_plan` (a service's schedule: one that finds nothing to do writes
+        nothing, so nothing is left to remove)."""
         options = spec.options
         borrowed = lock is not None and lock.held
         lease = (lease_seconds, 0.0) if lease_seconds else options.lease()
@@ -162,7 +167,10 @@ class Transaction:
                 # A latest commit that does not read fails every read; a write on top of it
                 # would commit into a table nobody can read (TableCorruptedError, its fix).
                 timeline.raw(completed[-1])
-            instant = timeline.request(action, listed)
+            if deferred:
+                instant = timeline.next_request(action, listed)
+            else:
+                instant = timeline.request(action, listed)
             plan: dict[str, Any] = {"operation": operation, "based-on": based_on}
             beside = options.optimistic and not hold
             chosen = _lane(timeline, pending, lanes) if beside and lanes else ALONE
@@ -172,18 +180,8 @@ class Transaction:
                 plan[UNSEEN_FROM] = unseen_from or instant.id
             if action in HUDI_ACTIONS:  # an inflight Hudi instant holds commit metadata too
                 plan = commit_metadata([], operation, spec.avro_schema(), plan)
-            instant = timeline.start(instant, plan)
-            # A begin paused past its lease between its look at the timeline and the
-            # create of its instant made an instant the writers since never saw: its id
-            # may be below theirs, even below an archival's floor (taken for an archived
-            # leftover, its files would read as committed). It goes; the begin fails as a
-            # lost lease does. Once the lease is seen held here, no writer or archival
-            # came in between, and from now on the instant is pending where all see it.
-            try:
-                lock.verify()
-            except ConcurrentWriteError:
-                timeline.discard(instant)
-                raise
+            if not deferred:
+                instant = _published(timeline, lock, instant, plan, reserve=False)
             tx = cls(
                 store,
                 spec,
@@ -202,6 +200,7 @@ class Transaction:
                 borrowed=borrowed,
                 lanes=chosen,
                 writer_lanes=lanes if beside else None,
+                published=not deferred,
             )
             if options.optimistic:
                 tx.writes_seen = tuple(i.id for i in completed if i.action == Action.COMMIT)
@@ -287,6 +286,13 @@ class Transaction:
             # next writer settled (its outcome then fences the executor too).
             self.lock.verify()
         self.plan = {**self.plan, **entries}
+        if not self.published:
+            assert self.lock is not None  # only a begin defers
+            self.instant = _published(
+                self.timeline, self.lock, self.instant, self.plan, reserve=True
+            )
+            self.published = True
+            return
         self.instant = self.timeline.start(self.instant, self.plan)
 
     def add(self, written: WrittenFile) -> None:
@@ -500,7 +506,8 @@ class Transaction:
             return
         self.done = True
         try:
-            self.timeline.discard(self.instant)
+            if self.published:
+                self.timeline.discard(self.instant)
         finally:
             self._release()
 
@@ -550,7 +557,7 @@ def schedule(
     releases the lease with the instant pending; returns its id. ``plan`` returning None
     (nothing to do) or raising ends the instant, which wrote nothing but its timeline
     entries."""
-    txn = Transaction.begin(store, spec, action, operation)
+    txn = Transaction.begin(store, spec, action, operation, deferred=True)
     try:
         entries = plan(txn)
         if entries is None:
@@ -562,6 +569,36 @@ def schedule(
         raise
     txn.hand_off()
     return txn.id
+
+
+def _published(
+    timeline: Timeline, lock: WriterLock, instant: Instant, plan: dict[str, Any], reserve: bool
+) -> Instant:
+    """``instant`` (requested under ``lock``; ``reserve``: chosen, not created yet) inflight
+    on the timeline with ``plan``.
+
+    A begin paused past its lease between its look at the timeline and the create of its
+    instant made an instant the writers since never saw: its id may be below theirs, even
+    below an archival's floor (taken for an archived leftover, its files would read as
+    committed). It goes; the begin fails as a lost lease does. Once the lease is seen held
+    after the create, no writer or archival came in between, and from then on the instant
+    is pending where all see it."""
+    if reserve and not timeline.reserve(instant):
+        # Created since the look, under the lease: only a writer holding it now does that.
+        lock.verify()
+        raise ConcurrentWriteError(
+            f"instant {instant.id} of {timeline.store.uri} was created by another writer"
+        )
+    try:
+        started = timeline.start(instant, plan)
+        lock.verify()
+    except BaseException:
+        try:
+            timeline.discard(instant)
+        except Exception as e:  # what stays is requested without a plan: the next begin settles it
+            log.warning("instant %s of %s not removed: %s", instant.id, timeline.store.uri, e)
+        raise
+    return started
 
 
 def latest_write(completed: list[Instant]) -> str | None:

@@ -158,6 +158,7 @@ from dynbucket.table import Table
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.services import clean, compaction, index_compaction, log_compaction
 from dynbucket.format.timeline import transaction
+from dynbucket.format.timeline.timeline import Timeline
 
 def stall(*args, **kwargs):
     print("AT", flush=True)
@@ -169,8 +170,10 @@ service, when = sys.argv[2], sys.argv[3]
 spec = dataclasses.replace(
     t._spec, options=dataclasses.replace(t._spec.options, compaction_log_size_ratio=1e6)
 )
-if when == "scheduling":  # the instant is requested, its plan not yet recorded
+if when == "planning":  # under the lease, its plan being made: no instant created yet
     transaction.Transaction.record_plan = stall
+elif when == "scheduling":  # the instant is requested, its plan not yet recorded
+    Timeline.start = stall
 else:  # scheduled, its executor killed before it wrote anything
     RecordLevelIndex.compact = RecordLevelIndex.merge_deltas = stall
     compaction.execute = log_compaction.run_log = clean.execute_clean = stall
@@ -185,7 +188,7 @@ elif service == "metadata-compaction":  # every record-index group with a log is
     from dynbucket.format.services import metadata_compaction as service_module
 
     metadata.MAX_DELTAS, metadata.LOG_RATIO = 1, 0.0
-    if when != "scheduling":
+    if when == "executing":
         metadata.execute = stall
     scheduled = service_module.schedule_metadata_compaction(t._store, spec)
     service_module.execute_metadata_compaction(t._store, spec, scheduled)
@@ -213,6 +216,7 @@ def _kill_in(t: Table, service: str, when: str) -> None:
 @pytest.mark.parametrize(
     ("service", "when"),
     [
+        ("compaction", "planning"),
         ("compaction", "scheduling"),
         ("logcompaction", "scheduling"),
         ("clean", "scheduling"),
@@ -228,14 +232,21 @@ def _kill_in(t: Table, service: str, when: str) -> None:
 def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
     tmp_path: Path, service: str, when: str
 ) -> None:
-    """A service killed before its plan was recorded left an instant no executor can run
+    """A service killed while it planned leaves nothing (its instant is written with its
+    plan, or not at all). One killed between its request and its plan left an instant no
+    executor can run
     (a clean without ``earliest-retained`` failed every later clean and stopped archival
     for good); one killed while it executed must be finished by the next write's services
     even when none of its kind is due again. ``check`` says so meanwhile."""
     t, model = _written(tmp_path, 6, 9 if service == "metadata-compaction" else 6)
     t.wait_for_services()
     t.close()
+    before = Timeline(t._store, True).instants()
     _kill_in(t, service, when)
+    if when == "planning":  # a schedule writes its instant with its plan, or nothing
+        assert Timeline(t._store, True).instants() == before
+        assert Table.open(t.uri).check().healthy
+        return
     (left,) = Timeline(t._store, True).pending()
     assert left.action == service
     found = Table.open(t.uri).check()
