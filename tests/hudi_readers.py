@@ -58,6 +58,16 @@ def rows_by_key(
     return out
 
 
+def _diff(theirs: dict[Any, Any], ours: dict[Any, Any], most: int = 5) -> str:
+    """The keys whose rows differ (the first ``most``: hudi-rs's row, then ours), for a
+    failure's message: a rare difference is understood from the message alone."""
+    keys = sorted(
+        (k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)), key=repr
+    )
+    shown = "; ".join(f"{k}: hudi-rs {theirs.get(k)} ours {ours.get(k)}" for k in keys[:most])
+    return f"{len(keys)} key(s): {shown}"
+
+
 def _all_rows(table: pa.Table, fields: Sequence[str]) -> list[tuple[Any, ...]]:
     """Every row's ``fields``, sorted (a table with no rows has none)."""
     if table.num_rows == 0:
@@ -77,9 +87,9 @@ def check_hudi_reads(
     meta = bool(spec.meta_fields)
     ours = t.to_arrow()
     theirs = hudi_read(t.uri)
-    assert rows_by_key(theirs, keys, fields, COMMIT_TIME if meta else None) == rows_by_key(
-        ours, keys, fields, "_instant" if meta else None
-    ), "hudi-rs snapshot differs"
+    theirs_rows = rows_by_key(theirs, keys, fields, COMMIT_TIME if meta else None)
+    ours_rows = rows_by_key(ours, keys, fields, "_instant" if meta else None)
+    assert theirs_rows == ours_rows, f"hudi-rs snapshot differs: {_diff(theirs_rows, ours_rows)}"
     snapshot = t.snapshot()
     floor = snapshot.timeline.archived().floor
     completed = snapshot.timeline.completed("commit", "compaction", "logcompaction")

@@ -250,7 +250,10 @@ def test_demo_layouts_do_not_race_the_clean(runtime, tmp_path: Path) -> None:  #
         assert len(run.layouts) == 4
         # Each layout is its batch's: the keys grow by the batch's new keys.
         keys = [sum(layout.column("keys").to_pylist()) for _, layout in run.layouts]
-        assert keys == [400, 400 + 280, 400 + 2 * 280, 400 + 3 * 280]
+        rli = tmp_path / "demo" / "table" / ".hoodie" / ".dynbucket" / "rli"
+        files = sorted(str(f.relative_to(rli)) for f in rli.rglob("*.parquet"))
+        history = [(h["instant"], h["action"], h["state"]) for h in run.table.history()]
+        assert keys == [400, 400 + 280, 400 + 2 * 280, 400 + 3 * 280], (files, history)
         assert png.read_bytes()[:4] == b"\x89PNG"
     finally:
         run.table.close()

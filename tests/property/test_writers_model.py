@@ -36,5 +36,10 @@ def test_several_writers_match_the_model(tmp_path: Path, seed: int) -> None:
     table = run_model(str(tmp_path / "t"), seed, tmp_path)
     try:
         check_hudi_reads(table, time_travel=False)
+    except AssertionError as e:  # rare: the message says what a rerun may not show again
+        instants = [(i.id, i.action, i.state.name) for i in table.snapshot().timeline.instants()]
+        data = (f for f in (tmp_path / "t").rglob("*.*") if ".hoodie" not in f.parts)
+        files = sorted(str(f.relative_to(tmp_path / "t")) for f in data)
+        raise AssertionError(f"{e}\ninstants: {instants}\nfiles: {files}") from e
     finally:
         table.close()
