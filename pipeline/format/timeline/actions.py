@@ -44,6 +44,12 @@ class Action(StrEnum):
         return self in _DETACHED
 
     @property
+    def on_commits_timeline(self) -> bool:
+        """Completed, it is on Hudi's commits timeline (a ``commit`` or ``deltacommit``
+        file): where a reader of a version 6 table sees the active timeline start."""
+        return self in _COMMITS
+
+    @property
     def rewrites_slices(self) -> bool:
         """It rewrites file slices (one such instant at a time per file group)."""
         return self in _SLICE_REWRITES
@@ -60,6 +66,7 @@ _DETACHED = frozenset(
     }
 )
 _SLICE_REWRITES = frozenset({Action.COMPACTION, Action.LOG_COMPACTION})
+_COMMITS = frozenset({Action.COMMIT, Action.COMPACTION, Action.LOG_COMPACTION})
 
 #: Every action, in the table's order.
 ACTIONS: tuple[Action, ...] = tuple(Action)

@@ -4,8 +4,10 @@ A table that takes a micro-batch every few seconds makes thousands of instants a
 write and read lists the active timeline, so it must stay short. As Hudi does
 (``hoodie.keep.min.commits`` / ``hoodie.keep.max.commits``): once more than ``keep_max``
 instants are active, the oldest go until ``keep_min`` are left, never one at or after the
-earliest pending instant (a pending compaction included) or after the earliest instant the
-last clean retains.
+earliest pending instant (a pending compaction included), nor the newest commit before
+that instant (so that no pending instant's files are older than the active timeline's
+first commit, which readers take for an archived, committed one's), nor one after the
+earliest instant the last clean retains.
 
 1. Under the writer lease, pick the instants; the newest of them is the **floor**.
 2. Write them to Hudi's archived timeline (``hudi/archived.py``), so Hudi's tools still
@@ -148,6 +150,14 @@ def _choose(timeline: Timeline, keep_min: int, foreign: list[HudiInstant]) -> li
         horizon = timeline.metadata(clean).get("earliest-retained")
         if horizon:
             break
+    if limit is not None:
+        # A reader takes a file older than the active timeline's first completed commit
+        # for an archived one's, committed (Hudi's rule; hudi-rs 0.5 checks no more on a
+        # version 6 table): with every commit below the earliest pending instant archived,
+        # that instant's files (a compaction whose executor died, a dead writer's) would
+        # read as committed. The newest commit below it stays active.
+        below = [i.id for i in completed if i.id < limit and Action(i.action).on_commits_timeline]
+        limit = below[-1] if below else limit
     chosen = []
     for i in completed[: max(0, len(completed) - keep_min)]:
         if (limit is not None and i.id >= limit) or (horizon and i.id >= horizon):

@@ -17,6 +17,7 @@ from dynbucket.actors.checkpoints import NoAssigners
 from dynbucket.base.errors import InstantNotFoundError
 from dynbucket.format.file_group.writer import GroupWrites
 from dynbucket.format.hudi import archived as hudi_archived
+from dynbucket.format.services import compaction
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.settle import settle
@@ -90,6 +91,28 @@ def test_archived_instants_stay_readable_as_the_table(tmp_path: Path) -> None:
     assert len(os.listdir(folder)) == 2
     assert _live(t) == {**expected, "m0": 0, "m1": 1, "m2": 2}
     check_hudi_reads(t)
+    assert t.check().healthy
+
+
+def test_no_pending_instant_is_older_than_the_active_timelines_first_commit(
+    tmp_path: Path,
+) -> None:
+    # hudi-rs takes a file older than the active timeline's first completed commit for an
+    # archived instant's, committed: the base files of a compaction whose executor died read
+    # as the table (stale rows) once archival moved every commit before it.
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=OPTIONS)
+    for i in range(3):
+        t.upsert(_rows(["a", "b"], i))
+    scheduled = compaction.schedule(t._store, t._spec, min_logs=1)
+    assert scheduled is not None
+    compaction.execute(t._store, t._spec, scheduled)  # its base file; the executor dies
+    writes = [t.upsert(_rows(["a"], i)).instant for i in range(3, 10)]
+    assert _archive(t).archived == 2  # not 3: the newest commit before it stays
+    active = Timeline(t._store, True).instants()
+    assert [i.id for i in active if not i.completed] == [scheduled]
+    assert min(i.id for i in active if i.completed) < scheduled < writes[0]
+    assert _live(t) == {"a": 9, "b": 2}
+    check_hudi_reads(t, time_travel=False)
     assert t.check().healthy
 
 
