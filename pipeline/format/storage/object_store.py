@@ -19,6 +19,7 @@ zero-byte folder object in place of a folder it empties, and a table on S3 has n
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -171,9 +172,12 @@ class ConditionalPut:
         and, unless ``recursive``, its sub-folders as ``(path, None, None)``: every page of
         the listing, each checked whole (a page whose answer was cut short reads as an
         empty page to botocore: its count of keys and its truncation mark must be there).
+        Each page is made again on its own, from its continuation token: a listing of many
+        pages through a flaky network goes on while its pages come (made again whole, a
+        listing of five pages at one failed answer in eight fails half its attempts).
 
         Raises:
-            OSError: no answer, an error, or a page cut short (the caller makes it again).
+            StorageError: a page failed every attempt (:func:`again`).
         """
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -182,27 +186,34 @@ class ConditionalPut:
         request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": LIST_PAGE}
         if not recursive:
             request["Delimiter"] = "/"
-        found: list[tuple[str, int | None, float | None]] = []
-        while True:
+
+        def page_of(request: dict[str, Any]) -> dict[str, Any]:
             try:
-                page = self._client().list_objects_v2(**request)
+                page: dict[str, Any] = self._client().list_objects_v2(**request)
             except (BotoCoreError, ClientError) as e:
                 raise OSError(f"listing {directory}: {e}") from e
-            objects = page.get("Contents", [])
-            folders = page.get("CommonPrefixes", [])
+            objects, folders = page.get("Contents", []), page.get("CommonPrefixes", [])
             if "IsTruncated" not in page or page.get("KeyCount") != len(objects) + len(folders):
                 raise OSError(f"listing {directory}: a page of the answer was cut short")
-            for o in objects:
+            return page
+
+        found: list[tuple[str, int | None, float | None]] = []
+        while True:
+            page = again(f"listing {directory}", functools.partial(page_of, request))
+            for o in page.get("Contents", []):
                 path = f"{bucket}/{o['Key']}"
                 if o["Key"].endswith("/"):  # a folder marker: the folder, not a file
                     if o["Key"] != prefix:
                         found.append((path.rstrip("/"), None, None))
                     continue
                 found.append((path, int(o["Size"]), o["LastModified"].timestamp()))
-            found += [(f"{bucket}/{f['Prefix'].rstrip('/')}", None, None) for f in folders]
+            found += [
+                (f"{bucket}/{f['Prefix'].rstrip('/')}", None, None)
+                for f in page.get("CommonPrefixes", [])
+            ]
             if not page["IsTruncated"]:
                 return found
-            request["ContinuationToken"] = page["NextContinuationToken"]
+            request = {**request, "ContinuationToken": page["NextContinuationToken"]}
 
     def delete(self, path: str) -> None:
         """Deletes ``path`` (``bucket/key``); a key that is not there is no error (as S3)."""

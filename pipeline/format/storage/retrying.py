@@ -171,7 +171,7 @@ class RetryingHandler(pafs.FileSystemHandler):
         # reads as a lost file (or, to a clean, as one to keep).
         base = selector.base_dir.rstrip("/")
         objects = self._objects()
-        found = again(f"listing {base}", lambda: objects.list(base, selector.recursive))
+        found = objects.list(base, selector.recursive)  # each page made again on its own
         if not found and not selector.allow_not_found:
             (info,) = self.get_file_info([base])
             if info.type == pafs.FileType.NotFound:
