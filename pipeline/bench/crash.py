@@ -222,13 +222,14 @@ def _settle(path: str, key: str, lease: float) -> str:
     t.wait_for_services()
     # What the dead writer left pending: its data write, settled by a write once its
     # heartbeat expired, and the services its processes ran (killed or paused with it),
-    # run again by a write once older than a lease. The write above may have come before
-    # either (a service then read as left by `check`, a moment later, holding archival
-    # back): wait for both, and write again, as the writer's next write would.
+    # run again by a write once older than a lease and their heartbeats expired. The write
+    # above may have come before either (a service then read as left by `check`, a moment
+    # later, holding archival back): wait for both, and write again, as the writer's next
+    # write would.
     timeline = Timeline(t.store, t.spec.options.merge_on_read)
     dead, left = _dead_writes(t), [i.id for i in left_pending(timeline)]
     while (dead or left) and time.monotonic() < deadline:
-        if not any(heartbeat.is_alive(t.store, i) for i in dead) and all(
+        if not any(heartbeat.is_alive(t.store, i) for i in dead + left) and all(
             seconds_since(i) > lease for i in left
         ):
             break

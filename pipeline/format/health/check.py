@@ -207,9 +207,12 @@ def _instants(
     if beside:
         active = len(timeline.instants())
         keep_max = spec.options.keep_max_commits
-        # Archival stops at the oldest pending instant; one younger than a lease may be
-        # running still (the next write's services take one older than that).
-        stale = seconds_since(beside[0].id) > spec.options.lock_lease_seconds
+        # Archival stops at the oldest pending instant; one younger than a lease, or whose
+        # heartbeat beats, may be running still (the next write's services take one older
+        # than that whose heartbeat expired: a killed executor's beats a while after it).
+        stale = seconds_since(beside[0].id) > spec.options.lock_lease_seconds and not (
+            heartbeat.is_alive(store, beside[0].id)
+        )
         if active > keep_max and stale:
             report.add(
                 f"instant(s) {[str(i) for i in beside]}, a service left pending, hold archival "
