@@ -39,6 +39,15 @@ def test_with_several_writers_a_match_holds_for_the_set_of_data_writes_less_its_
     assert not match.holds("3")
 
 
+def test_a_match_holds_while_the_writes_pending_at_its_begin_are_pending() -> None:
+    match = CacheMatch()
+    match.committed("writes:1,3;pending:2")  # write 2 began before 3, was pending at 3's
+    assert match.holds("writes:1,3;pending:2") and match.holds("writes:3;pending:2")
+    assert not match.holds("writes:1,2,3;pending:")  # 2 completed
+    assert not match.holds("writes:3;pending:")  # 2 completed and archived, with 1
+    assert not match.holds("writes:3")
+
+
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 
 
@@ -201,3 +210,34 @@ def test_a_retry_after_a_compaction_beside_keeps_the_caches(
     rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
     assert rows == {"k1": (3, 0), "k2": (1, 0), "k3": (3, 0)}
     assert t.check().healthy
+
+
+def test_a_write_pending_beside_a_cached_one_then_archived_empties_the_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's write began before this writer's (an older id), completed after
+    its commit and was archived at once, with the oldest: on no listing this writer makes,
+    it still placed keys its caches miss. The caches hold only while every write pending
+    at their write's begin is pending still (the writers model, seed 945312: a key placed
+    a second time, in another bucket)."""
+    from dynbucket.format.timeline.archive import archive
+    from tests.unit.format.timeline.test_conflicts import _beside, _rows, _table
+
+    mine = _table(tmp_path)
+    mine.upsert(_rows(["k1"], 1))
+    [slot] = mine._writer().scheme.slots
+    other = Table.open(mine.uri)
+    # The other write begins first; this writer's whole write runs before its commit.
+    _beside(monkeypatch, lambda: mine.upsert(_rows(["k3"], 2)))
+    late = other.upsert(_rows(["k2"], 3))
+    ours = mine.snapshot().timeline.instants()[-1].id
+    assert late.instant < ours  # completed after this writer's write, older
+    assert archive(mine._store, True, keep_min=1, keep_max=1, lease_seconds=5).floor >= late.instant
+    r = mine.upsert(_rows(["k2", "k4"], 4))
+    assert (r.keys_updated, r.keys_inserted) == (1, 1)  # k2 is the other writer's
+    # Lanes: the other write began alone (bucket 0 first); this writer beside it, lane 1 of
+    # 2 (bucket 1), which it keeps.
+    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
+    stats = slot.core.stats()
+    assert (stats.bootstraps, stats.catch_ups) == (1, 1)  # it read what it missed
+    assert mine.check().healthy
