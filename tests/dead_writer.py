@@ -27,8 +27,9 @@ def die_mid_instant(table: Table, rows: list[dict[str, Any]]) -> str:
     prepared = prepared.append_column(BUCKET, pa.repeat(pa.scalar(0, pa.int32()), n))
     prepared = prepared.append_column(IS_NEW, pa.repeat(pa.scalar(True), n))
     visible = {i.id for i in txn.timeline.completed()}
-    ctx = WriteContext(TableRef.of(table._store, table._spec), txn.id, frozenset(visible),
-                       Operation.UPSERT)  # fmt: skip
+    ctx = WriteContext(
+        TableRef.of(table._store, table._spec), txn.id, frozenset(visible), Operation.UPSERT
+    )
     write_file_groups(ctx, prepared)
     txn.lock._stop.set()  # the heartbeat dies with the writer
     # and its lease runs out (a lease shorter than a begin takes on S3 would lapse in it)

@@ -45,8 +45,13 @@ def s3_filesystem(endpoint: str) -> Any:
     """A pyarrow ``S3FileSystem`` of the test server (or of a proxy in front of it)."""
     import pyarrow.fs as pafs
 
-    return pafs.S3FileSystem(endpoint_override=endpoint, access_key="testing",
-                             secret_key="testing", region="us-east-1", scheme="http")  # fmt: skip
+    return pafs.S3FileSystem(
+        endpoint_override=endpoint,
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        scheme="http",
+    )
 
 
 class S3Server:

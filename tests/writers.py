@@ -237,8 +237,9 @@ def run_model(
     writer processes reach the S3 test server there (a flaky network: the module doc)."""
     rng = random.Random(seed)
     cap = rng.choice([3, 5, 8])
-    Table.create(uri, SCHEMA, "id", "region", "ts", DynamicBucketIndex(max_keys_per_bucket=cap),
-                 options(rng)).close()  # fmt: skip
+    Table.create(
+        uri, SCHEMA, "id", "region", "ts", DynamicBucketIndex(max_keys_per_bucket=cap), options(rng)
+    ).close()
     logs = [logs_dir / f"writer{w}.log" for w in range(writers)]
 
     def successor() -> subprocess.Popen[bytes]:
@@ -310,8 +311,12 @@ def run_model(
 
 def _copy_table(uri: str, target: Path) -> None:
     store = TableStore.at(uri)
-    pafs.copy_files(store.root, str(target), source_filesystem=store.fs,
-                    destination_filesystem=pafs.LocalFileSystem())  # fmt: skip
+    pafs.copy_files(
+        store.root,
+        str(target),
+        source_filesystem=store.fs,
+        destination_filesystem=pafs.LocalFileSystem(),
+    )
 
 
 def _keep(logs_dir: Path) -> str:

@@ -52,8 +52,7 @@ def _actor_nodes(table: Table) -> tuple[set[str], set[str]]:
     alive = [a for a in state.actors().values() if a["State"] == "ALIVE"]
     prefix = f"dynbucket/{table._spec.table_id[:8]}/"
     slots = {a["Address"]["NodeID"] for a in alive if a.get("Name", "").startswith(prefix)}
-    executors = {a["Address"]["NodeID"] for a in alive
-                 if "Executor" in a.get("ActorClassName", "")}  # fmt: skip
+    executors = {a["Address"]["NodeID"] for a in alive if "Executor" in a.get("ActorClassName", "")}
     return slots, executors
 
 

@@ -46,11 +46,13 @@ def test_writes_through_a_flaky_network_lose_nothing(
     reads it the same."""
     least = WRITES - max(1, round(may_fail * WRITES / 30))
     uri = f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}/t"
-    schema = pa.schema([("id", pa.string()), ("dt", pa.string()), ("v", pa.int64()),
-                        ("ts", pa.int64())])  # fmt: skip
+    schema = pa.schema(
+        [("id", pa.string()), ("dt", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+    )
     options = {"hoodie.table.version": version}
-    Table.create(uri, schema, "id", "dt", "ts", filesystem=s3_filesystem(proxy.endpoint),
-                 options=options).close()  # fmt: skip
+    Table.create(
+        uri, schema, "id", "dt", "ts", filesystem=s3_filesystem(proxy.endpoint), options=options
+    ).close()
     rng = random.Random(SEED)
     acked: dict[str, int] = {}
     failures: list[str] = []
@@ -60,8 +62,14 @@ def test_writes_through_a_flaky_network_lose_nothing(
     with Table.open(uri, filesystem=s3_filesystem(proxy.endpoint)) as t:
         for i in range(WRITES):
             ids = [f"k{rng.randrange(400)}" for _ in range(100)]
-            rows = pa.table({"id": ids, "dt": [f"d{int(k[1:]) % 3}" for k in ids],
-                             "v": [i] * 100, "ts": [i] * 100})  # fmt: skip
+            rows = pa.table(
+                {
+                    "id": ids,
+                    "dt": [f"d{int(k[1:]) % 3}" for k in ids],
+                    "v": [i] * 100,
+                    "ts": [i] * 100,
+                }
+            )
             try:
                 t.upsert(rows)
             except DynBucketError as e:  # anything else fails the test
@@ -78,8 +86,10 @@ def test_writes_through_a_flaky_network_lose_nothing(
     proxy.set_rates(0, 0)
     retried = retrying.Counters.made_again() - before
     written = WRITES - (len(failures) - (10 - reads))
-    print(f"faults: {proxy.stats()}, requests made again: {retried}, reads {reads}/10, "
-          f"writes acknowledged {written}/{WRITES}: {failures}")  # fmt: skip
+    print(
+        f"faults: {proxy.stats()}, requests made again: {retried}, reads {reads}/10, "
+        f"writes acknowledged {written}/{WRITES}: {failures}"
+    )
     assert written >= least and reads >= 9, failures
     with Table.open(uri, filesystem=s3_filesystem(s3_server.endpoint)) as t:
         got = {r["id"]: r["v"] for r in t.to_arrow().to_pylist()}

@@ -128,10 +128,13 @@ def test_an_in_process_write_with_n_slots_gives_the_buckets_of_a_spark_write(
 
     def rows(ids: range, v: int) -> pa.Table:
         return pa.table(
-            {"id": [f"k{i}" for i in ids], "day": [f"d{i % 3 // 2}" for i in ids],
-             "v": [v] * len(ids)},
+            {
+                "id": [f"k{i}" for i in ids],
+                "day": [f"d{i % 3 // 2}" for i in ids],
+                "v": [v] * len(ids),
+            },
             schema=schema,
-        )  # fmt: skip
+        )
 
     local = Table.create(str(tmp_path / "local"), schema, "id", "day", index=index)
     through_spark = Table.create(

@@ -105,9 +105,12 @@ class Model:
     row shows wherever it lands."""
 
     def __init__(
-        self, copy_on_write: bool, dynamic: bool = False, first: pa.Schema = SCHEMA,
+        self,
+        copy_on_write: bool,
+        dynamic: bool = False,
+        first: pa.Schema = SCHEMA,
         ordered: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.copy_on_write = copy_on_write
         self.ordered = ordered
         """Whether ``ts`` is the ordering field (else the later record always wins)."""
@@ -176,8 +179,9 @@ class Model:
                     and self.older(record[1], old[1])
                 ):
                     self._collapse(key[0], buckets[key])
-                    into_base = into_base | {k for k in records if buckets[k] == buckets[key]
-                                             and k[0] == key[0]}  # fmt: skip
+                    into_base = into_base | {
+                        k for k in records if buckets[k] == buckets[key] and k[0] == key[0]
+                    }
         for key, record in records.items():
             self.known.add(key)
             if self.dynamic:
@@ -280,8 +284,11 @@ def _buckets(table: Table) -> dict[Key, int]:
 
 def _into_base(table: Table, instant: str) -> set[Key]:
     """Keys whose rows live in a base file ``instant`` wrote for a new file group."""
-    new_groups = {r.slice.file_id for r in table.snapshot().slices()
-                  if r.slice.base is not None and r.slice.base.instant == instant}  # fmt: skip
+    new_groups = {
+        r.slice.file_id
+        for r in table.snapshot().slices()
+        if r.slice.base is not None and r.slice.base.instant == instant
+    }
     return {
         (r["region"], r["id"]) for r in table.to_arrow().to_pylist() if r[FILE_ID] in new_groups
     }
@@ -317,8 +324,14 @@ def _change_table(batch: list[dict[str, Any]], model: Model) -> pa.Table:
 
 
 #: Rescale multiples drawn: growths and shrinks, whole and not.
-MULTIPLES = [Fraction(2), Fraction(3), Fraction(1, 2), Fraction(1, 3), Fraction(3, 2),
-             Fraction(2, 3)]  # fmt: skip
+MULTIPLES = [
+    Fraction(2),
+    Fraction(3),
+    Fraction(1, 2),
+    Fraction(1, 3),
+    Fraction(3, 2),
+    Fraction(2, 3),
+]
 
 
 def _grow(table: Table, rng: random.Random, model: Model) -> None:
@@ -348,8 +361,11 @@ def _grow(table: Table, rng: random.Random, model: Model) -> None:
         }
         keys = {k for k, _ in model.base.keys() | model.log.keys()}
         old = _layout_buckets(table, [(p, k) for p, k in keys], before)
-        moved = {key for key, b in zip(keys, old, strict=True)
-                 if groups.get((f"region={key[0]}", b)) in rewritten}  # fmt: skip
+        moved = {
+            key
+            for key, b in zip(keys, old, strict=True)
+            if groups.get((f"region={key[0]}", b)) in rewritten
+        }
         model.compact(moved)
         model.first_bucket.clear()
 
@@ -474,8 +490,10 @@ class Feed:
         """Every live row was delivered, as it is now."""
         if not table._spec.meta_fields:
             return
-        live = {(r["region"], r["id"]): (r["v"], r["ts"], r.get("w"), r["_instant"])
-                for r in table.to_arrow().to_pylist()}  # fmt: skip
+        live = {
+            (r["region"], r["id"]): (r["v"], r["ts"], r.get("w"), r["_instant"])
+            for r in table.to_arrow().to_pylist()
+        }
         assert {k: self.seen.get(k) for k in live} == live, "the change feed skipped a commit"
 
 

@@ -42,9 +42,11 @@ def test_the_docs_build_with_no_warning(tmp_path: Path) -> None:
     mkdocs = Path(sys.executable).parent / "mkdocs"
     built = subprocess.run(
         [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )  # fmt: skip
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     reference = "".join(p.read_text() for p in (ROOT / "docs" / "reference").glob("*.md"))
     missing = [n for n in dynbucket.__all__ if not re.search(rf"\.{n}\b", reference)]

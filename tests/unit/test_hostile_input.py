@@ -349,10 +349,11 @@ def test_a_file_group_dynbucket_did_not_write_is_named(tmp_path: Path, table_typ
     for attempt in (
         lambda: Table.open(t.uri).to_arrow(),
         lambda: Table.open(t.uri).upsert(
-            pa.table({"id": ["z"], "day": ["d1"], "ts": [9], "qty": [1], "note": ["n"]},
-                     schema=SCHEMA)
+            pa.table(
+                {"id": ["z"], "day": ["d1"], "ts": [9], "qty": [1], "note": ["n"]}, schema=SCHEMA
+            )
         ),
-    ):  # fmt: skip
+    ):
         with pytest.raises(ForeignFileGroupError, match=r"de480479-.*adopt the table again"):
             attempt()
     assert files(tmp_path) == before

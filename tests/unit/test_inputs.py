@@ -56,7 +56,7 @@ def _kinds() -> dict[str, tuple[Any, Any]]:
         "record batch reader": (
             pa.RecordBatchReader.from_batches(SCHEMA, table.to_batches()),
             keys.to_reader(),
-        ),  # fmt: skip
+        ),
     }
 
 

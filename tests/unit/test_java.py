@@ -31,9 +31,13 @@ def test_java_on_path_is_found_with_its_major_version(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "major"),
-    [('openjdk version "17.0.15" 2025-04-15', 17), ('java version "1.8.0_392"', 8),
-     ('openjdk version "11.0.2" 2019-01-15', 11), ('openjdk version "21" 2023-09-19', 21)],
-)  # fmt: skip
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('java version "1.8.0_392"', 8),
+        ('openjdk version "11.0.2" 2019-01-15', 11),
+        ('openjdk version "21" 2023-09-19', 21),
+    ],
+)
 def test_parse_java_major(text: str, major: int) -> None:
     assert parse_java_major(text) == major
 

@@ -114,8 +114,10 @@ def test_the_version_is_the_installed_one_and_the_command_says_it() -> None:
     assert dynbucket.__version__ == _project()["project"]["version"]
     said = subprocess.run(
         [sys.executable, "-c", "from dynbucket.cli import main; main()", "--version"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert said.stdout.strip() == f"dynbucket {dynbucket.__version__}"
 
 
@@ -129,8 +131,12 @@ def test_a_folder_named_dynbucket_in_the_working_directory_does_not_shadow_the_i
     (tmp_path / "dynbucket").symlink_to(ROOT, target_is_directory=True)
     done = subprocess.run(
         [sys.executable, "-c", "from dynbucket import Table; print(Table.__module__)"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "dynbucket.table"
 

@@ -117,8 +117,12 @@ def test_options_may_be_given_by_their_keys_and_a_wrong_key_is_named(tmp_path: P
         ConfigError,
         match="unknown option clean_automatic='false'; known options: .*hoodie.clean.automatic",
     ):
-        Table.create(str(tmp_path / "u"), pa.schema([("id", pa.string())]), "id",
-                     options={"clean_automatic": False})  # fmt: skip
+        Table.create(
+            str(tmp_path / "u"),
+            pa.schema([("id", pa.string())]),
+            "id",
+            options={"clean_automatic": False},
+        )
     assert not (tmp_path / "u").exists()  # nothing written
 
 
@@ -169,8 +173,9 @@ def test_a_write_of_nothing_commits_nothing_and_says_so(tmp_path: Path) -> None:
     # The writer goes on as before (its caches still match the table).
     assert t.upsert(pa.table({"id": ["b"], "day": ["d1"], "v": [2]})).keys_inserted == 1
     assert sorted(t.to_arrow().column("id").to_pylist()) == ["a", "b"]
-    kept = Table.create(str(tmp_path / "k"), SCHEMA, "id", "day",
-                        options={"hoodie.allow.empty.commit": True})  # fmt: skip
+    kept = Table.create(
+        str(tmp_path / "k"), SCHEMA, "id", "day", options={"hoodie.allow.empty.commit": True}
+    )
     assert kept.upsert(SCHEMA.empty_table()).instant != ""  # Hudi's behaviour, when asked
     assert len(kept.history()) == 1
 

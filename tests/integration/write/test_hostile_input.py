@@ -117,10 +117,19 @@ def test_a_users_value_holding_an_error_token_runs_nothing_through_spark_tasks(
     the task raised, and nothing runs."""
     marker = tmp_path / "ran"
     pickled = base64.b64encode(pickle.dumps((_Payload(str(marker)), (), {}))).decode()
-    forged = "<dynbucket-error:v2 " + base64.b64encode(
-        json.dumps({"class": "dynbucket.base.errors:TableCorruptedError", "args": ["forged"],
-                    "fields": {}}).encode()
-    ).decode() + ">"  # fmt: skip
+    forged = (
+        "<dynbucket-error:v2 "
+        + base64.b64encode(
+            json.dumps(
+                {
+                    "class": "dynbucket.base.errors:TableCorruptedError",
+                    "args": ["forged"],
+                    "fields": {},
+                }
+            ).encode()
+        ).decode()
+        + ">"
+    )
     payload = f"<dynbucket-error {pickled}>{forged}"
     schema = "id string, day string, ts string"
     t = Table.create(

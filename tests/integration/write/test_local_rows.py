@@ -43,8 +43,9 @@ def test_local_rows_taken_in_the_driver_equal_what_spark_collects(
     spec = _spec(tmp_path, runtime)
     df = spark.createDataFrame(_local(0, 700), DDL)
     _same(read_local(df, spec, None, MAX), _spark_collects(df, spec))
-    keys = spark.createDataFrame([(f"k{i}", i % 3, dt.date(2026, 1, 2)) for i in range(9)],
-                                 "id string, n int, day date")  # fmt: skip
+    keys = spark.createDataFrame(
+        [(f"k{i}", i % 3, dt.date(2026, 1, 2)) for i in range(9)], "id string, n int, day date"
+    )
     deletes = required_fields(spec, True)
     _same(read_local(keys, spec, deletes, MAX), _spark_collects(keys, spec, deletes=True))
     # Not exactly the local rows, or too many of them: Spark reads it.
@@ -65,8 +66,9 @@ def test_a_small_delete_from_local_rows_runs_no_spark_job(
     try:
         rows = [(f"k{i}", f"d{i % 2}", 1) for i in range(300)]
         t.upsert(spark.createDataFrame(rows, "id string, day string, ts long"))
-        gone = spark.createDataFrame([(f"k{i}", f"d{i % 2}") for i in range(0, 300, 3)],
-                                     "id string, day string")  # fmt: skip
+        gone = spark.createDataFrame(
+            [(f"k{i}", f"d{i % 2}") for i in range(0, 300, 3)], "id string, day string"
+        )
         tracker = spark.sparkContext.statusTracker()
         jobs = len(tracker.getJobIdsForGroup(None))
         result = t.delete(gone)

@@ -58,8 +58,9 @@ def test_two_streams_into_one_table_commit_each_batch_once(
     """Two ``Table.stream`` queries at once (their own handles and slot fleets), new keys
     overlapping: every row of both, each micro-batch committed once, and neither restarted
     query writes again."""
-    schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64()),
-                        ("ts", pa.int64())])  # fmt: skip
+    schema = pa.schema(
+        [("id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+    )
     expected: dict[str, tuple[int, int]] = {}
     for s, first in (("a", 0), ("b", 3)):
         folder = tmp_path / s

@@ -253,10 +253,17 @@ def test_one_python_stage_writes_what_two_write_each_partition_from_one_task(
     equal rows, each key in one bucket of its day (I1), buckets within capacity, and in the
     one-stage table each day's index entries of a write in one file: one task held it."""
     one, two = (
-        Table.create(str(tmp_path / name), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=4), runtime=runtime)
+        Table.create(
+            str(tmp_path / name),
+            SCHEMA,
+            "id",
+            "day",
+            "ts",
+            DynamicBucketIndex(max_keys_per_bucket=4),
+            runtime=runtime,
+        )
         for name in ("one", "two")
-    )  # fmt: skip
+    )
     two._spark_writer().one_stage_max_bytes = 0
     batches = [
         [(f"k{i}", f"d{i % 3}", i, 1) for i in range(30)],
@@ -288,8 +295,10 @@ def test_one_python_stage_writes_what_two_write_each_partition_from_one_task(
         }
         assert index_files[one] == {"day=d0": 2, "day=d1": 2, "day=d2": 2}  # one per write
         assert sum(index_files[two].values()) > 6  # a day's groups written by several tasks
-        rows_of = {t: sorted((r["id"], r["day"], r["v"]) for r in t.to_arrow().to_pylist())
-                   for t in (one, two)}  # fmt: skip
+        rows_of = {
+            t: sorted((r["id"], r["day"], r["v"]) for r in t.to_arrow().to_pylist())
+            for t in (one, two)
+        }
         assert rows_of[one] == rows_of[two] and len(rows_of[one]) == 50
         for t in (one, two):
             assert max(r["keys"] for r in t.stats().to_pylist()) <= 4
@@ -420,15 +429,18 @@ def test_an_adopted_hudi_table_takes_spark_upserts(
     (fill first, I3) before a bucket opens after them, and hudi-rs reads what dynbucket
     reads."""
     uri = str(unzipped("quickstart_trips_table/mor/avro/v6_trips_8i1u", tmp_path))
-    t = Table.adopt(uri, DynamicBucketIndex(max_keys_per_bucket=5, assigner_slots=2),
-                    runtime=runtime)  # fmt: skip
-    before = {r["uuid"]: (r["_partition"], r["_bucket"], r["_file_id"]) for r in t.to_arrow()
-              .to_pylist()}  # fmt: skip
+    t = Table.adopt(
+        uri, DynamicBucketIndex(max_keys_per_bucket=5, assigner_slots=2), runtime=runtime
+    )
+    before = {
+        r["uuid"]: (r["_partition"], r["_bucket"], r["_file_id"]) for r in t.to_arrow().to_pylist()
+    }
     rows = t.to_arrow(columns=t._spec.schema.names).select(t._spec.schema.names).to_pylist()
     updated = [{**r, "ts": r["ts"] + 1, "fare": -1.0} for r in rows[:3]]
     new = [{**rows[0], "uuid": f"new-{i}", "ts": 1} for i in range(4)]
-    df = spark.createDataFrame(updated + new, "ts long, uuid string, rider string, "
-                               "driver string, fare double, city string")  # fmt: skip
+    df = spark.createDataFrame(
+        updated + new, "ts long, uuid string, rider string, driver string, fare double, city string"
+    )
     result = t.upsert(df)
     assert (result.keys_updated, result.keys_inserted) == (3, 4)
     after = {r["uuid"]: r for r in t.to_arrow().to_pylist()}
@@ -437,8 +449,10 @@ def test_an_adopted_hudi_table_takes_spark_upserts(
     assert [after[r["uuid"]]["fare"] for r in updated] == [-1.0] * 3
     city = f"city={rows[0]['city']}"
     hudi_group = before[rows[0]["uuid"]][2]
-    placed = sorted((after[f"new-{i}"]["_bucket"], after[f"new-{i}"]["_file_id"] == hudi_group)
-                    for i in range(4))  # fmt: skip
+    placed = sorted(
+        (after[f"new-{i}"]["_bucket"], after[f"new-{i}"]["_file_id"] == hudi_group)
+        for i in range(4)
+    )
     held = sum(1 for p, _, f in before.values() if p == city and f == hudi_group)
     # Hudi's group of that city fills to 5 keys first; the rest open bucket 1 and on.
     assert sum(in_hudi for _, in_hudi in placed) == 5 - held
@@ -454,14 +468,18 @@ def test_a_dataframe_with_a_new_field_and_a_promoted_type_evolves_the_table(
     """Through Spark tasks, and through the driver reading the files of a Parquet scan: a
     new field and a promotion (v: int -> bigint) in one write; reads, the commit's schema,
     hudi-rs, and a partial upsert and a compaction after it."""
-    narrow = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int32()),
-                        ("ts", pa.int64())])  # fmt: skip
+    narrow = pa.schema(
+        [("id", pa.string()), ("day", pa.string()), ("v", pa.int32()), ("ts", pa.int64())]
+    )
     t = Table.create(str(tmp_path / "t"), narrow, "id", "day", "ts", runtime=runtime)
     if engine == "driver":
         t._spark_writer().driver_max_bytes = 8 << 20
     with t:
-        t.upsert(spark.createDataFrame([("a", "d1", 1, 1), ("b", "d2", 2, 1)], "id string, "
-                                       "day string, v int, ts long"))  # fmt: skip
+        t.upsert(
+            spark.createDataFrame(
+                [("a", "d1", 1, 1), ("b", "d2", 2, 1)], "id string, day string, v int, ts long"
+            )
+        )
         rows = [("b", "d2", 2**40, 2, "x"), ("c", "d1", 3, 2, "y")]
         df = spark.createDataFrame(rows, "id string, day string, v long, ts long, w string")
         if engine == "driver":  # a bare Parquet scan: the driver reads the files itself
@@ -474,8 +492,9 @@ def test_a_dataframe_with_a_new_field_and_a_promoted_type_evolves_the_table(
         assert t.schema.field("v").type == pa.int64()
         want = {"a": (1, None), "b": (2**40, "x"), "c": (3, "y")}
         assert {r["id"]: (r["v"], r["w"]) for r in t.to_arrow().to_pylist()} == want
-        t.upsert(spark.createDataFrame([("a", "d1", 9)], "id string, day string, ts long"),
-                 partial=True)  # fmt: skip
+        t.upsert(
+            spark.createDataFrame([("a", "d1", 9)], "id string, day string, ts long"), partial=True
+        )
         t.compact()
         got = {r["id"]: (r["v"], r["w"], r["ts"]) for r in t.to_arrow().to_pylist()}
         assert got == {"a": (1, None, 9), "b": (2**40, "x", 2), "c": (3, "y", 2)}

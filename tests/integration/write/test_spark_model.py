@@ -213,10 +213,13 @@ def _dynamic_workload(
             kinds = ["upsert", "delete", "insert", "change", "partial"]
             kind = rng.choices(kinds, [5, 2, 1, 2, 1])[0]
             if kind == "partial":  # records without ``v``: a known key keeps its value
-                rows = [(k, d, model[k][0] if k in model else None, ts)
-                        for k, d, _, ts in _batch(rng, keys, step)]  # fmt: skip
-                records = spark.createDataFrame([(k, d, ts) for k, d, _, ts in rows],
-                                                "id string, day string, ts long")  # fmt: skip
+                rows = [
+                    (k, d, model[k][0] if k in model else None, ts)
+                    for k, d, _, ts in _batch(rng, keys, step)
+                ]
+                records = spark.createDataFrame(
+                    [(k, d, ts) for k, d, _, ts in rows], "id string, day string, ts long"
+                )
                 r = t.upsert(frame(records), assigner_slots=slots, partial=True)
                 _upserted(model, rows)  # type: ignore[arg-type]
             elif kind == "change":  # upserts and deletes marked in the records, one instant
@@ -331,7 +334,7 @@ def _layout_ok(t: Table) -> None:
         (s, n)
         for i, s in enumerate(("simple", "consistent"), 2)
         for n in seeds(STATELESS_WORKLOADS, i)
-    ],  # fmt: skip
+    ],
 )
 def test_stateless_workload_matches_the_model(
     spark: Any, runtime: Runtime, tmp_path: Path, scheme: str, seed: int

@@ -21,9 +21,16 @@ DDL = "id string, day string, v long"
 
 
 def test_spark_writes_keep_the_metadata_table(spark: Any, runtime: Runtime, tmp_path: Path) -> None:
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v",
-                     DynamicBucketIndex(max_keys_per_bucket=10), TableOptions(table_version=9),
-                     runtime=runtime)  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "v",
+        DynamicBucketIndex(max_keys_per_bucket=10),
+        TableOptions(table_version=9),
+        runtime=runtime,
+    )
     t.upsert(spark.createDataFrame([(f"k{i}", f"d{i % 3}", i) for i in range(60)], DDL), 2)
     t.upsert(spark.createDataFrame([(f"k{i}", f"d{i % 3}", -i) for i in range(0, 80, 7)], DDL), 2)
     t.delete(spark.createDataFrame([("k3", "d0"), ("k4", "d1")], "id string, day string"))
@@ -31,8 +38,9 @@ def test_spark_writes_keep_the_metadata_table(spark: Any, runtime: Runtime, tmp_
     snapshot = t.snapshot()
     listing = mdt.listing()
     for partition in snapshot.partitions():
-        stored = {f.name: f.size for f in data_files(t._store, partition)
-                  if f.instant in snapshot.visible}  # fmt: skip
+        stored = {
+            f.name: f.size for f in data_files(t._store, partition) if f.instant in snapshot.visible
+        }
         assert listing[partition] == stored
     rows = t.to_arrow().to_pylist()
     assert len(rows) == 60 + 3 - 2  # k63, k70, k77 new; k3, k4 deleted

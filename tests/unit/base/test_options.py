@@ -64,13 +64,16 @@ def test_keys_are_the_documented_ones() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        TableOptions(cleaner_commits_retained=3, index_compaction_min_files=2,
-                     lock_lease_seconds=1.5, table_type="COPY_ON_WRITE",
-                     populate_meta_fields=False),
-        DynamicBucketIndex(max_bytes_per_bucket=10_000, max_buckets=7,
-                             cache_max_bytes=64 << 20),
+        TableOptions(
+            cleaner_commits_retained=3,
+            index_compaction_min_files=2,
+            lock_lease_seconds=1.5,
+            table_type="COPY_ON_WRITE",
+            populate_meta_fields=False,
+        ),
+        DynamicBucketIndex(max_bytes_per_bucket=10_000, max_buckets=7, cache_max_bytes=64 << 20),
     ],
-)  # fmt: skip
+)
 def test_options_round_trip(options: TableOptions | DynamicBucketIndex) -> None:
     assert type(options).from_properties(options.to_properties()) == options
 

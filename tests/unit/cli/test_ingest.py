@@ -165,9 +165,12 @@ def test_csv_files_of_two_headers_are_refused_on_both_paths(tmp_path: Path) -> N
 def test_no_header_takes_columns_by_position_and_needs_a_schema(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("o1,7,d\n")
     data = ingest_local.read(
-        [str(tmp_path / "a.csv")], "csv", "order_id string, ts bigint, day string", ORDERS,
+        [str(tmp_path / "a.csv")],
+        "csv",
+        "order_id string, ts bigint, day string",
+        ORDERS,
         header=False,
-    )  # fmt: skip
+    )
     assert data.to_pylist() == [{"order_id": "o1", "ts": 7, "day": "d"}]
     with pytest.raises(ConfigError, match="--no-header .* give --schema"):
         check_header_option("csv", None, header=False)

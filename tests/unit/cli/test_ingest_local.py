@@ -32,13 +32,25 @@ def test_csv_columns_are_inferred_as_spark_infers_them(tmp_path: Path) -> None:
     )
     t = read([str(tmp_path / "a.csv")], "csv", None, None)
     assert spark_type_names(t.schema) == [
-        ("id", "string"), ("small", "int"), ("big", "bigint"), ("num", "double"),
-        ("flag", "boolean"), ("text", "string"), ("empty", "string"), ("quoted", "string"),
-    ]  # fmt: skip
+        ("id", "string"),
+        ("small", "int"),
+        ("big", "bigint"),
+        ("num", "double"),
+        ("flag", "boolean"),
+        ("text", "string"),
+        ("empty", "string"),
+        ("quoted", "string"),
+    ]
     assert t.to_pylist()[0] == {
-        "id": "k1", "small": 1, "big": 5_000_000_000, "num": 1.5, "flag": True,
-        "text": "hi", "empty": None, "quoted": None,
-    }  # fmt: skip
+        "id": "k1",
+        "small": 1,
+        "big": 5_000_000_000,
+        "num": 1.5,
+        "flag": True,
+        "text": "hi",
+        "empty": None,
+        "quoted": None,
+    }
     assert t.column("text").to_pylist() == ["hi", "a,b"]
 
 
@@ -76,7 +88,10 @@ def test_a_csv_column_of_dates_is_a_date_column(tmp_path: Path) -> None:
     t = read([str(tmp_path / "d.csv")], "csv", None, None)
     assert spark_type_names(t.schema) == [("id", "string"), ("day", "date")]
     assert [str(d) if d else None for d in t.column("day").to_pylist()] == [
-        "2024-01-15", None, "2023-12-31"]  # fmt: skip
+        "2024-01-15",
+        None,
+        "2023-12-31",
+    ]
     # Not every value a calendar date, or not in Spark's date form: Spark decides.
     for bad in ("2024-02-30", "2024-1-5"):
         (tmp_path / "b.csv").write_text(f"id,day\nk1,2024-01-15\nk2,{bad}\n")
@@ -94,15 +109,25 @@ def test_a_csv_column_of_dates_and_times_is_a_timestamp_column_read_in_utc(
     t = read([str(tmp_path / "t.csv"), str(tmp_path / "d.csv")], "csv", None, None)
     assert spark_type_names(t.schema) == [("id", "string"), ("at", "timestamp")]
     assert [str(d) if d else None for d in t.column("at").to_pylist()] == [
-        "2024-01-15 10:00:00+00:00", None, "2023-12-31 23:59:59.123456+00:00",
-        "2024-02-01 00:00:00+00:00", "2024-03-01 00:00:00+00:00"]  # fmt: skip
+        "2024-01-15 10:00:00+00:00",
+        None,
+        "2023-12-31 23:59:59.123456+00:00",
+        "2024-02-01 00:00:00+00:00",
+        "2024-03-01 00:00:00+00:00",
+    ]
     # A table's (or --schema's) timestamp column reads the same forms, zone or none.
     typed = read([str(tmp_path / "t.csv")], "csv", "id string, at timestamp_ntz", None)
     assert typed.column("at").type == pa.timestamp("us")
     assert typed.column("at")[2].as_py().isoformat() == "2023-12-31T23:59:59.123456"
     # No calendar's time, another form, a zone, or a time of day alone: Spark decides.
-    for bad in ("2024-02-30 10:00:00", "2024-01-15 24:00:00", "2024-01-15 10:00",
-                "2024-01-15 10:00:00Z", "2024-01-15 10:00:00.1234567", "10:00:00"):  # fmt: skip
+    for bad in (
+        "2024-02-30 10:00:00",
+        "2024-01-15 24:00:00",
+        "2024-01-15 10:00",
+        "2024-01-15 10:00:00Z",
+        "2024-01-15 10:00:00.1234567",
+        "10:00:00",
+    ):
         (tmp_path / "b.csv").write_text(f"id,at\nk1,2024-01-15 10:00:00\nk2,{bad}\n")
         with pytest.raises(NeedsSpark, match="looks like dates or times"):
             read([str(tmp_path / "b.csv")], "csv", None, None)
@@ -136,8 +161,12 @@ def test_a_schema_types_csv_and_json_by_name(tmp_path: Path) -> None:
 def test_a_bad_value_is_one_error_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("id,ts\na,1\nb,two\n")
     with pytest.raises(InvalidInputError, match=r"could not read .*bad.csv as csv: .*'two'"):
-        read([str(tmp_path / "bad.csv")], "csv", None, pa.schema([("id", pa.string()),
-                                                                  ("ts", pa.int64())]))  # fmt: skip
+        read(
+            [str(tmp_path / "bad.csv")],
+            "csv",
+            None,
+            pa.schema([("id", pa.string()), ("ts", pa.int64())]),
+        )
 
 
 def test_parquet_takes_spark_types(tmp_path: Path) -> None:
@@ -154,9 +183,14 @@ def test_parquet_takes_spark_types(tmp_path: Path) -> None:
 
 def test_ddl_schemas_and_their_errors() -> None:
     assert ddl_schema("id string, `ts` BIGINT, d decimal(10, 2), day date, f float") == pa.schema(
-        [("id", pa.string()), ("ts", pa.int64()), ("d", pa.decimal128(10, 2)),
-         ("day", pa.date32()), ("f", pa.float32())]
-    )  # fmt: skip
+        [
+            ("id", pa.string()),
+            ("ts", pa.int64()),
+            ("d", pa.decimal128(10, 2)),
+            ("day", pa.date32()),
+            ("f", pa.float32()),
+        ]
+    )
     with pytest.raises(InvalidInputError, match="is not a Spark DDL schema .*'id'"):
         ddl_schema("id, ts bigint")
 

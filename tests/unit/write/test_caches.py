@@ -70,8 +70,9 @@ def _spy(slot: object) -> list[int]:
 
 
 def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path: Path) -> None:
-    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
+    mine = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
+    )
     mine.upsert(_rows(["k1"], 1))  # bucket 0 holds 1 of 2
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -87,8 +88,9 @@ def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path
 
 
 def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_path: Path) -> None:
-    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
+    mine = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
+    )
     mine.upsert(_rows(["k1", "k2"], 1))  # bucket 0 full
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -104,8 +106,9 @@ def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_pat
 def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
     tmp_path: Path,
 ) -> None:
-    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
+    mine = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
+    )
     mine.upsert(_rows(["k1"], 1))
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -141,8 +144,9 @@ def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
     """A compaction, a clean and an index compaction move no key: a writer's caches stay
     as they are across them, whoever ran them (a compaction beside the writes is another
     process's instant too)."""
-    mine = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day",
-                        index=DynamicBucketIndex(max_keys_per_bucket=2))  # fmt: skip
+    mine = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
+    )
     mine.upsert(_rows(["k1", "k2"], 1))
     mine.upsert(_rows(["k1", "k3"], 2))  # k3 opens bucket 1; k1 updated in a log
     [slot] = mine._writer().scheme.slots
@@ -164,10 +168,13 @@ def test_archival_keeps_the_caches(tmp_path: Path) -> None:
     caches of several writers match: they stay (a version 9 slot would read its
     partition's record index again)."""
     mine = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day",
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
         index=DynamicBucketIndex(max_keys_per_bucket=100),
         options=TableOptions(keep_min_commits=2, keep_max_commits=3, cleaner_commits_retained=1),
-    )  # fmt: skip
+    )
     mine.upsert(_rows(["k0"], 0))
     [slot] = mine._writer().scheme.slots
     resets = _spy(slot)

@@ -19,17 +19,23 @@ MILLIS = TimestampPartitioning("EPOCHMILLISECONDS", "yyyy/MM/dd")
 
 @pytest.mark.parametrize(
     ("spec", "fits"),
-    [(TableSpec(SCHEMA, ("id",), ("day",)), True),
-     (TableSpec(SCHEMA, ("id",), ("day",), bucket_options=SimpleBucketIndex(4)), True),
-     (TableSpec(SCHEMA, ("id",), ("day",), bucket_options=ConsistentHashingIndex(4)), True),
-     # one task would hold every row: the two stages write its buckets in parallel
-     (TableSpec(SCHEMA, ("id",)), False),
-     # a moving key's delete goes to its old partition's group, in another task
-     (TableSpec(SCHEMA, ("id",), ("day",), bucket_options=DynamicBucketIndex(global_index=True)),
-      False),
-     # two times of one day are two values of the field: two tasks would write one group
-     (TableSpec(AT, ("id",), ("at",), timestamp_partitioning=MILLIS), False)],
-)  # fmt: skip
+    [
+        (TableSpec(SCHEMA, ("id",), ("day",)), True),
+        (TableSpec(SCHEMA, ("id",), ("day",), bucket_options=SimpleBucketIndex(4)), True),
+        (TableSpec(SCHEMA, ("id",), ("day",), bucket_options=ConsistentHashingIndex(4)), True),
+        # one task would hold every row: the two stages write its buckets in parallel
+        (TableSpec(SCHEMA, ("id",)), False),
+        # a moving key's delete goes to its old partition's group, in another task
+        (
+            TableSpec(
+                SCHEMA, ("id",), ("day",), bucket_options=DynamicBucketIndex(global_index=True)
+            ),
+            False,
+        ),
+        # two times of one day are two values of the field: two tasks would write one group
+        (TableSpec(AT, ("id",), ("at",), timestamp_partitioning=MILLIS), False),
+    ],
+)
 def test_one_stage_only_where_the_partition_fields_values_name_a_rows_group(
     spec: TableSpec, fits: bool
 ) -> None:
@@ -38,5 +44,9 @@ def test_one_stage_only_where_the_partition_fields_values_name_a_rows_group(
 
 def test_a_limit_of_zero_takes_no_dataframe_not_even_an_empty_one() -> None:
     assert [within(0, 0), within(None, 8), within(8, 8), within(9, 8), within(0, 8)] == [
-        False, False, True, False, True
-    ]  # fmt: skip
+        False,
+        False,
+        True,
+        False,
+        True,
+    ]

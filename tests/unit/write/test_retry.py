@@ -22,8 +22,10 @@ class _Layout(Exception):
     """A second, unrelated cause with a budget of one."""
 
 
-CAUSES = {"layout": _Layout("a group spans tasks"),
-          "restart": AssignerRestartedError("slot 1 restarted")}  # fmt: skip
+CAUSES = {
+    "layout": _Layout("a group spans tasks"),
+    "restart": AssignerRestartedError("slot 1 restarted"),
+}
 POLICY = {_Layout: 1, AssignerRestartedError: 2}
 #: Every order of one retry of the first cause and two of the second.
 ORDERS = sorted(set(itertools.permutations(["layout", "restart", "restart"])))
@@ -50,11 +52,14 @@ def test_every_order_of_causes_gets_its_retries(order: tuple[str, ...]) -> None:
     assert _run(list(order)) == ("written", list(order))
 
 
-@pytest.mark.parametrize(("script", "error"), [
-    (["restart", "restart", "restart"], AssignerRestartedError),
-    (["restart", "layout", "restart", "restart"], AssignerRestartedError),
-    (["layout", "layout"], _Layout),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("script", "error"),
+    [
+        (["restart", "restart", "restart"], AssignerRestartedError),
+        (["restart", "layout", "restart", "restart"], AssignerRestartedError),
+        (["layout", "layout"], _Layout),
+    ],
+)
 def test_a_spent_budget_raises_its_cause(script: list[str], error: type[Exception]) -> None:
     with pytest.raises(error):
         _run(script)

@@ -37,9 +37,11 @@ TABLES = sorted(str(p.relative_to(DATA))[: -len(".zip")] for p in DATA.rglob("*.
 #: What dynbucket does not take yet, by a word of the table's name, and why.
 REFUSED = {"lance": "its base files are LANCE"}
 #: Tables with a key in two live rows (Hudi's insert): refused without ``deduplicate=True``.
-DUPLICATED = {"rollback": "key.* have more than one live row .*'TXN-002', in 2 rows",
-              "v9_timebasedkeygen": "key.* of partition '2024/01/15/(09|10)' have more than "
-              "one live row .*'TXN-001', in 2 rows"}  # fmt: skip
+DUPLICATED = {
+    "rollback": "key.* have more than one live row .*'TXN-002', in 2 rows",
+    "v9_timebasedkeygen": "key.* of partition '2024/01/15/(09|10)' have more than "
+    "one live row .*'TXN-001', in 2 rows",
+}
 
 
 def _refusal(name: str, reasons: dict[str, str] = REFUSED) -> str | None:
@@ -88,9 +90,7 @@ def _writes(t: Table) -> list[tuple[str, pa.Table]]:
     updates = rows.slice(0, 2)
     if spec.ordering_field is not None:
         at = names.index(spec.ordering_field)
-        updates = updates.set_column(
-            at, spec.ordering_field, _changed(updates.column(at), 1)
-        )  # fmt: skip
+        updates = updates.set_column(at, spec.ordering_field, _changed(updates.column(at), 1))
     new = rows.slice(0, 3)
     for key in spec.record_key:
         new = new.set_column(names.index(key), key, _changed(new.column(key), 1000))
@@ -134,8 +134,11 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
     # Adoption added files under .hoodie/.dynbucket/ only, but for a metadata table, gone
     # as Hudi removes it (its properties then name none of its partitions), and the
     # deduplication's instant: its timeline files and one base file per rewritten group.
-    ours = (".hoodie/.dynbucket/", ".hoodie/metadata/", *[".hoodie/hoodie.properties"] * (
-        metadata_table))  # fmt: skip
+    ours = (
+        ".hoodie/.dynbucket/",
+        ".hoodie/metadata/",
+        *[".hoodie/hoodie.properties"] * (metadata_table),
+    )
     done = adopted.load(t._store).deduplicated
     new = {p: s for p, s in tree(root).items() if not p.startswith(ours)}
     if duplicated is not None:
@@ -144,8 +147,9 @@ def test_every_table_hudi_wrote_is_adopted_and_continued_or_refused_by_name(
         assert len([p for p in made if p.endswith(".parquet")]) == 1, made
         new = {p: s for p, s in new.items() if p not in made}
         spec = t._spec
-        hudi_before = _kept(hudi_before, [*spec.partition_by, *spec.record_key],
-                            spec.ordering_field)  # fmt: skip
+        hudi_before = _kept(
+            hudi_before, [*spec.partition_by, *spec.record_key], spec.ordering_field
+        )
         # hudi-rs reads each key once: the row the rule keeps.
         names = spec.schema.names
         keys = list(dict.fromkeys([*spec.partition_by, *spec.record_key]))
@@ -254,14 +258,22 @@ def test_a_hudi_bucket_index_table_adopts_as_a_simple_bucket_index(tmp_path: Pat
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
     root = tmp_path / "t"
     t = Table.create(str(root), schema, "id", "day", index=SimpleBucketIndex(3))
-    rows = pa.table({"id": [f"k{i}" for i in range(40)], "day": [f"d{i % 2}" for i in range(40)],
-                     "v": list(range(40))}, schema=schema)  # fmt: skip
+    rows = pa.table(
+        {
+            "id": [f"k{i}" for i in range(40)],
+            "day": [f"d{i % 2}" for i in range(40)],
+            "v": list(range(40)),
+        },
+        schema=schema,
+    )
     t.upsert(rows)
     t.close()
     shutil.rmtree(root / ".hoodie" / ".dynbucket")
     before = tree(root)
-    with pytest.raises(AdoptionRefusedError, match="in bucket .* where Hudi's bucket hash over "
-                       "4 buckets puts it.*num_buckets"):  # fmt: skip
+    with pytest.raises(
+        AdoptionRefusedError,
+        match="in bucket .* where Hudi's bucket hash over 4 buckets puts it.*num_buckets",
+    ):
         Table.adopt(str(root), index=SimpleBucketIndex(4))
     assert tree(root) == before
     with pytest.raises(AdoptionRefusedError, match="consistent hashing"):
@@ -269,8 +281,11 @@ def test_a_hudi_bucket_index_table_adopts_as_a_simple_bucket_index(tmp_path: Pat
     # The count from the properties, as Hudi's writer's options say it.
     path = root / ".hoodie" / "hoodie.properties"
     props = properties.loads(path.read_bytes())
-    path.write_bytes(properties.dumps({**props, "hoodie.index.type": "BUCKET",
-                                       "hoodie.bucket.index.num.buckets": "3"}))  # fmt: skip
+    path.write_bytes(
+        properties.dumps(
+            {**props, "hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "3"}
+        )
+    )
     t = Table.adopt(str(root))
     assert t._spec.bucket_options == SimpleBucketIndex(3)
     assert not (root / ".hoodie" / ".dynbucket" / "rli").exists()  # a hash needs no index
@@ -360,9 +375,11 @@ def test_rolled_back_and_corrupt_blocks_of_a_hudi_log_are_skipped(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("name", "lower_wins"),
-    [("sample_table/mor/parquet/v6_nonpartitioned", True),  # OverwriteWithLatestAvroPayload
-     ("sample_table/cow/v8_nonpartitioned", False)],  # EVENT_TIME_ORDERING
-)  # fmt: skip
+    [
+        ("sample_table/mor/parquet/v6_nonpartitioned", True),  # OverwriteWithLatestAvroPayload
+        ("sample_table/cow/v8_nonpartitioned", False),
+    ],  # EVENT_TIME_ORDERING
+)
 def test_an_update_with_a_lower_ordering_value_wins_as_the_tables_merge_mode_says(
     tmp_path: Path, name: str, lower_wins: bool
 ) -> None:
@@ -385,9 +402,11 @@ def test_an_update_with_a_lower_ordering_value_wins_as_the_tables_merge_mode_say
 
 @pytest.mark.parametrize(
     ("name", "column"),
-    [("sample_table/mor/avro/v9_txns_simple_nometa", "txn_ts"),
-     ("sample_table/mor/parquet/v6_simplekeygen_nonhivestyle_overwritetable", "longField")],
-)  # fmt: skip
+    [
+        ("sample_table/mor/avro/v9_txns_simple_nometa", "txn_ts"),
+        ("sample_table/mor/parquet/v6_simplekeygen_nonhivestyle_overwritetable", "longField"),
+    ],
+)
 def test_archival_of_an_adopted_table_takes_hudis_own_instants_along(
     tmp_path: Path, name: str, column: str
 ) -> None:
@@ -397,8 +416,12 @@ def test_archival_of_an_adopted_table_takes_hudis_own_instants_along(
     are removed: the active timeline stays short, with no gap Hudi's readers would read
     as uncommitted, and both readers read on."""
     root = unzipped(name, tmp_path)
-    keep = {"hoodie.keep.min.commits": 4, "hoodie.keep.max.commits": 6,
-            "cleaner.commits-retained": 3, "hoodie.clean.max.commits": 2}  # fmt: skip
+    keep = {
+        "hoodie.keep.min.commits": 4,
+        "hoodie.keep.max.commits": 6,
+        "cleaner.commits-retained": 3,
+        "hoodie.clean.max.commits": 2,
+    }
     t = Table.adopt(str(root), options=keep)
     names = t._spec.schema.names
     rows = t.to_arrow(columns=names).select(names)
@@ -447,32 +470,52 @@ def _newest_replace_base(root: Path) -> Path:
 
 ADOPTION_DAMAGE = [
     # (table, damage, words of the refusal)
-    ("sample_table/mor/parquet/v6_complexkeygen_hivestyle",
-     lambda r: _without(r, "hoodie.table.partition.fields"),
-     r"rows sit in partition folders .* name no partition field"),
-    ("sample_table/cow/v8_complexkeygen_hivestyle",
-     lambda r: _without(r, "hoodie.table.partition.fields"),
-     r"rows sit in partition folders .* name no partition field"),
-    ("sample_table/mor/avro/v9_txns_simple_meta",
-     lambda r: _without(r, "hoodie.table.partition.fields"),
-     r"rows sit in partition folders .* name no partition field"),
-    ("sample_table/cow/v9_txns_simple_meta",
-     lambda r: _newest_replace_base(r).unlink(),
-     r"file\(s\) its newest commits list are missing"),
-    ("sample_table/cow/v8_complexkeygen_hivestyle",
-     lambda r: _without(r, hoodie__table__precombine__field="no_such_field"),
-     r"ordering field 'no_such_field', which its schema .* does not have"),
-    ("sample_table/mor/avro/v9_txns_simple_meta",
-     lambda r: _without(r, hoodie__table__ordering__fields="no_such_field"),
-     r"ordering field 'no_such_field', which its schema .* does not have"),
-    ("sample_table/mor/parquet/v6_nonpartitioned",
-     lambda r: _without(r, "hoodie.table.name"), r"has no hoodie.table.name"),
-    ("sample_table/mor/parquet/v6_nonpartitioned",
-     lambda r: _without(r, "hoodie.table.type"), r"has no hoodie.table.type"),
-    ("sample_table/mor/parquet/v6_nonpartitioned",
-     lambda r: _without(r, hoodie__table__type="COPY_ON_WRITE"),
-     r"say COPY_ON_WRITE, but its timeline holds delta commits"),
-]  # fmt: skip
+    (
+        "sample_table/mor/parquet/v6_complexkeygen_hivestyle",
+        lambda r: _without(r, "hoodie.table.partition.fields"),
+        r"rows sit in partition folders .* name no partition field",
+    ),
+    (
+        "sample_table/cow/v8_complexkeygen_hivestyle",
+        lambda r: _without(r, "hoodie.table.partition.fields"),
+        r"rows sit in partition folders .* name no partition field",
+    ),
+    (
+        "sample_table/mor/avro/v9_txns_simple_meta",
+        lambda r: _without(r, "hoodie.table.partition.fields"),
+        r"rows sit in partition folders .* name no partition field",
+    ),
+    (
+        "sample_table/cow/v9_txns_simple_meta",
+        lambda r: _newest_replace_base(r).unlink(),
+        r"file\(s\) its newest commits list are missing",
+    ),
+    (
+        "sample_table/cow/v8_complexkeygen_hivestyle",
+        lambda r: _without(r, hoodie__table__precombine__field="no_such_field"),
+        r"ordering field 'no_such_field', which its schema .* does not have",
+    ),
+    (
+        "sample_table/mor/avro/v9_txns_simple_meta",
+        lambda r: _without(r, hoodie__table__ordering__fields="no_such_field"),
+        r"ordering field 'no_such_field', which its schema .* does not have",
+    ),
+    (
+        "sample_table/mor/parquet/v6_nonpartitioned",
+        lambda r: _without(r, "hoodie.table.name"),
+        r"has no hoodie.table.name",
+    ),
+    (
+        "sample_table/mor/parquet/v6_nonpartitioned",
+        lambda r: _without(r, "hoodie.table.type"),
+        r"has no hoodie.table.type",
+    ),
+    (
+        "sample_table/mor/parquet/v6_nonpartitioned",
+        lambda r: _without(r, hoodie__table__type="COPY_ON_WRITE"),
+        r"say COPY_ON_WRITE, but its timeline holds delta commits",
+    ),
+]
 
 
 @pytest.mark.parametrize(

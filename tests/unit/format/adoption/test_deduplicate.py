@@ -12,8 +12,15 @@ from dynbucket.format.adoption.deduplicate import _losing
 
 def _rows(keys: list[str], ordering: list[int | None], commits: list[str]) -> pa.Table:
     n = len(keys)
-    return pa.table({"key": keys, "commit": commits, "slice": list(range(n)),
-                     "position": [0] * n, "ordering": pa.array(ordering, pa.int64())})  # fmt: skip
+    return pa.table(
+        {
+            "key": keys,
+            "commit": commits,
+            "slice": list(range(n)),
+            "position": [0] * n,
+            "ordering": pa.array(ordering, pa.int64()),
+        }
+    )
 
 
 def test_the_largest_ordering_value_stays_then_the_latest_commit_then_a_value_over_none() -> None:

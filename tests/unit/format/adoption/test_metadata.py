@@ -127,8 +127,16 @@ def test_a_record_index_is_kept_when_its_layout_is_the_adopting_index(tmp_path: 
     uri = str(tmp_path / "t")
     index = DynamicBucketIndex(max_keys_per_bucket=8)
     t = Table.create(uri, schema, "id", "day", "ts", index, TableOptions(table_version=9))
-    t.upsert(pa.table({"id": [f"k{i}" for i in range(12)], "day": [f"d{i % 2}" for i in range(12)],
-                       "ts": [1] * 12}, schema=schema))  # fmt: skip
+    t.upsert(
+        pa.table(
+            {
+                "id": [f"k{i}" for i in range(12)],
+                "day": [f"d{i % 2}" for i in range(12)],
+                "ts": [1] * 12,
+            },
+            schema=schema,
+        )
+    )
     t.close()
     shutil.rmtree(tmp_path / "t" / ".hoodie" / ".dynbucket")
     t = Table.adopt(uri, index=DynamicBucketIndex(max_keys_per_bucket=8, global_index=True))

@@ -113,8 +113,9 @@ def test_row_groups_that_can_hold_keys_by_their_statistics(tmp_path: Path) -> No
     """Base files are sorted by key: a lookup reads the row groups whose key range holds
     one of its keys (k00-k09 in group 0, k10-k19 in 1, ...)."""
     ids = [f"k{i:02d}" for i in range(50)]
-    pq.write_table(pa.table({"id": ids, "n": list(range(50))}), tmp_path / "b.parquet",
-                   row_group_size=10)  # fmt: skip
+    pq.write_table(
+        pa.table({"id": ids, "n": list(range(50))}), tmp_path / "b.parquet", row_group_size=10
+    )
     meta = pq.ParquetFile(tmp_path / "b.parquet").metadata
     assert holding_row_groups(meta, "id", pa.array(["k03", "k35", "k36", "zz"])) == [0, 3]
     # "a" is before k00, "k095" after k09 and before k10: no group holds them.
@@ -129,8 +130,12 @@ def test_the_rows_of_some_keys_are_the_slice_merged_then_filtered(tmp_path: Path
     rows of any set of keys are those of the whole slice merged."""
     rng = np.random.default_rng(5)
     schema = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-    options = TableOptions(compaction_async=False, clean_automatic=False,
-                           archive_automatic=False, index_compaction_automatic=False)  # fmt: skip
+    options = TableOptions(
+        compaction_async=False,
+        clean_automatic=False,
+        archive_automatic=False,
+        index_compaction_automatic=False,
+    )
     t = Table.create(str(tmp_path / "t"), schema, "id", "day", "v", options=options)
     keys = [f"k{i:03d}" for i in range(300)] + [f"c{i}" for i in range(20_000)]
 

@@ -147,29 +147,59 @@ def _named_twice(t: Table) -> None:
 
 
 DAMAGE: list[tuple[str, Callable[[Table], None], str]] = [
-    ("a deleted data file", lambda t: _newest(t, "day=d2/*.parquet").unlink(),
-     r"day=d2/.*\.parquet \(data file of completed instant \d+\) is missing"),
-    ("a log file cut short", lambda t: _cut(_newest(t, ".*.log.*")),
-     r"\.log\.\d+_.* \(data file of completed instant \d+\) is damaged"),
-    ("a base file cut short", lambda t: _cut(_newest(t, "day=d1/*.parquet")),
-     r"day=d1/.*\.parquet \(data file of completed instant \d+\) is damaged"),
-    ("an instant file cut short", lambda t: _cut(_newest(t, ".hoodie/*.deltacommit")),
-     r"the metadata of completed instant \d+ is not a complete JSON document"),
-    ("an index entry for a key that is not live", _ghost_entry,
-     r"partition 'day=d2', bucket \d+: 1 index entries name keys that have no live row, "
-     r"more than the file group ever deleted \(0\)"),
-    ("a second insert entry for a live key", functools.partial(_entry_twice, op=UPSERT),
-     r"partition 'day=d2': 1 key\(s\) have two live index entries"),
-    ("a tombstone of a deleted key", functools.partial(_entry_twice, op=DELETE),
-     r"partition 'day=d1': 1 key\(s\) have two live index entries, or a tombstone of no"),
-    ("two file groups for one bucket", _second_group,
-     r"bucket 0 of partition 'day=d2' has 2 file groups"),
+    (
+        "a deleted data file",
+        lambda t: _newest(t, "day=d2/*.parquet").unlink(),
+        r"day=d2/.*\.parquet \(data file of completed instant \d+\) is missing",
+    ),
+    (
+        "a log file cut short",
+        lambda t: _cut(_newest(t, ".*.log.*")),
+        r"\.log\.\d+_.* \(data file of completed instant \d+\) is damaged",
+    ),
+    (
+        "a base file cut short",
+        lambda t: _cut(_newest(t, "day=d1/*.parquet")),
+        r"day=d1/.*\.parquet \(data file of completed instant \d+\) is damaged",
+    ),
+    (
+        "an instant file cut short",
+        lambda t: _cut(_newest(t, ".hoodie/*.deltacommit")),
+        r"the metadata of completed instant \d+ is not a complete JSON document",
+    ),
+    (
+        "an index entry for a key that is not live",
+        _ghost_entry,
+        r"partition 'day=d2', bucket \d+: 1 index entries name keys that have no live row, "
+        r"more than the file group ever deleted \(0\)",
+    ),
+    (
+        "a second insert entry for a live key",
+        functools.partial(_entry_twice, op=UPSERT),
+        r"partition 'day=d2': 1 key\(s\) have two live index entries",
+    ),
+    (
+        "a tombstone of a deleted key",
+        functools.partial(_entry_twice, op=DELETE),
+        r"partition 'day=d1': 1 key\(s\) have two live index entries, or a tombstone of no",
+    ),
+    (
+        "two file groups for one bucket",
+        _second_group,
+        r"bucket 0 of partition 'day=d2' has 2 file groups",
+    ),
     ("a dead writer's pending instant", _dead_writer, r"left pending by a writer that died"),
-    ("files of an instant the timeline lost", _lost_instant,
-     r"file\(s\) of instant \d+, which is not on the timeline"),
-    ("a commit that names a file twice", _named_twice,
-     r"completed instant \d+ names 1 file\(s\) twice"),
-]  # fmt: skip
+    (
+        "files of an instant the timeline lost",
+        _lost_instant,
+        r"file\(s\) of instant \d+, which is not on the timeline",
+    ),
+    (
+        "a commit that names a file twice",
+        _named_twice,
+        r"completed instant \d+ names 1 file\(s\) twice",
+    ),
+]
 
 
 @pytest.mark.parametrize(("case", "damage", "message"), DAMAGE, ids=[d[0] for d in DAMAGE])
@@ -232,8 +262,10 @@ def test_a_path_without_a_table_is_said_so_not_given_a_repair(tmp_path: Path) ->
     from dynbucket.format.storage.store import TableStore
 
     (tmp_path / "folder").mkdir()
-    for path, why in ((tmp_path / "folder", "is not a dynbucket table"),
-                      (tmp_path / "nowhere", "does not exist")):  # fmt: skip
+    for path, why in (
+        (tmp_path / "folder", "is not a dynbucket table"),
+        (tmp_path / "nowhere", "does not exist"),
+    ):
         report = check(TableStore.at(str(path)))
         (found,) = [str(f) for f in report.findings]
         assert found.startswith("no table here: ") and why in found, found
@@ -255,8 +287,9 @@ def test_a_clean_left_pending_after_it_removed_files_is_no_damage(
     the user to restore the files from a backup)."""
     from dynbucket.format.services.clean import execute_clean, schedule_clean
 
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     options=TableOptions(clean_automatic=False))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", "ts", options=TableOptions(clean_automatic=False)
+    )
     for ts in range(3):
         t.upsert(_rows(range(4), ts))
     t.compact()

@@ -14,21 +14,51 @@ from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.avro import Writer
 from dynbucket.format.hudi.avro_read import arrow_schema, read_records
 
-SCHEMA = json.dumps({
-    "type": "record", "name": "r", "fields": [
-        {"name": "id", "type": ["int", "null"]},
-        {"name": "name", "type": ["null", "string"]},
-        {"name": "price", "type": [{"type": "fixed", "name": "fixed", "size": 5,
-                                    "logicalType": "decimal", "precision": 10, "scale": 2},
-                                   "null"]},
-        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-        {"name": "tags", "type": {"type": "array", "items": ["string", "null"]}},
-        {"name": "attrs", "type": {"type": "map", "values": "double"}},
-        {"name": "inner", "type": ["null", {"type": "record", "name": "inner", "fields": [
-            {"name": "ok", "type": "boolean"}, {"name": "kind", "type": {
-                "type": "enum", "name": "kind", "symbols": ["A", "B"]}}]}]},
-    ]})  # fmt: skip
+SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "id", "type": ["int", "null"]},
+            {"name": "name", "type": ["null", "string"]},
+            {
+                "name": "price",
+                "type": [
+                    {
+                        "type": "fixed",
+                        "name": "fixed",
+                        "size": 5,
+                        "logicalType": "decimal",
+                        "precision": 10,
+                        "scale": 2,
+                    },
+                    "null",
+                ],
+            },
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+            {"name": "tags", "type": {"type": "array", "items": ["string", "null"]}},
+            {"name": "attrs", "type": {"type": "map", "values": "double"}},
+            {
+                "name": "inner",
+                "type": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "inner",
+                        "fields": [
+                            {"name": "ok", "type": "boolean"},
+                            {
+                                "name": "kind",
+                                "type": {"type": "enum", "name": "kind", "symbols": ["A", "B"]},
+                            },
+                        ],
+                    },
+                ],
+            },
+        ],
+    }
+)
 
 
 def test_a_schema_reads_as_the_arrow_types_spark_writes() -> None:
@@ -38,8 +68,9 @@ def test_a_schema_reads_as_the_arrow_types_spark_writes() -> None:
     assert schema.field("day").type == pa.date32() and not schema.field("day").nullable
     assert schema.field("at").type == pa.timestamp("us", "UTC")
     assert schema.field("tags").type == pa.list_(pa.field("element", pa.string()))
-    assert schema.field("attrs").type == pa.map_(pa.string(), pa.field("value", pa.float64(),
-                                                                      False))  # fmt: skip
+    assert schema.field("attrs").type == pa.map_(
+        pa.string(), pa.field("value", pa.float64(), False)
+    )
     assert schema.field("inner").type.field("kind").type == pa.string()
     with pytest.raises(ValueError, match="not an Avro record schema"):
         arrow_schema('"string"')

@@ -27,8 +27,9 @@ def _items(n: int, seed: int = 7) -> list[tuple[bytes, bytes]]:
 @pytest.mark.parametrize("codec", [hfile.GZ, hfile.NONE])
 def test_what_is_written_reads_back_whole_and_by_key(codec: int) -> None:
     items = _items(3000)
-    data = hfile.write(items, {"schema": b"{}"}, {"bloomFilter": b"\x01" * 100},
-                       block_size=1024, codec=codec)  # fmt: skip
+    data = hfile.write(
+        items, {"schema": b"{}"}, {"bloomFilter": b"\x01" * 100}, block_size=1024, codec=codec
+    )
     f = HFile.read(data)
     assert len(f.blocks) > 20  # many blocks: the index, not one scan, finds a key
     assert f.entry_count == 3000 and f.codec == codec

@@ -34,8 +34,10 @@ def test_a_data_block_and_a_delete_block_round_trip() -> None:
     assert log_file.read_deletes(blocks[1]) == [("c", "day=1", 0), ("d", "day=2", 0)]
 
 
-@pytest.mark.parametrize("ordering", [("long", 0), ("int", 0), ("double", 0.0),
-                                      ("string", "20260101000000001"), ("date", 0)])  # fmt: skip
+@pytest.mark.parametrize(
+    "ordering",
+    [("long", 0), ("int", 0), ("double", 0.0), ("string", "20260101000000001"), ("date", 0)],
+)
 def test_delete_ordering_values_of_every_kind(ordering: tuple[str, object]) -> None:
     block = log_file.delete_block(["k"], [""], ordering, "20260101000000001")
     [(key, partition, value)] = log_file.read_deletes(log_file.read_blocks(block)[0])
@@ -91,10 +93,21 @@ def test_delete_keys_are_the_keys_read_deletes_reads() -> None:
     """The fast keys-only walk against the full decoder, on seeded random records with every
     ordering branch, keys past one varint byte, empty and null keys and partitions."""
     rng = np.random.default_rng(5)
-    values = {"null": None, "int": -7, "long": 1 << 40, "float": 1.5, "double": -2.25,
-              "bytes": b"\x00\xff", "string": "ü" * 70, "decimal": b"\x01", "date": 19000,
-              "time-millis": 1, "time-micros": 2, "timestamp-millis": 3,
-              "timestamp-micros": -4}  # fmt: skip
+    values = {
+        "null": None,
+        "int": -7,
+        "long": 1 << 40,
+        "float": 1.5,
+        "double": -2.25,
+        "bytes": b"\x00\xff",
+        "string": "ü" * 70,
+        "decimal": b"\x01",
+        "date": 19000,
+        "time-millis": 1,
+        "time-micros": 2,
+        "timestamp-millis": 3,
+        "timestamp-micros": -4,
+    }
     for negated in (False, True):
         records = []
         for i in range(300):

@@ -39,8 +39,11 @@ def test_many_archivals_keep_few_files_and_every_instant(tmp_path: Path, archiva
         first, last, layer = str(f["fileName"]).removesuffix(".parquet").split("_")
         layers[int(layer)] = layers.get(int(layer), 0) + 1
         assert first <= last
-    expected = {0: archivals % MERGE_FILES, 1: archivals // MERGE_FILES % MERGE_FILES,
-                2: archivals // MERGE_FILES**2}  # fmt: skip
+    expected = {
+        0: archivals % MERGE_FILES,
+        1: archivals // MERGE_FILES % MERGE_FILES,
+        2: archivals // MERGE_FILES**2,
+    }
     assert layers == {k: v for k, v in expected.items() if v}
     # Nothing on disk that the kept snapshots do not name.
     named = {str(f["fileName"]) for v in manifests for f in lsm_history.files_of(store, v)}

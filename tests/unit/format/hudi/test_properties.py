@@ -6,8 +6,12 @@ from dynbucket.format.hudi.properties import dumps, loads
 
 
 def test_round_trip_with_characters_java_escapes() -> None:
-    props = {"hoodie.table.create.schema": '{"type":"record","name":"t"}', "k e=y:": " v=a:l#",
-             "unicode": "é€😀", "empty": ""}  # fmt: skip
+    props = {
+        "hoodie.table.create.schema": '{"type":"record","name":"t"}',
+        "k e=y:": " v=a:l#",
+        "unicode": "é€😀",
+        "empty": "",
+    }
     data = dumps(props, "saved")
     assert loads(data) == props
     assert b'hoodie.table.create.schema={"type"\\:"record","name"\\:"t"}' in data

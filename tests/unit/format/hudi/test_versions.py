@@ -24,17 +24,22 @@ SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())
 
 @pytest.mark.parametrize(
     ("name", "version"),
-    [("sample_table/mor/parquet/v6_nonpartitioned", "6"),
-     ("sample_table/cow/v8_nonpartitioned", "8"),
-     ("sample_table/mor/avro/v9_txns_nonpart_nometa", "9")],
-)  # fmt: skip
+    [
+        ("sample_table/mor/parquet/v6_nonpartitioned", "6"),
+        ("sample_table/cow/v8_nonpartitioned", "8"),
+        ("sample_table/mor/avro/v9_txns_nonpart_nometa", "9"),
+    ],
+)
 def test_a_table_hudi_wrote_is_named_and_left_alone(
     tmp_path: Path, name: str, version: str
 ) -> None:
     root = unzipped(name, tmp_path)
     before = tree(root)
-    with pytest.raises(NotAdoptedError, match=f"written by Apache Hudi \\(Hudi table version "
-                       f"{version}, .*adopt it .*dynbucket adopt"):  # fmt: skip
+    with pytest.raises(
+        NotAdoptedError,
+        match=f"written by Apache Hudi \\(Hudi table version "
+        f"{version}, .*adopt it .*dynbucket adopt",
+    ):
         Table.open(str(root))
     with pytest.raises(TableExistsError, match=f"written by Apache Hudi.*version {version}"):
         Table.create(str(root), SCHEMA, "id")
@@ -55,9 +60,14 @@ def _upgraded_to_9(root: Path) -> None:
     times in the names of completed instants and their metadata in Avro."""
     hoodie = root / ".hoodie"
     props = properties.loads((hoodie / "hoodie.properties").read_bytes())
-    props.update({versions.TABLE_VERSION: "9", versions.TIMELINE_LAYOUT: "2",
-                  "hoodie.timeline.path": "timeline",
-                  "hoodie.timeline.history.path": "history"})  # fmt: skip
+    props.update(
+        {
+            versions.TABLE_VERSION: "9",
+            versions.TIMELINE_LAYOUT: "2",
+            "hoodie.timeline.path": "timeline",
+            "hoodie.timeline.history.path": "history",
+        }
+    )
     (hoodie / "hoodie.properties").write_bytes(properties.dumps(props, "upgraded"))
     (hoodie / "timeline").mkdir()
     for f in sorted(hoodie.iterdir()):
@@ -80,16 +90,23 @@ def test_a_table_a_hudi_1x_writer_upgraded_continues_in_its_version(tmp_path: Pa
     _upgraded_to_9(root)
     # Opened in its version (never read as empty), written on in it, read by hudi-rs.
     t = Table.open(str(root))
-    assert sorted(t.to_arrow(columns=["id", "v"]).select(["id", "v"]).to_pylist(),
-                  key=str) == [{"id": "a", "v": 1}, {"id": "b", "v": 2}]  # fmt: skip
+    assert sorted(t.to_arrow(columns=["id", "v"]).select(["id", "v"]).to_pylist(), key=str) == [
+        {"id": "a", "v": 1},
+        {"id": "b", "v": 2},
+    ]
     t.upsert(pa.table({"id": ["a", "c"], "day": ["d1", "d1"], "v": [10, 3]}, schema=SCHEMA))
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {"a": 10, "b": 2, "c": 3}
     assert t.compact().files_written > 0
     done = [p.name for p in (root / ".hoodie" / "timeline").iterdir() if "_" in p.name]
-    assert len(done) == 3 and all(p.read_bytes()[:4] == b"Obj\x01"
-                                  for p in (root / ".hoodie" / "timeline").glob("*_*"))  # fmt: skip
-    assert properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())[
-        versions.TABLE_VERSION] == "9"  # fmt: skip
+    assert len(done) == 3 and all(
+        p.read_bytes()[:4] == b"Obj\x01" for p in (root / ".hoodie" / "timeline").glob("*_*")
+    )
+    assert (
+        properties.loads((root / ".hoodie" / "hoodie.properties").read_bytes())[
+            versions.TABLE_VERSION
+        ]
+        == "9"
+    )
     check_hudi_reads(t)
     t.close()
     # Properties that still say 6 beside a layout-2 timeline: refused, nothing read.
@@ -97,8 +114,10 @@ def test_a_table_a_hudi_1x_writer_upgraded_continues_in_its_version(tmp_path: Pa
     props.update({versions.TABLE_VERSION: "6", versions.TIMELINE_LAYOUT: "1"})
     (root / ".hoodie" / "hoodie.properties").write_bytes(properties.dumps(props, "half"))
     before = tree(root)
-    with pytest.raises(UnsupportedTableVersionError, match="with a timeline of layout 2"
-                       ".*Nothing was read or written"):  # fmt: skip
+    with pytest.raises(
+        UnsupportedTableVersionError,
+        match="with a timeline of layout 2.*Nothing was read or written",
+    ):
         Table.open(str(root))
     (finding,) = check(TableStore.at(str(root))).findings
     assert "layout 2" in finding.problem and "backup" not in finding.fix

@@ -183,16 +183,19 @@ def _churned(index: RecordLevelIndex) -> tuple[dict[int, int], pa.Table]:
     first = _entries(rng, 1000, INSTANTS[0])
     index.write("day=1", INSTANTS[0], first, slots=4)
     gone = first.take(pa.array(rng.choice(1000, 300, replace=False)))
-    gone = gone.set_column(gone.schema.get_field_index(INSTANT), INSTANT,
-                           pa.array([INSTANTS[1]] * 300))  # fmt: skip
+    gone = gone.set_column(
+        gone.schema.get_field_index(INSTANT), INSTANT, pa.array([INSTANTS[1]] * 300)
+    )
     gone = gone.append_column(OP, pa.array([DELETE] * 300, pa.int8()))
     index.write("day=1", INSTANTS[1], gone, slots=2)
     back = gone.slice(0, 100).drop_columns([OP])
     third = pa.concat_tables([back, _entries(rng, 50, INSTANTS[2]).select(back.column_names)])
-    third = third.set_column(third.schema.get_field_index(BUCKET), BUCKET,
-                             pa.array([9] * 150, pa.int32()))  # fmt: skip
-    third = third.set_column(third.schema.get_field_index(INSTANT), INSTANT,
-                             pa.array([INSTANTS[2]] * 150))  # fmt: skip
+    third = third.set_column(
+        third.schema.get_field_index(BUCKET), BUCKET, pa.array([9] * 150, pa.int32())
+    )
+    third = third.set_column(
+        third.schema.get_field_index(INSTANT), INSTANT, pa.array([INSTANTS[2]] * 150)
+    )
     index.write("day=1", INSTANTS[2], third, slots=3)
     model = dict(zip(first.column(HASH).to_pylist(), first.column(BUCKET).to_pylist(), strict=True))
     for h in gone.column(HASH).to_pylist():

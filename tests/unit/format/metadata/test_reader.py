@@ -103,6 +103,8 @@ def test_a_slice_merges_to_each_keys_newest_record_and_drops_deleted_keys(
     assert [merged.schemas[i] for i in merged.schema_at] == ["new", "new", "new"]
     unsorted = merge(chunks, sort_keys=False)
     assert sorted(zip(unsorted.keys.to_pylist(), unsorted.values.to_pylist(), strict=True)) == [
-        (b"a", b"a2"), (b"b", b"b2"), (b"c", b"c3")
-    ]  # fmt: skip
+        (b"a", b"a2"),
+        (b"b", b"b2"),
+        (b"c", b"c3"),
+    ]
     assert merge([]).keys.to_pylist() == []

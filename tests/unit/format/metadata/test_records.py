@@ -75,8 +75,10 @@ def test_record_index_records_are_the_bytes_hudi_wrote(hudi_mdt: Path) -> None:
 def test_a_file_id_that_is_no_uuid_is_kept_as_a_string() -> None:
     # dynbucket's bucket file ids: 8 digits and a UUID's tail, no file index.
     loc = Location("day=d1", "00000003-5f1c-5d1e-9a3b-3c1f0e2d4b5a", 1772922357587)
-    assert records.decode(records.record_index_record(loc))["recordIndexMetadata"][
-        "fileIdEncoding"] == records.STRING_ENCODING  # fmt: skip
+    assert (
+        records.decode(records.record_index_record(loc))["recordIndexMetadata"]["fileIdEncoding"]
+        == records.STRING_ENCODING
+    )
     assert records.location_of(records.record_index_record(loc)) == loc
     uuid_id = Location("", "c3b646cc-8602-47c5-b010-3fe002241298-12", -1)
     assert records.location_of(records.record_index_record(uuid_id)) == uuid_id

@@ -32,8 +32,9 @@ SCHEMA = pa.schema(
 
 def _rows(ids: range, v: int) -> pa.Table:
     keys = [f"k{i:03d}" for i in ids]
-    return pa.table({"id": keys, "day": [f"d{i % 2}" for i in ids], "v": [v] * len(keys),
-                     "ts": [v] * len(keys)})  # fmt: skip
+    return pa.table(
+        {"id": keys, "day": [f"d{i % 2}" for i in ids], "v": [v] * len(keys), "ts": [v] * len(keys)}
+    )
 
 
 def _listed_is_stored(t: Table) -> None:
@@ -69,10 +70,16 @@ def test_every_operation_keeps_the_files_partition_and_hudi_rs_reads_through_it(
 ) -> None:
     monkeypatch.setattr(metadata_compaction, "MAX_DELTAS", 3)  # a new base every 3 deltas
     opts = TableOptions(
-        table_version=9, compaction_delta_commits=2, compaction_async=False,
-        compaction_inline=True, clean_max_commits=2, cleaner_commits_retained=2,
-        keep_min_commits=3, keep_max_commits=5, heartbeat_expiry_seconds=0.5,
-    )  # fmt: skip
+        table_version=9,
+        compaction_delta_commits=2,
+        compaction_async=False,
+        compaction_inline=True,
+        clean_max_commits=2,
+        cleaner_commits_retained=2,
+        keep_min_commits=3,
+        keep_max_commits=5,
+        heartbeat_expiry_seconds=0.5,
+    )
     uri = str(tmp_path / "t")
     index = DynamicBucketIndex(max_keys_per_bucket=8)
     t = Table.create(uri, SCHEMA, "id", "day", "ts", index, opts)
@@ -183,15 +190,18 @@ def test_an_instant_completing_while_a_rewrite_is_decided_is_in_the_new_base(
 
     # Every group with a log is at the bound: a write rewrites it itself.
     monkeypatch.setattr(metadata_compaction, "MAX_LOGS", 1)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     options=TableOptions(table_version=9))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", "ts", options=TableOptions(table_version=9)
+    )
     t.upsert(_rows(range(0, 4), 1))
     store, timeline = t._store, Timeline(t._store, True)
 
     def document(name: str, completion: str) -> dict[str, object]:
         stat = WriteStat("day=d0", name, f"day=d0/{name}.parquet", None, 1, 1, 0, 0, 7)
-        return {**commit_metadata([stat], "upsert", t._spec.avro_schema(), {}),
-                COMPLETION_TIME: completion}  # fmt: skip
+        return {
+            **commit_metadata([stat], "upsert", t._spec.avro_schema(), {}),
+            COMPLETION_TIME: completion,
+        }
 
     beside = timeline.start(timeline.request("commit"), {})
     write = timeline.start(timeline.request("commit"), {})
@@ -202,8 +212,9 @@ def test_an_instant_completing_while_a_rewrite_is_decided_is_in_the_new_base(
         timeline.complete(beside, beside_doc)
         return False
 
-    metadata_writer.record(store, write.id, document("write", timeline.completion_time()),
-                           completes_then_answers)  # fmt: skip
+    metadata_writer.record(
+        store, write.id, document("write", timeline.completion_time()), completes_then_answers
+    )
     timeline.complete(write, document("write", timeline.completion_time()))
     listed = MetadataTable(store).listing()["day=d0"]
     assert {"beside.parquet", "write.parquet"} <= set(listed)
@@ -230,8 +241,9 @@ def test_a_global_record_index_of_a_partition_scoped_table_is_continued_and_chec
 
     with monkeypatch.context() as m:
         m.setattr(TableSpec, "partitioned_record_index", property(lambda self: False))
-        t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                         options=TableOptions(table_version=9))  # fmt: skip
+        t = Table.create(
+            str(tmp_path / "t"), SCHEMA, "id", "day", "ts", options=TableOptions(table_version=9)
+        )
     t.upsert(_rows(range(0, 6), 1))
     assert not MetadataTable(t._store).partitioned()
     assert t.check().healthy
@@ -281,16 +293,21 @@ def test_a_group_is_due_by_its_logs_records_not_the_schema_each_log_carries(
     after a write (inline here) rewrites the group the write made due."""
     monkeypatch.setattr(metadata_compaction, "MAX_DELTAS", 2)
     monkeypatch.setattr(metadata_compaction, "MAX_LOGS", 6)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=10_000),
-                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=10_000),
+        TableOptions(table_version=9, compaction_async=False),
+    )
     written = iter(range(1_000_000))
 
     def write(count: int) -> tuple[str | None, int]:
         """Upsert ``count`` new keys into day d0: its group's base and logs after it."""
         keys = [f"k{next(written):06d}" for _ in range(count)]
-        t.upsert(pa.table({"id": keys, "day": ["d0"] * count, "v": [1] * count,
-                           "ts": [1] * count}))  # fmt: skip
+        t.upsert(pa.table({"id": keys, "day": ["d0"] * count, "v": [1] * count, "ts": [1] * count}))
         (group,) = MetadataTable(t._store).file_groups("record_index").values()
         return group.base, len(group.logs)
 
@@ -345,16 +362,30 @@ def _write_rounds(
     monkeypatch.setattr(metadata_compaction, "LOG_RATIO", ratio)
     monkeypatch.setattr(metadata_compaction, "SOFT_LOGS", soft)
     monkeypatch.setattr(metadata_compaction, "MAX_LOGS", max_logs)
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "ts",
-                     DynamicBucketIndex(max_keys_per_bucket=100),
-                     TableOptions(table_version=9, compaction_async=False))  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "ts",
+        DynamicBucketIndex(max_keys_per_bucket=100),
+        TableOptions(table_version=9, compaction_async=False),
+    )
     folder = tmp_path / "t" / ".hoodie" / "metadata" / "record_index"
     rewrites: dict[str, set[str]] = {}
     most = 0
     for n in range(writes):
         keys = [f"k{n:02d}{p:02d}" for p in range(partitions)]
-        t.upsert(pa.table({"id": keys, "day": [f"d{p:02d}" for p in range(partitions)],
-                           "v": [n] * partitions, "ts": [n] * partitions}))  # fmt: skip
+        t.upsert(
+            pa.table(
+                {
+                    "id": keys,
+                    "day": [f"d{p:02d}" for p in range(partitions)],
+                    "v": [n] * partitions,
+                    "ts": [n] * partitions,
+                }
+            )
+        )
         for f in folder.glob("*.hfile"):
             m = BASE_NAME.match(f.name)
             assert m is not None

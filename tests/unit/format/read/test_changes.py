@@ -21,8 +21,13 @@ from tests.hudi_readers import COMMIT_TIME, hudi_read
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 # Services by hand; a clean keeps the last 3 commits.
-MANUAL = dict(compaction_async=False, clean_automatic=False, archive_automatic=False,
-              index_compaction_automatic=False, cleaner_commits_retained=3)  # fmt: skip
+MANUAL = dict(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+    cleaner_commits_retained=3,
+)
 
 
 def _rows(ids: list[str], v: int) -> pa.Table:
@@ -147,9 +152,13 @@ def test_show_changes_and_bad_ranges(tmp_path: Path, capsys: pytest.CaptureFixtu
     with pytest.raises(InstantNotFoundError, match="no completed instant 20991231000000000"):
         t.changes(first, "20991231000000000")
     bare = Table.create(
-        str(tmp_path / "bare"), SCHEMA, "id", "day", "v",
+        str(tmp_path / "bare"),
+        SCHEMA,
+        "id",
+        "day",
+        "v",
         options=TableOptions(populate_meta_fields=False),
-    )  # fmt: skip
+    )
     bare.upsert(_rows(["k1"], 1))
     with pytest.raises(ConfigError, match="populate_meta_fields=False"):
         bare.changes(first)

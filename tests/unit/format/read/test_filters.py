@@ -73,11 +73,19 @@ def test_a_filtered_read_is_the_read_filtered(tmp_path: Path, sequence: int) -> 
     print(f"filter sequence seeded {seed} (DYNBUCKET_FILTER_SEED={SEED})")
     rng = random.Random(seed)
     table_type = rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"])
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v",
-                     index=DynamicBucketIndex(max_keys_per_bucket=rng.choice([4, 50])),
-                     options={"hoodie.table.type": table_type,
-                              "hoodie.datasource.compaction.async.enable": False,
-                              "hoodie.compact.inline.max.delta.commits": 4})  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "v",
+        index=DynamicBucketIndex(max_keys_per_bucket=rng.choice([4, 50])),
+        options={
+            "hoodie.table.type": table_type,
+            "hoodie.datasource.compaction.async.enable": False,
+            "hoodie.compact.inline.max.delta.commits": 4,
+        },
+    )
     with t:
         for step in range(8):
             t.upsert(_batch(rng, step))
@@ -99,11 +107,17 @@ def _spoil(files: list[Path]) -> None:
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_partitions_a_filter_rules_out_are_not_read(tmp_path: Path, table_type: str) -> None:
-    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v",
-                     options={"hoodie.table.type": table_type})  # fmt: skip
-    rows = pa.table({"id": [f"k{i:03d}" for i in range(30)],
-                     "day": [f"d{i % 3}" for i in range(30)],
-                     "v": list(range(30)), "note": ["x"] * 30})  # fmt: skip
+    t = Table.create(
+        str(tmp_path / "t"), SCHEMA, "id", "day", "v", options={"hoodie.table.type": table_type}
+    )
+    rows = pa.table(
+        {
+            "id": [f"k{i:03d}" for i in range(30)],
+            "day": [f"d{i % 3}" for i in range(30)],
+            "v": list(range(30)),
+            "note": ["x"] * 30,
+        }
+    )
     t.upsert(rows)
     t.upsert(rows.slice(0, 9).set_column(2, "v", pa.array(range(100, 109), pa.int64())))
     expected = t.to_arrow(meta_columns=False).filter(pc.field("day") == "d1").sort_by("id")
@@ -187,10 +201,22 @@ def test_row_groups_a_filter_rules_out_are_not_read(
 ) -> None:
     monkeypatch.setattr(writer, "BASE_ROW_GROUP_ROWS", 2_000)  # several row groups a file
     ids = [f"k{i:06d}" for i in range(20_000)]
-    rows = pa.table({"id": ids, "day": ["d"] * 20_000, "v": list(range(20_000)),
-                     "note": [f"a note of some length, {i}" for i in range(20_000)]})  # fmt: skip
-    Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v",
-                 options={"hoodie.table.type": "COPY_ON_WRITE"}).upsert(rows)  # fmt: skip
+    rows = pa.table(
+        {
+            "id": ids,
+            "day": ["d"] * 20_000,
+            "v": list(range(20_000)),
+            "note": [f"a note of some length, {i}" for i in range(20_000)],
+        }
+    )
+    Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        "v",
+        options={"hoodie.table.type": "COPY_ON_WRITE"},
+    ).upsert(rows)
     counting = _Counting()
     t = Table.open(str(tmp_path / "t"), filesystem=pafs.PyFileSystem(counting))
     t.to_arrow()

@@ -212,8 +212,13 @@ def test_after_a_delete_every_read_shape_reads_without_meta_columns(table: Table
     assert _ids(found) == {"a": 1}
 
 
-MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                      index_compaction_automatic=False, compaction_log_size_ratio=1e6)  # fmt: skip
+MANUAL = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+    compaction_log_size_ratio=1e6,
+)
 
 
 @pytest.mark.parametrize("service", ["compaction", "logcompaction", "index-compaction"])
@@ -228,9 +233,13 @@ def test_a_latest_snapshot_reads_its_rows_when_a_service_it_did_not_see_complete
     from dynbucket.format.services import compaction, index_compaction, log_compaction
 
     t = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", options=MANUAL,
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        options=MANUAL,
         index=DynamicBucketIndex(max_keys_per_bucket=50),
-    )  # fmt: skip
+    )
     ids = [f"k{i}" for i in range(150)]
     model = dict.fromkeys(ids, 0)
     t.upsert(_rows(id=ids, day=["d"] * 150, v=[0] * 150))

@@ -19,12 +19,18 @@ def test_paths_from_epoch_milliseconds_and_from_text_in_a_zone() -> None:
     millis = TimestampPartitioning("EPOCHMILLISECONDS", "yyyy/MM/dd/HH")
     rows = pa.table({"ts": pa.array([1705315500000, 1705485600000, 1705315500000])})
     assert partition_paths(rows, ["ts"], False, millis).to_pylist() == [
-        "2024/01/15/10", "2024/01/17/10", "2024/01/15/10"]  # fmt: skip
+        "2024/01/15/10",
+        "2024/01/17/10",
+        "2024/01/15/10",
+    ]
     assert partition_paths(rows, ["ts"], True, millis)[0].as_py() == "ts=2024/01/15/10"
-    text = TimestampPartitioning.from_properties({
-        "hoodie.keygen.timebased.input.dateformat": "yyyy-MM-dd'T'HH:mm:ss.SSSZ",
-        "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH",
-        "hoodie.keygen.timebased.timezone": "Asia/Tokyo"})  # fmt: skip
+    text = TimestampPartitioning.from_properties(
+        {
+            "hoodie.keygen.timebased.input.dateformat": "yyyy-MM-dd'T'HH:mm:ss.SSSZ",
+            "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH",
+            "hoodie.keygen.timebased.timezone": "Asia/Tokyo",
+        }
+    )
     assert text.timestamp_type == "DATE_STRING"  # Hudi 0.x kept the type with the writer
     rows = pa.table({"ts": ["2023-04-02T12:01:00.123Z"]})
     assert partition_paths(rows, ["ts"], False, text).to_pylist() == ["2023/04/02/21"]

@@ -21,8 +21,12 @@ from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 # Services off: the test drives compaction by hand.
-MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                      index_compaction_automatic=False)  # fmt: skip
+MANUAL = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+)
 
 
 def _rows(ids: list[str], v: int) -> pa.Table:
@@ -137,6 +141,11 @@ def test_an_automatic_compaction_takes_the_slices_with_most_logs_up_to_its_io(
     assert planned(d1.size + 1) == ["day=d1", "day=d3"]
     rows = t.to_arrow(meta_columns=False)
     assert sorted(zip(rows["day"].to_pylist(), rows["v"].to_pylist(), strict=True)) == [
-        ("d1", 10), ("d1", 10), ("d2", 3), ("d2", 3), ("d3", 2), ("d3", 2)
-    ]  # fmt: skip
+        ("d1", 10),
+        ("d1", 10),
+        ("d2", 3),
+        ("d2", 3),
+        ("d3", 2),
+        ("d3", 2),
+    ]
     check_hudi_reads(t)

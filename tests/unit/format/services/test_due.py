@@ -80,8 +80,12 @@ def test_what_a_write_makes_due() -> None:
     assert not due(spec, [], held).archive  # type: ignore[arg-type]
     assert not due(spec, [], _Timeline(["commit"] * 30)).archive  # type: ignore[arg-type]
     # Each can be switched off.
-    off = _spec(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                index_compaction_automatic=False)  # fmt: skip
+    off = _spec(
+        compaction_async=False,
+        clean_automatic=False,
+        archive_automatic=False,
+        index_compaction_automatic=False,
+    )
     assert not due(off, [_log(9), index], _Timeline(["commit"] * 40))  # type: ignore[arg-type]
     # A copy-on-write table has nothing to compact.
     assert not due(_spec(table_type="COPY_ON_WRITE"), [_log(9)], quiet).services  # type: ignore[arg-type]

@@ -22,9 +22,15 @@ from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 # Services off: the test drives them by hand.
-MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                      index_compaction_automatic=False, cleaner_commits_retained=2,
-                      keep_min_commits=4, keep_max_commits=6)  # fmt: skip
+MANUAL = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+    cleaner_commits_retained=2,
+    keep_min_commits=4,
+    keep_max_commits=6,
+)
 
 
 def _rows(ids: list[str], v: int | list[int]) -> pa.Table:

@@ -22,8 +22,12 @@ from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                      index_compaction_automatic=False)  # fmt: skip
+MANUAL = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+)
 
 
 def test_a_large_compaction_runs_as_shares_in_the_service_processes(

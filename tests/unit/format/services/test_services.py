@@ -20,8 +20,13 @@ from dynbucket.format.table.options import TableOptions
 from dynbucket.table import Table
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-MANUAL = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                      index_compaction_automatic=False, lock_lease_seconds=30.0)  # fmt: skip
+MANUAL = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+    lock_lease_seconds=30.0,
+)
 
 
 def test_a_clean_leaves_a_temporary_file_younger_than_a_lease(tmp_path: Path) -> None:
@@ -51,8 +56,9 @@ def test_an_index_compaction_merges_the_newest_deltas_of_a_large_partition(
     are merged into one delta (the base is not rewritten); readers see every key once, a
     clean removes the merged deltas, and deltas as large as a fifth of the base make the
     next one rewrite the base."""
-    options = dataclasses.replace(MANUAL, cleaner_commits_retained=2, keep_min_commits=4,
-                                  keep_max_commits=6)  # fmt: skip
+    options = dataclasses.replace(
+        MANUAL, cleaner_commits_retained=2, keep_min_commits=4, keep_max_commits=6
+    )
     t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
 
     def write(ids: list[str]) -> None:

@@ -29,11 +29,19 @@ from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                       index_compaction_automatic=False, metadata_compaction_automatic=False,
-                       cleaner_commits_retained=2,
-                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=1.0,
-                       commit_lease_seconds=1.0, heartbeat_expiry_seconds=1.0)  # fmt: skip
+OPTIONS = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+    metadata_compaction_automatic=False,
+    cleaner_commits_retained=2,
+    keep_min_commits=4,
+    keep_max_commits=6,
+    lock_lease_seconds=1.0,
+    commit_lease_seconds=1.0,
+    heartbeat_expiry_seconds=1.0,
+)
 
 CHILD = r"""
 import dataclasses, sys, time
@@ -148,9 +156,15 @@ def test_a_service_killed_midway_loses_nothing(tmp_path: Path, service: str) -> 
 
 
 #: Services on, as a user gets them, on a short timeline (archival from 6 instants).
-SERVICES_ON = TableOptions(cleaner_commits_retained=2, clean_max_commits=2, keep_min_commits=4,
-                           keep_max_commits=6, index_compaction_min_files=2,
-                           compaction_delta_commits=2, lock_lease_seconds=1.0)  # fmt: skip
+SERVICES_ON = TableOptions(
+    cleaner_commits_retained=2,
+    clean_max_commits=2,
+    keep_min_commits=4,
+    keep_max_commits=6,
+    index_compaction_min_files=2,
+    compaction_delta_commits=2,
+    lock_lease_seconds=1.0,
+)
 
 SCHEDULING_CHILD = r"""
 import dataclasses, sys, time

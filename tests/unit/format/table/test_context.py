@@ -26,8 +26,11 @@ def test_each_operation_says_what_it_does() -> None:
 def test_names_and_operations_are_taken_and_others_refused() -> None:
     assert Operation.of("insert") is Operation.INSERT
     assert Operation.of(Operation.DELETE) is Operation.DELETE
-    with pytest.raises(InvalidInputError, match=r"operation='merge': must be one of "
-                       r"\('upsert', 'insert', 'delete'\)"):  # fmt: skip
+    with pytest.raises(
+        InvalidInputError,
+        match=r"operation='merge': must be one of "
+        r"\('upsert', 'insert', 'delete'\)",
+    ):
         Operation.of("merge")
 
 

@@ -234,8 +234,9 @@ def test_with_evolution_off_records_that_would_evolve_are_refused(tmp_path: Path
 def test_every_schema_problem_is_said_at_once_and_a_renamed_key_is_named(
     tmp_path: Path,
 ) -> None:
-    schema = pa.schema([("user_id", pa.string()), ("day", pa.string()), ("v", pa.int64()),
-                        ("ts", pa.int64())])  # fmt: skip
+    schema = pa.schema(
+        [("user_id", pa.string()), ("day", pa.string()), ("v", pa.int64()), ("ts", pa.int64())]
+    )
     t = Table.create(str(tmp_path / "t"), schema, "user_id", "day", "ts")
     renamed = pa.table({"id": ["a"], "day": ["d1"], "v": [1], "ts": [1]})
     with pytest.raises(SchemaMismatchError) as e:
@@ -248,9 +249,12 @@ def test_every_schema_problem_is_said_at_once_and_a_renamed_key_is_named(
     with pytest.raises(SchemaMismatchError, match=r"^4 problems with the records' fields: ") as e:
         t.upsert(several)
     said = str(e.value)
-    for part in ("(1) the record key field 'user_id' is missing; the records have 'id'",
-                 "(2) the partition field 'day' is missing; (3)",
-                 "(3) field 'v' has type string", "(4) field 'ts' has type double"):  # fmt: skip
+    for part in (
+        "(1) the record key field 'user_id' is missing; the records have 'id'",
+        "(2) the partition field 'day' is missing; (3)",
+        "(3) field 'v' has type string",
+        "(4) field 'ts' has type double",
+    ):
         assert part in said, said
     assert t.history() == [] and t.schema == schema
 

@@ -29,9 +29,16 @@ from tests.dead_writer import die_mid_instant
 from tests.hudi_readers import check_hudi_reads
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
-OPTIONS = TableOptions(compaction_async=False, clean_automatic=False, archive_automatic=False,
-                       index_compaction_automatic=False, cleaner_commits_retained=2,
-                       keep_min_commits=4, keep_max_commits=6, lock_lease_seconds=0.5)  # fmt: skip
+OPTIONS = TableOptions(
+    compaction_async=False,
+    clean_automatic=False,
+    archive_automatic=False,
+    index_compaction_automatic=False,
+    cleaner_commits_retained=2,
+    keep_min_commits=4,
+    keep_max_commits=6,
+    lock_lease_seconds=0.5,
+)
 
 
 def _rows(ids: list[str], v: int, day: str = "d1") -> pa.Table:

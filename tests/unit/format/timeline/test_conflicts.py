@@ -32,8 +32,13 @@ OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
 
 
 def _table(tmp_path: Path, table_type: str = "MERGE_ON_READ", **options: Any) -> Table:
-    opts = TableOptions(table_type=table_type, write_concurrency_mode=OCC,
-                        compaction_async=False, clean_automatic=False, **options)  # fmt: skip
+    opts = TableOptions(
+        table_type=table_type,
+        write_concurrency_mode=OCC,
+        compaction_async=False,
+        clean_automatic=False,
+        **options,
+    )
     index = DynamicBucketIndex(max_keys_per_bucket=4)
     return Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v", index, opts)
 
@@ -202,13 +207,28 @@ def test_a_partial_upsert_beside_a_write_of_its_key_keeps_that_write(
     schema = SCHEMA.append(pa.field("a", pa.string())).append(pa.field("b", pa.string()))
     opts = TableOptions(write_concurrency_mode=OCC, compaction_async=False)
     t = Table.create(str(tmp_path / "t"), schema, "id", "day", "v", options=opts)
-    t.upsert(pa.table({"id": ["k1", "k2"], "day": ["d1"] * 2, "v": [1, 1],
-                       "a": ["a0", "a0"], "b": ["b0", "b0"]}))  # fmt: skip
+    t.upsert(
+        pa.table(
+            {
+                "id": ["k1", "k2"],
+                "day": ["d1"] * 2,
+                "v": [1, 1],
+                "a": ["a0", "a0"],
+                "b": ["b0", "b0"],
+            }
+        )
+    )
     other = Table.open(t.uri)
-    _beside(monkeypatch, lambda: other.upsert(
-        pa.table({"id": ["k1"], "day": ["d1"], "v": [5], "a": ["a0"], "b": ["b5"]})))  # fmt: skip
-    t.upsert(pa.table({"id": ["k1", "k2"], "day": ["d1"] * 2, "v": [9, 9], "a": ["a9"] * 2}),
-             partial=True)  # fmt: skip
+    _beside(
+        monkeypatch,
+        lambda: other.upsert(
+            pa.table({"id": ["k1"], "day": ["d1"], "v": [5], "a": ["a0"], "b": ["b5"]})
+        ),
+    )
+    t.upsert(
+        pa.table({"id": ["k1", "k2"], "day": ["d1"] * 2, "v": [9, 9], "a": ["a9"] * 2}),
+        partial=True,
+    )
     assert _retries(caplog) == 1
     rows = {r["id"]: (r["a"], r["b"]) for r in t.to_arrow().to_pylist()}
     assert rows == {"k1": ("a9", "b5"), "k2": ("a9", "b0")}
@@ -543,8 +563,14 @@ def test_a_writers_caches_do_not_miss_keys_of_an_older_instant_completed_after_i
     assert (done.keys_inserted, done.keys_updated) == (1, 1)
     rows = {r["id"]: (r["v"], r["_bucket"]) for r in t.to_arrow().to_pylist()}
     # Caches that missed k9-k11 would count bucket 0 at one key and put k12 there (5 keys).
-    assert rows == {"k1": (2, 0), "k8": (1, 0), "k9": (3, 0), "k10": (1, 0), "k11": (1, 0),
-                    "k12": (3, 1)}  # fmt: skip
+    assert rows == {
+        "k1": (2, 0),
+        "k8": (1, 0),
+        "k9": (3, 0),
+        "k10": (1, 0),
+        "k11": (1, 0),
+        "k12": (3, 1),
+    }
     assert t.check().healthy
 
 

@@ -448,8 +448,9 @@ def test_a_rolled_back_compaction_takes_its_carried_copies_and_leaves_a_writers_
     assert len(compaction._carry_late_logs(t._store, finish, groups)) == 1
     finish.abort()  # the commit failed: the compaction stays pending, its copy on disk
     t.upsert(_rows(7))
-    on_new = [f for f in data_files(t._store, "day=d") if f.kind == "log"
-              and f.base_instant == planned]  # fmt: skip
+    on_new = [
+        f for f in data_files(t._store, "day=d") if f.kind == "log" and f.base_instant == planned
+    ]
     assert sorted(f.version for f in on_new) == [1, 2]  # the copy, and the write's own
     rollback_instant(t._store, Timeline(t._store, True), pending)
 
