@@ -165,6 +165,7 @@ class Transaction:
                 for _, file_id, _ in plans.compaction_groups(timeline, p)
             }
             completed = [i for i in listed if i.completed]
+            pending_writes = tuple(i.id for i in pending if i.action == Action.COMMIT)
             based_on = completed[-1].id if completed else None
             if completed:
                 # A latest commit that does not read fails every read; a write on top of it
@@ -198,7 +199,7 @@ class Transaction:
                 settled=settled,
                 expected=latest_write(completed),
                 compacting=compacting,
-                last_write=_writes_token(completed, options.optimistic, pending),
+                last_write=_writes_token(completed, options.optimistic, pending_writes),
                 owner=lock.owner,
                 borrowed=borrowed,
                 lanes=chosen,
@@ -207,7 +208,7 @@ class Transaction:
             )
             if options.optimistic:
                 tx.writes_seen = tuple(i.id for i in completed if i.action == Action.COMMIT)
-                tx.writes_pending = tuple(i.id for i in pending if i.action == Action.COMMIT)
+                tx.writes_pending = pending_writes
             if options.optimistic and not hold:
                 tx.unseen_from = unseen_from
                 tx.heartbeat = Heartbeat(store, instant.id, options.heartbeat_expiry_seconds)
@@ -611,14 +612,15 @@ def latest_write(completed: list[Instant]) -> str | None:
     return next((i.id for i in reversed(completed) if i.action not in DETACHED_ACTIONS), None)
 
 
-def _writes_token(completed: list[Instant], optimistic: bool, pending: list[Instant]) -> str | None:
+def _writes_token(
+    completed: list[Instant], optimistic: bool, pending_writes: Sequence[str]
+) -> str | None:
     """What assigner caches must match for a write to use them (``write/writer.py``): the
     latest completed data write with one writer; with several (whose instants complete out
     of id order), the whole set of completed data writes, and the pending ones."""
     writes = [i.id for i in completed if i.action == Action.COMMIT]
     if not optimistic:
         return writes[-1] if writes else None
-    pending_writes = [i.id for i in pending if i.action == Action.COMMIT]
     return _token(writes, pending_writes) if writes else None
 
 
