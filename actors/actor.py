@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dynbucket.actors import kernels
 from dynbucket.actors.allocator import ALONE, Lane
-from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
+from dynbucket.actors.assigner import Answer, BucketAssigner, IndexSource, NewKeys
 from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.base import columns
 from dynbucket.base.errors import InvalidInputError
@@ -54,24 +54,16 @@ class AssignerActor:
         (int64); other columns ride along untouched. A global index's slot also reads
         ``_op`` when the batch has it (a delete goes where its key is), sets ``_partition``
         to where each row goes, and appends ``_from_partition`` and ``_from_bucket``
-        (:func:`moved`).
+        (:func:`_answered`).
         """
         if isinstance(batch, pa.Table):
             batch = _one_batch(batch)
         names, codes = _partition_codes(batch)
         hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
-        core = self._core
-        if isinstance(core, GlobalBucketAssigner):
-            ops = None
-            if columns.OP in batch.schema.names:
-                ops = _column(batch, columns.OP).to_numpy(zero_copy_only=False)
-            buckets, is_new = core.assign(checkpoint, names, codes, hashes, ops)
-        else:
-            buckets, is_new = core.assign(checkpoint, names, codes, hashes)
-        out = batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
-            columns.IS_NEW, pa.array(is_new, pa.bool_())
-        )
-        return moved(core, out)
+        ops = None
+        if columns.OP in batch.schema.names:
+            ops = _column(batch, columns.OP).to_numpy(zero_copy_only=False)
+        return _answered(batch, self._core.place(checkpoint, names, codes, hashes, ops))
 
     def locate(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         """The batch's rows with ``_bucket`` (-1 for keys the table does not know) and
@@ -80,11 +72,7 @@ class AssignerActor:
             batch = _one_batch(batch)
         names, codes = _partition_codes(batch)
         hashes = _column(batch, columns.HASH).to_numpy(zero_copy_only=False)
-        buckets = self._core.locate(checkpoint, names, codes, hashes)
-        out = batch.append_column(columns.BUCKET, pa.array(buckets, pa.int32())).append_column(
-            columns.IS_NEW, pa.array(np.zeros(len(buckets), np.bool_))
-        )
-        return moved(self._core, out)
+        return _answered(batch, self._core.find(checkpoint, names, codes, hashes))
 
     def leave(self, checkpoint: int, batch: pa.RecordBatch | pa.Table) -> None:
         """Notes keys (``_partition``, ``_hash``) ``checkpoint`` takes out of their
@@ -117,22 +105,24 @@ class AssignerActor:
         return self._core.slot
 
 
-def moved(core: BucketAssigner, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A global index slot's answer: ``batch`` with ``_partition`` set to where each row
-    goes (a delete: where its key is) and ``_from_partition`` / ``_from_bucket`` (null /
-    -1 unless the key moves out of there); other slots' answers as they are."""
-    if not isinstance(core, GlobalBucketAssigner):
-        return batch
-    names, where, from_part, from_bucket = core.answer()
+def _answered(batch: pa.RecordBatch, answer: Answer) -> pa.RecordBatch:
+    """``batch`` with ``_bucket`` and ``_is_new`` appended; with ``answer.moves`` (a global
+    index's slot) also ``_partition`` set to where each row goes (a delete: where its key
+    is) and ``_from_partition`` / ``_from_bucket`` (null / -1 unless the key moves out of
+    there)."""
+    out = batch.append_column(columns.BUCKET, pa.array(answer.buckets, pa.int32())).append_column(
+        columns.IS_NEW, pa.array(answer.is_new, pa.bool_())
+    )
+    if answer.moves is None:
+        return out
+    names, where, from_part, from_bucket = answer.moves
     path = np.array(names + [None], dtype=object)
-    given = batch.column(batch.schema.get_field_index(columns.PARTITION)).cast(pa.string())
+    given = out.column(out.schema.get_field_index(columns.PARTITION)).cast(pa.string())
     found = where >= 0
     target = pa.array(
         np.where(found, path[where], given.to_numpy(zero_copy_only=False)), pa.string()
     )
-    out = batch.set_column(
-        batch.schema.get_field_index(columns.PARTITION), columns.PARTITION, target
-    )
+    out = out.set_column(out.schema.get_field_index(columns.PARTITION), columns.PARTITION, target)
     return out.append_column(
         columns.FROM_PARTITION, pa.array(path[from_part], pa.string())
     ).append_column(columns.FROM_BUCKET, pa.array(from_bucket, pa.int32()))

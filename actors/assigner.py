@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,29 @@ NO_CHECKPOINT = -1
 
 #: Every slot's new keys of one committed checkpoint: partition -> bucket -> keys.
 NewKeys = Mapping[str, Mapping[int, int]]
+
+
+class Moves(NamedTuple):
+    """Where a global index's rows go, which may be another partition than the record
+    names (``global_assigner.py``): partition names, and per row the position of its
+    partition among them (-1: the record's own), and the partition position and bucket
+    its key moves out of (-1: no move)."""
+
+    names: list[str]
+    where: npt.NDArray[np.int32]
+    from_partition: npt.NDArray[np.int32]
+    from_bucket: npt.NDArray[np.int32]
+
+
+class Answer(NamedTuple):
+    """A slot's answer for a batch's rows (:meth:`BucketAssigner.place` and
+    :meth:`BucketAssigner.find`): the buckets and whether each key is new, and ``moves``
+    where the slot routes rows across partitions (a global index; None: each row stays in
+    the partition its record names)."""
+
+    buckets: npt.NDArray[np.int32]
+    is_new: npt.NDArray[np.bool_]
+    moves: Moves | None = None
 
 
 class IndexSource(Protocol):
@@ -197,6 +220,30 @@ class BucketAssigner:
             )
         self._stats.keys_assigned += len(hashes)
         return buckets, is_new
+
+    def place(
+        self,
+        checkpoint: int,
+        partitions: Sequence[str],
+        partition_codes: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+        ops: npt.NDArray[np.int8] | None = None,
+    ) -> Answer:
+        """:meth:`assign` as one answer, what the actor shell returns for a batch.
+        ``ops`` (per row, ``_op``): a slot that places deletes where their keys are reads
+        them; this one finds a delete's key with :meth:`locate` instead."""
+        return Answer(*self.assign(checkpoint, partitions, partition_codes, hashes))
+
+    def find(
+        self,
+        checkpoint: int,
+        partitions: Sequence[str],
+        partition_codes: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+    ) -> Answer:
+        """:meth:`locate` as one answer (no key is new)."""
+        buckets = self.locate(checkpoint, partitions, partition_codes, hashes)
+        return Answer(buckets, np.zeros(len(buckets), np.bool_))
 
     def locate(
         self,

@@ -28,7 +28,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys, rows_by_partition
+from dynbucket.actors.assigner import (
+    Answer,
+    BucketAssigner,
+    IndexSource,
+    Moves,
+    NewKeys,
+    rows_by_partition,
+)
 from dynbucket.actors.cache import (
     MISSING,
     SortedRun,
@@ -61,7 +68,6 @@ class GlobalBucketAssigner(BucketAssigner):
         self.locations = Locations()
         self.keys = GlobalKeys()
         self.loaded = False
-        self._last: tuple[I32, I32] = (np.empty(0, np.int32), np.empty(0, np.int32))
 
     # --- checkpoint flow -----------------------------------------------------------------
 
@@ -73,8 +79,20 @@ class GlobalBucketAssigner(BucketAssigner):
         hashes: npt.NDArray[np.int64],
         ops: npt.NDArray[np.int8] | None = None,
     ) -> tuple[I32, npt.NDArray[np.bool_]]:
-        """Buckets, as ``BucketAssigner.assign``; where each row goes and what it moves
-        from are in :meth:`answer` (this method's caller reads both)."""
+        """Buckets, as ``BucketAssigner.assign`` (where each row goes and what it moves
+        from: :meth:`place`)."""
+        return self.place(checkpoint, partitions, partition_codes, hashes, ops)[:2]
+
+    def place(
+        self,
+        checkpoint: int,
+        partitions: Sequence[str],
+        partition_codes: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+        ops: npt.NDArray[np.int8] | None = None,
+    ) -> Answer:
+        """Buckets, whether each key is new, and where each row goes and what it moves
+        from (``Answer.moves``); ``ops``: a row marked as a delete goes where its key is."""
         self._check_open(checkpoint)
         hashes = self._routed(hashes)
         self._ensure_loaded()
@@ -123,17 +141,14 @@ class GlobalBucketAssigner(BucketAssigner):
         came_from[moving] = loc[moving]
         if placed_here.any():
             came_from[placed_here] = self.keys.moved_from(checkpoint, keys[placed_here])
-        self._last = (new_loc, came_from)
         self._stats.keys_assigned += len(keys)
         buckets = self.locations.bucket_of[new_loc].astype(np.int32)
         is_new = (~stays) | (state != COMMITTED)
-        return buckets, is_new
+        return Answer(buckets, is_new, self._moves(new_loc, came_from))
 
-    def answer(self) -> tuple[list[str], I32, I32, I32]:
-        """Of the last :meth:`assign` or :meth:`locate`: partition names, per row the
-        position of its partition there, and the partition position and bucket it moves
-        from (-1: no move)."""
-        loc, came_from = self._last
+    def _moves(self, loc: npt.NDArray[np.integer], came_from: I32) -> Moves:
+        """Rows at locations ``loc`` (-1: none), moving out of ``came_from``: as
+        ``Answer.moves`` says them."""
         names = self.locations.names
         where = np.full(len(loc), -1, np.int32)
         where[loc >= 0] = self.locations.partition_of[loc[loc >= 0]]
@@ -142,7 +157,7 @@ class GlobalBucketAssigner(BucketAssigner):
         from_bucket = np.full(len(loc), -1, np.int32)
         from_part[moved] = self.locations.partition_of[came_from[moved]]
         from_bucket[moved] = self.locations.bucket_of[came_from[moved]]
-        return list(names), where, from_part, from_bucket
+        return Moves(list(names), where, from_part, from_bucket)
 
     def locate(
         self,
@@ -152,7 +167,17 @@ class GlobalBucketAssigner(BucketAssigner):
         hashes: npt.NDArray[np.int64],
     ) -> I32:
         """Bucket of each key to delete, wherever it is (its partition value is ignored;
-        :meth:`answer` says where), or ``MISSING``; the keys found leave at the commit."""
+        :meth:`find` says where), or ``MISSING``; the keys found leave at the commit."""
+        return self.find(checkpoint, partitions, partition_codes, hashes).buckets
+
+    def find(
+        self,
+        checkpoint: int,
+        partitions: Sequence[str],
+        partition_codes: npt.NDArray[np.integer],
+        hashes: npt.NDArray[np.int64],
+    ) -> Answer:
+        """:meth:`locate`, and the partition each key was found in (``Answer.moves``)."""
         self._check_open(checkpoint)
         hashes = self._routed(hashes)
         self._ensure_loaded()
@@ -163,10 +188,10 @@ class GlobalBucketAssigner(BucketAssigner):
         self.keys.leave_at_commit(checkpoint, keys[committed])
         if (found & (state == THIS)).any():
             self._uncount(self.keys.unplace(checkpoint, keys[found & (state == THIS)]))
-        self._last = (loc, np.full(len(keys), MISSING, np.int32))
         buckets = np.full(len(keys), MISSING, np.int32)
         buckets[found] = self.locations.bucket_of[loc[found]]
-        return buckets
+        no_moves = np.full(len(keys), MISSING, np.int32)
+        return Answer(buckets, np.zeros(len(keys), np.bool_), self._moves(loc, no_moves))
 
     def leave(
         self,

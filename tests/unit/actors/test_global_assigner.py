@@ -22,8 +22,9 @@ def h(*values: int) -> np.ndarray:
 
 
 def assign(core, ckpt, partition, hashes, ops=None):
-    buckets, is_new = core.assign(ckpt, [partition], np.zeros(len(hashes), np.int64), hashes, ops)
-    names, where, from_part, from_bucket = core.answer()
+    answer = core.place(ckpt, [partition], np.zeros(len(hashes), np.int64), hashes, ops)
+    buckets, is_new = answer.buckets, answer.is_new
+    names, where, from_part, from_bucket = answer.moves
     return (
         buckets.tolist(),
         is_new.tolist(),
@@ -84,8 +85,9 @@ def test_a_delete_goes_where_its_key_is_whatever_partition_it_names():
     assign(core, 1, "p=a", h(10, 11, 12))
     commit(core, 1, {"p=a": {0: 2, 1: 1}})
     core.begin(2, 1)
-    assert core.locate(2, [""], np.zeros(2, np.int64), h(12, 99)).tolist() == [1, -1]
-    names, where, _, _ = core.answer()
+    found = core.find(2, [""], np.zeros(2, np.int64), h(12, 99))
+    assert found.buckets.tolist() == [1, -1]
+    names, where, _, _ = found.moves
     assert [names[w] if w >= 0 else None for w in where] == ["p=a", None]
     # An upsert's record marked as a delete goes there too (its partition value ignored).
     ops = np.array([DELETE, UPSERT], np.int8)
