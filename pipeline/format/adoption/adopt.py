@@ -63,6 +63,7 @@ from dynbucket.format.buckets.scheme import scheme_of
 from dynbucket.format.file_group import adopted
 from dynbucket.format.hudi import avro_read, log_file, properties, versions
 from dynbucket.format.hudi import files as names
+from dynbucket.format.hudi.instant_files import HudiAction
 from dynbucket.format.hudi.lsm_history import HISTORY_DIR
 from dynbucket.format.hudi.meta_fields import META_FIELDS
 from dynbucket.format.metadata.reader import MetadataTable
@@ -106,6 +107,8 @@ _KEY_GENERATOR_TYPES = {
     "TIMESTAMP": "TimestampBasedKeyGenerator",
     "CUSTOM": "CustomKeyGenerator",
 }
+#: Hudi's actions that write data files (an adopted table's files come from these).
+_DATA_WRITES = (HudiAction.COMMIT, HudiAction.DELTA_COMMIT, HudiAction.REPLACE_COMMIT)
 #: Where Hudi archives instants in timeline layout 1 (layout 2: ``HISTORY_DIR``).
 ARCHIVED_DIR = f"{HOODIE_DIR}/archived"
 #: Key generators whose record keys and partition paths dynbucket spells the same.
@@ -265,7 +268,7 @@ def _gate(store: TableStore, hoodie: dict[str, str]) -> None:
             "Set it to MERGE_ON_READ or COPY_ON_WRITE, as the table was written",
         )
     if hoodie["hoodie.table.type"] == "COPY_ON_WRITE":
-        merged = [h.files[-1] for h in hudi_instants(store) if h.action == "deltacommit"]
+        merged = [h.files[-1] for h in hudi_instants(store) if h.action == HudiAction.DELTA_COMMIT]
         if merged:
             raise refused(
                 store,
@@ -408,7 +411,7 @@ def _newest_files_there(store: TableStore, hoodie: dict[str, str], replaced: set
     folder = LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR
     newest: dict[str, tuple[str, str]] = {}
     for h in hudi_instants(store):
-        if not h.done or h.action not in ("commit", "deltacommit", "replacecommit"):
+        if not h.done or h.action not in _DATA_WRITES:
             continue
         doc = document_of(store.read_bytes(store.path(folder, h.done)))
         for stats in (doc.get("partitionToWriteStats") or {}).values():
@@ -441,7 +444,7 @@ def _replace_commits(store: TableStore) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     folder = LAYOUT_2_DIR if layout_of(store) == 2 else HOODIE_DIR
     for h in hudi_instants(store):
-        if h.done and h.action == "replacecommit":
+        if h.done and h.action == HudiAction.REPLACE_COMMIT:
             doc = document_of(store.read_bytes(store.path(folder, h.done)))
             replaced = doc.get("partitionToReplaceFileIds") or {}
             out[h.id] = {file_id for ids in replaced.values() for file_id in ids}
@@ -520,7 +523,9 @@ def _history(
     """Step 4 (module doc)."""
     archived_dir = store.path(HISTORY_DIR if timeline.layout == 2 else ARCHIVED_DIR)
     hudi_archived = any(not i.base_name.startswith(".DS") for i in store.list_files(archived_dir))
-    cleaned = any(h.done and h.action in ("clean", "rollback") for h in hudi_instants(store))
+    cleaned = any(
+        h.done and h.action in (HudiAction.CLEAN, HudiAction.ROLLBACK) for h in hudi_instants(store)
+    )
     if not (hudi_archived or cleaned or replaces) or not floor:
         return
     active = [i.id for i in timeline.instants()]

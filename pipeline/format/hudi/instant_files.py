@@ -17,8 +17,22 @@ from __future__ import annotations
 
 import enum
 
+
+class HudiAction(enum.StrEnum):
+    """Actions as Hudi's timeline files spell them, whoever wrote them (dynbucket's own
+    names of its actions: ``timeline/actions.py``)."""
+
+    COMMIT = "commit"
+    DELTA_COMMIT = "deltacommit"
+    REPLACE_COMMIT = "replacecommit"
+    COMPACTION = "compaction"
+    LOG_COMPACTION = "logcompaction"
+    CLEAN = "clean"
+    ROLLBACK = "rollback"
+
+
 #: The actions dynbucket writes on Hudi's timeline (a data write is ``commit``).
-HUDI_ACTIONS = ("commit", "compaction", "logcompaction")
+HUDI_ACTIONS = (HudiAction.COMMIT, HudiAction.COMPACTION, HudiAction.LOG_COMPACTION)
 
 
 class State(enum.IntEnum):

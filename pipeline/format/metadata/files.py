@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from dynbucket.format.hudi import commit_avro, hfile, log_file
 from dynbucket.format.hudi.commit import WriteStat, commit_metadata
+from dynbucket.format.hudi.instant_files import HudiAction
 from dynbucket.format.metadata import records
 from dynbucket.format.storage.store import TableStore, WriteBatch, temporary_name
 from dynbucket.format.table.paths import HOODIE_DIR
@@ -96,7 +97,7 @@ def complete(
     deltacommit (requested, inflight, completed), or a compaction (``compaction``:
     ``compaction.requested``, ``compaction.inflight``, a completed ``commit``, as Hudi
     completes a compaction)."""
-    action = "compaction" if compaction else "deltacommit"
+    action = HudiAction.COMPACTION if compaction else HudiAction.DELTA_COMMIT
     for state in ("requested", "inflight"):
         mdt.write_atomic(mdt.path(TIMELINE, f"{instant}.{action}.{state}"), b"")
     stats = []
@@ -121,5 +122,5 @@ def complete(
     doc = commit_metadata(
         stats, operation, schema or records.schema_json(), {}, compacted=compaction
     )
-    done = "commit" if compaction else "deltacommit"
+    done = HudiAction.COMMIT if compaction else HudiAction.DELTA_COMMIT
     mdt.write_atomic(mdt.path(TIMELINE, f"{instant}_{completion}.{done}"), commit_avro.encode(doc))

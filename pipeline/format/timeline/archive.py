@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from dynbucket.format.hudi import archived, lsm_history
 from dynbucket.format.hudi import files as names
-from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, State, suffix
+from dynbucket.format.hudi.instant_files import HUDI_ACTIONS, HudiAction, State, suffix
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.paths import ARCHIVE_DIR, OUTCOME_DIR
 from dynbucket.format.timeline import outcome
@@ -125,7 +125,7 @@ def foreign_instants(timeline: Timeline) -> list[HudiInstant]:
 def remove_replaced(store: TableStore, f: HudiInstant) -> list[str]:
     """Removes the files of the groups a completed replace commit replaced; returns them
     (paths in the table)."""
-    if f.action != "replacecommit":
+    if f.action != HudiAction.REPLACE_COMMIT:
         return []
     doc = document_of(store.read_bytes(store.path(Timeline(store).hudi_dir, f.done)))
     out = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dynbucket.format.hudi.instant_files import HudiAction
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.timeline.actions import Action
 from dynbucket.format.timeline.timeline import Timeline
@@ -22,7 +23,7 @@ def history(store: TableStore, merge_on_read: bool) -> list[dict[str, Any]]:
     for instant in timeline.instants():
         action = instant.action
         if action == Action.COMMIT and merge_on_read:
-            action = "deltacommit"
+            action = HudiAction.DELTA_COMMIT
         row: dict[str, Any] = {
             "instant": instant.id,
             "action": action,
