@@ -54,8 +54,8 @@ from dynbucket.format.table.context import Operation
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.table.schemas import WriteSchema
 from dynbucket.format.table.spec import TableSpec
+from dynbucket.format.timeline.caches_token import caches_hold
 from dynbucket.format.timeline.lanes import Lanes
-from dynbucket.format.timeline.transaction import caches_hold
 from dynbucket.write.instant import InstantWrite, StreamBatch, data_write
 from dynbucket.write.results import Laps, WriteResult
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import conflicts, heartbeat, outcome, plans, settle
 from dynbucket.format.timeline.actions import COMPACTIONS, DETACHED_ACTIONS, Action
+from dynbucket.format.timeline.caches_token import token, writes_token
 from dynbucket.format.timeline.heartbeat import Heartbeat
 from dynbucket.format.timeline.lanes import ALONE, Lanes, lane_of, plan_fields
 from dynbucket.format.timeline.lock import WriterLock
@@ -199,7 +200,7 @@ class Transaction:
                 settled=settled,
                 expected=latest_write(completed),
                 compacting=compacting,
-                last_write=_writes_token(completed, options.optimistic, pending_writes),
+                last_write=writes_token(completed, options.optimistic, pending_writes),
                 owner=lock.owner,
                 borrowed=borrowed,
                 lanes=chosen,
@@ -412,7 +413,7 @@ class Transaction:
             return self.id
         if self.beside:
             return None
-        return _token([*self.writes_seen, self.id], self.writes_pending)
+        return token([*self.writes_seen, self.id], self.writes_pending)
 
     def fenced(self) -> bool:
         """Several writers: whether this instant's heartbeat lapsed in this writer's view, or
@@ -610,58 +611,6 @@ def latest_write(completed: list[Instant]) -> str | None:
     """The latest of ``completed`` not completed beside the writes (``DETACHED_ACTIONS``):
     a commit's precondition."""
     return next((i.id for i in reversed(completed) if i.action not in DETACHED_ACTIONS), None)
-
-
-def _writes_token(
-    completed: list[Instant], optimistic: bool, pending_writes: Sequence[str]
-) -> str | None:
-    """What assigner caches must match for a write to use them (``write/writer.py``): the
-    latest completed data write with one writer; with several (whose instants complete out
-    of id order), the whole set of completed data writes, and the pending ones."""
-    writes = [i.id for i in completed if i.action == Action.COMMIT]
-    if not optimistic:
-        return writes[-1] if writes else None
-    return _token(writes, pending_writes) if writes else None
-
-
-_WRITES = "writes:"
-_PENDING = ";pending:"
-
-
-def _token(ids: list[str], pending: Sequence[str] = ()) -> str:
-    """The set of data writes ``ids`` (and those ``pending``) as a token: the ids
-    themselves (the active timeline's, so a few dozen), which ``caches_hold`` compares."""
-    return _WRITES + ",".join(sorted(ids)) + _PENDING + ",".join(sorted(pending))
-
-
-def _parse(token: str) -> tuple[set[str], list[str], set[str]]:
-    """A token's data writes (as a set, and sorted) and its pending data writes."""
-    writes, _, pending = token[len(_WRITES) :].partition(_PENDING)
-    listed = writes.split(",")
-    return set(listed), listed, set(filter(None, pending.split(",")))
-
-
-def caches_hold(cached: str | None, now: str | None) -> bool:
-    """Whether caches that match ``cached`` (``caches_match``) match a write whose
-    ``_writes_token`` is ``now``: the same, or, with several writers, the same set of data
-    writes less its oldest, which archival moved off the active timeline since (archival
-    moves no key; it takes the oldest instants only, so a data write the caches do not
-    reflect is among those left), with every write pending then pending still. A write
-    pending when the cached one began has an older id: completed after it, it is archived
-    with the oldest and is on neither list (the writers model, seed 945312: a Spark write
-    pending for 4 s completed, was archived at once, and a writer whose caches missed its
-    key placed it a second time)."""
-    if cached == now:
-        return True
-    if not (cached and now and cached.startswith(_WRITES) and now.startswith(_WRITES)):
-        return False
-    had, _, waited = _parse(cached)
-    have_set, have, pending = _parse(now)
-    return (
-        had.issuperset(have_set)
-        and all(i < have[0] for i in had.difference(have_set))
-        and waited.issubset(pending)
-    )
 
 
 def _lane(timeline: Timeline, pending: list[Instant], lanes: Lanes) -> tuple[int, int]:
