@@ -16,7 +16,9 @@ never conflict: each writer appends its own log, and logs merge by ordering valu
    compaction that wrote the group's new base and is older than this write (planned
    before it began), or was planned while it was written (it left this write's log out
    and kept a log version for it: its plan's ``writing``): this write's log goes onto the
-   new slice at its commit (``Checked.carry``, ``file_group/carry.py``).
+   new slice at its commit (``Checked.carry``, ``file_group/carry.py``). And except a log
+   compaction older than this write: its merged log sorts before this write's log and
+   restates none of this write's instants (``_after``).
 3. New keys (I2): a key both inserted (in one partition; anywhere with a global index), or
    both deleted; and capacity (I3): a bucket both put new keys in (each filled its room
    from the same count).
@@ -54,6 +56,7 @@ from dynbucket.base.columns import BUCKET, DELETE, HASH, OP
 from dynbucket.base.errors import TableCorruptedError, WriteConflictError
 from dynbucket.format.file_group.merge import KEY, read_base, read_log
 from dynbucket.format.file_group.slices import DataFile
+from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.hudi.files import bucket_of, is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import record_keys
@@ -205,6 +208,8 @@ def check(
         if instant.action in COMPACTIONS:
             rewritten = _footprint(tx, timeline, instant, with_index=False)
             both = mine.logs & (rewritten.bases | rewritten.logs)
+            if instant.action == Action.LOG_COMPACTION and instant.id < tx.id:
+                both = {g for g in both if not _after(mine.data[g], rewritten.data[g])}
             if both and not _carried(tx, timeline, instant, both, rewritten, mine, done):
                 why = f"it rewrote file group(s) {_few(both)} this write logged to"
                 _refuse(tx, instant.id, why)
@@ -235,6 +240,31 @@ def check(
             merged = set(plan.get("partitions") or []) | set(plan.get("merges") or {})
             _refuse_index(tx, instant, mine, merged, plan.get("until") or {})
     return done
+
+
+def _after(logs: list[DataFile], merged: list[DataFile]) -> bool:
+    """Whether a write's ``logs`` in a group sort after the ``merged`` logs a log
+    compaction planned before the write began wrote there, in Hudi's order of a slice's
+    logs (the instant the name carries, the version, then the writer's instant its token
+    carries): then readers apply the write's records after the merged ones, and the merged
+    log restates no instant of the write's (its range ends at its own instant, older). A
+    write that began after the plan is younger than it, so its logs always do: from table
+    version 8 on by the instant the name carries (its own), on version 6 by the version or,
+    the same version (the merged log is not visible while pending), by the token."""
+
+    mine, theirs = _log_order(logs), _log_order(merged)
+    return bool(mine and theirs) and min(mine) > max(theirs)
+
+
+def _log_order(logs: list[DataFile]) -> list[tuple[str, int, str]]:
+    """Each log's place in Hudi's order of its slice (none: a name that does not say)."""
+    out = []
+    for f in logs:
+        parsed = names.parse(posixpath.basename(f.path))
+        if parsed is None or parsed.kind != "log" or not parsed.instant:
+            return []
+        out.append((parsed.base_instant, parsed.version, parsed.instant))
+    return out
 
 
 def _carried(

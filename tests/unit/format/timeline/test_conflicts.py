@@ -20,7 +20,7 @@ from dynbucket import DynamicBucketIndex, Table, TableOptions
 from dynbucket.base.errors import ConcurrentWriteError, WriteConflictError
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.index.file_names import index_files
-from dynbucket.format.services import compaction
+from dynbucket.format.services import compaction, log_compaction
 from dynbucket.format.timeline import heartbeat
 from dynbucket.format.timeline.lanes import ALONE, Lanes
 from dynbucket.format.timeline.lock import WriterLock
@@ -484,6 +484,58 @@ def test_a_log_carried_after_a_younger_writes_log_conflicts_only_on_a_key_both_w
     _reads_the_same(t, expected)
     assert t.check().healthy
     other.close()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+@pytest.mark.parametrize("write", ["upsert", "delete"])
+def test_a_log_compaction_planned_before_a_write_and_completed_meanwhile_keeps_its_log(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    version: int,
+    write: str,
+) -> None:
+    """A log compaction planned before a write began completes while the write is written,
+    over the group the write logs to. The write's log sorts after the merged log (version
+    9: named on its own, younger instant; version 6: the same version, the merged log not
+    visible at the write, and its token's younger writer instant) and outside the range
+    the merged log restates: the write commits as it is, not written again (four writers
+    wrote about one write in twenty again for this). A delete carries no ordering value,
+    so only that order keeps the merged log's record of its key from coming back."""
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
+    opts = TableOptions(
+        write_concurrency_mode=OCC,
+        compaction_async=False,
+        clean_automatic=False,
+        table_version=version,
+    )
+    index = DynamicBucketIndex(max_keys_per_bucket=100_000)
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", "v", index, opts)
+    live = {f"b{i}": 0 for i in range(5_000)}
+    t.upsert(_rows(list(live), 0))  # logs far under the base: merged, not compacted
+    t.upsert(_rows(["k1", "k2"], 1))
+    t.upsert(_rows(["k1"], 2))  # two logs on the group's slice
+    planned = log_compaction.schedule_log(t._store, t._spec, 2)
+    assert planned is not None
+    _beside(monkeypatch, lambda: log_compaction.run_log(t._store, t._spec, planned))
+    if write == "upsert":
+        done = t.upsert(_rows(["k1", "k3"], 4))  # an update and a new key, in the one group
+        expected = {**live, "k1": 4, "k2": 1, "k3": 4}
+    else:
+        done = t.delete(pa.table({"id": ["k2"], "day": ["d1"]}))
+        expected = {**live, "k1": 2}
+    monkeypatch.undo()
+    assert done.instant > planned and _retries(caplog) == 0
+    merged = [f for f in data_files(t._store, "day=d1") if f.instant == planned]
+    assert len(merged) == 1 and merged[0].merges_from
+    (mine,) = [f for f in data_files(t._store, "day=d1") if f.instant == done.instant]
+    assert mine.kind == "log"
+    _reads_the_same(t, expected)
+    _reads_the_same(t, {**live, "k1": 2, "k2": 1}, as_of=planned)
+    after = t.upsert(_rows(["k1"], 5))
+    _reads_the_same(t, {**expected, "k1": 5})
+    _reads_the_same(t, expected, as_of=done.instant)
+    assert after.instant > done.instant and t.check().healthy
 
 
 def test_on_version_9_a_compaction_planned_while_a_write_is_written_makes_it_write_again(
