@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dynbucket.base.beside import in_threads
@@ -60,7 +61,7 @@ from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.services.service import AUTOMATIC, Scope, Service, ServiceResult
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.actions import COMPACTIONS, Action
 from dynbucket.format.timeline.plans import compaction_groups, left_pending, left_pending_one
 from dynbucket.format.timeline.timeline import WRITING, Instant, Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
@@ -351,17 +352,41 @@ def _carry_late_logs(
     return out
 
 
-def full_flags(spec: TableSpec, files: Sequence[WrittenFile]) -> list[bool]:
-    """Of each slice a write's logs reached ``hoodie.compact.inline.max.delta.commits``
-    logs on (counted from its newest merged log, as the writer noted them): whether it is
-    due for a compaction into a new base (:func:`full_due_of`), else for a log
+def full_flags(spec: TableSpec, files: Sequence[WrittenFile]) -> dict[str, bool]:
+    """Of each file group a write's logs reached ``hoodie.compact.inline.max.delta.commits``
+    logs on (counted from its newest merged log, as the writer noted them): whether its
+    slice is due for a compaction into a new base (:func:`full_due_of`), else for a log
     compaction."""
     n = spec.options.compaction_delta_commits
-    return [
-        full_due_of(spec, f.base_bytes, f.log_bytes)
+    return {
+        f.file_id: full_due_of(spec, f.base_bytes, f.log_bytes)
         for f in files
         if f.kind == "log" and (f.slice_logs or f.log_version or 0) >= n
-    ]
+    }
+
+
+def due_scope(spec: TableSpec, files: Sequence[WrittenFile], full: bool) -> Scope | None:
+    """The scope of a compaction (``full``) or a log compaction a write of ``files`` made
+    due: the file groups :func:`full_flags` gives it (None: none)."""
+    groups = frozenset(g for g, f in full_flags(spec, files).items() if f == full)
+    return replace(AUTOMATIC, groups=groups) if groups else None
+
+
+def planned_already(store: TableStore, spec: TableSpec, scope: Scope) -> bool:
+    """Whether a pending compaction or log compaction plans each of the groups ``scope``
+    found due: then the write made nothing new due, and no plan is made under the lease
+    (read without it: were that plan to go, the next write on those groups finds them due
+    again)."""
+    if scope.groups is None:
+        return False
+    timeline = Timeline(store, spec.options.merge_on_read)
+    planned = {
+        file_id
+        for i in timeline.pending()
+        if i.action in COMPACTIONS
+        for _, file_id, _ in compaction_groups(timeline, i)
+    }
+    return scope.groups <= planned
 
 
 def slices_compacted_automatically(spec: TableSpec) -> bool:
@@ -382,11 +407,13 @@ class Compaction(Service):
     def due(
         self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
     ) -> Scope | None:
-        return AUTOMATIC if any(full_flags(spec, files)) else None
+        return due_scope(spec, files, full=True)
 
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
         if not scope.automatic:
             return schedule(store, spec, 1, scope.partitions)
+        if planned_already(store, spec, scope):
+            return None
         o = spec.options
         most = o.compaction_target_io_mb * 1024 * 1024
         return schedule(

@@ -24,13 +24,13 @@ from dynbucket.format.file_group.merged_log import mergeable, write_merged_log
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi.files import log_name
 from dynbucket.format.services.compaction import (
+    due_scope,
     due_slices,
-    full_flags,
     merge_run,
+    planned_already,
     slices_compacted_automatically,
 )
 from dynbucket.format.services.service import (
-    AUTOMATIC,
     Scope,
     Service,
     ServiceResult,
@@ -128,12 +128,14 @@ class LogCompaction(Service):
     def due(
         self, spec: TableSpec, files: Sequence[WrittenFile], instants: Sequence[Instant]
     ) -> Scope | None:
-        return None if all(full_flags(spec, files)) else AUTOMATIC
+        return due_scope(spec, files, full=False)
 
     def plan(self, store: TableStore, spec: TableSpec, scope: Scope) -> str | None:
         o = spec.options
         if not scope.automatic:
             return schedule_log(store, spec, 2, scope.partitions)
+        if planned_already(store, spec, scope):
+            return None
         most = o.compaction_target_io_mb * 1024 * 1024
         return schedule_log(store, spec, o.compaction_delta_commits, scope.partitions, most)
 

@@ -74,6 +74,11 @@ class Scope:
     """An index compaction's threshold (None: ``index.compaction.min-files``)."""
     seen: dict[str, int] | None = field(default=None, compare=False, hash=False)
     """Filled by an index compaction's planning: each partition's count of index files."""
+    groups: frozenset[str] | None = field(default=None, compare=False, hash=False)
+    """The file groups whose slices the write found due (None: not told). When a pending
+    compaction plans each of them, the write made nothing new due and no plan is made
+    under the lease (each writer beside others found the same slices due after its own
+    write, and planned under the lease for nothing 20 times in 52 writes of four writers)."""
 
 
 #: The scope of a service due after a write, with the table's thresholds.

@@ -6,6 +6,7 @@ back; the next run executes it again, and a second finisher of one plan finds it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +14,9 @@ import pyarrow as pa
 from dynbucket.format.file_group.slices import data_files
 from dynbucket.format.hudi import files as names
 from dynbucket.format.services import compaction
+from dynbucket.format.services.service import AUTOMATIC
 from dynbucket.format.table.options import TableOptions
+from dynbucket.format.timeline.lock import WriterLock
 from dynbucket.format.timeline.plans import compaction_groups
 from dynbucket.format.timeline.timeline import Timeline
 from dynbucket.table import Table
@@ -149,3 +152,29 @@ def test_an_automatic_compaction_takes_the_slices_with_most_logs_up_to_its_io(
         ("d3", 2),
     ]
     check_hudi_reads(t)
+
+
+def test_a_write_whose_due_slices_a_pending_compaction_plans_makes_no_plan(
+    tmp_path: Path,
+) -> None:
+    """Writers beside each other find the same slices due after their own writes: one
+    whose due groups a pending compaction plans already makes no plan, and does not wait
+    for the lease to find that out; a due group no plan names is planned."""
+    options = replace(
+        MANUAL, log_compaction_enable=False, compaction_delta_commits=2, lock_wait_seconds=1.0
+    )
+    t = Table.create(str(tmp_path / "t"), SCHEMA, "id", "day", options=options)
+    for v in (1, 2, 3):  # a base and two logs in each of two groups
+        t.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "v": [v, v]}, schema=SCHEMA))
+    (g1,), (g2,) = ({f.file_id for f in data_files(t._store, p)} for p in ("day=d1", "day=d2"))
+    first = compaction.schedule(t._store, t._spec, 2, ["day=d1"])
+    assert first is not None
+    service, timeline = compaction.Compaction(), Timeline(t._store, True)
+    before = [i.id for i in timeline.instants()]
+    with WriterLock(t._store, lease_seconds=30):  # another writer commits meanwhile
+        assert service.plan(t._store, t._spec, replace(AUTOMATIC, groups=frozenset({g1}))) is None
+    assert [i.id for i in timeline.instants()] == before
+    second = service.plan(t._store, t._spec, replace(AUTOMATIC, groups=frozenset({g1, g2})))
+    assert second is not None
+    planned = next(i for i in timeline.pending() if i.id == second)
+    assert [g for _, g, _ in compaction_groups(timeline, planned)] == [g2]

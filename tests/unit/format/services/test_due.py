@@ -58,10 +58,18 @@ def test_what_a_write_makes_due() -> None:
     assert not due(spec, [_log(4)], quiet)  # type: ignore[arg-type]
     assert due(spec, [_log(4), _log(5)], quiet) == _due("compaction")  # type: ignore[arg-type]
     # Logs under compaction.log-size-ratio of their base: a log compaction instead.
-    small = WrittenFile("day=d1", "/t/x", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=199)
+    small = WrittenFile(
+        "day=d1", "/t/x", "log", 1, 1, "g1", slice_logs=5, base_bytes=1000, log_bytes=199
+    )
     assert due(spec, [small], quiet) == _due("logcompaction")  # type: ignore[arg-type]
-    large = WrittenFile("day=d1", "/t/y", "log", 1, 1, slice_logs=5, base_bytes=1000, log_bytes=200)
-    assert due(spec, [small, large], quiet) == _due("compaction", "logcompaction")  # type: ignore[arg-type]
+    large = WrittenFile(
+        "day=d1", "/t/y", "log", 1, 1, "g2", slice_logs=5, base_bytes=1000, log_bytes=200
+    )
+    both = due(spec, [small, large], quiet)  # type: ignore[arg-type]
+    assert both == _due("compaction", "logcompaction")
+    # Each names the groups it is due for (a pending plan of them all: nothing new is due).
+    assert both.services["compaction"].groups == {"g2"}
+    assert both.services["logcompaction"].groups == {"g1"}
     assert due(_spec(log_compaction_enable=False), [small], quiet) == _due("compaction")  # type: ignore[arg-type]
     index = WrittenFile("day=d2", "/t/i", "index", 1, 1)
     assert due(spec, [index], quiet).index_partitions == ("day=d2",)  # type: ignore[arg-type]

@@ -29,14 +29,15 @@ def test_due_services_come_in_the_registry_order_with_their_scope() -> None:
     order (compaction first: it makes the slices a clean may drop)."""
     spec = TableSpec(SCHEMA, ("id",), ("day",), options=TableOptions(clean_max_commits=1))
     files = [
-        WrittenFile("day=1", "/t/a", "log", 1, 1, slice_logs=5, base_bytes=10, log_bytes=9),
-        WrittenFile("day=1", "/t/b", "log", 1, 1, slice_logs=5, base_bytes=10, log_bytes=1),
+        WrittenFile("day=1", "/t/a", "log", 1, 1, "a", slice_logs=5, base_bytes=10, log_bytes=9),
+        WrittenFile("day=1", "/t/b", "log", 1, 1, "b", slice_logs=5, base_bytes=10, log_bytes=1),
         WrittenFile("day=1", "/t/i", "index", 1, 1),
     ]
     instants = [Instant("20260101000000000", "commit", State.COMPLETED)]
     found = due(spec, files, _Timeline(instants))  # type: ignore[arg-type]
     scopes = found.scopes()
     assert list(scopes) == ["compaction", "logcompaction", "clean", "index-compaction"]
+    assert (scopes["compaction"].groups, scopes["logcompaction"].groups) == ({"a"}, {"b"})
     assert scopes["clean"] == Scope(automatic=True)
     assert scopes["index-compaction"] == Scope(("day=1",), automatic=True)
     assert found.index_partitions == ("day=1",)
