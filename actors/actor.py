@@ -19,7 +19,6 @@ import pyarrow as pa
 from dynbucket.actors import kernels
 from dynbucket.actors.allocator import ALONE, Lane
 from dynbucket.actors.assigner import Answer, BucketAssigner, IndexSource, NewKeys
-from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.base import columns
 from dynbucket.base.errors import InvalidInputError
 from dynbucket.base.options import DynamicBucketIndex
@@ -34,9 +33,12 @@ class AssignerActor:
         num_slots: int,
         options: DynamicBucketIndex,
         source_factory: Callable[[], IndexSource],
+        core: type[BucketAssigner] = BucketAssigner,
     ) -> None:
+        """``core``: the plain assigner the table's bucket scheme places keys with
+        (:class:`GlobalBucketAssigner` for a global index), chosen by the write layer's
+        registry of schemes (``write/schemes.SIDES``): the shell adapts any of them."""
         kernels.warm_up()
-        core = GlobalBucketAssigner if options.global_index else BucketAssigner
         self._core = core(slot, num_slots, options, source_factory())
 
     @property

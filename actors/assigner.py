@@ -19,7 +19,7 @@ import numpy.typing as npt
 from dynbucket.actors.allocator import ALONE, BucketAllocator, Lane
 from dynbucket.actors.cache import MISSING, to_cache_keys
 from dynbucket.actors.partition_index import PartitionCatchUp, PartitionIndex, PartitionLoad
-from dynbucket.base.errors import AssignerError, AssignerRestartedError
+from dynbucket.base.errors import AssignerError, AssignerRestartedError, ConfigError
 from dynbucket.base.keyhash import slot_of
 from dynbucket.base.options import DynamicBucketIndex
 
@@ -139,6 +139,10 @@ class BucketAssigner:
     in every slot (``allocator.py``).
     """
 
+    global_index = False
+    """Whether keys are unique in the table (``dynamic-bucket.global-index``), else in
+    their partition: the options a core is given must say the same."""
+
     def __init__(
         self,
         slot: int,
@@ -146,6 +150,13 @@ class BucketAssigner:
         options: DynamicBucketIndex,
         source: IndexSource,
     ) -> None:
+        if options.global_index != self.global_index:
+            raise ConfigError(
+                f"dynamic-bucket.global-index={str(options.global_index).lower()} given to "
+                f"{type(self).__name__}, whose keys are unique "
+                f"{'in the table' if self.global_index else 'in their partition'}; make the "
+                "slots with the core the table's bucket scheme names (write/schemes.SIDES)"
+            )
         self.allocator = BucketAllocator(slot, num_slots, options)
         self.slot = slot
         self.num_slots = num_slots

@@ -15,7 +15,7 @@ from typing import Any
 
 from dynbucket.actors.actor import assigner_actor_class
 from dynbucket.actors.allocator import ALONE, Lane
-from dynbucket.actors.assigner import IndexSource, NewKeys
+from dynbucket.actors.assigner import BucketAssigner, IndexSource, NewKeys
 from dynbucket.actors.checkpoints import Gone, by_slot
 from dynbucket.actors.link import RayLink
 from dynbucket.base.errors import RuntimeSetupError
@@ -39,6 +39,7 @@ class AssignerFleet:
         source_factory: Callable[[], IndexSource],
         num_cpus: float = 0,
         wait: bool = True,
+        core: type[BucketAssigner] = BucketAssigner,
     ) -> None:
         """Starts the actors (and, with ``wait``, waits until each answers).
 
@@ -52,6 +53,7 @@ class AssignerFleet:
                 Spark task waits on it, so the task's core is the one it uses.
             wait: False returns at once, the actors starting while the caller does other
                 work; their first call (``begin``) waits for them.
+            core: the plain assigner each actor adapts (``AssignerActor``).
         """
         self.link = link
         self.restart_timeout = 60.0
@@ -77,7 +79,7 @@ class AssignerFleet:
                 num_cpus=num_cpus,
                 memory=_TOKEN_MEMORY,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
-            ).remote(i, num_slots, options, source_factory)
+            ).remote(i, num_slots, options, source_factory, core)
             for i, (name, node) in enumerate(zip(self.names, nodes, strict=True))
         ]
         if wait:

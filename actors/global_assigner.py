@@ -61,6 +61,8 @@ class GlobalBucketAssigner(BucketAssigner):
     stay empty); the keys are in ``self.keys``.
     """
 
+    global_index = True
+
     def __init__(
         self, slot: int, num_slots: int, options: DynamicBucketIndex, source: IndexSource
     ) -> None:

@@ -28,6 +28,7 @@ from dynbucket.actors.allocator import ALONE, Lane
 from dynbucket.actors.assigner import NO_CHECKPOINT, BucketAssigner, NewKeys
 from dynbucket.actors.checkpoints import Assigners, Gone, NoAssigners, by_slot
 from dynbucket.actors.fleet import AssignerFleet
+from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.actors.link import RayLink
 from dynbucket.base.columns import (
     BUCKET,
@@ -107,6 +108,9 @@ class LocalScheme(_Assigned, Protocol):
 class AssignerScheme:
     """The dynamic scheme's Spark side: owns the table's fleet of slot actors."""
 
+    core: type[BucketAssigner] = BucketAssigner
+    """The plain assigner the slots adapt."""
+
     def __init__(self, table: TableRef, link: RayLink, caches: CacheMatch) -> None:
         self.table = table
         self.link = link
@@ -135,6 +139,7 @@ class AssignerScheme:
                 spec.dynamic_options,
                 index_source(self.table),
                 wait=False,
+                core=self.core,
             )
             self.caches.emptied(last_write)
         return self.fleet
@@ -176,6 +181,8 @@ class AssignerScheme:
 class MovingAssignerScheme(AssignerScheme):
     """The global index's Spark side: a task's records of one key are one, whatever their
     partitions, and a key whose partition changed moves."""
+
+    core = GlobalBucketAssigner
 
     def _moving(self, spec: TableSpec) -> TableSpec | None:
         return spec
@@ -235,6 +242,9 @@ class InProcessSlots:
     Spark write with as many slots gives. New slots for a new count (each bootstraps from
     the index); their caches caught up when another writer committed since (``CacheMatch``)."""
 
+    core: type[BucketAssigner] = BucketAssigner
+    """The plain assigner the slots adapt."""
+
     def __init__(self, table: TableRef, caches: CacheMatch) -> None:
         self.table = table
         self.caches = caches
@@ -246,7 +256,9 @@ class InProcessSlots:
         if len(self.slots) != num_slots:
             source = index_source(self.table)
             opts = self.table.spec.dynamic_options
-            self.slots = [AssignerActor(i, num_slots, opts, source) for i in range(num_slots)]
+            self.slots = [
+                AssignerActor(i, num_slots, opts, source, self.core) for i in range(num_slots)
+            ]
             self.caches.emptied(last_write)
         elif not self.caches.holds(last_write):
             for slot in self.slots:
@@ -279,6 +291,8 @@ class InProcessSlots:
 class MovingInProcessSlots(InProcessSlots):
     """A global index in this process (``moves.py``): one record per key across partitions
     before the slots; after them, each moving key's delete where it was."""
+
+    core = GlobalBucketAssigner
 
     def _tagged(self, w: InstantWrite, rows: pa.Table, op: Operation) -> pa.Table:
         rows = one_per_key(self.table.spec, rows, op.deletes)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from dynbucket.actors.actor import AssignerActor
-from dynbucket.actors.assigner import EmptySource
+from dynbucket.actors.assigner import BucketAssigner, EmptySource
+from dynbucket.actors.global_assigner import GlobalBucketAssigner
 from dynbucket.base import columns
+from dynbucket.base.errors import ConfigError
 from dynbucket.base.options import DynamicBucketIndex
 
 
@@ -54,7 +57,7 @@ def test_a_partition_scoped_slot_answers_buckets_and_new_keys_only() -> None:
 
 def test_a_global_slot_routes_moves_and_deletes_where_their_keys_are() -> None:
     options = DynamicBucketIndex(max_keys_per_bucket=2, global_index=True)
-    actor = AssignerActor(0, 1, options, EmptySource)
+    actor = AssignerActor(0, 1, options, EmptySource, GlobalBucketAssigner)
     committed(actor, 1, batch(["a", "a", "a"], [1, 2, 3]))
     actor.begin(2, 1)
     # Key 1 moves to b; key 3 is deleted naming z (it lives in a); key 7 is new in b.
@@ -70,3 +73,16 @@ def test_a_global_slot_routes_moves_and_deletes_where_their_keys_are() -> None:
     assert found[columns.PARTITION] == ["a", "q"]
     assert found[columns.BUCKET] == [0, -1]
     assert np.array_equal(found[columns.IS_NEW], [False, False])
+
+
+@pytest.mark.parametrize(
+    ("core", "global_index"), [(BucketAssigner, True), (GlobalBucketAssigner, False)]
+)
+def test_a_core_refuses_the_options_of_another_scheme(
+    core: type[BucketAssigner], global_index: bool
+) -> None:
+    """The shell takes the core it is given; a core given the other scope's options would
+    place keys by the wrong rule, so it refuses them, naming the option and the fix."""
+    options = DynamicBucketIndex(max_keys_per_bucket=2, global_index=global_index)
+    with pytest.raises(ConfigError, match=r"dynamic-bucket.global-index=.*write/schemes.SIDES"):
+        AssignerActor(0, 1, options, EmptySource, core)
