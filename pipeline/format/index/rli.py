@@ -57,11 +57,15 @@ ROW_GROUP = 16 * 1024
 
 #: Footer keys of an index file: the slot count its entries are grouped by, the entries of
 #: each slot (comma-separated), the live keys each bucket gains (``bucket:count`` pairs:
-#: inserts less tombstones, negative where more left than came), and its tombstones.
+#: inserts less tombstones, negative where more left than came), and its tombstones; a
+#: merged file (an index compaction's base or merged delta) also the instants of the files
+#: it restates (comma-separated), so that a cache holding all of them takes it as seen
+#: instead of loading the partition again (``RecordLevelIndex.slot_catch_up``).
 SLOTS_KEY = b"dynbucket.index.slots"
 SLOT_ROWS_KEY = b"dynbucket.index.slot-rows"
 BUCKET_ROWS_KEY = b"dynbucket.index.bucket-rows"
 TOMBSTONES_KEY = b"dynbucket.index.tombstones"
+RESTATES_KEY = b"dynbucket.index.restates"
 
 
 @dataclass(frozen=True)
@@ -102,11 +106,13 @@ class RecordLevelIndex:
         task: str | None = None,
         files: FileWriter | None = None,
         slots: int = 1,
+        restates: Sequence[str] = (),
     ) -> DataFile:
         """Writes a partition's new entries of ``instant``, grouped by slot of ``slots`` and
         sorted by hash within (``task``: which writer task, when several write the same
         partition in one instant; ``files``: a batch to write it with, else it is
-        published at once)."""
+        published at once; ``restates``: a merged file's, the instants of the files it
+        merged, ``RESTATES_KEY``)."""
         entries = conform(entries, self.schema)
         hashes = entries.column(HASH).to_numpy()
         slot = slot_of(hashes, slots)
@@ -121,6 +127,7 @@ class RecordLevelIndex:
                     f"{b}:{n}" for b, n in enumerate(net.astype(np.int64).tolist()) if n
                 ).encode(),
                 TOMBSTONES_KEY: str(int(gone.sum())).encode(),
+                **({RESTATES_KEY: ",".join(sorted(restates)).encode()} if restates else {}),
             }
         )
         path = f"{self.dir(partition)}/{index_name(instant, kind, task)}"
@@ -165,9 +172,9 @@ class RecordLevelIndex:
         # The slot count of the newest file: the one the table's writes use now.
         slots = _parse_footer(pq.ParquetFile(files[-1].path, filesystem=self.store.fs)).slots
         tag = base_tag(until)
-        return self.write(
-            partition, instant, live(conform(merged, self.schema)), "base", tag, slots=slots
-        )
+        entries = live(conform(merged, self.schema))
+        restates = [f.instant for f in files]
+        return self.write(partition, instant, entries, "base", tag, slots=slots, restates=restates)
 
     def merge_deltas(
         self, partition: str, instant: str, deltas: Sequence[DataFile], until: str = ""
@@ -183,7 +190,8 @@ class RecordLevelIndex:
         merged = pa.concat_tables([conform(t, self.schema) for t in tables])
         slots = _parse_footer(pq.ParquetFile(deltas[-1].path, filesystem=self.store.fs)).slots
         tag = merged_delta_tag(deltas[0].instant, until)
-        return self.write(partition, instant, merged, "delta", tag, slots=slots)
+        restates = [d.instant for d in deltas]
+        return self.write(partition, instant, merged, "delta", tag, slots=slots, restates=restates)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -257,15 +265,22 @@ class RecordLevelIndex:
         partition's visible slice: ``slot``'s entries of the deltas it has not seen, every
         entry (tombstones too: with ``_hash``, ``_instant`` and ``_op``, :func:`live`
         tells each key's newest), with every slot's live keys gained per bucket, and the
-        instants of the whole slice in ``instants``. None when a base or a merged delta it
-        has not seen restates files (an index compaction, a rescale): what it misses
+        instants of the whole slice in ``instants``. A base or a merged delta it has not
+        seen that restates only files it holds (its footer's ``RESTATES_KEY``: another
+        writer's index compaction of what this cache caught up with) adds nothing and is
+        taken as seen. None when one restates a file it does not hold, or does not say
+        what it restates (a rescale's base, a file written before the key): what it misses
         cannot be told apart from what it holds."""
         base, deltas = self.files(partition, visible)
-        if base is not None and base.instant not in seen:
-            return None
-        if any(d.merges_from and d.instant not in seen for d in deltas):
-            return None
-        missed = [d for d in deltas if d.instant not in seen]
+        held = set(seen)
+        for merged in ([base] if base is not None else []) + [d for d in deltas if d.merges_from]:
+            if merged.instant in held:
+                continue
+            restates = _footer(self.store, merged).restates
+            if restates is None or not restates <= held:
+                return None
+            held.add(merged.instant)
+        missed = [d for d in deltas if d.instant not in held]
         found = self._slice(missed, _with_resolving(columns), slot, num_slots, raw=True, kept=True)
         slice_ = frozenset(f.instant for f in ([base] if base else []) + deltas)
         return dataclasses.replace(found, instants=slice_)
@@ -397,6 +412,8 @@ class _Footer:
     hash_min: npt.NDArray[np.int64]
     hash_max: npt.NDArray[np.int64]
     tombstones: int
+    restates: frozenset[str] | None = None
+    """``_Parsed.restates``."""
 
     def row_groups_holding(self, hashes: npt.NDArray[np.int64]) -> list[int]:
         """Row groups that can hold one of ``hashes``: inside the hash's slot section,
@@ -466,7 +483,15 @@ def _read_footer(store: TableStore, f: DataFile) -> _Footer:
     stops = np.cumsum(slot_rows)
     ends = np.cumsum(rows)
     return _Footer(
-        metadata, stops - slot_rows, stops, ends - rows, ends, low, high, parsed.tombstones
+        metadata,
+        stops - slot_rows,
+        stops,
+        ends - rows,
+        ends,
+        low,
+        high,
+        parsed.tombstones,
+        parsed.restates,
     )
 
 
@@ -524,6 +549,8 @@ class _Parsed:
     bucket_rows: npt.NDArray[np.int64] | None
     """Live keys each bucket id gains (None: unknown, a file written before footers)."""
     tombstones: int
+    restates: frozenset[str] | None = None
+    """A merged file's: the instants of the files it restates (None: not said)."""
 
 
 def _parse_footer(parquet: pq.ParquetFile) -> _Parsed:
@@ -539,7 +566,13 @@ def _parse_footer(parquet: pq.ParquetFile) -> _Parsed:
     bucket_rows = np.zeros(max((int(b) for b, _ in pairs), default=-1) + 1, np.int64)
     for b, n in pairs:
         bucket_rows[int(b)] = int(n)
-    return _Parsed(slots, slot_rows, bucket_rows, int(metadata.get(TOMBSTONES_KEY, b"0")))
+    restates = (
+        frozenset(filter(None, metadata[RESTATES_KEY].decode().split(",")))
+        if RESTATES_KEY in metadata
+        else None
+    )
+    tombstones = int(metadata.get(TOMBSTONES_KEY, b"0"))
+    return _Parsed(slots, slot_rows, bucket_rows, tombstones, restates)
 
 
 def _read_rows(

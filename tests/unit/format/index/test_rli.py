@@ -308,3 +308,38 @@ def test_a_delta_kept_by_the_process_is_not_taken_for_one_of_a_table_made_again_
     assert sorted(read.column(HASH).to_pylist()) == sorted(
         pq.read_table(g.path).column(HASH).to_pylist()
     )
+
+
+@pytest.mark.parametrize("merge", ["base", "merged delta"])
+def test_a_cache_holding_what_an_index_compaction_restates_catches_up_past_it(
+    tmp_path: Path, merge: str
+) -> None:
+    """Another writer's index compaction of the deltas a slot's cache holds adds nothing
+    to it: the catch-up reads only the deltas after it (before, every such compaction made
+    every other writer's caches load the partition again: 24 loads in four writers' 52
+    writes). One restating a delta the cache lacks, or a base that does not say what it
+    restates (a rescale's), makes it load again."""
+    index = _index(tmp_path)
+    rng = np.random.default_rng(11)
+    ids = [f"2026112300000000{i}" for i in range(1, 6)]
+    for instant in ids[:3]:
+        index.write("day=1", instant, _entries(rng, 300, instant), slots=2)
+    if merge == "base":
+        merged = index.compact("day=1", ids[3], ids[:3])
+    else:
+        merged = index.merge_deltas("day=1", ids[3], index.files("day=1", ids[:3])[1])
+    assert merged is not None
+    fifth = _entries(rng, 300, ids[4])
+    index.write("day=1", ids[4], fifth, slots=2)
+    found = index.slot_catch_up("day=1", ids, frozenset(ids[:3]), [HASH, BUCKET], 0, 2)
+    assert found is not None
+    hashes = fifth.column(HASH).to_numpy()
+    caught = pa.concat_tables(found.runs).column(HASH).to_numpy()
+    assert sorted(caught) == sorted(hashes[slot_of(hashes, 2) == 0])
+    assert found.instants == {ids[3], ids[4]}
+    lacking = frozenset({ids[0], ids[2]})
+    assert index.slot_catch_up("day=1", ids, lacking, [HASH, BUCKET], 0, 2) is None
+    # A base that says nothing of what it restates (a rescale writes such a base).
+    index.write("day=1", "20261123000000006", fifth, "base", slots=2)
+    later = [*ids, "20261123000000006"]
+    assert index.slot_catch_up("day=1", later, frozenset(ids), [HASH, BUCKET], 0, 2) is None
