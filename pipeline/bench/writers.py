@@ -47,7 +47,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -497,15 +497,14 @@ def run(
     runtime: Any = None,
     services: bool = True,
     ordering: str = "step",
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """Runs the benchmark (``runtime``: Spark writers, module doc; ``services`` False: the
     writer-count cases without table services, ``NO_SERVICES``; ``ordering``: the
     writer-count cases' ordering values, each writer's step or the clock at each write,
-    :func:`_write_all`) and prints its report."""
-    rows_out = []
-    base, alone = 0.0, 0.0
-    apart: dict[int, float] = {}
-    serial: dict[int, tuple[float, float]] = {}
+    :func:`_write_all`; ``repeat``: runs of every case, one after another in turn, each
+    case's median reported) and prints its report."""
+    rows_out: list[Measurement] = []
     occ = "OPTIMISTIC_CONCURRENCY_CONTROL"
     # The first run: one writer holding the table for each write (SINGLE_WRITER), what
     # several writers' moment leases, heartbeats and checks cost one writer. In process,
@@ -513,91 +512,37 @@ def run(
     # turn (the same writes alone: a table that takes n times the writes compacts larger
     # slices more often, whoever writes them), then on a table of each writer's own: what
     # the machine allows that many writers at all (module doc), the ceiling of one table's.
-    runs = [(1, "SINGLE_WRITER", "")]
+    cases = [(1, "SINGLE_WRITER", "")]
     for n in counts:
         if n > 1 and runtime is None:
-            runs += [(n, occ, _ALONE), (n, occ, _OWN)]
-        runs.append((n, occ, ""))
+            cases += [(n, occ, _ALONE), (n, occ, _OWN)]
+        cases.append((n, occ, ""))
     with tempfile.TemporaryDirectory(dir=workdir) as folder, _MachineCpu() as machine:
         if runtime is not None:
             # Untimed: the first Spark case ran 1.5-2x the time of the same case run again
             # (2.97 s against 2.12 s, 6 writes), whichever came first: the driver's JVM
             # compiles its hot code over the first writes.
             _run_threads(_table(folder, 0, keys, occ, services), 1, keys, rows, 3, runtime)
-        for n, mode, kind in runs:
-            uri = _table(folder, n, keys, mode, services, kind)
-            uris = [uri]
-            if kind == _OWN:
-                uris += [_copy(uri, w) for w in range(1, n)]
-            if kind == _ALONE:
-                done = _run_processes(uris, 1, keys, rows, writes, n, ordering)
-                clock = "wall"
-            elif runtime is None:
-                done = _run_processes(uris, n, keys, rows, writes, 1, ordering)
-                clock = "wall"
-            else:
-                done = _run_threads(uri, n, keys, rows, writes, runtime)
-                clock = "perf"
-            span_start, span_end = min(d["start"] for d in done), max(d["end"] for d in done)
-            span = span_end - span_start
-            total = n * writes * rows
-            laps: Counter[str] = Counter()
-            for d in done:
-                laps.update(d["laps"])
-            per_write = {k: round(v / (n * writes), 3) for k, v in sorted(laps.items())}
-            p50 = float(np.median([t for d in done for t in d["took"]]))
-            single = mode == "SINGLE_WRITER"
-            label = " SINGLE_WRITER" if single else {_OWN: f", {n} tables", "": ""}.get(kind, "")
-            case = f"1 writer, {n} writers' writes" if kind == _ALONE else f"{n} writer(s){label}"
-            m = Measurement(case, total, [span])
-            cpu = sum(d["cpu"] for d in done) if runtime is None else float("nan")
-            if single:
-                alone = m.per_second
-            elif not base:
-                base = m.per_second
-            if kind == _OWN:
-                apart[n] = m.per_second
-            if kind == _ALONE:
-                serial[n] = (m.per_second, p50)
-            beside = {}
-            if n in serial and kind == "":
-                # Against the same writes by one writer: rows/s, and a write's p50.
-                beside = {
-                    "vs the same writes alone": round(m.per_second / serial[n][0], 2),
-                    "write p50 vs alone": round(p50 / serial[n][1], 2),
-                }
-            m.extra = {
-                "rows/s": round(m.per_second),
-                "vs 1 writer": round(m.per_second / (alone if single else base), 2),
-                "vs SINGLE_WRITER": round(m.per_second / alone, 2),
-                **beside,
-                # One table's writers against as many writing tables of their own.
-                **(
-                    {"vs own tables": round(m.per_second / apart[n], 2)}
-                    if n in apart and kind == ""
-                    else {}
-                ),
-                "rows/s per writer": round(m.per_second / (1 if kind == _ALONE else n)),
-                "written again": sum(d["conflicts"] for d in done),
-                "written again, by cause": dict(
-                    sum((Counter(d["causes"]) for d in done), Counter())
-                ),
-                "writes": n * writes,
-                "write p50 s": round(p50, 3),
-                # Cores the writers kept busy (in process: their processes' CPU seconds over
-                # the span, their services' threads included, not their service processes;
-                # Spark: the work is in other processes, not told), and the machine: one
-                # writer's sets what two cores allow several, cores / busy.
-                "cores busy": round(cpu / span, 2),
-                "machine cores busy": _rounded(machine.busy(span_start, span_end, clock)),
-                "cpu s per 1k rows": round(1000 * cpu / total, 4),
-                "seconds per write": per_write,
-                # Not in the span: the longest close, waiting for the services the writes
-                # started (the tail of work beside the writes, done by whoever runs next).
-                "close s": round(max(d.get("close", 0.0) for d in done), 2),
-                "clock": clock,
-            }
-            rows_out.append(m)
+        # Runs in turn, every case once a run: a machine that slows for a while slows
+        # every case alike (one run of each case, in order, varied 0.86-1.25x for one
+        # ratio the same day).
+        measured: dict[tuple[int, str, str], list[_Run]] = {case: [] for case in cases}
+        for r in range(repeat):
+            for n, mode, kind in cases:
+                tag = f"{kind}-r{r}" if repeat > 1 else kind
+                uri = _table(folder, n, keys, mode, services, tag)
+                uris = [uri] + ([_copy(uri, w) for w in range(1, n)] if kind == _OWN else [])
+                if kind == _ALONE:
+                    done, clock = _run_processes(uris, 1, keys, rows, writes, n, ordering), "wall"
+                elif runtime is None:
+                    done, clock = _run_processes(uris, n, keys, rows, writes, 1, ordering), "wall"
+                else:
+                    done, clock = _run_threads(uri, n, keys, rows, writes, runtime), "perf"
+                start, end = min(d["start"] for d in done), max(d["end"] for d in done)
+                measured[(n, mode, kind)].append(
+                    _Run(end - start, done, machine.busy(start, end, clock), clock)
+                )
+        _Report(rows, writes, runtime is None).add_all(cases, measured, rows_out)
         if runtime is None:
             rows_out += killed(folder)
             rows_out += stream_beside_backfill(folder, keys, rows)
@@ -610,4 +555,95 @@ def run(
         rows_per_write=rows,
         writes=writes,
         ordering=ordering,
+        runs=repeat,
     )
+
+
+class _Run(NamedTuple):
+    """One run of a case: its span, each writer's :func:`_write_all` result, the machine's
+    cores busy over it and its clock."""
+
+    span: float
+    done: list[dict[str, Any]]
+    machine_busy: float | None
+    clock: str
+
+
+class _Report:
+    """The report's row of each case from its runs, against the cases before it."""
+
+    def __init__(self, rows: int, writes: int, in_process: bool) -> None:
+        self.rows, self.writes, self.in_process = rows, writes, in_process
+        self.base = self.alone = 0.0
+        self.apart: dict[int, float] = {}
+        self.serial: dict[int, tuple[float, float]] = {}
+
+    def add_all(
+        self,
+        cases: list[tuple[int, str, str]],
+        measured: dict[tuple[int, str, str], list[_Run]],
+        out: list[Measurement],
+    ) -> None:
+        for case in cases:
+            out.append(self.row(*case, measured[case]))
+
+    def row(self, n: int, mode: str, kind: str, runs: list[_Run]) -> Measurement:
+        total = n * self.writes * self.rows
+        done = [d for r in runs for d in r.done]
+        writes = n * self.writes * len(runs)
+        laps: Counter[str] = Counter()
+        for d in done:
+            laps.update(d["laps"])
+        per_write = {k: round(v / writes, 3) for k, v in sorted(laps.items())}
+        p50 = float(np.median([t for d in done for t in d["took"]]))
+        single = mode == "SINGLE_WRITER"
+        label = " SINGLE_WRITER" if single else {_OWN: f", {n} tables", "": ""}.get(kind, "")
+        case = f"1 writer, {n} writers' writes" if kind == _ALONE else f"{n} writer(s){label}"
+        m = Measurement(case, total, [r.span for r in runs])
+        cpu = sum(d["cpu"] for d in done) if self.in_process else float("nan")
+        if single:
+            self.alone = m.per_second
+        elif not self.base:
+            self.base = m.per_second
+        if kind == _OWN:
+            self.apart[n] = m.per_second
+        if kind == _ALONE:
+            self.serial[n] = (m.per_second, p50)
+        beside = {}
+        if n in self.serial and kind == "":
+            # Against the same writes by one writer: rows/s, and a write's p50.
+            beside = {
+                "vs the same writes alone": round(m.per_second / self.serial[n][0], 2),
+                "write p50 vs alone": round(p50 / self.serial[n][1], 2),
+            }
+        busy = [r.machine_busy for r in runs if r.machine_busy is not None]
+        m.extra = {
+            "rows/s": round(m.per_second),
+            "vs 1 writer": round(m.per_second / (self.alone if single else self.base), 2),
+            "vs SINGLE_WRITER": round(m.per_second / self.alone, 2),
+            **beside,
+            # One table's writers against as many writing tables of their own.
+            **(
+                {"vs own tables": round(m.per_second / self.apart[n], 2)}
+                if n in self.apart and kind == ""
+                else {}
+            ),
+            "rows/s per writer": round(m.per_second / (1 if kind == _ALONE else n)),
+            "written again": sum(d["conflicts"] for d in done),
+            "written again, by cause": dict(sum((Counter(d["causes"]) for d in done), Counter())),
+            "writes": writes,
+            "write p50 s": round(p50, 3),
+            # Cores the writers kept busy (in process: their processes' CPU seconds over
+            # the span, their services' threads included, not their service processes;
+            # Spark: the work is in other processes, not told), and the machine: one
+            # writer's sets what two cores allow several, cores / busy.
+            "cores busy": round(cpu / sum(r.span for r in runs), 2),
+            "machine cores busy": _rounded(float(np.mean(busy)) if busy else None),
+            "cpu s per 1k rows": round(1000 * cpu / (total * len(runs)), 4),
+            "seconds per write": per_write,
+            # Not in the span: the longest close, waiting for the services the writes
+            # started (the tail of work beside the writes, done by whoever runs next).
+            "close s": round(max(d.get("close", 0.0) for d in done), 2),
+            "clock": runs[0].clock,
+        }
+        return m

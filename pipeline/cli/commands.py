@@ -378,12 +378,12 @@ def _bench_writers(args: argparse.Namespace) -> int:
     services = not args.no_services
     shape = (args.keys, args.rows, args.writes, args.counts, args.workdir)
     if not args.spark:
-        writers.run(*shape, None, services, args.ordering)
+        writers.run(*shape, None, services, args.ordering, args.runs)
         return 0
     from dynbucket.runtime import Runtime
 
     with Runtime() as rt:
-        writers.run(*shape, rt, services, args.ordering)
+        writers.run(*shape, rt, services, args.ordering, args.runs)
     return 0
 
 
@@ -732,6 +732,12 @@ def parser() -> argparse.ArgumentParser:
     wrt.add_argument("--keys", type=_count, default=200_000, help="keys in the table first")
     wrt.add_argument("--rows", type=_count, default=20_000, help="rows per write")
     wrt.add_argument("--writes", type=int, default=10, help="writes per writer")
+    wrt.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        help="runs of every case, in turn (each case's median; default 3)",
+    )
     wrt.add_argument(
         "--counts",
         type=lambda t: [int(x) for x in t.split(",")],
