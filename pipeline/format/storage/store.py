@@ -108,13 +108,22 @@ class TableStore:
     def list_files(self, directory: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """Files under ``directory`` (none if it does not exist)."""
         selector = pafs.FileSelector(directory, allow_not_found=True, recursive=recursive)
-        return [i for i in self.fs.get_file_info(selector) if i.is_file]
+        return [i for i in self._listed(selector) if i.is_file]
 
     def list_dirs(self, directory: str) -> list[str]:
         selector = pafs.FileSelector(directory, allow_not_found=True)
-        return [
-            i.path for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory
-        ]
+        return [i.path for i in self._listed(selector) if i.type == pafs.FileType.Directory]
+
+    def _listed(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        """``selector``'s listing. pyarrow lists a missing folder as empty only when it is
+        missing still as it looks again after the failed listing: a folder made in between
+        fails it with ``FileNotFoundError`` (another writer's first archival made
+        ``.hoodie/.dynbucket/archive`` while a commit's conflict check listed it, and the
+        commit failed: the writers model, 2026-12-02). Listed again, it is there."""
+        try:
+            return list(self.fs.get_file_info(selector))
+        except FileNotFoundError:
+            return list(self.fs.get_file_info(selector))
 
     # --- writing -------------------------------------------------------------------------
 

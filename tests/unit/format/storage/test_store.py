@@ -4,7 +4,10 @@ power cut could lose."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -176,3 +179,28 @@ def test_a_temporary_name_is_no_file_a_hudi_reader_lists(tmp_path: Path, name: s
     assert final_name(temp) == name.lstrip(".")
     if "deltacommit" not in name and ".log." in name:
         assert writer_of_temporary(temp) == "20260101000000009"
+
+
+def test_a_folder_made_while_it_is_listed_lists_without_an_error(tmp_path: Path) -> None:
+    """pyarrow fails the listing of a missing folder made between its listing and its look
+    whether the folder exists (about 1 in 20,000 listings beside a thread making and
+    removing it, here); the store lists again. A commit's conflict check failed so while
+    another writer's first archival made the archive folder."""
+    store = TableStore.at(str(tmp_path / "t"))
+    folder = store.path(".hoodie/.dynbucket/archive")
+    done = threading.Event()
+
+    def make_and_remove() -> None:
+        while not done.is_set():
+            with contextlib.suppress(FileExistsError, FileNotFoundError):
+                os.makedirs(folder)
+                os.rmdir(folder)
+
+    toggler = threading.Thread(target=make_and_remove)
+    toggler.start()
+    try:
+        for _ in range(100_000):
+            assert store.list_files(folder) == []
+    finally:
+        done.set()
+        toggler.join()
