@@ -61,8 +61,13 @@ from dynbucket.format.read.snapshot import Snapshot
 from dynbucket.format.services.service import AUTOMATIC, Scope, Service, ServiceResult
 from dynbucket.format.storage.store import TableStore, WriteBatch
 from dynbucket.format.table.spec import TableSpec
-from dynbucket.format.timeline.actions import COMPACTIONS, Action
-from dynbucket.format.timeline.plans import compaction_groups, left_pending, left_pending_one
+from dynbucket.format.timeline.actions import Action
+from dynbucket.format.timeline.plans import (
+    compacting,
+    compaction_groups,
+    left_pending,
+    left_pending_one,
+)
 from dynbucket.format.timeline.timeline import WRITING, Instant, Timeline, compaction_writing
 from dynbucket.format.timeline.transaction import Transaction, WrittenFile
 from dynbucket.format.timeline.transaction import schedule as schedule_instant
@@ -380,13 +385,7 @@ def planned_already(store: TableStore, spec: TableSpec, scope: Scope) -> bool:
     if scope.groups is None:
         return False
     timeline = Timeline(store, spec.options.merge_on_read)
-    planned = {
-        file_id
-        for i in timeline.pending()
-        if i.action in COMPACTIONS
-        for _, file_id, _ in compaction_groups(timeline, i)
-    }
-    return scope.groups <= planned
+    return scope.groups <= compacting(timeline, timeline.pending()).keys()
 
 
 def slices_compacted_automatically(spec: TableSpec) -> bool:

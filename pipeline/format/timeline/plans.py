@@ -13,7 +13,7 @@ from typing import Any
 
 from dynbucket.format.storage.store import TableStore
 from dynbucket.format.timeline import heartbeat, outcome
-from dynbucket.format.timeline.actions import DETACHED_ACTIONS
+from dynbucket.format.timeline.actions import COMPACTIONS, DETACHED_ACTIONS
 from dynbucket.format.timeline.timeline import Instant, Timeline
 
 #: The plan entry by which a detached instant says its whole plan is recorded: one without
@@ -69,3 +69,14 @@ def compaction_groups(timeline: Timeline, instant: Instant) -> list[tuple[str, s
     """(partition, file id, base instant) of each file group a compaction (or a log
     compaction) plans."""
     return [(p, f, b) for p, f, b, *_ in timeline.plan(instant).get("groups", [])]
+
+
+def compacting(timeline: Timeline, pending: list[Instant]) -> dict[str, str]:
+    """File id -> the instant of the compaction or log compaction of ``pending`` that
+    plans its group."""
+    return {
+        file_id: p.id
+        for p in pending
+        if p.action in COMPACTIONS
+        for _, file_id, _ in compaction_groups(timeline, p)
+    }

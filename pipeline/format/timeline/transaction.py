@@ -159,12 +159,7 @@ class Transaction:
             if settled:
                 listed = timeline.instants()
                 pending = [i for i in listed if not i.completed]
-            compacting = {
-                file_id: p.id
-                for p in pending
-                if p.action in COMPACTIONS
-                for _, file_id, _ in plans.compaction_groups(timeline, p)
-            }
+            compacting = plans.compacting(timeline, pending)
             completed = [i for i in listed if i.completed]
             pending_writes = tuple(i.id for i in pending if i.action == Action.COMMIT)
             based_on = completed[-1].id if completed else None
