@@ -43,7 +43,7 @@ def _varint(data: npt.NDArray[np.uint8], pos: int) -> tuple[int, int]:
     return 0, -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scan(
     data: npt.NDArray[np.uint8], layouts: npt.NDArray[np.int8]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int, int]:
@@ -111,7 +111,7 @@ def _scan(
             n += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gather(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]:

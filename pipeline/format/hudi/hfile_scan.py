@@ -36,7 +36,7 @@ def _int(data: npt.NDArray[np.uint8], pos: int, size: int) -> int:
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scan(
     data: npt.NDArray[np.uint8],
 ) -> tuple[
@@ -115,17 +115,19 @@ def _put(out: npt.NDArray[np.uint8], pos: int, value: int, size: int) -> None:
         out[pos + b] = (value >> (8 * (size - 1 - b))) & 0xFF
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pack(
     key_offsets: npt.NDArray[np.int64],
     key_data: npt.NDArray[np.uint8],
     value_offsets: npt.NDArray[np.int64],
     value_data: npt.NDArray[np.uint8],
+    value_of: npt.NDArray[np.int64],
     suffix: npt.NDArray[np.uint8],
     block_size: int,
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Every entry laid out (``hfile.py``), and where each block begins: its first entry
-    and its first byte (a block ends after the entry that takes it to ``block_size``).
+    """Every entry laid out (``hfile.py``), entry ``i`` with value ``value_of[i]``, and
+    where each block begins: its first entry and its first byte (a block ends after the
+    entry that takes it to ``block_size``).
 
     1. Each entry's size: the two lengths, the key (row length, row, ``suffix``: family
        length, timestamp and type), the value, and the MVCC timestamp's one byte.
@@ -135,7 +137,8 @@ def _pack(
     total = 0
     for i in range(n):  # 1.
         rows = key_offsets[i + 1] - key_offsets[i]
-        total += 8 + 2 + rows + len(suffix) + (value_offsets[i + 1] - value_offsets[i]) + 1
+        v = value_of[i]
+        total += 8 + 2 + rows + len(suffix) + (value_offsets[v + 1] - value_offsets[v]) + 1
     out = np.empty(total, np.uint8)
     firsts = np.empty(n + 1, np.int64)
     starts = np.empty(n + 1, np.int64)
@@ -145,7 +148,8 @@ def _pack(
             firsts[blocks], starts[blocks] = i, pos
             blocks += 1
         row_len = key_offsets[i + 1] - key_offsets[i]
-        value_len = value_offsets[i + 1] - value_offsets[i]
+        v = value_of[i]
+        value_len = value_offsets[v + 1] - value_offsets[v]
         begin = pos
         _put(out, pos, 2 + row_len + len(suffix), 4)
         _put(out, pos + 4, value_len, 4)
@@ -155,7 +159,7 @@ def _pack(
         pos += row_len
         out[pos : pos + len(suffix)] = suffix
         pos += len(suffix)
-        out[pos : pos + value_len] = value_data[value_offsets[i] : value_offsets[i + 1]]
+        out[pos : pos + value_len] = value_data[value_offsets[v] : value_offsets[v + 1]]
         pos += value_len
         out[pos] = 0
         pos += 1
@@ -166,17 +170,31 @@ def _pack(
 
 
 def pack(
-    keys: pa.BinaryArray, values: pa.BinaryArray, suffix: bytes, block_size: int
+    keys: pa.BinaryArray, values: pa.Array, suffix: bytes, block_size: int
 ) -> tuple[bytes, list[int], list[int]]:
-    """The entries of ``keys`` and ``values`` laid out, each block's first entry and first
-    byte (:func:`_pack`)."""
+    """The entries of ``keys`` and ``values`` (binary, or dictionary-coded binary) laid
+    out, each block's first entry and first byte (:func:`_pack`)."""
+    if pa.types.is_dictionary(values.type):
+        value_of = values.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        values = values.dictionary
+    else:
+        value_of = np.arange(len(values), dtype=np.int64)
     out, firsts, starts = _pack(
         *_offsets_and_data(keys),
         *_offsets_and_data(values),
+        value_of,
         np.frombuffer(suffix, np.uint8),
         block_size,
     )
     return out.tobytes(), firsts.tolist(), starts.tolist()
+
+
+def lengths(values: pa.Array) -> npt.NDArray[np.int64]:
+    """Bytes of each of ``values`` (binary, or dictionary-coded binary)."""
+    if pa.types.is_dictionary(values.type):
+        of_entry = np.diff(_offsets_and_data(values.dictionary)[0])
+        return of_entry[values.indices.to_numpy(zero_copy_only=False)]
+    return np.diff(_offsets_and_data(values)[0])
 
 
 def _offsets_and_data(
@@ -194,7 +212,7 @@ def _offsets_and_data(
 _WORD_KEY_BYTES = 64
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _padded(
     offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], width: int
 ) -> npt.NDArray[np.uint8]:

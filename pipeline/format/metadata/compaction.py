@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from dynbucket.format.hudi import lsm_history
 from dynbucket.format.metadata import files, records
-from dynbucket.format.metadata.files import Changes, Written, arrays
+from dynbucket.format.metadata.files import Changes, Written, arrays, decoded
 from dynbucket.format.metadata.reader import (
     BASE_NAME,
     FILES,
@@ -189,7 +189,7 @@ def merged(
 ) -> Changes:
     """A file group's records as of now (its slice merged), then ``changes`` applied (in
     ``schema``, the metadata table's): keys ascending and their values."""
-    ours = Chunk(*changes, schema)
+    ours = Chunk(changes[0], decoded(changes[1]), schema)
     if partition != FILES:  # the record index: a group of many keys, merged as Arrow
         live = merge(
             [*table.merged(partition, file_slice).chunks(), ours] if file_slice else [ours]

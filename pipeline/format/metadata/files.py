@@ -24,8 +24,15 @@ TIMELINE = f"{HOODIE_DIR}/timeline"
 File = tuple[str, str, str, bytes, int]
 #: A file written, as an instant's record of it: (partition, file group, name, size, records).
 Written = tuple[str, str, str, int, int]
-#: A file group's records: keys ascending and their values (null: the key is deleted).
-Changes = tuple[pa.BinaryArray, pa.BinaryArray]
+#: A file group's records: keys ascending and their values (null: the key is deleted),
+#: binary or dictionary-coded binary (a write's new keys share a few locations: the HFile
+#: writer copies each value's bytes once, from its dictionary entry).
+Changes = tuple[pa.BinaryArray, pa.Array]
+
+
+def decoded(values: pa.Array) -> pa.BinaryArray:
+    """``values`` of :data:`Changes` as a plain binary array."""
+    return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
 
 
 def base_name(group: str, instant: str) -> str:
@@ -64,9 +71,11 @@ def log(partition: str, group: str, instant: str, changes: Changes, schema: str)
     """A log of ``changes``: an HFile data block of the records, a delete block of the
     keys gone (null values)."""
     keys, values = changes
-    valid = pc.is_valid(values)
-    kept = pc.filter(keys, valid), pc.filter(values, valid)
-    gone = [k.decode() for k in pc.filter(keys, pc.invert(valid)).to_pylist()]
+    kept, gone = (keys, values), []
+    if values.null_count:
+        valid = pc.is_valid(values)
+        kept = pc.filter(keys, valid), pc.filter(values, valid)
+        gone = [k.decode() for k in pc.filter(keys, pc.invert(valid)).to_pylist()]
     blocks = []
     if len(kept[0]):
         content = hfile.write_arrays(*kept, {"schema": schema.encode()})

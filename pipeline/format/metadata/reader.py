@@ -65,10 +65,20 @@ def metadata_store(store: TableStore) -> TableStore:
     return mdt
 
 
-#: What :meth:`MetadataTable.record_locations` answers.
-LOCATION_SCHEMA = pa.schema(
-    [("key", pa.string()), ("file_id", pa.string()), ("instant_millis", pa.int64())]
+_CODED = pa.dictionary(pa.int32(), pa.string())
+
+#: What :meth:`Merged.location_table` answers.
+LOCATED_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("partition", _CODED),
+        ("file_id", _CODED),
+        ("instant_millis", pa.int64()),
+    ]
 )
+
+#: What :meth:`MetadataTable.record_locations` answers (file ids dictionary-coded).
+LOCATION_SCHEMA = pa.schema([f for f in LOCATED_SCHEMA if f.name != "partition"])
 
 
 @dataclass(frozen=True)
@@ -103,31 +113,50 @@ class Merged:
     def location_table(self) -> pa.Table:
         """Each record's location as Arrow (``key``, ``partition``, ``file_id``,
         ``instant_millis``), each distinct value decoded once: the keys one instant wrote
-        into one file group share their bytes."""
+        into one file group share their bytes, and the partition and file id are
+        dictionary-coded by them (not a string per key: 2M keys' file ids took 0.1 s)."""
         parts: list[tuple[npt.NDArray[np.int64], list[pa.Array]]] = []
         for s, schema in enumerate(self.schemas):
             at = np.flatnonzero(self.schema_at == s)
             if not len(at):
                 continue
-            coded = self.values.take(pa.array(at)).dictionary_encode()
+            whole = len(at) == len(self.values)  # one schema: no take (1M values: 0.1 s)
+            coded = (self.values if whole else self.values.take(pa.array(at))).dictionary_encode()
             decoded = [records.location_of(v, schema) for v in coded.dictionary.to_pylist()]
+            indices = coded.indices
             columns = [
-                pa.array([d.partition for d in decoded], pa.string()),
-                pa.array([d.file_id for d in decoded], pa.string()),
-                pa.array([d.instant_millis for d in decoded], pa.int64()),
+                pa.DictionaryArray.from_arrays(indices, pa.array([d.partition for d in decoded])),
+                pa.DictionaryArray.from_arrays(indices, pa.array([d.file_id for d in decoded])),
+                pa.array([d.instant_millis for d in decoded], pa.int64()).take(indices),
             ]
-            parts.append((at, [c.take(coded.indices) for c in columns]))
+            parts.append((at, columns))
         if not parts:
-            columns = [pa.array([], t) for t in (pa.string(), pa.string(), pa.int64())]
-        elif len(parts) == 1:  # one schema: the records in their order already
+            return LOCATED_SCHEMA.empty_table()
+        if len(parts) == 1:  # one schema: the records in their order already
             columns = parts[0][1]
-        else:
+        else:  # several dictionaries: decoded, then in record order
             order = pa.array(np.argsort(np.concatenate([at for at, _ in parts])))
-            columns = [pa.concat_arrays([p[1][i] for p in parts]).take(order) for i in range(3)]
-        return pa.table(
-            [self.keys.cast(pa.string()), *columns],
-            names=["key", "partition", "file_id", "instant_millis"],
-        )
+            columns = [
+                pa.concat_arrays([_plain(p[1][i]) for p in parts]).take(order).dictionary_encode()
+                if i < 2
+                else pa.concat_arrays([p[1][i] for p in parts]).take(order)
+                for i in range(3)
+            ]
+        return pa.Table.from_arrays([self.keys.cast(pa.string()), *columns], schema=LOCATED_SCHEMA)
+
+
+def _plain(array: pa.Array) -> pa.Array:
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def _plain_columns(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary-coded columns decoded."""
+    return pa.table(
+        {
+            n: _plain(c.combine_chunks())
+            for n, c in zip(table.column_names, table.columns, strict=True)
+        }
+    )
 
 
 def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = False) -> Merged:
@@ -136,11 +165,11 @@ def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = 
     order: a bootstrap needs none).
 
     1. Concatenate the keys, in record order.
-    2. The newest record of each key: records sorted by the 64-bit hash of their key's
-       bytes, the latest of each run of one hash; a run whose keys differ (two keys of
-       one hash) sorts the keys themselves instead. One chunk of strictly ascending keys
-       (a base file, a block) is its own merge.
+    2. The newest record of each key (:func:`_newest`). One chunk of strictly ascending
+       keys (a base file, a block) is its own merge.
     3. Drop the keys whose newest record is a delete; sort the rest by key when asked.
+    4. Take the records left, in one pass; none when every record is live and the order
+       kept (a partition's keys written once each, never deleted: no copy of them).
     """
     keys, values, schema_at, schemas = [], [], [], []
     for chunk in chunks:  # 1.
@@ -160,49 +189,62 @@ def merge(chunks: Iterable[Chunk], sort_keys: bool = True, keep_deletes: bool = 
         len(all_keys) < 2 or not pc.any(pc.less_equal(all_keys[1:], all_keys[:-1])).as_py()
     )
     winners = np.arange(len(all_keys)) if ascending else _newest(all_keys)  # 2.
-    if keep_deletes:
-        live = winners
-    else:
-        valid = pc.is_valid(all_values.take(pa.array(winners))).to_numpy(zero_copy_only=False)
-        live = winners[valid]  # 3.
-    if sort_keys and not ascending:
+    live = winners
+    if not keep_deletes and all_values.null_count:
+        live = winners[pc.is_valid(all_values).to_numpy(zero_copy_only=False)[winners]]  # 3.
+    reordered = sort_keys and not ascending
+    if reordered:
         live = live[key_order(all_keys.take(pa.array(live)))]
-    taken = pa.array(live)
-    return Merged(
-        all_keys.take(taken),
-        all_values.take(taken),
-        np.concatenate(schema_at)[live],
-        tuple(schemas),
-    )
+    at = np.concatenate(schema_at)
+    if not reordered and len(live) == len(all_keys):  # 4.: every record, in its order
+        return Merged(all_keys, all_values, at, tuple(schemas))
+    if reordered:
+        taken = pa.array(live)
+        return Merged(all_keys.take(taken), all_values.take(taken), at[live], tuple(schemas))
+    kept = np.zeros(len(all_keys), np.bool_)
+    kept[live] = True  # ascending positions: a filter reads the arrays once, in order
+    mask = pa.array(kept)
+    return Merged(all_keys.filter(mask), all_values.filter(mask), at[live], tuple(schemas))
 
 
 def _newest(keys: pa.BinaryArray) -> npt.NDArray[np.int64]:
     """The position of each distinct key's last record, ascending (step 2 of
-    :func:`merge`; in record order, so that taking them reads the arrays in order)."""
+    :func:`merge`; in record order, so that taking them reads the arrays in order).
+
+    1. The 64-bit hashes of the keys' bytes, sorted: every hash once (a partition's keys
+       are written once each unless deleted or moved), every record is its key's last.
+    2. Else the records of the hashes seen twice (a few: a delete block's keys and the
+       records they delete) sorted by hash, the latest of each run of one hash; a run
+       whose keys differ (two keys of one hash) sorts the keys themselves instead.
+    """
     hashes = hash_columns([keys])
-    order = np.argsort(hashes)
+    ordered = np.sort(hashes)  # 1. (a sort of the positions instead: twice as long)
+    again = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not len(again):
+        return np.arange(len(keys))
+    involved = np.flatnonzero(  # 2.
+        pc.is_in(pa.array(hashes), value_set=pa.array(again)).to_numpy(zero_copy_only=False)
+    )
+    order = involved[np.argsort(hashes[involved], kind="stable")]
     ordered = hashes[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    winners = np.maximum.reduceat(order, starts) if len(order) else order
-    # Each record's run's winner; a record whose key is not its winner's shares a hash with
-    # another key: rare past belief, and then the keys' own order decides.
+    winners = np.maximum.reduceat(order, starts)
     winner_of = np.repeat(winners, np.diff(np.r_[starts, len(order)]))
-    shared = np.flatnonzero(winner_of != order)
-    if len(shared):
-        mine = keys.take(pa.array(order[shared]))
-        theirs = keys.take(pa.array(winner_of[shared]))
-        if not pc.all(pc.equal(mine, theirs)).as_py():
-            by_key = pc.sort_indices(
-                pa.table({"k": keys, "n": np.arange(len(keys))}),
-                [("k", "ascending"), ("n", "descending")],
-            ).to_numpy()
-            sorted_keys = keys.take(pa.array(by_key))
-            first = np.ones(len(by_key), np.bool_)
-            first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(
-                zero_copy_only=False
-            )
-            winners = by_key[first]
-    return np.sort(np.asarray(winners, np.int64))
+    older = order[winner_of != order]
+    mine = keys.take(pa.array(older))
+    theirs = keys.take(pa.array(winner_of[winner_of != order]))
+    if not pc.all(pc.equal(mine, theirs)).as_py():
+        by_key = pc.sort_indices(
+            pa.table({"k": keys, "n": np.arange(len(keys))}),
+            [("k", "ascending"), ("n", "descending")],
+        ).to_numpy()
+        sorted_keys = keys.take(pa.array(by_key))
+        first = np.ones(len(by_key), np.bool_)
+        first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(zero_copy_only=False)
+        return np.sort(by_key[first])
+    newest = np.ones(len(keys), np.bool_)
+    newest[older] = False
+    return np.flatnonzero(newest)
 
 
 @dataclass(frozen=True)
@@ -288,7 +330,7 @@ class MetadataTable:
         ``partition``, ``file_id``, ``instant_millis``): what :meth:`record_index` holds,
         without a Python object per key (a million keys: 6 s as objects, under 1 s here)."""
         tables = [
-            self.merged(RECORD_INDEX, file_slice).location_table()
+            _plain_columns(self.merged(RECORD_INDEX, file_slice).location_table())
             for file_slice in self.file_groups(RECORD_INDEX).values()
         ]
         if not tables:
@@ -311,7 +353,8 @@ class MetadataTable:
             live = self.merged(RECORD_INDEX, file_slice)
             table = live.location_table()
             if not partitioned:
-                table = table.filter(pc.equal(table.column("partition"), data_partition))
+                mine = pc.equal(table.column("partition").cast(pa.string()), data_partition)
+                table = table.filter(mine)
             tables.append(table.drop_columns(["partition"]))
         if not tables:
             return LOCATION_SCHEMA.empty_table()

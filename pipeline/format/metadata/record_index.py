@@ -191,4 +191,6 @@ def changes(
     if not tables:
         return CHANGES_SCHEMA.empty_table()
     table = pa.concat_tables(tables)
+    if not table.column("file_id").null_count:
+        return table  # no delete: nothing to put first (a take of 500k keys: 0.03 s)
     return table.take(pc.sort_indices(pc.is_valid(table.column("file_id"))))

@@ -46,6 +46,38 @@ def test_what_is_written_reads_back_whole_and_by_key(codec: int) -> None:
     assert f.get(f.blocks[5].first_key[:-1]) is None
 
 
+def test_dictionary_coded_values_write_the_hfile_their_decoded_values_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A record-index log's values are coded (a write's keys share a few locations):
+    each entry holds its own value's bytes, and the file equals the decoded one's."""
+    monkeypatch.setattr(hfile.time, "time", lambda: 1.0)  # the file info's create time
+    keys = pa.array([k for k, _ in _items(2000)], pa.binary())
+    locations = pa.array([b"", b"here", b"there" * 20], pa.binary())
+    codes = pa.array(np.random.default_rng(3).integers(0, 3, len(keys)).astype(np.int32))
+    coded = pa.DictionaryArray.from_arrays(codes, locations)
+    data = hfile.write_arrays(keys, coded, {"schema": b"{}"}, block_size=512)
+    decoded = coded.dictionary_decode()
+    assert data == hfile.write_arrays(keys, decoded, {"schema": b"{}"}, block_size=512)
+    read_keys, read_values = HFile.read(data).arrays()
+    assert read_keys.equals(keys)
+    assert read_values.to_pylist() == decoded.to_pylist()
+
+
+def test_a_large_hfile_read_in_runs_of_blocks_reads_every_entry_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whole-file reads split the data blocks into one run per core (a bootstrap reads a
+    partition's record index whole); the runs together are the file."""
+    items = _items(3000)
+    f = HFile.read(hfile.write(items, block_size=512))
+    monkeypatch.setattr(hfile, "_BLOCKS_PER_RUN", 3)
+    monkeypatch.setattr(hfile.os, "cpu_count", lambda: 7)
+    assert len(f.blocks) > 7 * 3
+    keys, values = f.arrays()
+    assert list(zip(keys.to_pylist(), values.to_pylist(), strict=True)) == items
+
+
 def test_an_empty_hfile_reads_as_empty() -> None:
     f = HFile.read(hfile.write([]))
     assert f.entry_count == 0 and list(f.items()) == [] and f.get(b"k") is None

@@ -108,3 +108,18 @@ def test_a_slice_merges_to_each_keys_newest_record_and_drops_deleted_keys(
         (b"c", b"c3"),
     ]
     assert merge([]).keys.to_pylist() == []
+
+
+def test_chunks_of_distinct_keys_merge_to_every_record() -> None:
+    """A partition's keys written once each (no delete, no move): every record is live;
+    unsorted, the records stay in their order (what a bootstrap reads, with no copy)."""
+    chunks = [
+        Chunk(pa.array([b"b", b"d"], pa.binary()), pa.array([b"b1", b"d1"], pa.binary()), "one"),
+        Chunk(pa.array([b"a", b"c"], pa.binary()), pa.array([b"a2", b"c2"], pa.binary()), "two"),
+    ]
+    unsorted = merge(chunks, sort_keys=False)
+    assert unsorted.keys.to_pylist() == [b"b", b"d", b"a", b"c"]
+    assert unsorted.values.to_pylist() == [b"b1", b"d1", b"a2", b"c2"]
+    assert [unsorted.schemas[i] for i in unsorted.schema_at] == ["one", "one", "two", "two"]
+    assert merge(chunks).keys.to_pylist() == [b"a", b"b", b"c", b"d"]
+    assert merge(chunks).values.to_pylist() == [b"a2", b"b1", b"c2", b"d1"]
