@@ -156,8 +156,8 @@ class MetadataIndexSource(RLIIndexSource):
     """``IndexSource`` over Hudi's partitioned record index (the metadata table's
     ``record_index``), dynbucket's own index where the metadata table cannot answer.
 
-    A slot reads a partition's record index whole (about 0.84 s for 1,000,000 keys, against
-    0.024 s for its section of dynbucket's index), and a slot bootstraps a partition again
+    A slot reads a partition's record index whole (about 0.75 s for 1,000,000 keys, against
+    0.03 s for its section of dynbucket's index), and a slot bootstraps a partition again
     after the proposal's eviction of it, at every micro-batch that only updates it. So
     the first load of a partition is compared with what dynbucket's index gives; while
     they agree and the partition's record index is made of the same files (an update
