@@ -109,6 +109,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def options(rng: random.Random) -> TableOptions:
     return TableOptions(
         table_type=rng.choice(["MERGE_ON_READ", "COPY_ON_WRITE"]),
+        table_version=rng.choice([6, 9]),
         write_concurrency_mode="OPTIMISTIC_CONCURRENCY_CONTROL",
         heartbeat_expiry_seconds=HEARTBEAT,
         commit_lease_seconds=1.0,

@@ -11,7 +11,9 @@ some order of the committed ops gives, each writer's own ops in its order (an op
 issued and not acknowledged may or may not have committed); an acknowledged op is always
 among them. After all: no writer but the
 killed one failed, one row per key, each key's row one the model allows (no acknowledged
-op lost), no bucket over capacity, ``check`` healthy and hudi-rs reading the same.
+op lost), no bucket over capacity, ``check`` healthy and hudi-rs reading the same. The
+table is of version 6 or 9 (Hudi's metadata table kept in step by every writer), by the
+seed.
 
 ``DYNBUCKET_WRITERS_RUNS`` runs more seeds (the suite runs one, new each run;
 ``make test-long`` 20).

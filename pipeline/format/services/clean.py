@@ -82,6 +82,11 @@ def clean(store: TableStore, spec: TableSpec, retain: int | None = None) -> Serv
     return run_now(Clean(), store, spec, Scope(retain=retain))
 
 
+#: The data files a clean removes, named in its plan before the first goes (a table with a
+#: metadata table: ``execute_clean``).
+REMOVING = "removing"
+
+
 @dataclass(frozen=True)
 class CleanPlan:
     """A clean's plan: the horizon (the oldest retained instant: each group keeps its
@@ -178,27 +183,45 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     folders = []
     on_timeline = {i.id for i in timeline.instants()}
     leftovers = _RolledBack(store, lambda i: i not in on_timeline and i not in seen)
-    data: list[str] = []  # removed data files, relative (the metadata table's ``files``)
+    # 1. The data files to remove, decided before any goes.
+    doomed: list[Any] = []
+    data: list[str] = []  # their names, relative (the metadata table's ``files``)
     for partition in Snapshot(store, spec).partitions():
         files = data_files(store, partition)
-        gone = _clean_files(store, files, visible, earliest, True) + leftovers.remove(files)
-        data += [posixpath.join(partition, posixpath.basename(p)) for p in gone]
+        mine = _cleanable(files, visible, earliest, True) + leftovers.of(files)
+        doomed += mine
+        data += [posixpath.join(partition, posixpath.basename(f.path)) for f in mine]
         folders.append(store.path(partition))
-    removed = len(data)
+    # 2. A table with a metadata table needs their names (its ``files`` partition drops
+    # them), named in the plan first: an executor paused after removing some, and the one
+    # that resumed the clean meanwhile, which finds them gone, name them still (else the
+    # metadata table lists files that are not there, and Hudi's readers fail on them).
+    listed = metadata_partitions.enabled(store)
+    if listed:
+        data = sorted({*data, *txn.plan.get(REMOVING, ())})
+        txn.record_plan({REMOVING: data})
+    # 3. Remove them, oldest first; then the index files, the temporaries.
+    removed = len(_remove(store, doomed))
     for partition in RecordLevelIndex(store, spec).partitions():
         files = index_files(store, partition)
-        removed += len(_clean_files(store, files, visible, earliest, False))
-        removed += len(leftovers.remove(files))
+        removed += len(_remove(store, _cleanable(files, visible, earliest, False)))
+        removed += len(_remove(store, leftovers.of(files)))
         folders.append(store.path(RLI_DIR, partition))
     removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
-    # Only a table with a metadata table needs the names (its ``files`` partition drops them).
     names = {}
-    if metadata_partitions.enabled(store):
+    if listed:
         gone = _replaced_groups(store, timeline, earliest)
         removed += len(gone)
-        names = {"removed": sorted(data + gone)}
+        names = {"removed": sorted({*data, *gone})}
     txn.commit({"earliest-retained": earliest, "files-removed": removed, **names})
     return ServiceResult(Action.CLEAN, txn.id, 0, removed)
+
+
+def _remove(store: TableStore, files: Sequence[Any]) -> list[str]:
+    """Removes ``files`` in their order; returns their paths."""
+    for f in files:
+        store.delete(f.path)
+    return [f.path for f in files]
 
 
 def _replaced_groups(store: TableStore, timeline: Timeline, earliest: str | None) -> list[str]:
@@ -224,13 +247,9 @@ class _RolledBack:
         self.store, self.gone = store, gone
         self._decided: dict[str, bool] = {}
 
-    def remove(self, files: Iterable[Any]) -> list[str]:
-        removed = []
-        for f in files:
-            if self.gone(f.instant) and self._rolled_back(f.instant):
-                self.store.delete(f.path)
-                removed.append(f.path)
-        return removed
+    def of(self, files: Iterable[Any]) -> list[Any]:
+        """Those of ``files`` that are such files."""
+        return [f for f in files if self.gone(f.instant) and self._rolled_back(f.instant)]
 
     def _rolled_back(self, instant: str) -> bool:
         if instant not in self._decided:
@@ -239,10 +258,10 @@ class _RolledBack:
         return self._decided[instant]
 
 
-def _clean_files(
-    store: TableStore, files: list[Any], visible: Collection[str], earliest: str, by_group: bool
-) -> list[str]:
-    """Removes the files no retained instant reads; returns their paths."""
+def _cleanable(
+    files: list[Any], visible: Collection[str], earliest: str, by_group: bool
+) -> list[Any]:
+    """The files no retained instant reads, in the order to remove them."""
     groups: dict[str, list[Any]] = {}
     for f in files:
         if f.instant in visible:
@@ -284,8 +303,7 @@ def _clean_files(
                 by_group and f.kind == "log" and f.base_instant >= floor
             )
             if superseded or merged or carried:
-                store.delete(f.path)
-                removed.append(f.path)
+                removed.append(f)
     return removed
 
 
