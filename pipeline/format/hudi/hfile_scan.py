@@ -189,6 +189,11 @@ def pack(
     return out.tobytes(), firsts.tolist(), starts.tolist()
 
 
+def decoded(values: pa.Array) -> pa.Array:
+    """``values`` as plain binary (or string) when dictionary-coded."""
+    return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
+
+
 def lengths(values: pa.Array) -> npt.NDArray[np.int64]:
     """Bytes of each of ``values`` (binary, or dictionary-coded binary)."""
     if pa.types.is_dictionary(values.type):

@@ -48,8 +48,9 @@ from typing import Any
 import pyarrow as pa
 
 from dynbucket.format.hudi import lsm_history
+from dynbucket.format.hudi.hfile_scan import decoded
 from dynbucket.format.metadata import files, records
-from dynbucket.format.metadata.files import Changes, Written, arrays, decoded
+from dynbucket.format.metadata.files import Changes, Written, arrays
 from dynbucket.format.metadata.reader import (
     BASE_NAME,
     FILES,

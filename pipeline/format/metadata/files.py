@@ -30,11 +30,6 @@ Written = tuple[str, str, str, int, int]
 Changes = tuple[pa.BinaryArray, pa.Array]
 
 
-def decoded(values: pa.Array) -> pa.BinaryArray:
-    """``values`` of :data:`Changes` as a plain binary array."""
-    return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
-
-
 def base_name(group: str, instant: str) -> str:
     return f"{group}_0-{instant}-0_{instant}.hfile"
 

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from dynbucket.base.keyhash import hash_columns
 from dynbucket.format.hudi import log_file
 from dynbucket.format.hudi.hfile import HFile
-from dynbucket.format.hudi.hfile_scan import key_order
+from dynbucket.format.hudi.hfile_scan import decoded, key_order
 from dynbucket.format.metadata import records
 from dynbucket.format.metadata.partitions import FILES, RECORD_INDEX
 from dynbucket.format.metadata.record_index import (
@@ -122,12 +122,12 @@ class Merged:
                 continue
             whole = len(at) == len(self.values)  # one schema: no take (1M values: 0.1 s)
             coded = (self.values if whole else self.values.take(pa.array(at))).dictionary_encode()
-            decoded = [records.location_of(v, schema) for v in coded.dictionary.to_pylist()]
+            where = [records.location_of(v, schema) for v in coded.dictionary.to_pylist()]
             indices = coded.indices
             columns = [
-                pa.DictionaryArray.from_arrays(indices, pa.array([d.partition for d in decoded])),
-                pa.DictionaryArray.from_arrays(indices, pa.array([d.file_id for d in decoded])),
-                pa.array([d.instant_millis for d in decoded], pa.int64()).take(indices),
+                pa.DictionaryArray.from_arrays(indices, pa.array([d.partition for d in where])),
+                pa.DictionaryArray.from_arrays(indices, pa.array([d.file_id for d in where])),
+                pa.array([d.instant_millis for d in where], pa.int64()).take(indices),
             ]
             parts.append((at, columns))
         if not parts:
@@ -137,7 +137,7 @@ class Merged:
         else:  # several dictionaries: decoded, then in record order
             order = pa.array(np.argsort(np.concatenate([at for at, _ in parts])))
             columns = [
-                pa.concat_arrays([_plain(p[1][i]) for p in parts]).take(order).dictionary_encode()
+                pa.concat_arrays([decoded(p[1][i]) for p in parts]).take(order).dictionary_encode()
                 if i < 2
                 else pa.concat_arrays([p[1][i] for p in parts]).take(order)
                 for i in range(3)
@@ -145,15 +145,11 @@ class Merged:
         return pa.Table.from_arrays([self.keys.cast(pa.string()), *columns], schema=LOCATED_SCHEMA)
 
 
-def _plain(array: pa.Array) -> pa.Array:
-    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
-
-
 def _plain_columns(table: pa.Table) -> pa.Table:
     """``table`` with its dictionary-coded columns decoded."""
     return pa.table(
         {
-            n: _plain(c.combine_chunks())
+            n: decoded(c.combine_chunks())
             for n, c in zip(table.column_names, table.columns, strict=True)
         }
     )

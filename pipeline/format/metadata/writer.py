@@ -51,9 +51,9 @@ import pyarrow.compute as pc
 from dynbucket.base.threads import shared_pool
 from dynbucket.format.hudi import properties
 from dynbucket.format.hudi.files import PARTITION_METADATA
-from dynbucket.format.hudi.hfile_scan import key_order
+from dynbucket.format.hudi.hfile_scan import decoded, key_order
 from dynbucket.format.metadata import compaction, files, record_index, records
-from dynbucket.format.metadata.files import INIT_INSTANT, Changes, arrays, decoded
+from dynbucket.format.metadata.files import INIT_INSTANT, Changes, arrays
 from dynbucket.format.metadata.partitions import PARTITIONS, note, partitions
 from dynbucket.format.metadata.reader import (
     FILES,

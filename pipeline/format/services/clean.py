@@ -266,7 +266,7 @@ def _cleanable(
     for f in files:
         if f.instant in visible:
             groups.setdefault(f.file_id if by_group else "", []).append(f)
-    removed = []
+    out = []
     for group in groups.values():
         bases = [f for f in group if f.kind == "base" and f.instant <= earliest]
         newest = max(bases, key=lambda f: f.instant, default=None)
@@ -303,8 +303,8 @@ def _cleanable(
                 by_group and f.kind == "log" and f.base_instant >= floor
             )
             if superseded or merged or carried:
-                removed.append(f)
-    return removed
+                out.append(f)
+    return out
 
 
 def _clean_temporary(

@@ -4,6 +4,7 @@ with sizes) and its record index against the rows hudi-rs reads."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dynbucket.format.metadata import reader
+from dynbucket.format.metadata import reader, records
 from dynbucket.format.metadata.reader import Chunk, MetadataTable, merge
 from dynbucket.format.storage.store import TableStore
 from tests.hudi_readers import hudi_read
@@ -123,3 +124,25 @@ def test_chunks_of_distinct_keys_merge_to_every_record() -> None:
     assert [unsorted.schemas[i] for i in unsorted.schema_at] == ["one", "one", "two", "two"]
     assert merge(chunks).keys.to_pylist() == [b"a", b"b", b"c", b"d"]
     assert merge(chunks).values.to_pylist() == [b"a2", b"b1", b"c2", b"d1"]
+
+
+def test_locations_written_in_two_schemas_read_in_record_order() -> None:
+    """A group whose records were written with two schemas (the metadata table's schema
+    changed between them): each record's location decoded with its own, in record order."""
+    one = records.schema_json()
+    two = json.dumps(json.loads(one))  # the same schema spelled otherwise: a second one
+    where = [records.Location("p", f"f{i % 2}", 1000 + i) for i in range(4)]
+    values = [records.record_index_record(w, one if i % 2 else two) for i, w in enumerate(where)]
+    merged = reader.Merged(
+        pa.array([b"a", b"b", b"c", b"d"]),
+        pa.array(values, pa.binary()),
+        np.array([1, 0, 1, 0]),
+        (one, two),
+    )
+    located = merged.location_table().to_pylist()
+    assert [(r["key"], r["file_id"], r["instant_millis"]) for r in located] == [
+        ("a", "f0", 1000),
+        ("b", "f1", 1001),
+        ("c", "f0", 1002),
+        ("d", "f1", 1003),
+    ]
