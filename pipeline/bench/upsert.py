@@ -123,7 +123,11 @@ def workload(folder: Path, size: int, upsert_rows: int, upserts: int, seed: int 
 
 
 def _files(folder: Path, prefix: str) -> list[Path]:
-    return sorted(folder.glob(f"{prefix}-*.parquet"))
+    """The workload's files of ``prefix`` in the order they were made: by their number, so
+    that ``upsert-10`` comes after ``upsert-9`` (by name it came after ``upsert-1``, and an
+    11th upsert's ordering values went back below the table's: with ``--runs`` 10 or more,
+    its updates turned stale and the systems read slices to tell)."""
+    return sorted(folder.glob(f"{prefix}-*.parquet"), key=lambda p: int(p.stem.rpartition("-")[2]))
 
 
 # --- the systems -----------------------------------------------------------------------------
