@@ -13,9 +13,11 @@ so about half their writes were written again. A lane keeps them apart:
   lanes of the other live writers' pending instants, keeps its own unless a live writer
   holds it, else takes the smallest free one; ``W`` is one more than the highest lane it
   knows alive, counting lanes seen within the last ``heartbeat.expiry-seconds``, on a
-  pending instant or on a commit its own commit checked (a writer between two writes has
-  no pending instant: forgetting it at once would make the other fill its buckets
-  whenever it begins in that gap);
+  pending instant, on a data write completed within that time (by the time its id names),
+  or on a commit its own commit checked (a writer between two writes has no pending
+  instant: forgetting it at once would make the other fill its buckets whenever it begins
+  in that gap; and a writer whose first write begins in that gap, knowing it only from
+  pending instants, took its lane: four writers' first writes collided so);
 * the assigners put new keys only into buckets whose id is ``L`` modulo ``W``
   (``actors/allocator.py``): buckets with room first, then new ids of the lane.
 
@@ -30,11 +32,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 #: One writer alone: lane 0 of 1, every bucket.
 ALONE = (0, 1)
+#: Completed data writes a begin looks at the lanes of, at most (the newest: a writer's
+#: first begin on a busy table reads no more than these under the lease).
+LOOK_MAX = 16
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Lanes:
     lane: int | None = None
     seen: dict[int, float] = field(default_factory=dict)
     """Another writer's lane -> when (monotonic) it was last seen on a live instant."""
+    looked: str | None = None
+    """The newest completed data write whose lane this writer looked at (``to_look_at``)."""
 
     def choose(self, live: Mapping[int, str], now: float | None = None) -> tuple[int, int]:
         """``(L, W)`` for the instant this writer begins, given the lanes of the other live
@@ -69,6 +76,15 @@ class Lanes:
             taken = set(self.seen)
             self.lane = next(n for n in range(len(taken) + 1) if n not in taken)
         return self.lane, max([self.lane, *self.seen]) + 1  # 3.
+
+    def to_look_at(self, completed: Sequence[str]) -> list[str]:
+        """Of the ids of completed data writes (oldest first), the newest ``LOOK_MAX`` not
+        looked at before: each write's lane is read once, by the first begin after it
+        completed (then noted with :meth:`saw`, as of its time)."""
+        new = [i for i in completed if self.looked is None or i > self.looked]
+        if new:
+            self.looked = new[-1]
+        return new[-LOOK_MAX:]
 
     def saw(self, lane: int, writer: str, now: float | None = None) -> None:
         """Notes another writer's lane, named by a commit completed beside this writer's."""

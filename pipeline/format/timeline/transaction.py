@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
@@ -51,6 +52,7 @@ from dynbucket.format.timeline.timeline import (
     Instant,
     State,
     Timeline,
+    seconds_since,
 )
 from dynbucket.format.timeline.written import WrittenFile
 
@@ -173,7 +175,7 @@ class Transaction:
                 instant = timeline.request(action, listed)
             plan: dict[str, Any] = {"operation": operation, "based-on": based_on}
             beside = options.optimistic and not hold
-            chosen = _lane(timeline, pending, lanes) if beside and lanes else ALONE
+            chosen = _lane(timeline, completed, pending, lanes) if beside and lanes else ALONE
             plan.update(plan_fields(lanes if beside else None, chosen))
             unseen_from = min((p.id for p in pending), default=None) if beside else None
             if beside:  # what a clean keeps for this write (clean.py)
@@ -608,8 +610,14 @@ def latest_write(completed: list[Instant]) -> str | None:
     return next((i.id for i in reversed(completed) if i.action not in DETACHED_ACTIONS), None)
 
 
-def _lane(timeline: Timeline, pending: list[Instant], lanes: Lanes) -> tuple[int, int]:
-    """The lane of a write beginning beside ``pending`` (its live writers' lanes)."""
+def _lane(
+    timeline: Timeline, completed: list[Instant], pending: list[Instant], lanes: Lanes
+) -> tuple[int, int]:
+    """The lane of a write beginning beside ``pending`` (its live writers' lanes), after
+    ``completed``: the lanes of the data writes completed within the expiry that this
+    writer has not looked at yet count as seen at their time (a writer between two writes
+    has no pending instant; the documents are kept, and the conflict checks read them
+    too)."""
     live: dict[int, str] = {}
     for p in pending:
         if p.action in DETACHED_ACTIONS:
@@ -618,4 +626,12 @@ def _lane(timeline: Timeline, pending: list[Instant], lanes: Lanes) -> tuple[int
         found = lane_of({**plan, **extra_of(plan)})
         if found is not None:
             live[found[0]] = found[1]
+    writes = {i.id: i for i in completed if i.action == Action.COMMIT}
+    now, clock = dt.datetime.now(dt.UTC), time.monotonic()
+    for instant_id in lanes.to_look_at(list(writes)):
+        age = seconds_since(instant_id, now)
+        if age > lanes.expiry_seconds:
+            continue
+        if (found := lane_of(extra_of(timeline.raw(writes[instant_id])))) is not None:
+            lanes.saw(*found, now=clock - max(age, 0.0))
     return lanes.choose(live)

@@ -76,12 +76,13 @@ def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path
     mine.upsert(_rows(["k1"], 1))  # bucket 0 holds 1 of 2
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
-    other.upsert(_rows(["k2", "k3"], 2))  # k2 fills bucket 0, k3 opens bucket 1
-    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1}
-    # A stale cache would take k3 for new and put it in bucket 0's last place.
+    # Lanes: the other learns this writer's lane from its commit and takes lane 1 of 2.
+    other.upsert(_rows(["k2", "k3"], 2))
+    assert _buckets(mine) == {"k1": 0, "k2": 1, "k3": 1}
+    # A stale cache would take k3 for new and put it in bucket 0's last place (two rows).
     r = mine.upsert(_rows(["k3", "k4"], 3))
     assert (r.keys_updated, r.keys_inserted) == (1, 1)
-    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
+    assert _buckets(mine) == {"k1": 0, "k2": 1, "k3": 1, "k4": 0}
     assert mine._writer().scheme.slots == [slot]  # caught up, not replaced
     stats = slot.core.stats()
     assert (stats.bootstraps, stats.catch_ups) == (1, 1)  # the partition was not loaded again
@@ -94,10 +95,11 @@ def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_pat
     mine.upsert(_rows(["k1", "k2"], 1))  # bucket 0 full
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
-    other.upsert(_rows(["k3"], 2))  # bucket 1
+    other.upsert(_rows(["k3"], 2))  # bucket 1: its lane, 1 of 2
     other.delete(pa.table({"id": ["k1"], "day": ["d"]}))  # bucket 0: room for one
     mine.upsert(_rows(["k2", "k9", "k1"], 3))  # k2 known; k9 and k1 (back) new
-    assert _buckets(mine) == {"k2": 0, "k9": 0, "k3": 1, "k1": 1}
+    # k9 takes the room the delete gave back; k1 opens bucket 2, lane 0's next.
+    assert _buckets(mine) == {"k2": 0, "k9": 0, "k3": 1, "k1": 2}
     stats = slot.core.stats()
     assert (stats.bootstraps, stats.catch_ups) == (1, 1)
     assert mine.check().healthy
@@ -115,7 +117,7 @@ def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
     other.upsert(_rows(["k2", "k3"], 2))
     assert other.compact_index(min_files=1).instant is not None  # a new base: k2, k3 in it
     mine.upsert(_rows(["k3", "k4"], 3))
-    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
+    assert _buckets(mine) == {"k1": 0, "k2": 1, "k3": 1, "k4": 0}  # lanes 0 and 1 of 2
     stats = slot.core.stats()
     assert (stats.bootstraps, stats.catch_ups) == (2, 1)
 
@@ -242,9 +244,9 @@ def test_a_write_pending_beside_a_cached_one_then_archived_empties_the_caches(
     assert archive(mine._store, True, keep_min=1, keep_max=1, lease_seconds=5).floor >= late.instant
     r = mine.upsert(_rows(["k2", "k4"], 4))
     assert (r.keys_updated, r.keys_inserted) == (1, 1)  # k2 is the other writer's
-    # Lanes: the other write began alone (bucket 0 first); this writer beside it, lane 1 of
-    # 2 (bucket 1), which it keeps.
-    assert _buckets(mine) == {"k1": 0, "k2": 0, "k3": 1, "k4": 1}
+    # Lanes: the other write began after this writer's first commit, which names lane 0: it
+    # takes lane 1 of 2 (bucket 1); this writer keeps lane 0 (bucket 0's room).
+    assert _buckets(mine) == {"k1": 0, "k2": 1, "k3": 0, "k4": 0}
     stats = slot.core.stats()
     assert (stats.bootstraps, stats.catch_ups) == (1, 1)  # it read what it missed
     assert mine.check().healthy

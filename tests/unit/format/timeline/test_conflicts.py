@@ -601,6 +601,9 @@ def test_a_writers_caches_do_not_miss_keys_of_an_older_instant_completed_after_i
     """Another writer's instant, begun before this writer's and completed after it (ids out
     of completion order), placed a new key this writer's caches do not hold: its next write
     knows the key all the same (the caches match the set of completed writes)."""
+    # Lanes as two writers' that disagree: the other fills the bucket this one's caches
+    # count (with lanes, it learns this one's from its commits and fills bucket 1).
+    monkeypatch.setattr(Lanes, "choose", lambda self, live, now=None: ALONE)
     t = _table(tmp_path)
     t.upsert(_rows(["k1"], 1))
     t.upsert(_rows(["k8"], 1, "d2"))  # this writer's caches hold d2 now
@@ -698,4 +701,27 @@ def test_a_commit_paused_past_its_lease_stays_fenced_whoever_took_the_lease_over
     assert paused and done.instant != paused[0] and done.written_again == 1
     assert _logs_of(t, done.instant) == [(planned, 1)]
     assert paused[0] not in {i.id for i in t.snapshot().timeline.instants()}
+    assert t.check().healthy
+
+
+def test_a_writer_beginning_while_another_is_between_writes_takes_a_lane_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The other writer's first write begins when this one has no pending instant: it
+    learns this one's lane from its commit, completed within the expiry, and takes lane 1
+    of 2 (bucket 1, not the room left in bucket 0); so the two fill their own buckets when
+    they next write beside each other, and neither writes again."""
+    caplog.set_level(logging.INFO, "dynbucket.write.writer")
+    t = _table(tmp_path)
+    t.upsert(_rows(["b1", "b2", "b3"], 1))
+    other = Table.open(t.uri)
+    other.upsert(_rows(["a1", "a2", "a3"], 1))
+    buckets = {r["id"]: r["_bucket"] for r in t.to_arrow().to_pylist()}
+    assert buckets == {"b1": 0, "b2": 0, "b3": 0, "a1": 1, "a2": 1, "a3": 1}
+    _beside(monkeypatch, lambda: other.upsert(_rows(["a4", "a5"], 2)))
+    t.upsert(_rows(["b4", "b5"], 2))
+    assert _retries(caplog) == 0
+    buckets = {r["id"]: r["_bucket"] for r in t.to_arrow().to_pylist()}
+    assert {k: buckets[k] for k in ("a4", "a5", "b4", "b5")} == {"a4": 1, "a5": 3, "b4": 0, "b5": 2}
+    assert max(r["keys"] for r in t.stats().to_pylist()) == 4
     assert t.check().healthy

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynbucket.format.timeline.lanes import Lanes, lane_of, plan_fields
+from dynbucket.format.timeline.lanes import LOOK_MAX, Lanes, lane_of, plan_fields
 
 
 def test_a_writer_alone_is_lane_0_of_1() -> None:
@@ -44,3 +44,14 @@ def test_a_plan_names_the_lane_and_a_plan_without_one_names_none() -> None:
     assert plan_fields(None, (0, 1)) == {}
     assert lane_of({}) is None
     assert lane_of({"lane": True, "writer": "x"}) is None
+
+
+def test_each_completed_write_is_looked_at_once_the_newest_first_begin_at_most() -> None:
+    a = Lanes(60.0, writer="a")
+    many = [f"2026120210{i:05d}" for i in range(LOOK_MAX + 5)]
+    assert a.to_look_at(many) == many[-LOOK_MAX:]
+    assert a.to_look_at(many) == []
+    assert a.to_look_at([*many, "20261202109999999"]) == ["20261202109999999"]
+    # A write completed since, with an older id than one looked at (it was pending then,
+    # and counted as live), is not looked at again.
+    assert a.to_look_at(["2026120210000000", "20261202109999999"]) == []
