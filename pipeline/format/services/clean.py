@@ -39,7 +39,7 @@ from dynbucket.format.table.paths import (
 from dynbucket.format.table.spec import TableSpec
 from dynbucket.format.timeline import outcome
 from dynbucket.format.timeline.actions import Action
-from dynbucket.format.timeline.archive import foreign_instants, remove_replaced
+from dynbucket.format.timeline.archive import foreign_instants, replaced_files
 from dynbucket.format.timeline.timeline import LAYOUT_2_DIR, Instant, Timeline, Visible
 from dynbucket.format.timeline.transaction import (
     DETACHED_ACTIONS,
@@ -192,27 +192,31 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
         doomed += mine
         data += [posixpath.join(partition, posixpath.basename(f.path)) for f in mine]
         folders.append(store.path(partition))
+    # With a metadata table, the clean also removes the groups Hudi's replace commits
+    # replaced (else the archiver removes them before it archives the replace commit).
+    listed = metadata_partitions.enabled(store)
+    replaced = _replaced_groups(store, timeline, earliest) if listed else []
+    data += [name for _, name in replaced]
     # 2. A table with a metadata table needs their names (its ``files`` partition drops
     # them), named in the plan first: an executor paused after removing some, and the one
     # that resumed the clean meanwhile, which finds them gone, name them still (else the
     # metadata table lists files that are not there, and Hudi's readers fail on them).
-    listed = metadata_partitions.enabled(store)
     if listed:
         data = sorted({*data, *txn.plan.get(REMOVING, ())})
         txn.record_plan({REMOVING: data})
-    # 3. Remove them, oldest first; then the index files, the temporaries.
+    # 3. Remove them, oldest first, and the replaced groups'; then the index files, the
+    # temporaries.
     removed = len(_remove(store, doomed))
+    for path, _ in replaced:
+        store.delete(path)
+    removed += len(replaced)
     for partition in RecordLevelIndex(store, spec).partitions():
         files = index_files(store, partition)
         removed += len(_remove(store, _cleanable(files, visible, earliest, False)))
         removed += len(_remove(store, leftovers.of(files)))
         folders.append(store.path(RLI_DIR, partition))
     removed += _clean_temporary(store, visible, folders, spec.options.lock_lease_seconds)
-    names = {}
-    if listed:
-        gone = _replaced_groups(store, timeline, earliest)
-        removed += len(gone)
-        names = {"removed": sorted({*data, *gone})}
+    names = {"removed": data} if listed else {}
     txn.commit({"earliest-retained": earliest, "files-removed": removed, **names})
     return ServiceResult(Action.CLEAN, txn.id, 0, removed)
 
@@ -224,16 +228,17 @@ def _remove(store: TableStore, files: Sequence[Any]) -> list[str]:
     return [f.path for f in files]
 
 
-def _replaced_groups(store: TableStore, timeline: Timeline, earliest: str | None) -> list[str]:
-    """The files of the groups Hudi's replace commits before ``earliest`` replaced, removed
-    (as Hudi's cleaner removes them): in a table with a metadata table the clean records
-    them there (else the archiver removes them before it archives the replace commit)."""
+def _replaced_groups(
+    store: TableStore, timeline: Timeline, earliest: str | None
+) -> list[tuple[str, str]]:
+    """The files stored of the groups Hudi's replace commits before ``earliest`` replaced
+    (Hudi's cleaner removes them; full path and path in the table each)."""
     if earliest is None:
         return []
     out = []
     for f in foreign_instants(timeline):
         if f.done and f.id < earliest:
-            out += remove_replaced(store, f)
+            out += replaced_files(store, f)
     return out
 
 

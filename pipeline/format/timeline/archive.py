@@ -122,9 +122,9 @@ def foreign_instants(timeline: Timeline) -> list[HudiInstant]:
     return [h for h in hudi_instants(timeline.store) if h.id not in ours]
 
 
-def remove_replaced(store: TableStore, f: HudiInstant) -> list[str]:
-    """Removes the files of the groups a completed replace commit replaced; returns them
-    (paths in the table)."""
+def replaced_files(store: TableStore, f: HudiInstant) -> list[tuple[str, str]]:
+    """The files stored of the groups a completed replace commit replaced: (full path,
+    path in the table) each."""
     if f.action != HudiAction.REPLACE_COMMIT:
         return []
     doc = document_of(store.read_bytes(store.path(Timeline(store).hudi_dir, f.done)))
@@ -134,9 +134,17 @@ def remove_replaced(store: TableStore, f: HudiInstant) -> list[str]:
         for info in store.list_files(store.path(partition)):
             parsed = names.parse(info.base_name)
             if parsed is not None and parsed.file_id in gone:
-                store.delete(info.path)
-                out.append(posixpath.join(partition, info.base_name))
+                out.append((info.path, posixpath.join(partition, info.base_name)))
     return out
+
+
+def remove_replaced(store: TableStore, f: HudiInstant) -> list[str]:
+    """Removes the files of the groups a completed replace commit replaced; returns them
+    (paths in the table)."""
+    found = replaced_files(store, f)
+    for path, _ in found:
+        store.delete(path)
+    return [name for _, name in found]
 
 
 def _choose(timeline: Timeline, keep_min: int, foreign: list[HudiInstant]) -> list[Instant]:

@@ -18,15 +18,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dynbucket.format.health.check import check
 from dynbucket.format.services import clean, rollback
 from dynbucket.format.services.log_compaction import LogCompaction
 from dynbucket.format.services.service import Scope, run_now
+from dynbucket.format.storage.store import TableStore
 from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.plans import left_pending
-from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.timeline import Timeline, document_of
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
+from tests.hudi_tables import unzipped
 
 SCHEMA = pa.schema([("id", pa.string()), ("day", pa.string()), ("v", pa.int64())])
 OPTIONS = TableOptions(
@@ -49,7 +52,7 @@ import pyarrow as pa
 from dynbucket.table import Table
 from dynbucket.format.services import clean, compaction, log_compaction
 from dynbucket.format.timeline import archive, transaction
-from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.timeline import Timeline, document_of
 
 def stall(*args, **kwargs):
     print("AT", flush=True)
@@ -60,7 +63,9 @@ t = Table.open(sys.argv[1])
 if service == "compaction":
     scheduled = compaction.schedule(t._store, t._spec, 1)
     written = compaction.execute(t._store, t._spec, scheduled)
-    ids = ["a", "late"]  # a write while it runs: its log is carried when it finishes
+    # A write while it runs, of known keys in two groups: its logs are carried when it
+    # finishes (a new key would go to a bucket of this writer's lane, not compacted).
+    ids = ["a", "b0"]
     t.upsert(pa.table({"id": ids, "day": [f"d{sum(map(ord, i)) % 2}" for i in ids],
                        "v": [50, 50]}))
     transaction.Transaction.commit = stall  # base files and carried logs are written
@@ -142,7 +147,7 @@ def _killed_midway(tmp_path: Path, service: str, version: int) -> None:
     child.wait()
     child.stdout.close()
     if service == "compaction":
-        model.update(a=50, late=50)
+        model.update(a=50, b0=50)
         (pending,) = Timeline(t._store, True).pending()
         carried = [p for p in Path(t.uri).rglob(f".*_{pending.id}.log.*")]
         assert len(carried) == 2  # the late write's logs (two groups), onto the new slices
@@ -192,7 +197,7 @@ from dynbucket.table import Table
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.services import clean, compaction, index_compaction, log_compaction
 from dynbucket.format.timeline import transaction
-from dynbucket.format.timeline.timeline import Timeline
+from dynbucket.format.timeline.timeline import Timeline, document_of
 
 def stall(*args, **kwargs):
     print("AT", flush=True)
@@ -302,3 +307,77 @@ def test_a_service_killed_while_scheduled_or_executed_holds_nothing_back(
     report = writer.check()
     assert report.healthy, str(report)
     writer.close()
+
+
+STOPPED_CLEAN = r"""
+import sys, time
+from dynbucket.table import Table
+from dynbucket.format.services import clean
+from dynbucket.format.timeline import transaction
+
+def stall(*args, **kwargs):
+    print("AT", flush=True)
+    time.sleep(3600)
+
+t = Table.open(sys.argv[1])
+transaction.Transaction.commit = stall  # every file it removes is gone, nothing recorded
+clean.clean(t._store, t._spec)
+"""
+
+
+def test_a_clean_killed_before_it_completed_names_the_groups_a_replace_commit_replaced(
+    tmp_path: Path,
+) -> None:
+    """An adopted version 9 table whose Hudi writer replaced file groups (an insert
+    overwrite): a clean below the replace commit removes the replaced groups' files, and
+    its executor is killed before it completes. The next one, finding them gone, names
+    them still: the metadata table lists none of them (it named only what it removed
+    itself, and `check` found files listed that were not stored)."""
+    root = unzipped("sample_table/mor/avro/v9_txns_simple_meta", tmp_path)
+    services_off = {
+        "hoodie.datasource.compaction.async.enable": False,
+        "hoodie.log.compaction.enable": False,
+        "hoodie.clean.automatic": False,
+        "hoodie.archive.automatic": False,
+        "index.compaction.automatic": False,
+        "metadata.compaction.automatic": False,
+        "cleaner.commits-retained": 1,
+        "lock.lease-seconds": 1.0,
+        "lock.commit-lease-seconds": 1.0,
+    }
+    t = Table.adopt(str(root), options=services_off)
+    names = t._spec.schema.names
+    rows = t.to_arrow(columns=names).select(names)
+    for i in range(3):
+        t.upsert(rows.slice(i % rows.num_rows, 1))
+    replaced = _replaced_files(root)
+    assert replaced and all(p.exists() for p in replaced)
+    child = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_CLEAN, t.uri], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().split() == ["AT"]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    assert not any(p.exists() for p in replaced)  # the killed executor removed them
+    time.sleep(1.1)  # its lease runs out
+    (left,) = left_pending(Timeline(t._store, True), "clean")
+    assert clean.execute_clean(t._store, t._spec, left.id).instant == left.id
+    found = check(TableStore.at(str(root)))
+    assert found.healthy, [f.problem for f in found.findings]
+    check_hudi_reads(t)
+    t.close()
+
+
+def _replaced_files(root: Path) -> list[Path]:
+    """The data files of the groups the table's completed replace commits replaced."""
+    out = []
+    for done in (root / ".hoodie" / "timeline").glob("*_*.replacecommit"):
+        doc = document_of(done.read_bytes())
+        for partition, ids in (doc.get("partitionToReplaceFileIds") or {}).items():
+            folder = root / partition
+            out += [
+                p for p in folder.iterdir() if any(p.name.lstrip(".").startswith(i) for i in ids)
+            ]
+    return out
