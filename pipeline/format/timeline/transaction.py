@@ -35,6 +35,7 @@ from dynbucket.base.errors import (
     CommitStateUnknownError,
     ConcurrentWriteError,
     PublishPendingError,
+    TableCorruptedError,
 )
 from dynbucket.format.file_group.carry import carry_logs
 from dynbucket.format.hudi.commit import commit_metadata, extra_of
@@ -632,6 +633,10 @@ def _lane(
         age = seconds_since(instant_id, now)
         if age > lanes.expiry_seconds:
             continue
-        if (found := lane_of(extra_of(timeline.raw(writes[instant_id])))) is not None:
+        try:
+            doc = timeline.raw(writes[instant_id])
+        except (TableCorruptedError, FileNotFoundError):  # lanes only steer: the conflict
+            continue  # checks read it again, and say what is wrong with it
+        if (found := lane_of(extra_of(doc))) is not None:
             lanes.saw(*found, now=clock - max(age, 0.0))
     return lanes.choose(live)
