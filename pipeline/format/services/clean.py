@@ -11,12 +11,16 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynbucket.format.file_group.slices import data_files
+import pyarrow.fs as pafs
+
+from dynbucket.format.file_group import adopted
+from dynbucket.format.file_group.slices import DataFile, data_files, parsed_data_files
 from dynbucket.format.hudi import files as names
 from dynbucket.format.hudi.commit import extra_of
 from dynbucket.format.index.file_names import index_files, index_instant
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import partitions as metadata_partitions
+from dynbucket.format.metadata.reader import MetadataTable
 from dynbucket.format.read.snapshot import Snapshot, cleaning_horizon
 from dynbucket.format.services.service import (
     AUTOMATIC,
@@ -184,6 +188,8 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     on_timeline = {i.id for i in timeline.instants()}
     leftovers = _RolledBack(store, lambda i: i not in on_timeline and i not in seen)
     # 1. The data files to remove, decided before any goes.
+    listed = metadata_partitions.enabled(store)
+    listing = MetadataTable(store).listing() if listed else {}
     doomed: list[Any] = []
     data: list[str] = []  # their names, relative (the metadata table's ``files``)
     for partition in Snapshot(store, spec).partitions():
@@ -191,10 +197,10 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
         mine = _cleanable(files, visible, earliest, True) + leftovers.of(files)
         doomed += mine
         data += [posixpath.join(partition, posixpath.basename(f.path)) for f in mine]
+        data += _gone(store, partition, files, listing.get(partition, {}), visible, earliest)
         folders.append(store.path(partition))
     # With a metadata table, the clean also removes the groups Hudi's replace commits
     # replaced (else the archiver removes them before it archives the replace commit).
-    listed = metadata_partitions.enabled(store)
     replaced = _replaced_groups(store, timeline, earliest) if listed else []
     data += [name for _, name in replaced]
     # 2. A table with a metadata table needs their names (its ``files`` partition drops
@@ -219,6 +225,34 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
     names = {"removed": data} if listed else {}
     txn.commit({"earliest-retained": earliest, "files-removed": removed, **names})
     return ServiceResult(Action.CLEAN, txn.id, 0, removed)
+
+
+def _gone(
+    store: TableStore,
+    partition: str,
+    files: list[DataFile],
+    listed: Mapping[str, int],
+    visible: Collection[str],
+    earliest: str,
+) -> list[str]:
+    """Files the metadata table lists in ``partition`` that are not stored and that this
+    clean would remove (no retained view reads them): a clean an earlier version completed
+    after its executor was killed left such names listed (it named only what it removed
+    itself). Named again, the listing drops them; a listed file that a retained view reads
+    stays listed (lost, not cleaned: ``check`` reports it). Decided with the stored files,
+    which are decided without them (a missing base never moves what is kept)."""
+    stored = {posixpath.basename(f.path) for f in files}
+    missing = [
+        pafs.FileInfo(store.path(partition, name), pafs.FileType.File, size=0)
+        for name in listed
+        if name not in stored
+    ]
+    if not missing:
+        return []
+    ghosts = parsed_data_files(missing, adopted.load(store))
+    out = _cleanable([*files, *ghosts], visible, earliest, True)
+    paths = {f.path for f in ghosts}
+    return [posixpath.join(partition, posixpath.basename(f.path)) for f in out if f.path in paths]
 
 
 def _remove(store: TableStore, files: Sequence[Any]) -> list[str]:

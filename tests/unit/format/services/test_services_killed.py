@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -27,6 +28,7 @@ from dynbucket.format.table.options import TableOptions
 from dynbucket.format.timeline import archive
 from dynbucket.format.timeline.plans import left_pending
 from dynbucket.format.timeline.timeline import Timeline, document_of
+from dynbucket.format.timeline.transaction import Transaction
 from dynbucket.table import Table
 from tests.hudi_readers import check_hudi_reads
 from tests.hudi_tables import unzipped
@@ -52,7 +54,7 @@ import pyarrow as pa
 from dynbucket.table import Table
 from dynbucket.format.services import clean, compaction, log_compaction
 from dynbucket.format.timeline import archive, transaction
-from dynbucket.format.timeline.timeline import Timeline, document_of
+from dynbucket.format.timeline.timeline import Timeline
 
 def stall(*args, **kwargs):
     print("AT", flush=True)
@@ -197,7 +199,7 @@ from dynbucket.table import Table
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.services import clean, compaction, index_compaction, log_compaction
 from dynbucket.format.timeline import transaction
-from dynbucket.format.timeline.timeline import Timeline, document_of
+from dynbucket.format.timeline.timeline import Timeline
 
 def stall(*args, **kwargs):
     print("AT", flush=True)
@@ -381,3 +383,40 @@ def _replaced_files(root: Path) -> list[Path]:
                 p for p in folder.iterdir() if any(p.name.lstrip(".").startswith(i) for i in ids)
             ]
     return out
+
+
+def test_a_clean_drops_the_names_a_clean_resumed_by_an_earlier_version_left_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version 9 table as a clean of an earlier version left it: killed after removing
+    its files, then completed by another executor that named only what it removed itself
+    (none), so the listing names files that are not stored (`check`'s finding). The next
+    clean names them again, since no retained view reads them: the listing drops them."""
+    t, model = _written(tmp_path, 8, 9)
+    assert t.compact().instant is not None
+    for i in range(3):
+        t.upsert(_rows(["a", f"c{i}"], 20 + i))
+        model.update({"a": 20 + i, f"c{i}": 20 + i})
+    real = Transaction.commit
+
+    def naming_none(self: Transaction, metadata: dict[str, Any] | None = None) -> Any:
+        return real(self, {**(metadata or {}), "removed": []})
+
+    # The earlier version's resumed clean: the files gone, none of them named.
+    monkeypatch.setattr(clean, "_gone", lambda *args: [], raising=False)
+    monkeypatch.setattr(Transaction, "commit", naming_none)
+    assert clean.clean(t._store, t._spec).instant is not None
+    stale = [f.problem for f in check(t._store).findings]
+    assert len(stale) == 2 and all(
+        "listed in the metadata table but not stored" in p for p in stale
+    )
+    monkeypatch.undo()
+    # Later writes move the horizon; the next clean drops the names.
+    for i in range(3):
+        t.upsert(_rows(["a", f"e{i}"], 40 + i))
+        model.update({"a": 40 + i, f"e{i}": 40 + i})
+    assert clean.clean(t._store, t._spec).instant is not None
+    found = check(t._store)
+    assert found.healthy, [f.problem for f in found.findings]
+    assert _live(t) == model
+    check_hudi_reads(t)
