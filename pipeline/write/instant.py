@@ -130,9 +130,13 @@ class InstantWrite:
 
     @property
     def latest(self) -> int:
-        """The checkpoint of the instant this write builds on (the assigners' latest
-        successful one)."""
-        return int(self.based_on) if self.based_on else NO_CHECKPOINT
+        """The assigners' latest successful checkpoint: the latest data write this write
+        builds on. Not the latest instant of any action: a compaction or clean completed
+        since moved no key, and taken as the latest it differed from the checkpoint whose
+        snapshot counted every slot's keys, so every slot of a fleet dropped every partition
+        at every write once services ran between writes (``BucketAssigner.begin``)."""
+        written = self.txn.data_write
+        return int(written) if written else NO_CHECKPOINT
 
     def open(self, assigners: Assigners) -> None:
         """3. The assigners open this instant as their checkpoint."""

@@ -115,6 +115,9 @@ class Transaction:
     """Several writers: its writer's lanes, told of the lanes of commits beside it."""
     published: bool = True
     """The instant's files are on the timeline (False: begun ``deferred``, not yet)."""
+    data_write: str | None = None
+    """The latest completed data write when it began (the assigners' latest successful
+    checkpoint: a service completed since moved no key)."""
 
     @classmethod
     def begin(
@@ -204,6 +207,9 @@ class Transaction:
                 lanes=chosen,
                 writer_lanes=lanes if beside else None,
                 published=not deferred,
+                data_write=next(
+                    (i.id for i in reversed(completed) if i.action == Action.COMMIT), None
+                ),
             )
             if options.optimistic:
                 tx.writes_seen = tuple(i.id for i in completed if i.action == Action.COMMIT)

@@ -250,3 +250,30 @@ def test_a_write_pending_beside_a_cached_one_then_archived_empties_the_caches(
     stats = slot.core.stats()
     assert (stats.bootstraps, stats.catch_ups) == (1, 1)  # it read what it missed
     assert mine.check().healthy
+
+
+def test_a_service_completed_between_two_writes_keeps_every_slots_caches(tmp_path: Path) -> None:
+    """A compaction (or a clean) completes after a write of two slots: the next write's
+    slots keep their caches. Their latest successful checkpoint is the latest data write,
+    not the service's instant; taken as the service's, it differed from the one the
+    counts took every slot's keys of, and every slot dropped every partition at every
+    write once the services ran between writes (a Spark stream's slots bootstrapped each
+    partition again per micro-batch from its 6th on)."""
+    mine = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        "id",
+        "day",
+        index=DynamicBucketIndex(max_keys_per_bucket=100),
+        options=TableOptions(compaction_async=False, clean_automatic=False),
+    )
+    mine.upsert(_rows([f"k{i}" for i in range(40)], 1), assigner_slots=2)
+    slots = mine._writer().scheme.slots
+    mine.upsert(_rows([f"k{i}" for i in range(20, 60)], 2), assigner_slots=2)
+    assert mine.compact().instant is not None
+    r = mine.upsert(_rows([f"k{i}" for i in range(50, 90)], 3), assigner_slots=2)
+    assert (r.keys_updated, r.keys_inserted) == (10, 30)
+    assert mine._writer().scheme.slots == slots
+    stats = [s.core.stats() for s in slots]
+    assert [(s.bootstraps, s.evictions) for s in stats] == [(1, 0), (1, 0)]
+    assert mine.check().healthy
