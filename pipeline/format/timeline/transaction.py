@@ -167,6 +167,7 @@ class Transaction:
                 pending = [i for i in listed if not i.completed]
             compacting = plans.compacting(timeline, pending)
             completed = [i for i in listed if i.completed]
+            writes = [i for i in completed if i.action == Action.COMMIT]
             pending_writes = tuple(i.id for i in pending if i.action == Action.COMMIT)
             based_on = completed[-1].id if completed else None
             if completed:
@@ -179,7 +180,7 @@ class Transaction:
                 instant = timeline.request(action, listed)
             plan: dict[str, Any] = {"operation": operation, "based-on": based_on}
             beside = options.optimistic and not hold
-            chosen = _lane(timeline, completed, pending, lanes) if beside and lanes else ALONE
+            chosen = _lane(timeline, writes, pending, lanes) if beside and lanes else ALONE
             plan.update(plan_fields(lanes if beside else None, chosen))
             unseen_from = min((p.id for p in pending), default=None) if beside else None
             if beside:  # what a clean keeps for this write (clean.py)
@@ -207,12 +208,10 @@ class Transaction:
                 lanes=chosen,
                 writer_lanes=lanes if beside else None,
                 published=not deferred,
-                data_write=next(
-                    (i.id for i in reversed(completed) if i.action == Action.COMMIT), None
-                ),
+                data_write=writes[-1].id if writes else None,
             )
             if options.optimistic:
-                tx.writes_seen = tuple(i.id for i in completed if i.action == Action.COMMIT)
+                tx.writes_seen = tuple(i.id for i in writes)
                 tx.writes_pending = pending_writes
             if options.optimistic and not hold:
                 tx.unseen_from = unseen_from
@@ -618,10 +617,10 @@ def latest_write(completed: list[Instant]) -> str | None:
 
 
 def _lane(
-    timeline: Timeline, completed: list[Instant], pending: list[Instant], lanes: Lanes
+    timeline: Timeline, writes: list[Instant], pending: list[Instant], lanes: Lanes
 ) -> tuple[int, int]:
     """The lane of a write beginning beside ``pending`` (its live writers' lanes), after
-    ``completed``: the lanes of the data writes completed within the expiry that this
+    the completed data ``writes``: the lanes of those completed within the expiry that this
     writer has not looked at yet count as seen at their time (a writer between two writes
     has no pending instant; the documents are kept, and the conflict checks read them
     too)."""
@@ -633,14 +632,14 @@ def _lane(
         found = lane_of({**plan, **extra_of(plan)})
         if found is not None:
             live[found[0]] = found[1]
-    writes = {i.id: i for i in completed if i.action == Action.COMMIT}
+    by_id = {i.id: i for i in writes}
     now, clock = dt.datetime.now(dt.UTC), time.monotonic()
-    for instant_id in lanes.to_look_at(list(writes)):
+    for instant_id in lanes.to_look_at(list(by_id)):
         age = seconds_since(instant_id, now)
         if age > lanes.expiry_seconds:
             continue
         try:
-            doc = timeline.raw(writes[instant_id])
+            doc = timeline.raw(by_id[instant_id])
         except (TableCorruptedError, FileNotFoundError):  # lanes only steer: the conflict
             continue  # checks read it again, and say what is wrong with it
         if (found := lane_of(extra_of(doc))) is not None:
