@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import random
 import re
 import shutil
@@ -49,7 +50,8 @@ REGIONS = ["eu", "us", "ap"]
 KEYS = 40
 WRITERS_MAX = 8
 WRITERS = 3
-WRITES = 8
+#: Each writer's writes; ``DYNBUCKET_WRITERS_WRITES`` more, to hunt a rare failure.
+WRITES = int(os.environ.get("DYNBUCKET_WRITERS_WRITES", "8"))
 HEARTBEAT = 2.0
 
 
@@ -90,6 +92,17 @@ def main(argv: list[str]) -> None:
     logging.getLogger("dynbucket.write.writer").setLevel(logging.INFO)
     # Settles, rollbacks and carries: what a failed model run's writer stderr shows.
     logging.getLogger("dynbucket.format.timeline.transaction").setLevel(logging.INFO)
+    # Every commit's files, every clean's removals and every rollback, in a file beside
+    # the log (stderr is a pipe the test reads once the writer ended: it would fill and
+    # stall the writer): a failed run's history (``history``).
+    debug = logging.FileHandler(log + ".debug")
+    debug.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    for name in ("dynbucket.format", "dynbucket.write"):
+        logging.getLogger(name).addHandler(debug)
+    logging.getLogger().handlers[0].setLevel(logging.INFO)
+    for name in ("dynbucket.format", "dynbucket.format.timeline.transaction"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    logging.getLogger("dynbucket.format.storage").setLevel(logging.INFO)
     table = Table.open(path)
     Path(log + ".ready").touch()
     while not os.path.exists(log + ".go"):  # every writer starts at once
@@ -130,9 +143,10 @@ def _spawn(
         args.append("flaky")
         env["AWS_ENDPOINT_URL"] = endpoint
     cmd = [sys.executable, "-m", "tests.writers", *args]
-    return subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    # Into a file, not a pipe: a pipe read once the writer ended fills (64 KB: a flaky
+    # network's warnings over 24 writes did) and stalls the writer in its next log line.
+    with open(f"{log}.stderr", "wb") as err:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
 
 
 def _faults(
@@ -271,12 +285,13 @@ def run_model(
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
-    errors = [p.stderr.read().decode() if p.stderr else "" for p in procs]
+    errors = [
+        Path(f"{log}.stderr").read_text(errors="replace") if Path(f"{log}.stderr").exists() else ""
+        for log in logs
+    ]
     failed = [w for w, p in enumerate(procs) if w != killed and p.returncode != 0]
     if failed:
         _copy_table(uri, logs_dir / "as-left")
-        for w in failed:
-            (logs_dir / f"writer{w}.stderr").write_text(errors[w])
         raise AssertionError(
             f"{errors[failed[0]][-3000:]} (table and writer logs kept in {_keep(logs_dir)})"
         )
@@ -305,9 +320,35 @@ def run_model(
         return _checked(uri, cap, logs)
     except AssertionError as e:
         _copy_table(uri, logs_dir / "after-check")
-        for w, text in enumerate(errors):  # what each writer logged: its carries, its retries
-            (logs_dir / f"writer{w}.stderr").write_text(text)
-        raise AssertionError(f"{e} (table and writer logs kept in {_keep(logs_dir)})") from e
+        found = re.match(r"k(\d+): ", str(e))
+        told = history(logs_dir, region_of(int(found.group(1)))) if found else ""
+        raise AssertionError(f"{e} (table and writer logs kept in {_keep(logs_dir)}){told}") from e
+
+
+def history(logs_dir: Path, region: str, most: int = 15_000) -> str:
+    """What the writers' debug logs say of ``region``'s partition, in time order: each
+    commit's files there (with its compaction plan's ``writing`` and carries), each clean's
+    removals there, each rollback and settle (CI keeps no folder: a failed run's message
+    carries it)."""
+    partition = f"region={region}/"
+    lines = []
+    for path in sorted(logs_dir.glob("writer*.log.debug")):
+        writer = path.name.split(".")[0]
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.startswith("20"):
+                continue  # a traceback's lines
+            paths = re.findall("'([^']*" + re.escape(partition) + "[^']*)'", line)
+            if "committed" in line or "removes" in line:
+                if not paths:
+                    continue
+                head = line.split(": [")[0].split(" removes ")[0]
+                extra = re.findall(r"'(writing|carried-logs)': (\[[^\]]*\])", line)
+                names = [posixpath.basename(p) for p in paths]
+                lines.append(f"{head[:23]} {writer} {head[24:]}: {names} {extra}")
+            elif "rolled back" in line or "published" in line or "another executor" in line:
+                lines.append(f"{line[:23]} {writer} {line[24:]}"[:400])
+    text = "\n".join(sorted(lines))
+    return f"\nhistory of {partition}:\n{text[-most:]}" if lines else ""
 
 
 def _copy_table(uri: str, target: Path) -> None:

@@ -212,6 +212,13 @@ def execute_clean(store: TableStore, spec: TableSpec, instant: str) -> ServiceRe
         txn.record_plan({REMOVING: data})
     # 3. Remove them, oldest first, and the replaced groups'; then the index files, the
     # temporaries.
+    log.debug(
+        "clean %s (horizon %s, pending %s) removes %s",
+        txn.id,
+        earliest,
+        planned.pending,
+        [f.path for f in doomed],
+    )
     removed = len(_remove(store, doomed))
     for path, _ in replaced:
         store.delete(path)

@@ -334,6 +334,7 @@ class Transaction:
                 raise
             raise CommitFailedError(f"commit of instant {self.instant.id} failed: {e}") from e
         self.done = True  # committed: from here on nothing of it is rolled back
+        self._log_committed(metadata)
         if standing is not None:
             self._release()
             return standing
@@ -348,6 +349,19 @@ class Transaction:
         finally:
             self._release()
         return body
+
+    def _log_committed(self, metadata: dict[str, Any]) -> None:
+        """What an instant committed, for a failed run's logs (``tests/writers.py``)."""
+        if log.isEnabledFor(logging.DEBUG):
+            files = [f.relative(self.store) for f in self.files]
+            log.debug(
+                "committed %s %s (based on %s): %s %s",
+                self.instant.action,
+                self.id,
+                self.based_on,
+                files,
+                metadata,
+            )
 
     def _check_alone(self) -> None:
         """One writer: the lease is still ours and the timeline still ends at the noted
@@ -434,6 +448,7 @@ class Transaction:
         completed it first (then its document stands, and is returned)."""
         body = self._document(metadata)
         self.done = True
+        self._log_committed(metadata)
         try:
             standing = self._decide(body)
             if standing is not None:
