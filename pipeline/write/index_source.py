@@ -32,7 +32,7 @@ from dynbucket.format.file_group import adopted
 from dynbucket.format.file_group.slices import data_files, file_slices
 from dynbucket.format.hudi.files import is_bucket_file_id
 from dynbucket.format.hudi.meta_fields import parse_record_keys
-from dynbucket.format.index.entries import live
+from dynbucket.format.index.entries import keys_and_live
 from dynbucket.format.index.rli import RecordLevelIndex
 from dynbucket.format.metadata import partitions as metadata_partitions
 from dynbucket.format.metadata.reader import RECORD_INDEX, MetadataTable
@@ -126,8 +126,8 @@ class RLIIndexSource:
         touched = np.empty(0, np.uint64)
         keys, buckets = np.empty(0, np.uint64), np.empty(0, np.uint16)
         if entries is not None and entries.num_rows:
-            touched = np.unique(to_cache_keys(entries.column(HASH).to_numpy()))
-            inserted = live(entries)  # sorted by hash: cache keys keep the order
+            named, inserted = keys_and_live(entries)  # sorted by hash: cache keys keep it
+            touched = to_cache_keys(named)
             keys = to_cache_keys(inserted.column(HASH).to_numpy())
             buckets = inserted.column(BUCKET).to_numpy().astype(np.uint16)
         return PartitionCatchUp(

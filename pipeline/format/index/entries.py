@@ -36,6 +36,13 @@ def live(entries: pa.Table) -> pa.Table:
 
     A key is its hash here, as in the assigner's cache (keys whose hashes collide are
     refused at write)."""
+    return keys_and_live(entries)[1]
+
+
+def keys_and_live(entries: pa.Table) -> tuple[np.ndarray, pa.Table]:
+    """Every key ``entries`` name (their hashes, sorted, once each) and :func:`live` of
+    them, from one sort (a cache catching up with another writer's deltas needs both: the
+    keys leave it, the live ones come back)."""
     hashes = entries.column(HASH).to_numpy()
     instants = pc.dictionary_encode(entries.column(INSTANT).combine_chunks())
     # Instant ids order as strings; a table holds few distinct ones: rank those.
@@ -45,7 +52,7 @@ def live(entries: pa.Table) -> pa.Table:
     sorted_hashes = hashes[order]
     newest[:-1] = sorted_hashes[1:] != sorted_hashes[:-1]
     kept = order[newest & (entries.column(OP).to_numpy()[order] != DELETE)]
-    return entries.take(pa.array(kept))
+    return sorted_hashes[newest], entries.take(pa.array(kept))
 
 
 def conform(entries: pa.Table, schema: pa.Schema) -> pa.Table:
