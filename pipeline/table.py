@@ -692,7 +692,9 @@ class Table:
         return check(self._store)
 
     def rollback(self) -> list[str]:
-        """Rolls back every pending instant a crashed writer left; returns their ids."""
+        """Rolls back every pending instant a crashed writer left, and completes the cleans
+        whose executor died (their removed files cannot come back); returns the ids rolled
+        back."""
         return rollback(self._store, self._spec)
 
 

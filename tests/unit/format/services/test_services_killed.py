@@ -133,7 +133,16 @@ def test_a_clean_killed_after_removing_files_of_a_version_9_table_leaves_none_li
     _killed_midway(tmp_path, "clean", 9)
 
 
-def _killed_midway(tmp_path: Path, service: str, version: int) -> None:
+def test_rollback_completes_a_clean_killed_after_removing_files(tmp_path: Path) -> None:
+    """The clean's executor killed after its data files went, on a version 9 table, and no
+    writer writes again: `dynbucket rollback` completes the clean (its files cannot come
+    back), so the metadata table drops them and Hudi's readers read the table (before,
+    they failed on the listed files until another writer's services ran: the writers
+    model, 24 writes a writer, 2026-12-02)."""
+    _killed_midway(tmp_path, "clean", 9, by_rollback=True)
+
+
+def _killed_midway(tmp_path: Path, service: str, version: int, by_rollback: bool = False) -> None:
     t, model = _written(tmp_path, 8, version)
     if service == "clean":  # slices below the horizon: the clean has files to remove
         assert t.compact().instant is not None
@@ -157,6 +166,13 @@ def _killed_midway(tmp_path: Path, service: str, version: int) -> None:
     reader = Table.open(t.uri)
     assert _live(reader) == model
     time.sleep(1.1)  # the killed service's lease (if it held one) runs out
+    if by_rollback:
+        assert reader.rollback() == []  # a clean is not rolled back: it is completed
+        assert Timeline(reader._store, True).pending() == []
+        assert _live(reader) == model
+        check_hudi_reads(reader)
+        assert reader.check().healthy
+        return
     # The next writer goes on; the next run completes what was left pending.
     reader.upsert(_rows(["a", "z"], 100))
     model.update(a=100, z=100)
