@@ -55,6 +55,12 @@ def _rows(ids: list[str], v: int) -> pa.Table:
     return pa.table({"id": ids, "day": ["d"] * len(ids), "v": [v] * len(ids)}, schema=SCHEMA)
 
 
+def _table(path: Path, keys_per_bucket: int = 2, options: TableOptions | None = None) -> Table:
+    """A table of ``SCHEMA`` keyed by ``id``, partitioned by ``day``."""
+    index = DynamicBucketIndex(max_keys_per_bucket=keys_per_bucket)
+    return Table.create(str(path), SCHEMA, "id", "day", index=index, options=options)
+
+
 def _buckets(t: Table) -> dict[str, int]:
     rows = t.to_arrow()
     assert pc.count_distinct(rows.column("id")).as_py() == rows.num_rows  # one row per key
@@ -70,9 +76,7 @@ def _spy(slot: object) -> list[int]:
 
 
 def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path: Path) -> None:
-    mine = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
-    )
+    mine = _table(tmp_path / "t")
     mine.upsert(_rows(["k1"], 1))  # bucket 0 holds 1 of 2
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -89,9 +93,7 @@ def test_the_in_process_writer_catches_its_slot_up_after_another_commit(tmp_path
 
 
 def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_path: Path) -> None:
-    mine = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
-    )
+    mine = _table(tmp_path / "t")
     mine.upsert(_rows(["k1", "k2"], 1))  # bucket 0 full
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -108,9 +110,7 @@ def test_another_writers_delete_gives_its_room_back_to_a_caught_up_cache(tmp_pat
 def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
     tmp_path: Path,
 ) -> None:
-    mine = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
-    )
+    mine = _table(tmp_path / "t")
     mine.upsert(_rows(["k1"], 1))
     [slot] = mine._writer().scheme.slots
     other = Table.open(mine.uri)
@@ -125,9 +125,7 @@ def test_a_cache_loads_again_after_an_index_compaction_restated_what_it_missed(
 def test_slots_catch_up_to_what_a_fresh_writer_computes(tmp_path: Path) -> None:
     """Three slots, another writer's inserts and deletes between each write: every bucket
     id equal to the one a new handle (loading the index) would give."""
-    opts = DynamicBucketIndex(max_keys_per_bucket=3)
-    mine = Table.create(str(tmp_path / "a"), SCHEMA, "id", "day", index=opts)
-    fresh = Table.create(str(tmp_path / "b"), SCHEMA, "id", "day", index=opts)
+    mine, fresh = _table(tmp_path / "a", 3), _table(tmp_path / "b", 3)
     others = [Table.open(mine.uri), Table.open(fresh.uri)]
     for step in range(5):
         ids = [f"m{step}-{i}" for i in range(4)] + [f"o{step - 1}-{i}" for i in range(2)]
@@ -146,9 +144,7 @@ def test_services_of_another_handle_keep_the_caches(tmp_path: Path) -> None:
     """A compaction, a clean and an index compaction move no key: a writer's caches stay
     as they are across them, whoever ran them (a compaction beside the writes is another
     process's instant too)."""
-    mine = Table.create(
-        str(tmp_path / "t"), SCHEMA, "id", "day", index=DynamicBucketIndex(max_keys_per_bucket=2)
-    )
+    mine = _table(tmp_path / "t")
     mine.upsert(_rows(["k1", "k2"], 1))
     mine.upsert(_rows(["k1", "k3"], 2))  # k3 opens bucket 1; k1 updated in a log
     [slot] = mine._writer().scheme.slots
@@ -169,13 +165,10 @@ def test_archival_keeps_the_caches(tmp_path: Path) -> None:
     """Archival takes the oldest data writes off the active timeline, which is what the
     caches of several writers match: they stay (a version 9 slot would read its
     partition's record index again)."""
-    mine = Table.create(
-        str(tmp_path / "t"),
-        SCHEMA,
-        "id",
-        "day",
-        index=DynamicBucketIndex(max_keys_per_bucket=100),
-        options=TableOptions(keep_min_commits=2, keep_max_commits=3, cleaner_commits_retained=1),
+    mine = _table(
+        tmp_path / "t",
+        100,
+        TableOptions(keep_min_commits=2, keep_max_commits=3, cleaner_commits_retained=1),
     )
     mine.upsert(_rows(["k0"], 0))
     [slot] = mine._writer().scheme.slots
@@ -259,14 +252,7 @@ def test_a_service_completed_between_two_writes_keeps_every_slots_caches(tmp_pat
     counts took every slot's keys of, and every slot dropped every partition at every
     write once the services ran between writes (a Spark stream's slots bootstrapped each
     partition again per micro-batch from its 6th on)."""
-    mine = Table.create(
-        str(tmp_path / "t"),
-        SCHEMA,
-        "id",
-        "day",
-        index=DynamicBucketIndex(max_keys_per_bucket=100),
-        options=TableOptions(compaction_async=False, clean_automatic=False),
-    )
+    mine = _table(tmp_path / "t", 100, TableOptions(compaction_async=False, clean_automatic=False))
     mine.upsert(_rows([f"k{i}" for i in range(40)], 1), assigner_slots=2)
     slots = mine._writer().scheme.slots
     mine.upsert(_rows([f"k{i}" for i in range(20, 60)], 2), assigner_slots=2)
