@@ -448,7 +448,6 @@ class Transaction:
         completed it first (then its document stands, and is returned)."""
         body = self._document(metadata)
         self.done = True
-        self._log_committed(metadata)
         try:
             standing = self._decide(body)
             if standing is not None:
@@ -463,6 +462,7 @@ class Transaction:
                 )
             else:
                 raise
+        self._log_committed(metadata)  # decided: a kill before here leaves it pending
         outcome.publish(self.store, self.timeline, self.instant, body, self._index_entries())
         return body
 
